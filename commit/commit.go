@@ -1,0 +1,255 @@
+// Package commit is drmas's commit protocol over a storage.Bucket, and the object layout of a
+// run.
+//
+// A stage writes its output files under a folder, then commits the folder by writing
+// _MANIFEST.json last, with an "only if absent" put. Readers look only at committed folders
+// (a manifest exists) and verify file sizes against it (and sha256 on request), so a crash at
+// any point leaves either no visible output or a complete one. Output names and bytes are
+// deterministic, so a rerun that finds its manifest already written with identical content
+// treats it as done, and one that finds different content reports a conflict.
+package commit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// ManifestName is the commit marker of a folder.
+const ManifestName = "_MANIFEST.json"
+
+// maxManifestBytes bounds what Read will load: a manifest lists files, not data.
+const maxManifestBytes = 16 << 20
+
+// ErrNotCommitted says a folder has no manifest (yet).
+var ErrNotCommitted = errors.New("not committed")
+
+// ErrConflict says a folder was already committed with different content.
+var ErrConflict = errors.New("commit conflict")
+
+// File is one committed file of a folder.
+type File struct {
+	Name   string `json:"name"` // relative to the folder, may contain "/"
+	Rows   int64  `json:"rows,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Input names a committed folder an output was computed from.
+type Input struct {
+	Dir            string `json:"dir"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+}
+
+// Manifest describes a committed folder. Its JSON encoding is deterministic.
+type Manifest struct {
+	Kind          string            `json:"kind"` // rollout, advantage, diagnostics, learn, checkpoint, eval
+	SchemaVersion int               `json:"schema_version"`
+	Run           string            `json:"run"`
+	Iteration     *int              `json:"iteration,omitempty"`
+	Step          *int64            `json:"step,omitempty"`
+	Parent        *int64            `json:"parent,omitempty"`
+	Rows          int64             `json:"rows"`
+	Files         []File            `json:"files"`
+	ConfigDigest  string            `json:"config_digest,omitempty"`
+	Inputs        []Input           `json:"inputs,omitempty"`
+	Params        map[string]string `json:"params,omitempty"`
+}
+
+// Validate reports every problem of m at once.
+func (m *Manifest) Validate() error {
+	var errs []error
+	if m.Kind == "" {
+		errs = append(errs, errors.New("kind is empty"))
+	}
+	if err := ValidateRunName(m.Run); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]bool{}
+	var rows int64
+	for i, f := range m.Files {
+		if err := storage.ValidateKey(f.Name); err != nil {
+			errs = append(errs, fmt.Errorf("file %d: %w", i, err))
+		}
+		if seen[f.Name] {
+			errs = append(errs, fmt.Errorf("file %q listed twice", f.Name))
+		}
+		seen[f.Name] = true
+		if f.Bytes < 0 || f.Rows < 0 {
+			errs = append(errs, fmt.Errorf("file %q: negative size or rows", f.Name))
+		}
+		if b, err := hex.DecodeString(f.SHA256); err != nil || len(b) != sha256.Size {
+			errs = append(errs, fmt.Errorf("file %q: sha256 %q is not 64 hex digits", f.Name, f.SHA256))
+		}
+		rows += f.Rows
+	}
+	if rows != m.Rows {
+		errs = append(errs, fmt.Errorf("rows %d, but files add up to %d", m.Rows, rows))
+	}
+	return errors.Join(errs...)
+}
+
+// Encode returns the deterministic JSON encoding of m, with files sorted by name.
+func Encode(m *Manifest) ([]byte, error) {
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid manifest: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// Decode parses and validates a manifest; name is used in errors. Unknown fields are errors.
+func Decode(data []byte, name string) (*Manifest, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%s: parse manifest: %w", name, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: trailing data after manifest", name)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &m, nil
+}
+
+// Digest is the hex sha256 of data.
+func Digest(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+// PutFile uploads data as dir/name (overwriting: output names and bytes are deterministic) and
+// returns its manifest entry.
+func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byte, rows int64) (File, error) {
+	if err := storage.PutBytes(ctx, b, path.Join(dir, name), data); err != nil {
+		return File{}, fmt.Errorf("upload %s: %w", name, err)
+	}
+	return File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}, nil
+}
+
+// Commit writes dir's manifest with an "only if absent" put. If the folder is already
+// committed with byte-identical content, Commit succeeds (a rerun); if with other content, it
+// returns an error matching ErrConflict. It returns the manifest's sha256.
+func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (string, error) {
+	data, err := Encode(m)
+	if err != nil {
+		return "", err
+	}
+	key := path.Join(dir, ManifestName)
+	err = storage.PutBytes(ctx, b, key, data, storage.IfAbsent())
+	if err == nil {
+		return Digest(data), nil
+	}
+	if !storage.IsAlreadyExists(err) {
+		return "", fmt.Errorf("commit %s: %w", dir, err)
+	}
+	old, rerr := storage.ReadAll(ctx, b, key)
+	if rerr != nil {
+		return "", fmt.Errorf("commit %s: read existing manifest: %w", dir, rerr)
+	}
+	if !bytes.Equal(old, data) {
+		return "", fmt.Errorf("commit %s: already committed with different content (existing sha256 %s, new %s): %w",
+			dir, Digest(old)[:12], Digest(data)[:12], ErrConflict)
+	}
+	return Digest(data), nil
+}
+
+// Read returns dir's manifest and its sha256, or an error matching ErrNotCommitted.
+func Read(ctx context.Context, b storage.Bucket, dir string) (*Manifest, string, error) {
+	key := path.Join(dir, ManifestName)
+	rc, err := b.Get(ctx, key)
+	if storage.IsNotFound(err) {
+		return nil, "", fmt.Errorf("%s: %w", dir, ErrNotCommitted)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read manifest %s: %w", dir, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("read manifest %s: %w", dir, err)
+	}
+	if len(data) > maxManifestBytes {
+		return nil, "", fmt.Errorf("%s: manifest larger than %d bytes", key, maxManifestBytes)
+	}
+	m, err := Decode(data, key)
+	if err != nil {
+		return nil, "", err
+	}
+	return m, Digest(data), nil
+}
+
+// IsCommitted reports whether dir has a manifest.
+func IsCommitted(ctx context.Context, b storage.Bucket, dir string) (bool, error) {
+	_, err := b.Stat(ctx, path.Join(dir, ManifestName))
+	if storage.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stat manifest %s: %w", dir, err)
+	}
+	return true, nil
+}
+
+// Verify checks that every file m lists exists under dir with the listed size, and with deep
+// also the listed sha256. It reports every mismatch at once.
+func Verify(ctx context.Context, b storage.Bucket, dir string, m *Manifest, deep bool) error {
+	var errs []error
+	for _, f := range m.Files {
+		key := path.Join(dir, f.Name)
+		if deep {
+			data, err := storage.ReadAll(ctx, b, key)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if int64(len(data)) != f.Bytes || Digest(data) != f.SHA256 {
+				errs = append(errs, fmt.Errorf("%s: content (%d bytes, sha256 %.12s) differs from manifest (%d bytes, %.12s)",
+					key, len(data), Digest(data), f.Bytes, f.SHA256))
+			}
+			continue
+		}
+		attr, err := b.Stat(ctx, key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if attr.Size != f.Bytes {
+			errs = append(errs, fmt.Errorf("%s: %d bytes, manifest says %d", key, attr.Size, f.Bytes))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("verify %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ReadFile downloads one committed file and checks it against its manifest entry.
+func ReadFile(ctx context.Context, b storage.Bucket, dir string, f File) ([]byte, error) {
+	key := path.Join(dir, f.Name)
+	data, err := storage.ReadAll(ctx, b, key)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != f.Bytes || Digest(data) != f.SHA256 {
+		return nil, fmt.Errorf("%s: content (%d bytes, sha256 %.12s) differs from manifest (%d bytes, %.12s)",
+			key, len(data), Digest(data), f.Bytes, f.SHA256)
+	}
+	return data, nil
+}

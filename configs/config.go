@@ -1,0 +1,487 @@
+// Package configs holds drmas's configuration: the typed Config, the embedded default, example
+// files, and the loader.
+//
+// Precedence, highest first: command-line flags, DRMAS_* environment variables (fixed keys
+// only, e.g. DRMAS_LEARN_LR for learn.lr; not keys inside the models/agents maps), the config
+// file, the defaults. A config file is complete for the maps it names: giving `agents:` or
+// `models:` replaces the default ones rather than merging into them. Unknown keys are errors
+// naming the key path and the file. Secrets (S3 keys) never appear in Show output or errors.
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/drmas-dev/drmas/commit"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML is the embedded default configuration file.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// Config is the resolved configuration of drmas.
+type Config struct {
+	Run        string           `mapstructure:"run" json:"run"`
+	Store      string           `mapstructure:"store" json:"store"`
+	Seed       uint64           `mapstructure:"seed" json:"seed"`
+	Iterations int              `mapstructure:"iterations" json:"iterations"`
+	S3         S3               `mapstructure:"s3" json:"s3"`
+	Workflow   Workflow         `mapstructure:"workflow" json:"workflow"`
+	Tasks      Tasks            `mapstructure:"tasks" json:"tasks"`
+	Models     map[string]Model `mapstructure:"models" json:"models"`
+	Agents     map[string]Agent `mapstructure:"agents" json:"agents"`
+	Rollout    Rollout          `mapstructure:"rollout" json:"rollout"`
+	Normalize  Normalize        `mapstructure:"normalize" json:"normalize"`
+	Learn      Learn            `mapstructure:"learn" json:"learn"`
+	Warmup     Warmup           `mapstructure:"warmup" json:"warmup"`
+	Evaluate   Evaluate         `mapstructure:"evaluate" json:"evaluate"`
+}
+
+// S3 configures s3:// stores.
+type S3 struct {
+	Endpoint   string `mapstructure:"endpoint" json:"endpoint"`
+	Region     string `mapstructure:"region" json:"region"`
+	AccessKey  string `mapstructure:"access_key" json:"access_key" secret:"true"`
+	SecretKey  string `mapstructure:"secret_key" json:"secret_key" secret:"true"`
+	Insecure   bool   `mapstructure:"insecure" json:"insecure"`
+	PathStyle  bool   `mapstructure:"path_style" json:"path_style"`
+	MaxRetries int    `mapstructure:"max_retries" json:"max_retries"`
+}
+
+// Workflow selects and configures the multi-agent workflow.
+type Workflow struct {
+	Name     string `mapstructure:"name" json:"name"`
+	MaxLoop  int    `mapstructure:"max_loop" json:"max_loop"`
+	MaxSteps int    `mapstructure:"max_steps" json:"max_steps"`
+	TopK     int    `mapstructure:"top_k" json:"top_k"`
+}
+
+// Tasks selects where prompts come from.
+type Tasks struct {
+	Source       string `mapstructure:"source" json:"source"`
+	PerIteration int    `mapstructure:"per_iteration" json:"per_iteration"`
+	EvalSize     int    `mapstructure:"eval_size" json:"eval_size"`
+}
+
+// Model sizes one built-in policy model.
+type Model struct {
+	Dim      int  `mapstructure:"dim" json:"dim"`
+	Layers   int  `mapstructure:"layers" json:"layers"`
+	Heads    int  `mapstructure:"heads" json:"heads"`
+	Context  int  `mapstructure:"context" json:"context"`
+	FFMult   int  `mapstructure:"ff_mult" json:"ff_mult"`
+	TiedHead bool `mapstructure:"tied_head" json:"tied_head"`
+}
+
+// Agent maps an agent role to a model and, optionally, its own optimizer settings. Zero
+// settings inherit from the learn section. Agents sharing a model must agree on them.
+type Agent struct {
+	Model      string  `mapstructure:"model" json:"model"`
+	LR         float64 `mapstructure:"lr" json:"lr,omitempty"`
+	ClipLow    float64 `mapstructure:"clip_low" json:"clip_low,omitempty"`
+	ClipHigh   float64 `mapstructure:"clip_high" json:"clip_high,omitempty"`
+	GradClip   float64 `mapstructure:"grad_clip" json:"grad_clip,omitempty"`
+	MicroBatch int     `mapstructure:"micro_batch" json:"micro_batch,omitempty"`
+}
+
+// Rollout configures sampling.
+type Rollout struct {
+	GroupSize   int     `mapstructure:"group_size" json:"group_size"`
+	Parts       int     `mapstructure:"parts" json:"parts"`
+	Temperature float64 `mapstructure:"temperature" json:"temperature"`
+	TopP        float64 `mapstructure:"top_p" json:"top_p"`
+	MaxTokens   int     `mapstructure:"max_tokens" json:"max_tokens"`
+}
+
+// Normalize lists the advantage estimators to compute.
+type Normalize struct {
+	Estimators []string `mapstructure:"estimators" json:"estimators"`
+	Eps        float64  `mapstructure:"eps" json:"eps"`
+}
+
+// Learn configures the PPO learner; per-agent overrides live in Agents.
+type Learn struct {
+	Estimator       string  `mapstructure:"estimator" json:"estimator"`
+	Epochs          int     `mapstructure:"epochs" json:"epochs"`
+	MiniBatches     int     `mapstructure:"mini_batches" json:"mini_batches"`
+	MicroBatch      int     `mapstructure:"micro_batch" json:"micro_batch"`
+	LR              float64 `mapstructure:"lr" json:"lr"`
+	WeightDecay     float64 `mapstructure:"weight_decay" json:"weight_decay"`
+	ClipLow         float64 `mapstructure:"clip_low" json:"clip_low"`
+	ClipHigh        float64 `mapstructure:"clip_high" json:"clip_high"`
+	GradClip        float64 `mapstructure:"grad_clip" json:"grad_clip"`
+	KLCoef          float64 `mapstructure:"kl_coef" json:"kl_coef"`
+	KeepCheckpoints int     `mapstructure:"keep_checkpoints" json:"keep_checkpoints"`
+}
+
+// Warmup configures the supervised warm-up that publishes checkpoint step 0.
+type Warmup struct {
+	Steps int     `mapstructure:"steps" json:"steps"`
+	Batch int     `mapstructure:"batch" json:"batch"`
+	LR    float64 `mapstructure:"lr" json:"lr"`
+	Noise float64 `mapstructure:"noise" json:"noise"`
+	Demos int     `mapstructure:"demos" json:"demos"`
+}
+
+// Evaluate configures avg@k / pass@k evaluation.
+type Evaluate struct {
+	Every       int     `mapstructure:"every" json:"every"`
+	K           int     `mapstructure:"k" json:"k"`
+	Temperature float64 `mapstructure:"temperature" json:"temperature"`
+	TopP        float64 `mapstructure:"top_p" json:"top_p"`
+}
+
+// LoadOptions says where configuration comes from.
+type LoadOptions struct {
+	// File is a YAML, JSON or TOML config file; empty means the embedded default.
+	File string
+	// Flags, if set, override keys: a changed flag named like a key ("store", "run", "seed",
+	// "iterations", or "learn.lr") sets it.
+	Flags *pflag.FlagSet
+	// LookupEnv reads the environment; default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Load resolves the configuration and validates it, reporting every problem at once.
+func Load(o LoadOptions) (*Config, error) {
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	v := viper.New()
+	source := "the embedded default config"
+	if o.File != "" {
+		source = o.File
+		v.SetConfigFile(o.File)
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", o.File, err)
+		}
+	} else {
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
+			return nil, fmt.Errorf("read embedded default config: %w", err)
+		}
+	}
+	if err := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, fmt.Errorf("config %s: %w", source, err)
+	}
+	for _, key := range FixedKeys() {
+		env := "DRMAS_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if val, ok := o.LookupEnv(env); ok {
+			v.Set(key, val)
+		}
+	}
+	if o.Flags != nil {
+		o.Flags.Visit(func(f *pflag.Flag) {
+			if isFixedKey(f.Name) {
+				v.Set(f.Name, f.Value.String())
+			}
+		})
+	}
+	cfg, err := defaults()
+	if err != nil {
+		return nil, err
+	}
+	if o.File != "" && v.IsSet("models") {
+		cfg.Models = nil
+	}
+	if o.File != "" && v.IsSet("agents") {
+		cfg.Agents = nil
+	}
+	if err := v.Unmarshal(cfg); err != nil {
+		return nil, fmt.Errorf("config %s: %w", source, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", source, err)
+	}
+	return cfg, nil
+}
+
+// Default returns the embedded default configuration.
+func Default() *Config {
+	cfg, err := Load(LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		panic("embedded default config is invalid: " + err.Error()) // a build defect, not user input
+	}
+	return cfg
+}
+
+func defaults() (*Config, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
+		return nil, fmt.Errorf("read embedded default config: %w", err)
+	}
+	var cfg Config
+	if err := v.Unmarshal(&cfg); err != nil {
+		return nil, fmt.Errorf("decode embedded default config: %w", err)
+	}
+	return &cfg, nil
+}
+
+// checkKeys reports every key of m that t has no field for, as a dotted path.
+func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tag := f.Tag.Get("mapstructure"); tag != "" {
+			fields[tag] = f.Type
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		ft, ok := fields[k]
+		if !ok {
+			errs = append(errs, fmt.Errorf("unknown key %s%s", prefix, k))
+			continue
+		}
+		sub, isMap := m[k].(map[string]any)
+		switch {
+		case ft.Kind() == reflect.Struct && isMap:
+			errs = append(errs, checkKeys(sub, ft, prefix+k+"."))
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct && isMap:
+			names := make([]string, 0, len(sub))
+			for name := range sub {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				if entry, ok := sub[name].(map[string]any); ok {
+					errs = append(errs, checkKeys(entry, ft.Elem(), prefix+k+"."+name+"."))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FixedKeys lists the dotted keys that environment variables and flags can set.
+func FixedKeys() []string {
+	var keys []string
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("mapstructure")
+			switch f.Type.Kind() {
+			case reflect.Struct:
+				walk(f.Type, prefix+tag+".")
+			case reflect.Map:
+			default:
+				keys = append(keys, prefix+tag)
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return keys
+}
+
+func isFixedKey(k string) bool {
+	for _, f := range FixedKeys() {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}
+
+// AgentNames returns the configured agents, sorted.
+func (c *Config) AgentNames() []string {
+	names := make([]string, 0, len(c.Agents))
+	for n := range c.Agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ModelNames returns the configured models, sorted.
+func (c *Config) ModelNames() []string {
+	names := make([]string, 0, len(c.Models))
+	for n := range c.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// AgentsOf returns the agents served by model, sorted.
+func (c *Config) AgentsOf(model string) []string {
+	var out []string
+	for _, a := range c.AgentNames() {
+		if c.Agents[a].Model == model {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Optim is the resolved optimizer setting of one agent (or of the model it shares).
+type Optim struct {
+	LR, ClipLow, ClipHigh, GradClip float64
+	MicroBatch                      int
+}
+
+// OptimOf resolves agent's optimizer settings: its own where set, else the learn section's.
+func (c *Config) OptimOf(agent string) Optim {
+	a := c.Agents[agent]
+	o := Optim{LR: c.Learn.LR, ClipLow: c.Learn.ClipLow, ClipHigh: c.Learn.ClipHigh, GradClip: c.Learn.GradClip, MicroBatch: c.Learn.MicroBatch}
+	if a.LR != 0 {
+		o.LR = a.LR
+	}
+	if a.ClipLow != 0 {
+		o.ClipLow = a.ClipLow
+	}
+	if a.ClipHigh != 0 {
+		o.ClipHigh = a.ClipHigh
+	}
+	if a.GradClip != 0 {
+		o.GradClip = a.GradClip
+	}
+	if a.MicroBatch != 0 {
+		o.MicroBatch = a.MicroBatch
+	}
+	return o
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := commit.ValidateRunName(c.Run); err != nil {
+		bad("run: %v", err)
+	}
+	if c.Store == "" {
+		bad("store is empty: give a folder, file:///abs/path or s3://bucket/prefix")
+	}
+	if c.Iterations < 0 {
+		bad("iterations %d < 0", c.Iterations)
+	}
+	if len(c.Models) == 0 {
+		bad("models: at least one model is needed")
+	}
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		if err := commit.ValidateRunName(name); err != nil {
+			bad("models.%s: bad model name: %v", name, err)
+		}
+		if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 || m.Context <= 0 || m.FFMult <= 0 {
+			bad("models.%s: dim, layers, heads, context and ff_mult must be > 0", name)
+		} else if m.Dim%m.Heads != 0 {
+			bad("models.%s: dim %d is not a multiple of heads %d", name, m.Dim, m.Heads)
+		}
+	}
+	if len(c.Agents) == 0 {
+		bad("agents: at least one agent is needed")
+	}
+	for _, name := range c.AgentNames() {
+		a := c.Agents[name]
+		if _, ok := c.Models[a.Model]; !ok {
+			bad("agents.%s.model: %q is not in models (have %s)", name, a.Model, strings.Join(c.ModelNames(), ", "))
+		}
+		o := c.OptimOf(name)
+		if o.LR <= 0 || o.GradClip <= 0 || o.ClipLow <= 0 || o.ClipHigh <= 0 || o.MicroBatch <= 0 {
+			bad("agents.%s: lr, grad_clip, clip_low, clip_high and micro_batch must be > 0 (own or from learn)", name)
+		}
+	}
+	for _, model := range c.ModelNames() {
+		agents := c.AgentsOf(model)
+		for _, a := range agents[min(1, len(agents)):] {
+			o0, o := c.OptimOf(agents[0]), c.OptimOf(a)
+			if o0 != o {
+				bad("agents %s and %s share model %s but their optimizer settings differ (%s): agents that share a model are trained by one optimizer",
+					agents[0], a, model, optimDiff(o0, o))
+			}
+		}
+	}
+	if c.Rollout.GroupSize < 1 || c.Rollout.Parts < 1 || c.Rollout.MaxTokens < 1 {
+		bad("rollout: group_size, parts and max_tokens must be ≥ 1")
+	}
+	if c.Rollout.Temperature <= 0 || c.Rollout.TopP <= 0 || c.Rollout.TopP > 1 {
+		bad("rollout: temperature must be > 0 and top_p in (0, 1]")
+	}
+	if c.Tasks.PerIteration < 1 || c.Tasks.EvalSize < 0 {
+		bad("tasks: per_iteration must be ≥ 1 and eval_size ≥ 0")
+	}
+	if len(c.Normalize.Estimators) == 0 {
+		bad("normalize.estimators is empty")
+	}
+	if !(c.Normalize.Eps > 0) || math.IsInf(c.Normalize.Eps, 0) {
+		bad("normalize.eps must be > 0")
+	}
+	if c.Learn.Epochs < 1 || c.Learn.MiniBatches < 1 || c.Learn.KeepCheckpoints < 1 {
+		bad("learn: epochs, mini_batches and keep_checkpoints must be ≥ 1")
+	}
+	if c.Learn.KLCoef < 0 || c.Learn.WeightDecay < 0 {
+		bad("learn: kl_coef and weight_decay must be ≥ 0")
+	}
+	if c.Warmup.Steps < 0 || c.Warmup.Batch < 1 || c.Warmup.LR <= 0 || c.Warmup.Noise < 0 || c.Warmup.Noise > 1 || c.Warmup.Demos < 1 {
+		bad("warmup: steps ≥ 0, batch ≥ 1, lr > 0, noise in [0, 1], demos ≥ 1")
+	}
+	if c.Evaluate.Every < 0 || c.Evaluate.K < 1 || c.Evaluate.Temperature < 0 || c.Evaluate.TopP <= 0 || c.Evaluate.TopP > 1 {
+		bad("evaluate: every ≥ 0, k ≥ 1, temperature ≥ 0, top_p in (0, 1]")
+	}
+	if c.S3.MaxRetries < 0 {
+		bad("s3.max_retries must be ≥ 0")
+	}
+	return errors.Join(errs...)
+}
+
+func optimDiff(a, b Optim) string {
+	var d []string
+	if a.LR != b.LR {
+		d = append(d, fmt.Sprintf("lr %g vs %g", a.LR, b.LR))
+	}
+	if a.ClipLow != b.ClipLow {
+		d = append(d, fmt.Sprintf("clip_low %g vs %g", a.ClipLow, b.ClipLow))
+	}
+	if a.ClipHigh != b.ClipHigh {
+		d = append(d, fmt.Sprintf("clip_high %g vs %g", a.ClipHigh, b.ClipHigh))
+	}
+	if a.GradClip != b.GradClip {
+		d = append(d, fmt.Sprintf("grad_clip %g vs %g", a.GradClip, b.GradClip))
+	}
+	if a.MicroBatch != b.MicroBatch {
+		d = append(d, fmt.Sprintf("micro_batch %d vs %d", a.MicroBatch, b.MicroBatch))
+	}
+	return strings.Join(d, ", ")
+}
+
+// Redacted returns a copy of c with secrets replaced by "<redacted>" (or left empty if unset).
+func (c *Config) Redacted() *Config {
+	r := *c
+	if r.S3.AccessKey != "" {
+		r.S3.AccessKey = "<redacted>"
+	}
+	if r.S3.SecretKey != "" {
+		r.S3.SecretKey = "<redacted>"
+	}
+	return &r
+}
+
+// Digest is a stable sha256 of the JSON encoding of any config section (secrets are never
+// part of what stages digest: pass sections, not the S3 settings).
+func Digest(section any) string {
+	data, err := json.Marshal(section)
+	if err != nil {
+		panic(fmt.Sprintf("configs: digest of unencodable section %T: %v", section, err)) // programming error
+	}
+	return commit.Digest(data)
+}

@@ -1,0 +1,218 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
+)
+
+// Keys are the columns of a trajectory part that advantage estimation needs, decoded column by
+// column through the page API (no row materialisation). Groups are contiguous by construction
+// of the part (CheckPart), and Group codes count up from 0 in file order.
+type Keys struct {
+	RowID  []int64
+	Group  []int32  // dense uid code, one per contiguous uid run
+	UIDs   []string // UIDs[g] is the uid of group code g
+	Sample []int32
+	Agent  []int32  // dense agent code
+	Agents []string // Agents[a] is the agent name of code a, in first-seen order
+	Score  []float64
+}
+
+// Len is the number of rows.
+func (k *Keys) Len() int { return len(k.RowID) }
+
+// KeyColumns are the trajectory columns ReadKeys touches.
+var KeyColumns = []string{"row_id", "uid", "sample", "agent", "score"}
+
+// ReadKeys decodes the key columns of a trajectory part, checking ctx once per row group.
+// It fails on non-finite scores and on a uid that reappears after its run ended, naming the
+// row and the file.
+func ReadKeys(ctx context.Context, f *parquet.File, name string) (k *Keys, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			k, err = nil, fmt.Errorf("%s: malformed parquet: %v", name, p)
+		}
+	}()
+	if err := CheckSchema(f, trajectorySchema, name, KeyColumns...); err != nil {
+		return nil, err
+	}
+	n := f.NumRows()
+	if n < 0 || n > f.Size()*8 {
+		return nil, fmt.Errorf("%s: footer claims %d rows in %d bytes", name, n, f.Size())
+	}
+	col := func(c string) int {
+		leaf, _ := f.Schema().Lookup(c)
+		return leaf.ColumnIndex
+	}
+	k = &Keys{
+		RowID:  make([]int64, 0, n),
+		Group:  make([]int32, 0, n),
+		Sample: make([]int32, 0, n),
+		Agent:  make([]int32, 0, n),
+		Score:  make([]float64, 0, n),
+	}
+	g := groupDecoder{seen: map[string]int32{}}
+	a := dictDecoder{codes: map[string]int32{}}
+	for rgi, rg := range f.RowGroups() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunks := rg.ColumnChunks()
+		before := len(k.RowID)
+		err := errors.Join(
+			readPages(chunks[col("row_id")], func(p parquet.Page) { k.RowID = append(k.RowID, pageData(p).Int64()...) }),
+			readPages(chunks[col("sample")], func(p parquet.Page) { k.Sample = append(k.Sample, pageData(p).Int32()...) }),
+			readPages(chunks[col("score")], func(p parquet.Page) { k.Score = append(k.Score, pageData(p).Double()...) }),
+			readPages(chunks[col("agent")], func(p parquet.Page) { k.Agent = a.decode(p, k.Agent) }),
+			readPages(chunks[col("uid")], func(p parquet.Page) { k.Group = g.decode(p, k.Group) }),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("%s: row group %d: %w", name, rgi, err)
+		}
+		want := before + int(rg.NumRows())
+		if len(k.RowID) != want || len(k.Sample) != want || len(k.Score) != want || len(k.Agent) != want || len(k.Group) != want {
+			return nil, fmt.Errorf("%s: row group %d: columns decoded to different lengths", name, rgi)
+		}
+	}
+	if g.err != nil {
+		return nil, fmt.Errorf("%s: %w", name, g.err)
+	}
+	for i, s := range k.Score {
+		if s != s || s > maxFloat || s < -maxFloat {
+			return nil, fmt.Errorf("%s: row %d (row_id %d): score %v is not finite", name, i, k.RowID[i], s)
+		}
+	}
+	k.UIDs = g.names
+	k.Agents = a.names
+	return k, nil
+}
+
+func pageData(p parquet.Page) *encoding.Values {
+	v := p.Data()
+	return &v
+}
+
+const maxFloat = 1.7976931348623157e308
+
+func readPages(cc parquet.ColumnChunk, f func(parquet.Page)) error {
+	pages := cc.Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if p.NumNulls() != 0 {
+			parquet.Release(p)
+			return fmt.Errorf("column %d has nulls", cc.Column())
+		}
+		f(p)
+		parquet.Release(p)
+	}
+}
+
+// byteValues calls f with each value of a BYTE_ARRAY page, dictionary-encoded or plain.
+// For dictionary pages it passes the dictionary index too (−1 for plain pages).
+func byteValues(p parquet.Page, f func(idx int32, v []byte)) {
+	if d := p.Dictionary(); d != nil {
+		data, offs := pageData(d.Page()).ByteArray()
+		for _, ix := range pageData(p).Int32() {
+			f(ix, data[offs[ix]:offs[ix+1]])
+		}
+		return
+	}
+	data, offs := pageData(p).ByteArray()
+	for i := 0; i+1 < len(offs); i++ {
+		f(-1, data[offs[i]:offs[i+1]])
+	}
+}
+
+// groupDecoder turns a uid column into dense codes of contiguous runs.
+type groupDecoder struct {
+	names   []string
+	seen    map[string]int32
+	last    []byte
+	lastIdx int32
+	lastD   parquet.Dictionary
+	rows    int
+	err     error
+}
+
+func (g *groupDecoder) decode(p parquet.Page, out []int32) []int32 {
+	d := p.Dictionary()
+	if d != g.lastD {
+		g.lastIdx = -1
+		g.lastD = d
+	}
+	byteValues(p, func(idx int32, v []byte) {
+		defer func() { g.rows++ }()
+		cur := int32(len(g.names) - 1)
+		if len(g.names) > 0 {
+			if idx >= 0 && idx == g.lastIdx {
+				out = append(out, cur)
+				return
+			}
+			if bytes.Equal(v, g.last) {
+				g.lastIdx = idx
+				out = append(out, cur)
+				return
+			}
+		}
+		s := string(v)
+		if _, dup := g.seen[s]; dup && g.err == nil {
+			g.err = fmt.Errorf("row %d: uid %q reappears after its rows ended: rows of one uid must be contiguous", g.rows, s)
+		}
+		g.seen[s] = int32(len(g.names))
+		g.names = append(g.names, s)
+		g.last = append(g.last[:0], v...)
+		g.lastIdx = idx
+		out = append(out, int32(len(g.names)-1))
+	})
+	return out
+}
+
+// dictDecoder maps a low-cardinality string column to dense codes in first-seen order.
+type dictDecoder struct {
+	names []string
+	codes map[string]int32
+	lastD parquet.Dictionary
+	local []int32 // dictionary index → code for lastD
+}
+
+func (a *dictDecoder) code(v []byte) int32 {
+	c, ok := a.codes[string(v)]
+	if !ok {
+		c = int32(len(a.names))
+		a.names = append(a.names, string(v))
+		a.codes[string(v)] = c
+	}
+	return c
+}
+
+func (a *dictDecoder) decode(p parquet.Page, out []int32) []int32 {
+	if d := p.Dictionary(); d != nil {
+		if d != a.lastD {
+			a.lastD = d
+			data, offs := pageData(d.Page()).ByteArray()
+			a.local = a.local[:0]
+			for i := 0; i+1 < len(offs); i++ {
+				a.local = append(a.local, a.code(data[offs[i]:offs[i+1]]))
+			}
+		}
+		for _, ix := range pageData(p).Int32() {
+			out = append(out, a.local[ix])
+		}
+		return out
+	}
+	byteValues(p, func(_ int32, v []byte) { out = append(out, a.code(v)) })
+	return out
+}

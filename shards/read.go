@@ -1,0 +1,124 @@
+package shards
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// OpenParquet opens a Parquet file of the given size for reading. name is used in errors.
+func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) {
+	if size < 12 {
+		return nil, fmt.Errorf("%s: %d bytes is too short to be a parquet file", name, size)
+	}
+	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("%s: open parquet: %w", name, err)
+	}
+	return f, nil
+}
+
+// CheckSchema reports every column of want that f lacks or holds with another physical type,
+// naming the file. Extra columns in f are allowed.
+func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...string) error {
+	var errs []error
+	for _, path := range want.Columns() {
+		if len(columns) > 0 && !contains(columns, path[0]) {
+			continue
+		}
+		wl, _ := want.Lookup(path...)
+		fl, ok := f.Schema().Lookup(path...)
+		if !ok {
+			errs = append(errs, fmt.Errorf("missing column %s", strings.Join(path, ".")))
+			continue
+		}
+		if wk, fk := wl.Node.Type().Kind(), fl.Node.Type().Kind(); wk != fk {
+			errs = append(errs, fmt.Errorf("column %s is %v, want %v", strings.Join(path, "."), fk, wk))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s: schema mismatch: %w", name, errors.Join(errs...))
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	trajectorySchema = parquet.SchemaOf(Row{})
+	advantageSchema  = parquet.SchemaOf(AdvantageRow{})
+)
+
+// TrajectorySchema is the Parquet schema of trajectory shards.
+func TrajectorySchema() *parquet.Schema { return trajectorySchema }
+
+// AdvantageSchema is the Parquet schema of advantage sidecars.
+func AdvantageSchema() *parquet.Schema { return advantageSchema }
+
+// ReadTrajectories decodes a whole trajectory part.
+func ReadTrajectories(r io.ReaderAt, size int64, name string) ([]Row, error) {
+	return readAll[Row](r, size, name, trajectorySchema)
+}
+
+// ReadAdvantages decodes a whole advantage sidecar.
+func ReadAdvantages(r io.ReaderAt, size int64, name string) ([]AdvantageRow, error) {
+	return readAll[AdvantageRow](r, size, name, advantageSchema)
+}
+
+// ReadTable decodes any table written with WriteTable, checking its schema against T.
+func ReadTable[T any](r io.ReaderAt, size int64, name string) ([]T, error) {
+	return readAll[T](r, size, name, parquet.SchemaOf(new(T)))
+}
+
+func readAll[T any](r io.ReaderAt, size int64, name string, schema *parquet.Schema) (rows []T, err error) {
+	defer func() {
+		// parquet-go panics on some malformed inputs; a bad file must be an error, not a crash.
+		if p := recover(); p != nil {
+			rows, err = nil, fmt.Errorf("%s: malformed parquet: %v", name, p)
+		}
+	}()
+	f, err := OpenParquet(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckSchema(f, schema, name); err != nil {
+		return nil, err
+	}
+	n := f.NumRows()
+	if n < 0 || n > size*8 {
+		// A row costs at least one bit of some column in any encoding we accept; a larger count
+		// is a lie in the footer and would make us allocate without bound.
+		return nil, fmt.Errorf("%s: footer claims %d rows in %d bytes", name, n, size)
+	}
+	out := make([]T, 0, n)
+	pr := parquet.NewGenericReader[T](f)
+	defer pr.Close()
+	buf := make([]T, 1024)
+	for {
+		k, err := pr.Read(buf)
+		out = append(out, buf[:k]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: read rows: %w", name, err)
+		}
+		if k == 0 {
+			return nil, fmt.Errorf("%s: reader made no progress after %d rows", name, len(out))
+		}
+	}
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("%s: read %d rows, footer says %d", name, len(out), n)
+	}
+	return out, nil
+}
