@@ -16,7 +16,7 @@ import (
 //	runs/<run>/iter=000007/advantage/est=drmas/part-…parquet, _MANIFEST.json
 //	runs/<run>/iter=000007/diagnostics/est=drmas/agents.parquet, _MANIFEST.json
 //	runs/<run>/iter=000007/learn/metrics.parquet, _MANIFEST.json
-//	runs/<run>/iter=000007/eval/results.parquet, _MANIFEST.json
+//	runs/<run>/eval/step=000008/results.parquet, _MANIFEST.json   (evaluation of a checkpoint)
 //	runs/<run>/checkpoints/step=000008/<model>/model.safetensors, optim.safetensors; _MANIFEST.json
 //	runs/<run>/checkpoints/LATEST
 
@@ -58,8 +58,9 @@ func DiagnosticsDir(run string, iter int, estimator string) string {
 // LearnDir holds an iteration's learner metrics.
 func LearnDir(run string, iter int) string { return path.Join(IterDir(run, iter), "learn") }
 
-// EvalDir holds an iteration's evaluation results.
-func EvalDir(run string, iter int) string { return path.Join(IterDir(run, iter), "eval") }
+// EvalDir holds the evaluation results of a checkpoint step. Evaluations are keyed by the
+// checkpoint they measure (step 0 is the warm-up), not by iteration.
+func EvalDir(run string, step int64) string { return fmt.Sprintf("runs/%s/eval/step=%06d", run, step) }
 
 // CheckpointsDir holds a run's checkpoints and LATEST.
 func CheckpointsDir(run string) string { return path.Join(RunDir(run), "checkpoints") }

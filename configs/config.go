@@ -67,6 +67,11 @@ type Workflow struct {
 	MaxLoop  int    `mapstructure:"max_loop" json:"max_loop"`
 	MaxSteps int    `mapstructure:"max_steps" json:"max_steps"`
 	TopK     int    `mapstructure:"top_k" json:"top_k"`
+	// HardFrac is the share of generated tasks that are hard (math_hard, search_2hop).
+	HardFrac float64 `mapstructure:"hard_frac" json:"hard_frac"`
+	// CorpusSeed and CorpusPeople shape the search workflow's synthetic fact corpus.
+	CorpusSeed   uint64 `mapstructure:"corpus_seed" json:"corpus_seed"`
+	CorpusPeople int    `mapstructure:"corpus_people" json:"corpus_people"`
 }
 
 // Tasks selects where prompts come from.
@@ -184,8 +189,8 @@ func Load(o LoadOptions) (*Config, error) {
 		}
 	}
 	if o.Flags != nil {
-		o.Flags.Visit(func(f *pflag.Flag) {
-			if isFixedKey(f.Name) {
+		o.Flags.VisitAll(func(f *pflag.Flag) {
+			if f.Changed && isFixedKey(f.Name) {
 				v.Set(f.Name, f.Value.String())
 			}
 		})

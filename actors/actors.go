@@ -1,0 +1,112 @@
+// Package actors holds the actor backends that generate agents' responses: an interface, and
+// the in-process backend running the built-in policy. Agents mapped to the same model id share
+// one backend, and all their pending requests of a workflow step go to it as one batch.
+//
+// Token ids are the unit of exchange: prompts are encoded once here (PromptIDs) and the ids a
+// backend returns are stored as they come, never re-tokenised.
+package actors
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/drmas-dev/drmas/model"
+)
+
+// Request is one generation: an agent's prompt ids and the seed of its sampling RNG.
+type Request struct {
+	Agent  string
+	Prompt []int32
+	Seed   uint64
+}
+
+// Response is a generated continuation: token ids (including a final EOS if sampled), the
+// behaviour-policy log-prob of each, and why generation stopped ("stop" or "length").
+type Response struct {
+	Tokens       []int32
+	LogProbs     []float32
+	FinishReason string
+}
+
+// Sampling configures generation.
+type Sampling struct {
+	Temperature float64 // 0 = greedy
+	TopP        float64 // 1 = off
+	MaxTokens   int
+}
+
+// Backend generates responses for one model.
+type Backend interface {
+	// Model is the model id recorded in trajectory rows.
+	Model() string
+	// Version is the checkpoint step the backend serves (the rows' policy_version).
+	Version() int64
+	// Generate returns one response per request, in order. Results do not depend on how
+	// requests are batched: each request's sampling is seeded by its Seed alone.
+	Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error)
+}
+
+// PromptIDs is the token sequence an agent sees: BOS, the agent's name, SEP, the prompt text,
+// SEP. Naming the agent lets agents that share a model tell their roles apart.
+func PromptIDs(agent, prompt string) []int32 {
+	ids := make([]int32, 0, len(agent)+len(prompt)+3)
+	ids = append(ids, model.BOS)
+	ids = append(ids, model.Encode(agent)...)
+	ids = append(ids, model.SEP)
+	ids = append(ids, model.Encode(prompt)...)
+	return append(ids, model.SEP)
+}
+
+// TargetIDs is the token sequence of an expert response (for supervised warm-up): its bytes
+// and EOS.
+func TargetIDs(response string) []int32 {
+	return append(model.Encode(response), model.EOS)
+}
+
+// ResponseText decodes generated ids to the text a workflow parses: special tokens dropped.
+func ResponseText(tokens []int32) string { return model.DecodeText(tokens) }
+
+// Local serves the built-in policy in process.
+type Local struct {
+	id      string
+	version int64
+	m       *model.Model
+}
+
+var _ Backend = (*Local)(nil)
+
+// NewLocal serves m as model id at checkpoint step version.
+func NewLocal(id string, version int64, m *model.Model) *Local {
+	return &Local{id: id, version: version, m: m}
+}
+
+// Model implements Backend.
+func (l *Local) Model() string { return l.id }
+
+// Version implements Backend.
+func (l *Local) Version() int64 { return l.version }
+
+// Policy returns the served model.
+func (l *Local) Policy() *model.Model { return l.m }
+
+// Generate implements Backend with one batched, KV-cached sampling call.
+func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error) {
+	sr := make([]model.SampleRequest, len(reqs))
+	ctxLen := l.m.Config().Context
+	for i, r := range reqs {
+		if len(r.Prompt) >= ctxLen {
+			return nil, fmt.Errorf("model %s: agent %s prompt of %d tokens does not fit the context of %d: raise models.%s.context",
+				l.id, r.Agent, len(r.Prompt), ctxLen, l.id)
+		}
+		sr[i] = model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed}
+	}
+	res, err := l.m.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: float32(s.TopP), MaxTokens: s.MaxTokens})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: sample: %w", l.id, err)
+	}
+	out := make([]Response, len(res))
+	for i, r := range res {
+		out[i] = Response{Tokens: r.Tokens, LogProbs: r.LogProbs, FinishReason: r.FinishReason}
+	}
+	return out, nil
+}

@@ -1,0 +1,287 @@
+// Package checkpoints publishes and loads the built-in policy's checkpoints in a run's store
+// (DESIGN §4).
+//
+// A checkpoint step holds, per model, model.safetensors and optim.safetensors under
+// checkpoints/step=NNNNNN/<model>/, and one _MANIFEST.json for all models of the step (files,
+// sizes, sha256, step, parent step, config digest) written last: a step is visible only once
+// complete. LATEST names the newest complete step and is written after the manifest; it never
+// moves backwards. Readers verify sizes and hashes and fall back to the previous complete step
+// with a warning when the newest is damaged. Retention never deletes the step LATEST names.
+package checkpoints
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// ErrNone says a run has no complete checkpoint.
+var ErrNone = errors.New("no checkpoint")
+
+// NoParent is the Parent of a checkpoint trained from scratch (the warm-up's step 0).
+const NoParent = -1
+
+// Set is the models (and optimizer states) of one checkpoint step.
+type Set struct {
+	Step   int64
+	Parent int64
+	Models map[string]*model.Model
+	Optims map[string]*model.AdamW // entries may be missing (no optimizer state yet)
+	// ManifestSHA256 is set by Load: the digest of the step's manifest.
+	ManifestSHA256 string
+}
+
+// ModelNames returns the set's models, sorted.
+func (s *Set) ModelNames() []string {
+	names := make([]string, 0, len(s.Models))
+	for n := range s.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
+// step that is already committed with identical bytes is a no-op (a rerun); with different
+// bytes it is a conflict.
+func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
+	dir := commit.CheckpointDir(run, s.Step)
+	var files []commit.File
+	for _, name := range s.ModelNames() {
+		var buf bytes.Buffer
+		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
+			return "", fmt.Errorf("encode model %s: %w", name, err)
+		}
+		f, err := commit.PutFile(ctx, b, dir, name+"/model.safetensors", buf.Bytes(), 0)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, f)
+		if o := s.Optims[name]; o != nil {
+			buf.Reset()
+			if err := o.SaveSafetensors(&buf); err != nil {
+				return "", fmt.Errorf("encode optimizer %s: %w", name, err)
+			}
+			f, err := commit.PutFile(ctx, b, dir, name+"/optim.safetensors", buf.Bytes(), 0)
+			if err != nil {
+				return "", err
+			}
+			files = append(files, f)
+		}
+	}
+	step, parent := s.Step, s.Parent
+	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, Files: files, ConfigDigest: configDigest}
+	if parent >= 0 {
+		m.Parent = &parent
+	}
+	sha, err := commit.Commit(ctx, b, dir, m)
+	if err != nil {
+		return "", err
+	}
+	if err := SetLatest(ctx, b, run, s.Step); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+func latestBody(step int64) []byte { return fmt.Appendf(nil, "step=%06d\n", step) }
+
+// ReadLatest returns the step LATEST names, or an error matching ErrNone if there is none.
+func ReadLatest(ctx context.Context, b storage.Bucket, run string) (int64, error) {
+	data, err := storage.ReadAll(ctx, b, commit.LatestKey(run))
+	if storage.IsNotFound(err) {
+		return 0, fmt.Errorf("run %s: %w", run, ErrNone)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read LATEST: %w", err)
+	}
+	step, ok := commit.ParseStepDir(strings.TrimSpace(string(data)))
+	if !ok {
+		return 0, fmt.Errorf("%s: %q does not name a step", commit.LatestKey(run), data)
+	}
+	return step, nil
+}
+
+// SetLatest points LATEST at step, which must be committed. LATEST never moves backwards: if
+// it already names a later step, SetLatest leaves it.
+func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) error {
+	ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(run, step))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("set LATEST to step %d: the step is not committed", step)
+	}
+	cur, err := ReadLatest(ctx, b, run)
+	switch {
+	case err == nil && cur >= step:
+		return nil
+	case err != nil && !errors.Is(err, ErrNone):
+		// A damaged LATEST is replaced: the manifests are the source of truth.
+	}
+	if err := storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(step)); err != nil {
+		return fmt.Errorf("update LATEST: %w", err)
+	}
+	return nil
+}
+
+// Steps lists the committed steps of run in increasing order.
+func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
+	prefix := commit.CheckpointsDir(run) + "/"
+	var steps []int64
+	err := b.Iter(ctx, prefix, func(key string) error {
+		rest := strings.TrimPrefix(key, prefix)
+		el, file, ok := strings.Cut(rest, "/")
+		if ok && file == commit.ManifestName {
+			if s, ok := commit.ParseStepDir(el); ok {
+				steps = append(steps, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of %s: %w", run, err)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	return steps, nil
+}
+
+// LoadStep loads and verifies one committed step. withOptim also loads optimizer states.
+func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, withOptim bool) (*Set, error) {
+	dir := commit.CheckpointDir(run, step)
+	m, sha, err := commit.Read(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind != "checkpoint" || m.Step == nil || *m.Step != step {
+		return nil, fmt.Errorf("%s: manifest is not the checkpoint of step %d", dir, step)
+	}
+	s := &Set{Step: step, Parent: NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{}, ManifestSHA256: sha}
+	if m.Parent != nil {
+		s.Parent = *m.Parent
+	}
+	for _, f := range m.Files {
+		name, file, ok := strings.Cut(f.Name, "/")
+		if !ok || file != "model.safetensors" {
+			continue
+		}
+		data, err := commit.ReadFile(ctx, b, dir, f)
+		if err != nil {
+			return nil, err
+		}
+		mdl, err := model.LoadModel(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path.Join(dir, f.Name), err)
+		}
+		s.Models[name] = mdl
+	}
+	if len(s.Models) == 0 {
+		return nil, fmt.Errorf("%s: checkpoint has no model", dir)
+	}
+	if withOptim {
+		for _, f := range m.Files {
+			name, file, ok := strings.Cut(f.Name, "/")
+			if !ok || file != "optim.safetensors" || s.Models[name] == nil {
+				continue
+			}
+			data, err := commit.ReadFile(ctx, b, dir, f)
+			if err != nil {
+				return nil, err
+			}
+			o, err := model.LoadAdamW(s.Models[name], bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path.Join(dir, f.Name), err)
+			}
+			s.Optims[name] = o
+		}
+	}
+	return s, nil
+}
+
+// Load loads the step LATEST names; if it is damaged or missing, it warns and falls back to the
+// newest complete step that verifies. It returns an error matching ErrNone if no step loads.
+func Load(ctx context.Context, b storage.Bucket, run string, withOptim bool, warn func(string)) (*Set, error) {
+	if warn == nil {
+		warn = func(string) {}
+	}
+	latest, err := ReadLatest(ctx, b, run)
+	if err != nil && !errors.Is(err, ErrNone) {
+		warn(err.Error())
+	}
+	steps, lerr := Steps(ctx, b, run)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if err == nil {
+		s, lerr := LoadStep(ctx, b, run, latest, withOptim)
+		if lerr == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		warn(fmt.Sprintf("checkpoint step %d (LATEST) is unusable, falling back: %v", latest, lerr))
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if err == nil && steps[i] >= latest {
+			continue
+		}
+		s, lerr := LoadStep(ctx, b, run, steps[i], withOptim)
+		if lerr == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		warn(fmt.Sprintf("checkpoint step %d is unusable, falling back: %v", steps[i], lerr))
+	}
+	return nil, fmt.Errorf("run %s: %w (run `drmas run-stage warmup` first)", run, ErrNone)
+}
+
+// Retain deletes committed steps older than the newest keep, never the one LATEST names. A
+// step's manifest is deleted first, so a crash mid-delete leaves an uncommitted folder that
+// readers ignore, never a committed one with missing files.
+func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int64, error) {
+	if keep < 1 {
+		keep = 1
+	}
+	steps, err := Steps(ctx, b, run)
+	if err != nil {
+		return nil, err
+	}
+	latest, lerr := ReadLatest(ctx, b, run)
+	var deleted []int64
+	for i := 0; i+keep < len(steps); i++ {
+		s := steps[i]
+		if lerr == nil && s == latest {
+			continue
+		}
+		dir := commit.CheckpointDir(run, s)
+		if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+			return deleted, fmt.Errorf("retain: %w", err)
+		}
+		var keys []string
+		if err := b.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+			return deleted, fmt.Errorf("retain: %w", err)
+		}
+		for _, k := range keys {
+			if err := b.Delete(ctx, k); err != nil {
+				return deleted, fmt.Errorf("retain: %w", err)
+			}
+		}
+		deleted = append(deleted, s)
+	}
+	return deleted, nil
+}
+
+// FormatStep renders a step like LATEST does ("step=000008").
+func FormatStep(step int64) string { return "step=" + fmt.Sprintf("%06d", step) }
+

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/drmas-dev/drmas/configs"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Inspect configuration"}
+	var format string
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the resolved configuration (flags > DRMAS_* env > file > defaults), secrets redacted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return printConfig(cmd, cfg.Redacted(), format)
+		},
+	}
+	show.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
+	defaults := &cobra.Command{
+		Use:   "default",
+		Short: "Print the embedded default config file, a starting point for your own",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(configs.DefaultYAML())
+			return err
+		},
+	}
+	cmd.AddCommand(show, defaults)
+	return cmd
+}
+
+func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
+	// Through JSON so that YAML uses the same snake_case keys as config files.
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	switch format {
+	case "json":
+		var v any
+		_ = json.Unmarshal(data, &v)
+		out, _ := json.MarshalIndent(v, "", "  ")
+		fmt.Fprintln(cmd.OutOrStdout(), string(out))
+	case "yaml":
+		var v any
+		_ = yaml.Unmarshal(data, &v)
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode config: %w", err)
+		}
+		fmt.Fprint(cmd.OutOrStdout(), string(out))
+	default:
+		return fmt.Errorf("unknown --format %q: use yaml or json", format)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+// Command drmas runs the Dr. MAS multi-agent RL pipeline: rollout → normalize → learn over
+// object storage, one stage at a time (`drmas run-stage`) or as the whole loop (`drmas run`).
+//
+// This package only binds flags into the library's structs; the work lives in stages/ and
+// pipeline/.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "drmas:", err)
+		if errors.Is(err, context.Canceled) {
+			os.Exit(130)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "drmas",
+		Short: "Stable RL post-training of multi-agent LLM systems (Dr. MAS) over object storage",
+		Long: `drmas trains multi-agent LLM systems (a solver and a verifier; a router, a searcher and an
+answerer) with group-relative RL, normalizing advantages per (prompt group × agent) — the
+Dr. MAS method — as a batch pipeline over object storage:
+
+  rollout    run the workflow, write Parquet trajectory shards
+  normalize  compute advantages per estimator into narrow sidecars + per-agent diagnostics
+  learn      PPO update per model, publish a checkpoint
+
+Every stage reads only committed inputs and commits its outputs (a _MANIFEST.json written last),
+so each can run alone, be rerun, or resume. Configuration precedence: flags > DRMAS_* env >
+--config file > the embedded default (see 'drmas config show').`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (YAML, JSON or TOML); default: the embedded default")
+	pf.String("store", "", "store URL: a folder, file:///abs/path or s3://bucket/prefix (key: store)")
+	pf.String("run", "", "run name (key: run)")
+	pf.Uint64("seed", 0, "run seed (key: seed)")
+	pf.BoolP("quiet", "q", false, "no progress bars")
+	root.AddCommand(newVersionCmd(), newConfigCmd(), newRunStageCmd(), newRunCmd())
+	return root
+}

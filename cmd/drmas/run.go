@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drmas-dev/drmas/pipeline"
+)
+
+func newRunCmd() *cobra.Command {
+	var o pipeline.Options
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the whole loop: warm-up, then rollout → normalize → learn per iteration",
+		Long: `Runs warm-up if the run has no checkpoint, evaluates it, then per iteration rollout →
+normalize → learn (iteration i samples from checkpoint step i and publishes step i+1), and
+evaluates every --eval-every iterations and at the end. Committed work is never redone: a
+killed run resumes where it stopped when started again with the same config.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			o.Summary = func(s pipeline.IterationSummary) { fmt.Fprintln(cmd.OutOrStdout(), s) }
+			_, err = pipeline.Run(cmd.Context(), env, o)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&o.Iterations, "iters", 0, "iterations (default: the config's iterations)")
+	cmd.Flags().IntVar(&o.EvalEvery, "eval-every", 0, "evaluate every N iterations (default: evaluate.every)")
+	return cmd
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/evaluate"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/stages/warmup"
+)
+
+func newRunStageCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run-stage",
+		Short: "Run one pipeline stage for one iteration",
+		Long: `Run one stage alone. Stages read only committed inputs and commit their outputs with a
+_MANIFEST.json written last; rerunning a committed stage is a no-op, and a stage interrupted at
+any point can simply be rerun.`,
+	}
+	cmd.AddCommand(newWarmupCmd(), newRolloutCmd(), newNormalizeCmd(), newLearnCmd(), newEvaluateCmd())
+	return cmd
+}
+
+func newWarmupCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "warmup",
+		Short: "Train each model on the workflow's demonstrations and publish checkpoint step 0",
+		Long: `Supervised warm-up: each model is trained from scratch on demonstrations that the workflow's
+expert generates for its agents, with a share (warmup.noise) of plausible mistakes, so that RL
+starts from a policy that is sometimes right. Publishes checkpoint step 0 and LATEST.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			_, err = warmup.Run(cmd.Context(), env)
+			return err
+		},
+	}
+}
+
+func newRolloutCmd() *cobra.Command {
+	var o rollout.Options
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Play the workflow for an iteration's prompts and commit trajectory shards",
+		Long: `Loads the checkpoint (LATEST by default), plays tasks.per_iteration prompts × rollout.group_size
+samples of the configured workflow (agents sharing a model are batched together each step), and
+commits Parquet parts under runs/<run>/iter=N/rollout/ — one row per agent invocation with
+token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identical parts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := rollout.Run(cmd.Context(), env, o)
+			if err != nil || res.Skipped {
+				return err
+			}
+			for _, a := range stages.SortedKeys(res.AgentScore) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-10s mean score %.3f\n", a, res.AgentScore[a])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to roll out")
+	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to sample from (-1: LATEST)")
+	return cmd
+}
+
+func newEvaluateCmd() *cobra.Command {
+	var o evaluate.Options
+	cmd := &cobra.Command{
+		Use:   "evaluate",
+		Short: "Measure avg@k and pass@k on the held-out eval split",
+		Long: `Plays tasks.eval_size held-out prompts (never seen in training) × evaluate.k samples at
+evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), and commits
+avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rows, err := evaluate.Run(cmd.Context(), env, o)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				fmt.Fprintf(cmd.OutOrStdout(), "step %d %-12s prompts=%-4d avg@%d=%.3f pass@%d=%.3f\n", r.Step, r.DataSource, r.Prompts, r.K, r.AvgAtK, r.K, r.PassAtK)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to evaluate (-1: LATEST)")
+	return cmd
+}
+
+func newNormalizeCmd() *cobra.Command {
+	var o normalize.Options
+	cmd := &cobra.Command{
+		Use:   "normalize",
+		Short: "Compute advantages (Dr. MAS, GRPO, …) for an iteration's committed rollout",
+		Long: `Reads only the key and score columns of the iteration's committed rollout parts and writes,
+per estimator, one narrow advantage sidecar per part (row_id, uid, agent, advantage and the
+baseline statistics used) plus per-agent diagnostics (μ_k, σ_k, μ, σ, the Lemma 4.2 inflation
+factor), each folder committed with a manifest.
+
+Estimators (several at once, one pass over the data):
+  drmas        per (prompt group × agent) mean and std — the Dr. MAS method
+  grpo         trajectory-level GRPO: one baseline per prompt group
+  grpo_step    per prompt group, all rows pooled
+  drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
+  rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
+  any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := normalize.Run(cmd.Context(), env, o)
+			if err != nil {
+				return err
+			}
+			for _, est := range res.Estimators {
+				for _, d := range res.Diagnostics[est] {
+					fmt.Fprintf(cmd.OutOrStdout(), "%-12s %-10s rows=%-7d μ_k=%.3f σ_k=%.3f μ=%.3f σ=%.3f inflation=%.3f (max %.3f) σ_k=0 in %.0f%% of groups\n",
+						est, d.Agent, d.Rows, d.MuK, d.SigmaK, d.Mu, d.Sigma, d.InflationMean, d.InflationMax, 100*d.ZeroSigmaKShare)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to normalize")
+	cmd.Flags().StringSliceVar(&o.Estimators, "estimator", nil, "estimators, comma-separated (default: normalize.estimators)")
+	return cmd
+}
+
+func newLearnCmd() *cobra.Command {
+	var o learn.Options
+	cmd := &cobra.Command{
+		Use:   "learn",
+		Short: "PPO update per model from an iteration's rollout + advantages; publish a checkpoint",
+		Long: `Zips the iteration's committed rollout parts with the chosen estimator's advantage sidecars
+and runs PPO-clip (token-mean, AdamW, grad-norm clipping) per model; agents sharing a model are
+trained together with per-agent statistics, including each agent's own gradient norm. Publishes
+checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, keeps the last
+learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := learn.Run(cmd.Context(), env, o)
+			if err != nil || res.Skipped {
+				return err
+			}
+			for _, m := range res.Metrics {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-6s %-10s loss=%.4f grad_norm=%.3f (max %.3f) clip=%.3f entropy=%.3f |A|=%.3f tokens=%d\n",
+					m.Model, m.Agent, m.Loss, m.GradNorm, m.GradNormMax, m.ClipFrac, m.Entropy, m.MeanAbsAdv, m.Tokens)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to learn from")
+	cmd.Flags().StringVar(&o.Estimator, "estimator", "", "advantage estimator whose sidecars to use (default: learn.estimator)")
+	return cmd
+}

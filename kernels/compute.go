@@ -1,0 +1,502 @@
+package kernels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Result is one advantage column with the statistics used, row-aligned with the input.
+//
+//   - Advantage: the row's advantage (computed in float64, rounded once to float32).
+//   - BaselineMean, BaselineStd: the μ and σ the row was normalized with, after the singleton
+//     rule (a statistic over one element reports μ = 0, σ = 1). For grpo they are the statistics
+//     of the trajectory means, for drmas those of the (uid, agent) rows, for grpo_step those of
+//     the uid's rows. With NormStd false σ is still reported, though not divided by.
+//     For rloo, BaselineMean is the leave-one-out mean that was subtracted (for a group of one it
+//     is the score itself, so that Advantage = score − BaselineMean always holds and is 0) and
+//     BaselineStd is 1.
+//   - GroupSize: the number of elements the statistic was computed over: trajectories of the
+//     uid for grpo, rows of the (uid, agent) for drmas and rloo_agent, rows of the uid for
+//     grpo_step and rloo.
+//
+// A Result may be reused across calls: slices with enough capacity are resliced, not
+// reallocated, and it keeps scratch space for the kernel. A Result must not be used by two
+// calls at the same time.
+type Result struct {
+	Advantage    []float32
+	BaselineMean []float64
+	BaselineStd  []float64
+	GroupSize    []int32
+
+	ws *workspace
+}
+
+func (r *Result) resize(n int) {
+	r.Advantage = grow(r.Advantage, n)
+	r.BaselineMean = grow(r.BaselineMean, n)
+	r.BaselineStd = grow(r.BaselineStd, n)
+	r.GroupSize = grow(r.GroupSize, n)
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// ctxEvery is how many rows are processed between two looks at ctx.
+const ctxEvery = 1 << 16
+
+// linearTraj is how many trajectories of a group are searched linearly before the dense
+// code → slot table is used.
+const linearTraj = 32
+
+// workspace is the per-call scratch: per-agent and per-trajectory accumulators of the current
+// group, and the group codes seen (for the contiguity check).
+type workspace struct {
+	// per agent code
+	aCnt           []int32
+	aSum, aM2      []float64
+	aMu, aSd       []float64
+	aFirst         []float64 // first score of the agent in the group
+	aDev           []float64 // Σ|score − aFirst|: > 0 iff some score differs (branch-free test)
+	touched        []int32   // agents present in the current group, in order of appearance
+	pooledN        int
+	pooledMu       float64
+	pooledSd       float64
+	pooledSum      float64
+	trajN          int
+	trajMu, trajSd float64
+	// per trajectory slot of the current group (order of first appearance)
+	tCode   []int32
+	tCnt    []int32
+	tSum    []float64
+	tFirst  []float64
+	tDev    []float64
+	rowSlot []int32 // slot of each row of the current group
+	dense   []int32 // traj code → slot+1 (0 = absent), used for groups with many trajectories
+
+	runCodes []int32
+	bits     []uint64
+	sorted   []int32
+}
+
+func (w *workspace) prepare(numAgents int) {
+	w.aCnt = grow(w.aCnt, numAgents)
+	w.aSum = grow(w.aSum, numAgents)
+	w.aM2 = grow(w.aM2, numAgents)
+	w.aMu = grow(w.aMu, numAgents)
+	w.aSd = grow(w.aSd, numAgents)
+	w.aFirst = grow(w.aFirst, numAgents)
+	w.aDev = grow(w.aDev, numAgents)
+	clear(w.aDev)
+	clear(w.aCnt)
+	clear(w.aSum)
+	clear(w.aM2)
+	w.touched = w.touched[:0]
+}
+
+type needs struct{ agent, traj bool }
+
+// finish turns a count, a sum and a sum of squared deviations into (μ, σ) with the rules of
+// DESIGN.md §3: one element gives μ = 0, σ = 1. When every value is equal (varies false) μ is
+// that value (first) and σ = 0 exactly, so that rounding in sum/n cannot leave a residue
+// ~1e-17 in σ (which matters for σ = 0 tests, not for the advantage).
+func finish(n int, sum, m2 float64, varies bool, first float64) (float64, float64) {
+	switch {
+	case n == 1:
+		return 0, 1
+	case !varies:
+		return first, 0
+	}
+	return sum / float64(n), math.Sqrt(m2 / float64(n-1))
+}
+
+// group computes the statistics of rows [s, e) of one group. It returns false when a row is
+// invalid (agent code out of range, non-finite score, negative trajectory code); the caller then
+// reports the problem through Columns.Validate.
+func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
+	for _, k := range w.touched {
+		w.aCnt[k], w.aSum[k], w.aM2[k], w.aDev[k] = 0, 0, 0, 0
+	}
+	w.touched = w.touched[:0]
+	sc := c.Score[s:e]
+	ag := c.Agent[s:e]
+	ag = ag[:len(sc)]
+	tr := c.Traj[s:e]
+	tr = tr[:len(sc)]
+	na := uint32(len(w.aCnt))
+	x0 := sc[0]
+
+	// Pass 1: sums, in row order. chk stays 0 unless a score is NaN or ±Inf (x*0 is NaN then).
+	// Whether values vary is tracked as Σ|x − first| (x − y == 0 iff x == y for finite floats,
+	// subnormals included), not with a branch that random scores would mispredict.
+	var sum, chk, dev float64
+	var tor int32
+	if nd.agent {
+		aCnt, aSum, aFirst, aDev := w.aCnt, w.aSum, w.aFirst, w.aDev
+		for i, x := range sc {
+			a := ag[i]
+			if uint32(a) >= na {
+				return false
+			}
+			chk += x * 0
+			sum += x
+			tor |= tr[i]
+			if aCnt[a] == 0 {
+				w.touched = append(w.touched, a)
+				aFirst[a] = x
+			}
+			aCnt[a]++
+			aSum[a] += x
+			aDev[a] += math.Abs(x - aFirst[a])
+		}
+		for _, k := range w.touched {
+			dev += aDev[k] + math.Abs(aFirst[k]-x0)
+		}
+	} else {
+		for i, x := range sc {
+			if uint32(ag[i]) >= na {
+				return false
+			}
+			chk += x * 0
+			sum += x
+			tor |= tr[i]
+			dev += math.Abs(x - x0)
+		}
+	}
+	if chk != 0 || tor < 0 {
+		return false
+	}
+	n := len(sc)
+	mu := sum / float64(n)
+
+	// Pass 2: squared deviations, in row order.
+	var m2 float64
+	if nd.agent {
+		for _, k := range w.touched {
+			w.aMu[k] = w.aSum[k] / float64(w.aCnt[k])
+		}
+		aMu, aM2 := w.aMu, w.aM2
+		for i, x := range sc {
+			d := x - mu
+			m2 += d * d
+			a := ag[i]
+			da := x - aMu[a]
+			aM2[a] += da * da
+		}
+		for _, k := range w.touched {
+			w.aMu[k], w.aSd[k] = finish(int(w.aCnt[k]), w.aSum[k], w.aM2[k], w.aDev[k] != 0, w.aFirst[k])
+		}
+	} else {
+		for _, x := range sc {
+			d := x - mu
+			m2 += d * d
+		}
+	}
+	w.pooledN, w.pooledSum = n, sum
+	w.pooledMu, w.pooledSd = finish(n, sum, m2, dev != 0, x0)
+
+	if nd.traj {
+		w.trajStats(sc, tr, int32(min(len(c.Score)+1<<16, math.MaxInt32)))
+	}
+	return true
+}
+
+// trajStats assigns each row of the group a trajectory slot and computes the statistics of the
+// trajectory means. Rows of a trajectory are usually adjacent: the last slot is tried first,
+// then a linear search over the group's trajectories; a group with more than linearTraj
+// trajectories switches to a dense code → slot table for codes up to denseLimit (larger codes,
+// which dense coding should never produce, keep the linear search).
+func (w *workspace) trajStats(sc []float64, tr []int32, denseLimit int32) {
+	w.tCode, w.tCnt, w.tSum = w.tCode[:0], w.tCnt[:0], w.tSum[:0]
+	w.tFirst, w.tDev = w.tFirst[:0], w.tDev[:0]
+	w.rowSlot = grow(w.rowSlot, len(sc))
+	rs := w.rowSlot[:len(sc)]
+	useDense := false
+	last, slot := int32(-1), int32(-1)
+	for i, x := range sc {
+		t := tr[i]
+		if t != last {
+			slot = -1
+			if useDense && t <= denseLimit {
+				if int(t) < len(w.dense) {
+					slot = w.dense[t] - 1
+				}
+			} else {
+				for j, u := range w.tCode {
+					if u == t {
+						slot = int32(j)
+						break
+					}
+				}
+			}
+			if slot < 0 {
+				slot = int32(len(w.tCode))
+				w.tCode = append(w.tCode, t)
+				w.tCnt = append(w.tCnt, 0)
+				w.tSum = append(w.tSum, 0)
+				w.tFirst = append(w.tFirst, x)
+				w.tDev = append(w.tDev, 0)
+				if useDense {
+					w.setDense(t, slot, denseLimit)
+				} else if len(w.tCode) > linearTraj {
+					useDense = true
+					for j, u := range w.tCode {
+						w.setDense(u, int32(j), denseLimit)
+					}
+				}
+			}
+			last = t
+		}
+		rs[i] = slot
+		w.tCnt[slot]++
+		w.tSum[slot] += x
+		w.tDev[slot] += math.Abs(x - w.tFirst[slot])
+	}
+	if useDense {
+		for _, u := range w.tCode {
+			if int(u) < len(w.dense) {
+				w.dense[u] = 0
+			}
+		}
+	}
+	// Trajectory means, then their statistics in slot order.
+	nt := len(w.tCode)
+	// R̄ of a trajectory whose rows all have the same score is that score exactly.
+	var sum float64
+	varies := false
+	for j := range nt {
+		m := w.tSum[j] / float64(w.tCnt[j])
+		if w.tDev[j] == 0 {
+			m = w.tFirst[j]
+		}
+		w.tSum[j] = m // tSum now holds R̄ of the slot
+		sum += m
+		if m != w.tSum[0] {
+			varies = true
+		}
+	}
+	mu := sum / float64(nt)
+	var m2 float64
+	for _, m := range w.tSum[:nt] {
+		d := m - mu
+		m2 += d * d
+	}
+	w.trajN = nt
+	w.trajMu, w.trajSd = finish(nt, sum, m2, varies, w.tSum[0])
+}
+
+// setDense records slot for trajectory code t if t <= limit.
+func (w *workspace) setDense(t, slot, limit int32) {
+	if t > limit {
+		return
+	}
+	if int(t) >= len(w.dense) {
+		n := min(max(2*len(w.dense), int(t)+1, 1024), int(limit)+1)
+		d := make([]int32, n)
+		copy(d, w.dense)
+		w.dense = d
+	}
+	w.dense[t] = slot + 1
+}
+
+// write fills rows [s, e) of out for spec from the current group statistics.
+func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
+	sc := c.Score[s:e]
+	n := len(sc)
+	adv := out.Advantage[s:e]
+	adv = adv[:n]
+	bm := out.BaselineMean[s:e]
+	bm = bm[:n]
+	bs := out.BaselineStd[s:e]
+	bs = bs[:n]
+	gs := out.GroupSize[s:e]
+	gs = gs[:n]
+	eps := sp.eps()
+	switch sp.Estimator {
+	case DrMAS:
+		ag := c.Agent[s:e]
+		ag = ag[:n]
+		aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
+		if sp.NormStd {
+			for i, x := range sc {
+				k := ag[i]
+				mu, sd := aMu[k], aSd[k]
+				adv[i] = float32((x - mu) / (sd + eps))
+				bm[i], bs[i], gs[i] = mu, sd, aCnt[k]
+			}
+		} else {
+			for i, x := range sc {
+				k := ag[i]
+				mu := aMu[k]
+				adv[i] = float32(x - mu)
+				bm[i], bs[i], gs[i] = mu, aSd[k], aCnt[k]
+			}
+		}
+	case GRPOStep:
+		mu, sd, gn := w.pooledMu, w.pooledSd, int32(w.pooledN)
+		if sp.NormStd {
+			den := sd + eps
+			for i, x := range sc {
+				adv[i] = float32((x - mu) / den)
+			}
+		} else {
+			for i, x := range sc {
+				adv[i] = float32(x - mu)
+			}
+		}
+		fill(bm, mu)
+		fill(bs, sd)
+		fill(gs, gn)
+	case GRPO:
+		mu, sd, gn := w.trajMu, w.trajSd, int32(w.trajN)
+		rs := w.rowSlot[:n]
+		rbar := w.tSum
+		den := sd + eps
+		for i := range adv {
+			r := rbar[rs[i]]
+			if sp.NormStd {
+				adv[i] = float32((r - mu) / den)
+			} else {
+				adv[i] = float32(r - mu)
+			}
+		}
+		fill(bm, mu)
+		fill(bs, sd)
+		fill(gs, gn)
+	case RLOO:
+		if sp.PerAgent {
+			ag := c.Agent[s:e]
+			ag = ag[:n]
+			aSum, aCnt := w.aSum, w.aCnt
+			for i, x := range sc {
+				k := ag[i]
+				b := rlooBaseline(x, aSum[k], aCnt[k])
+				adv[i] = float32(x - b)
+				bm[i], gs[i] = b, aCnt[k]
+			}
+		} else {
+			sum, gn := w.pooledSum, int32(w.pooledN)
+			for i, x := range sc {
+				b := rlooBaseline(x, sum, gn)
+				adv[i] = float32(x - b)
+				bm[i] = b
+			}
+			fill(gs, gn)
+		}
+		fill(bs, 1)
+	}
+}
+
+func fill[T any](s []T, v T) {
+	for i := range s {
+		s[i] = v
+	}
+}
+
+// rlooBaseline is the mean of the other n−1 elements of a group whose sum is sum; for a group of
+// one it is x itself (so the advantage is 0).
+func rlooBaseline(x, sum float64, n int32) float64 {
+	if n == 1 {
+		return x
+	}
+	return (sum - x) / float64(n-1)
+}
+
+// Compute fills out with the advantage column of spec over cols. See ComputeMany.
+func Compute(ctx context.Context, spec Spec, cols *Columns, out *Result) error {
+	specs := [1]Spec{spec}
+	outs := [1]*Result{out}
+	return ComputeMany(ctx, specs[:], cols, outs[:])
+}
+
+// ComputeMany fills outs[i] with the advantage column of specs[i], in one pass over the data:
+// each group's rows are read while in cache and the per-agent, pooled and trajectory statistics
+// are computed once for all specs that need them. outs must be non-nil and distinct; their
+// slices are resized to the row count (reusing capacity). The input is validated as it is read;
+// an invalid input returns a *ValidationError (see Columns.Validate). ctx is checked on entry and
+// every 64 Ki rows; a cancelled ctx returns ctx.Err().
+func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result) error {
+	if len(specs) != len(outs) {
+		return fmt.Errorf("kernels: %d specs but %d results", len(specs), len(outs))
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	var nd needs
+	for i, sp := range specs {
+		if err := sp.Validate(); err != nil {
+			return err
+		}
+		if outs[i] == nil {
+			return fmt.Errorf("kernels: result %d is nil", i)
+		}
+		for j := range i {
+			if outs[j] == outs[i] {
+				return fmt.Errorf("kernels: results %d and %d are the same Result", j, i)
+			}
+		}
+		nd.agent = nd.agent || sp.Estimator == DrMAS || (sp.Estimator == RLOO && sp.PerAgent)
+		nd.traj = nd.traj || sp.Estimator == GRPO
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := len(cols.Score)
+	if len(cols.Group) != n || len(cols.Traj) != n || len(cols.Agent) != n || cols.NumAgents < 0 {
+		return invalid(cols)
+	}
+	for _, o := range outs {
+		o.resize(n)
+	}
+	if outs[0].ws == nil {
+		outs[0].ws = new(workspace)
+	}
+	w := outs[0].ws
+	w.prepare(cols.NumAgents)
+	grp := cols.Group
+	runCodes := w.runCodes[:0]
+	maxCode := int32(0)
+	nextCtx := ctxEvery
+	for s := 0; s < n; {
+		g := grp[s]
+		e := s + 1
+		for e < n && grp[e] == g {
+			e++
+		}
+		if g < 0 || !w.group(cols, s, e, nd) {
+			w.runCodes = runCodes
+			return invalid(cols)
+		}
+		runCodes = append(runCodes, g)
+		maxCode = max(maxCode, g)
+		for i, sp := range specs {
+			w.write(sp, cols, s, e, outs[i])
+		}
+		if e >= nextCtx {
+			if err := ctx.Err(); err != nil {
+				w.runCodes = runCodes
+				return err
+			}
+			nextCtx = e + ctxEvery
+		}
+		s = e
+	}
+	w.runCodes = runCodes
+	if !checkRunCodes(runCodes, maxCode, n, &w.bits, &w.sorted) {
+		return invalid(cols)
+	}
+	return nil
+}
+
+// invalid returns the detailed validation error of a Columns the fast path found invalid.
+func invalid(c *Columns) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return errors.New("kernels: internal error: fast path rejected columns that Validate accepts")
+}

@@ -1,0 +1,156 @@
+package kernels
+
+import "math"
+
+// AgentDiagnostics are the gradient-norm diagnostics of Dr. MAS (Lemma 4.2) for one agent,
+// aggregated over the groups (uids) in which the agent has at least one row.
+//
+// For each such group: μ_k, σ_k are the statistics of the agent's rows in the group and μ, σ
+// those of all rows of the group pooled, all with the rules of DESIGN.md §3 (one element gives
+// μ = 0, σ = 1; all-equal elements give σ = 0). The inflation of the group is
+// (σ_k² + (μ_k − μ)²)/σ²: how much larger the agent's gradient norm is under the global baseline
+// (μ, σ) than under its own (μ_k, σ_k). When σ = 0 every score of the group is equal, so
+// σ_k = 0 and μ_k = μ too and the ratio is 0/0: such a group is left out of the inflation
+// statistics and counted in ZeroSigmaGroups (all its advantages are 0 under any estimator).
+//
+// An agent with no rows has Groups == 0 and every other field 0.
+type AgentDiagnostics struct {
+	Agent           int32
+	Groups          int64 // groups in which the agent has ≥ 1 row
+	Rows            int64 // the agent's rows
+	SingletonGroups int64 // groups where the agent has exactly one row (μ_k = 0, σ_k = 1 by rule)
+
+	// Means over the Groups groups.
+	MeanMuK, MeanSigmaK float64
+	MeanMu, MeanSigma   float64
+
+	// Share of the Groups groups in which σ_k = 0 (the agent's scores all equal, ≥ 2 rows): no
+	// learning signal for the agent under drmas.
+	ZeroSigmaKShare float64
+
+	// Inflation over the InflationGroups groups with σ > 0 (Groups − ZeroSigmaGroups).
+	InflationMean, InflationMax float64
+	InflationGroups             int64
+	ZeroSigmaGroups             int64
+}
+
+// diagAcc accumulates one agent's diagnostics in group order.
+type diagAcc struct {
+	d                            AgentDiagnostics
+	sumMuK, sumSdK, sumMu, sumSd float64
+	sumInfl                      float64
+	zeroSdK                      int64
+}
+
+func (a *diagAcc) add(rows int, muK, sdK, mu, sd float64) {
+	a.d.Groups++
+	a.d.Rows += int64(rows)
+	if rows == 1 {
+		a.d.SingletonGroups++
+	}
+	a.sumMuK += muK
+	a.sumSdK += sdK
+	a.sumMu += mu
+	a.sumSd += sd
+	if sdK == 0 {
+		a.zeroSdK++
+	}
+	if sd == 0 {
+		a.d.ZeroSigmaGroups++
+		return
+	}
+	infl := (sdK*sdK + (muK-mu)*(muK-mu)) / (sd * sd)
+	a.sumInfl += infl
+	a.d.InflationMax = math.Max(a.d.InflationMax, infl)
+	a.d.InflationGroups++
+}
+
+func (a *diagAcc) result(agent int32) AgentDiagnostics {
+	d := a.d
+	d.Agent = agent
+	if d.Groups > 0 {
+		g := float64(d.Groups)
+		d.MeanMuK, d.MeanSigmaK, d.MeanMu, d.MeanSigma = a.sumMuK/g, a.sumSdK/g, a.sumMu/g, a.sumSd/g
+		d.ZeroSigmaKShare = float64(a.zeroSdK) / g
+	}
+	if d.InflationGroups > 0 {
+		d.InflationMean = a.sumInfl / float64(d.InflationGroups)
+	}
+	return d
+}
+
+// Diagnose computes the per-agent diagnostics of cols, indexed by agent code
+// (len = NumAgents), in one pass over the contiguous groups (same kernel as Compute). Groups are
+// aggregated in row order. Invalid input returns a *ValidationError.
+func Diagnose(cols *Columns) ([]AgentDiagnostics, error) {
+	n := len(cols.Score)
+	if len(cols.Group) != n || len(cols.Traj) != n || len(cols.Agent) != n || cols.NumAgents < 0 {
+		return nil, invalid(cols)
+	}
+	w := new(workspace)
+	w.prepare(cols.NumAgents)
+	acc := make([]diagAcc, cols.NumAgents)
+	var maxCode int32
+	for s := 0; s < n; {
+		g := cols.Group[s]
+		e := s + 1
+		for e < n && cols.Group[e] == g {
+			e++
+		}
+		if g < 0 || !w.group(cols, s, e, needs{agent: true}) {
+			return nil, invalid(cols)
+		}
+		w.runCodes = append(w.runCodes, g)
+		maxCode = max(maxCode, g)
+		for _, k := range w.touched {
+			acc[k].add(int(w.aCnt[k]), w.aMu[k], w.aSd[k], w.pooledMu, w.pooledSd)
+		}
+		s = e
+	}
+	if !checkRunCodes(w.runCodes, maxCode, n, &w.bits, &w.sorted) {
+		return nil, invalid(cols)
+	}
+	out := make([]AgentDiagnostics, cols.NumAgents)
+	for k := range out {
+		out[k] = acc[k].result(int32(k))
+	}
+	return out, nil
+}
+
+// DiagnoseReference is the map-based oracle of Diagnose: it groups rows by uid and by
+// (uid, agent) with maps, computes the statistics with the textbook formulas and aggregates
+// the groups in order of first appearance.
+func DiagnoseReference(cols *Columns) ([]AgentDiagnostics, error) {
+	if err := cols.Validate(); err != nil {
+		return nil, err
+	}
+	var order []int32
+	pooled := map[int32][]float64{}
+	byAgent := map[refKey][]float64{}
+	for i, x := range cols.Score {
+		g := cols.Group[i]
+		if _, ok := pooled[g]; !ok {
+			order = append(order, g)
+		}
+		pooled[g] = append(pooled[g], x)
+		k := refKey{g, cols.Agent[i]}
+		byAgent[k] = append(byAgent[k], x)
+	}
+	acc := make([]diagAcc, cols.NumAgents)
+	for _, g := range order {
+		mu, sd := refStats(pooled[g])
+		for k := range acc {
+			xs, ok := byAgent[refKey{g, int32(k)}]
+			if !ok {
+				continue
+			}
+			muK, sdK := refStats(xs)
+			acc[k].add(len(xs), muK, sdK, mu, sd)
+		}
+	}
+	out := make([]AgentDiagnostics, cols.NumAgents)
+	for k := range out {
+		out[k] = acc[k].result(int32(k))
+	}
+	return out, nil
+}

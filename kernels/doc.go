@@ -1,0 +1,33 @@
+// Package kernels computes the group-relative advantages of the drmas normalize stage and the
+// per-agent diagnostics of Dr. MAS (Lemma 4.2 of the paper), on row-aligned key and score
+// columns.
+//
+// What is promised:
+//
+//   - Formulas are exactly those of DESIGN.md §3: ε defaults to 1e-6 (DefaultEps); std is the
+//     unbiased sample std (divide by n−1); a statistic over ONE element uses μ = 0, σ = 1
+//     (the reference behaviour of verl). Estimators: grpo (trajectory level), drmas (per uid and
+//     agent), grpo_step (per uid, all rows pooled), each with or without division by σ (Dr.GRPO
+//     form A = score − μ), and rloo per uid or per (uid, agent) (a group of one gets A = 0).
+//     Spec names are described at ParseSpec. One refinement, identical in exact arithmetic: when
+//     all values of a statistic are equal, μ is that value and σ = 0 exactly (the two-pass
+//     formula can leave a rounding residue ~1e-17 in σ), so "σ = 0" tests are reliable; the
+//     advantage is then 0/(0+ε) = 0.
+//   - Compute and ComputeMany are the fast path: one pass over the contiguous group runs of
+//     Columns (rows of one uid are adjacent, as in sorted shards), no hash maps, fixed-order
+//     two-pass mean/variance in float64, no allocations once the Result is large enough
+//     (Results keep reusable scratch space), and ctx checked on entry and every 64 Ki rows. Their output
+//     equals Reference — a plain, map-based transcription of the formulas — to float rounding
+//     (the float64 statistics are in practice bit-identical, since both sum in row order).
+//   - Every entry point validates its input: lengths, finite scores, non-negative codes, agent
+//     codes below NumAgents, contiguous groups. Invalid input is an error (*ValidationError,
+//     listing every problem with row indices), never a silently wrong column. On error the
+//     contents of the Result are unspecified.
+//   - Trajectories are identified by the pair (Group, Traj); rows of one trajectory need not be
+//     adjacent within their group (they are in sorted shards, which is the fast case).
+//   - Diagnose gives, per agent, the Lemma 4.2 statistics averaged over the groups where the agent
+//     appears; DiagnoseReference is its map-based oracle.
+//
+// Results are float64 throughout except Advantage, which is float32 as stored in the sidecar
+// (computed in float64 and rounded once).
+package kernels

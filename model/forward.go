@@ -1,0 +1,288 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Sequence is one scoring/training example: log-probs are of the Response
+// tokens, each given the Prompt and the previous response tokens.
+// len(Prompt) ≥ 1 when Response is non-empty, and
+// len(Prompt)+len(Response) ≤ Config.Context.
+type Sequence struct{ Prompt, Response []int32 }
+
+type seqInfo struct {
+	start, n   int // packed rows [start, start+n) fed to the model
+	plen, rlen int
+	resp       int // index of the first response token in the flat arrays
+	att        int // offset of this sequence's attention maps (per layer)
+}
+
+type layerAct struct {
+	ln1out, ln1xhat, ln1rstd []float32
+	qkv                      []float32
+	att                      []float32 // softmax maps, per sequence then head, L×L
+	attOut                   []float32
+	ln2out, ln2xhat, ln2rstd []float32
+	fcPre, fcAct             []float32
+}
+
+// Pass is the result of Forward: per-token log-probs and entropies plus the
+// activations Backward needs. A Pass is read-only after Forward; Backward may
+// be called on it several times and on several passes concurrently only with
+// different Grads.
+type Pass struct {
+	m      *Model
+	temp   float32
+	seqs   []seqInfo
+	n      int     // packed rows
+	tokens []int32 // packed input tokens
+	pos    []int32 // packed positions
+	acts   []layerAct
+	attLen int // attention map floats per head-set per layer
+
+	M        int // response tokens
+	respRows []int32
+	targets  []int32
+	lnfXhat  []float32 // [M×D]
+	lnfRstd  []float32
+	hf       []float32 // [M×D] final LayerNorm outputs
+	logits   []float32 // [M×V] raw logits
+	probs    []float32 // [M×V] softmax(logits/temp)
+	lse      []float64
+	logp     []float32
+	ent      []float32
+}
+
+func (m *Model) checkSeqs(seqs []Sequence) error {
+	var errs []error
+	for i, s := range seqs {
+		if len(s.Response) > 0 && len(s.Prompt) == 0 {
+			errs = append(errs, fmt.Errorf("sequence %d: empty prompt", i))
+		}
+		if len(s.Prompt)+len(s.Response) > m.cfg.Context {
+			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), m.cfg.Context))
+		}
+		for _, part := range [][]int32{s.Prompt, s.Response} {
+			for _, t := range part {
+				if t < 0 || int(t) >= m.cfg.Vocab {
+					errs = append(errs, fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, m.cfg.Vocab))
+					break
+				}
+			}
+		}
+		if len(errs) > 8 {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("model: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Forward runs the batch, keeping the activations for Backward. Sequences
+// are packed internally (no padding compute); any lengths ≤ Context work.
+// temperature must be > 0.
+func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
+	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
+		return nil, fmt.Errorf("model: temperature %v must be > 0", temperature)
+	}
+	if err := m.checkSeqs(seqs); err != nil {
+		return nil, err
+	}
+	c := m.cfg
+	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
+	p := &Pass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
+	for i, s := range seqs {
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M, att: p.attLen}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		p.n += si.n
+		p.M += si.rlen
+		p.attLen += H * si.n * si.n
+		p.seqs[i] = si
+	}
+	N, M := p.n, p.M
+	p.tokens = make([]int32, N)
+	p.pos = make([]int32, N)
+	p.respRows = make([]int32, M)
+	p.targets = make([]int32, M)
+	for i, s := range seqs {
+		si := p.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(p.tokens[si.start:], s.Prompt)
+		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
+		for t := 0; t < si.n; t++ {
+			p.pos[si.start+t] = int32(t)
+		}
+		for t := 0; t < si.rlen; t++ {
+			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
+			p.targets[si.resp+t] = s.Response[t]
+		}
+	}
+	w := &m.w
+	x := make([]float32, N*D)
+	for r := 0; r < N; r++ {
+		te := w.tok[int(p.tokens[r])*D:][:D]
+		pe := w.pos[int(p.pos[r])*D:][:D]
+		xr := x[r*D : (r+1)*D]
+		for j := range xr {
+			xr[j] = te[j] + pe[j]
+		}
+	}
+	p.acts = make([]layerAct, c.Layers)
+	tmp := make([]float32, N*D)
+	for l := range p.acts {
+		lw := &w.layers[l]
+		a := &p.acts[l]
+		a.ln1out, a.ln1xhat, a.ln1rstd = make([]float32, N*D), make([]float32, N*D), make([]float32, N)
+		layerNorm(x, N, D, lw.ln1w, lw.ln1b, a.ln1out, a.ln1xhat, a.ln1rstd)
+		a.qkv = make([]float32, N*3*D)
+		m.linear(a.ln1out, N, D, lw.qkvW, lw.qkvB, 3*D, a.qkv)
+		a.att = make([]float32, p.attLen)
+		a.attOut = make([]float32, N*D)
+		m.attentionForward(p, a)
+		m.linear(a.attOut, N, D, lw.projW, lw.projB, D, tmp)
+		addInto(x, tmp)
+		a.ln2out, a.ln2xhat, a.ln2rstd = make([]float32, N*D), make([]float32, N*D), make([]float32, N)
+		layerNorm(x, N, D, lw.ln2w, lw.ln2b, a.ln2out, a.ln2xhat, a.ln2rstd)
+		a.fcPre, a.fcAct = make([]float32, N*F), make([]float32, N*F)
+		m.linear(a.ln2out, N, D, lw.fcW, lw.fcB, F, a.fcPre)
+		gelu(a.fcPre, a.fcAct)
+		m.linear(a.fcAct, N, F, lw.fc2W, lw.fc2B, D, tmp)
+		addInto(x, tmp)
+	}
+	// Final LayerNorm and head only on the rows that predict response tokens.
+	xg := make([]float32, M*D)
+	for k, r := range p.respRows {
+		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
+	}
+	p.lnfXhat, p.lnfRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
+	layerNorm(xg, M, D, w.lnfW, w.lnfB, p.hf, p.lnfXhat, p.lnfRstd)
+	p.logits = make([]float32, M*V)
+	if M > 0 {
+		m.gemm.Sgemm(false, true, M, V, D, 1, p.hf, D, w.head, D, 0, p.logits, V)
+	}
+	p.probs = make([]float32, M*V)
+	p.lse = make([]float64, M)
+	p.logp = make([]float32, M)
+	p.ent = make([]float32, M)
+	invT := 1 / float64(temperature)
+	parallelRows(M, 16, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			z := p.logits[k*V : (k+1)*V]
+			lse, ent := softmaxStats(z, invT, p.probs[k*V:(k+1)*V])
+			p.lse[k] = lse
+			p.logp[k] = float32(float64(z[p.targets[k]])*invT - lse)
+			p.ent[k] = float32(ent)
+		}
+	})
+	return p, nil
+}
+
+func addInto(x, y []float32) {
+	for i, v := range y {
+		x[i] += v
+	}
+}
+
+// attentionForward computes causal self-attention per (sequence, head).
+func (m *Model) attentionForward(p *Pass, a *layerAct) {
+	c := m.cfg
+	D, H := c.Dim, c.Heads
+	hd := D / H
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	ld := 3 * D
+	parallelTasks(len(p.seqs)*H, func(_, task int) {
+		si := p.seqs[task/H]
+		h := task % H
+		L := si.n
+		if L == 0 {
+			return
+		}
+		P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
+		q := a.qkv[si.start*ld+h*hd:]
+		k := a.qkv[si.start*ld+D+h*hd:]
+		v := a.qkv[si.start*ld+2*D+h*hd:]
+		m.gemm.Sgemm(false, true, L, L, hd, scale, q, ld, k, ld, 0, P, L)
+		causalSoftmax(P, L)
+		m.gemm.Sgemm(false, false, L, hd, L, 1, P, L, v, ld, 0, a.attOut[si.start*D+h*hd:], D)
+	})
+}
+
+// causalSoftmax applies a row softmax over j ≤ i to the L×L scores S in
+// place, zeroing j > i.
+func causalSoftmax(S []float32, L int) {
+	for i := 0; i < L; i++ {
+		row := S[i*L : (i+1)*L]
+		mx := row[0]
+		for _, v := range row[1 : i+1] {
+			if v > mx {
+				mx = v
+			}
+		}
+		var s float32
+		for j := 0; j <= i; j++ {
+			e := exp32(row[j] - mx)
+			row[j] = e
+			s += e
+		}
+		inv := 1 / s
+		for j := 0; j <= i; j++ {
+			row[j] *= inv
+		}
+		for j := i + 1; j < L; j++ {
+			row[j] = 0
+		}
+	}
+}
+
+// LogProbs returns, per sequence and response token, log softmax(logits/T)[token].
+func (p *Pass) LogProbs() [][]float32 { return p.split(p.logp) }
+
+// Entropy returns, per sequence and response token, the entropy of the same
+// distribution.
+func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
+
+// Tokens is the number of response tokens scored.
+func (p *Pass) Tokens() int { return p.M }
+
+func (p *Pass) split(v []float32) [][]float32 {
+	out := make([][]float32, len(p.seqs))
+	for i, si := range p.seqs {
+		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
+	}
+	return out
+}
+
+// Score returns the per-token log-probs and entropies of seqs without
+// keeping activations for a backward pass: it runs Forward on chunks of at
+// most ~8192 tokens and drops each chunk's activations.
+func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]float32, error) {
+	if err := m.checkSeqs(seqs); err != nil {
+		return nil, nil, err
+	}
+	const budget = 8192
+	lp := make([][]float32, 0, len(seqs))
+	en := make([][]float32, 0, len(seqs))
+	for lo := 0; lo < len(seqs); {
+		hi, tok := lo, 0
+		for hi < len(seqs) && (hi == lo || tok+len(seqs[hi].Prompt)+len(seqs[hi].Response) <= budget) {
+			tok += len(seqs[hi].Prompt) + len(seqs[hi].Response)
+			hi++
+		}
+		p, err := m.Forward(seqs[lo:hi], temperature)
+		if err != nil {
+			return nil, nil, err
+		}
+		lp = append(lp, p.LogProbs()...)
+		en = append(en, p.Entropy()...)
+		lo = hi
+	}
+	return lp, en, nil
+}

@@ -1,0 +1,158 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func naiveGEMM(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) []float64 {
+	out := make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			out[i*n+j] = float64(alpha)*s + float64(beta)*float64(c[i*ldc+j])
+		}
+	}
+	return out
+}
+
+func TestGEMMKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	kernels := map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}}
+	t.Logf("AVX2 kernel available: %v", FastGEMMAvailable())
+	shapes := [][3]int{{1, 1, 1}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257}, {73, 40, 300}, {150, 270, 90}, {64, 64, 32}, {5, 300, 600}}
+	for name, g := range kernels {
+		for _, s := range shapes {
+			m, n, k := s[0], s[1], s[2]
+			for _, ta := range []bool{false, true} {
+				for _, tb := range []bool{false, true} {
+					for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-1.5, 0.25}} {
+						lda, ldb, ldc := k+3, n+2, n+5
+						if ta {
+							lda = m + 1
+						}
+						if tb {
+							ldb = k + 4
+						}
+						rows := m
+						if ta {
+							rows = k
+						}
+						a := make([]float32, rows*lda)
+						brows := k
+						if tb {
+							brows = n
+						}
+						b := make([]float32, brows*ldb)
+						c := make([]float32, m*ldc)
+						for i := range a {
+							a[i] = r.Float32()*2 - 1
+						}
+						for i := range b {
+							b[i] = r.Float32()*2 - 1
+						}
+						for i := range c {
+							c[i] = r.Float32()*2 - 1
+						}
+						want := naiveGEMM(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+						g.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								if d := math.Abs(float64(c[i*ldc+j]) - want[i*n+j]); d > 1e-4*math.Sqrt(float64(k))+1e-5 {
+									t.Fatalf("%s %v ta=%v tb=%v ab=%v: C[%d,%d]=%v want %v", name, s, ta, tb, ab, i, j, c[i*ldc+j], want[i*n+j])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGEMMRowIndependence: a row of C depends only on its row of op(A), bit
+// for bit, whatever m (batch-composition independence relies on it).
+func TestGEMMRowIndependence(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for name, g := range map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}} {
+		m, n, k := 300, 200, 300
+		a := make([]float32, m*k)
+		b := make([]float32, n*k)
+		for i := range a {
+			a[i] = r.Float32()
+		}
+		for i := range b {
+			b[i] = r.Float32()
+		}
+		full := make([]float32, m*n)
+		g.Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, full, n)
+		for _, sub := range [][2]int{{0, 1}, {5, 7}, {71, 80}, {299, 300}} {
+			rows := sub[1] - sub[0]
+			part := make([]float32, rows*n)
+			g.Sgemm(false, true, rows, n, k, 1, a[sub[0]*k:], k, b, k, 0, part, n)
+			for i := 0; i < rows*n; i++ {
+				if math.Float32bits(part[i]) != math.Float32bits(full[sub[0]*n+i]) {
+					t.Fatalf("%s: rows %v differ from the full product", name, sub)
+				}
+			}
+		}
+	}
+}
+
+func TestPortableKernelMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, kcur := range []int{1, 7, 256} {
+		a := make([]float32, kcur*mr)
+		b := make([]float32, kcur*nr)
+		for i := range a {
+			a[i] = r.Float32()*2 - 1
+		}
+		for i := range b {
+			b[i] = r.Float32()*2 - 1
+		}
+		var t1, t2 [mr * nr]float32
+		for i := range t1 {
+			t1[i] = float32(i)
+			t2[i] = float32(i)
+		}
+		kernel6x16(kcur, a, b, t1[:], nr, 0.5)
+		kernel6x16Go(kcur, a, b, t2[:], nr, 0.5)
+		for i := range t1 {
+			if math.Abs(float64(t1[i]-t2[i])) > 1e-4 {
+				t.Fatalf("kc=%d: element %d: %v vs %v", kcur, i, t1[i], t2[i])
+			}
+		}
+	}
+}
+
+func TestExp32(t *testing.T) {
+	worst := 0.0
+	for x := -87.0; x < 88; x += 0.01137 {
+		got := float64(exp32(float32(x)))
+		want := math.Exp(float64(float32(x)))
+		if e := math.Abs(got-want) / want; e > worst {
+			worst = e
+		}
+	}
+	if worst > 5e-7 {
+		t.Fatalf("exp32 max relative error %.3g", worst)
+	}
+	if exp32(-100) != 0 || !math.IsInf(float64(exp32(100)), 1) {
+		t.Fatal("exp32 range limits")
+	}
+}

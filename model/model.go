@@ -1,0 +1,235 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Param is one named parameter tensor. Data aliases the model's storage:
+// writing to it changes the model.
+type Param struct {
+	Name  string
+	Shape []int
+	Data  []float32
+	// Decay reports whether AdamW applies weight decay to this tensor (true
+	// only for the linear layers' weight matrices, including an untied head;
+	// never for biases, LayerNorm parameters or embeddings).
+	Decay bool
+}
+
+type initKind int
+
+const (
+	initNormal   initKind = iota // N(0, 0.02)
+	initResidual                 // N(0, 0.02/sqrt(2L))
+	initZero
+	initOne
+)
+
+type paramSpec struct {
+	name  string
+	shape []int
+	init  initKind
+	decay bool
+}
+
+// paramSpecs lists the parameters of a model with cfg in their fixed order.
+func paramSpecs(c Config) []paramSpec {
+	D, F := c.Dim, c.FFMult*c.Dim
+	s := []paramSpec{
+		{"tok_emb.weight", []int{c.Vocab, D}, initNormal, false},
+		{"pos_emb.weight", []int{c.Context, D}, initNormal, false},
+	}
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blocks.%d.", l)
+		s = append(s,
+			paramSpec{p + "ln1.weight", []int{D}, initOne, false},
+			paramSpec{p + "ln1.bias", []int{D}, initZero, false},
+			paramSpec{p + "attn.qkv.weight", []int{3 * D, D}, initNormal, true},
+			paramSpec{p + "attn.qkv.bias", []int{3 * D}, initZero, false},
+			paramSpec{p + "attn.proj.weight", []int{D, D}, initResidual, true},
+			paramSpec{p + "attn.proj.bias", []int{D}, initZero, false},
+			paramSpec{p + "ln2.weight", []int{D}, initOne, false},
+			paramSpec{p + "ln2.bias", []int{D}, initZero, false},
+			paramSpec{p + "mlp.fc.weight", []int{F, D}, initNormal, true},
+			paramSpec{p + "mlp.fc.bias", []int{F}, initZero, false},
+			paramSpec{p + "mlp.proj.weight", []int{D, F}, initResidual, true},
+			paramSpec{p + "mlp.proj.bias", []int{D}, initZero, false},
+		)
+	}
+	s = append(s,
+		paramSpec{"ln_f.weight", []int{D}, initOne, false},
+		paramSpec{"ln_f.bias", []int{D}, initZero, false},
+	)
+	if !c.TiedHead {
+		s = append(s, paramSpec{"head.weight", []int{c.Vocab, D}, initNormal, true})
+	}
+	return s
+}
+
+// layerW holds views of one block's tensors (weights or their gradients).
+type layerW struct {
+	ln1w, ln1b, qkvW, qkvB, projW, projB, ln2w, ln2b, fcW, fcB, fc2W, fc2B []float32
+}
+
+// weights holds views of every tensor of a model-shaped buffer.
+type weights struct {
+	tok, pos   []float32
+	layers     []layerW
+	lnfW, lnfB []float32
+	head       []float32 // aliases tok when the head is tied
+}
+
+// viewsOf slices buf (laid out as paramSpecs(c)) into named views.
+func viewsOf(c Config, buf []float32) (weights, [][]float32) {
+	specs := paramSpecs(c)
+	parts := make([][]float32, len(specs))
+	off := 0
+	for i, s := range specs {
+		n := prod(s.shape)
+		parts[i] = buf[off : off+n : off+n]
+		off += n
+	}
+	var w weights
+	w.tok, w.pos = parts[0], parts[1]
+	k := 2
+	w.layers = make([]layerW, c.Layers)
+	for l := range w.layers {
+		p := parts[k : k+12]
+		w.layers[l] = layerW{p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]}
+		k += 12
+	}
+	w.lnfW, w.lnfB = parts[k], parts[k+1]
+	k += 2
+	if c.TiedHead {
+		w.head = w.tok
+	} else {
+		w.head = parts[k]
+	}
+	return w, parts
+}
+
+// Model is the transformer. Its methods may be called concurrently as long as
+// nothing modifies the parameters at the same time (AdamW.Step, Load).
+type Model struct {
+	cfg    Config
+	specs  []paramSpec
+	buf    []float32
+	parts  [][]float32
+	w      weights
+	gemm   GEMM
+	params []Param
+}
+
+func newModel(cfg Config) *Model {
+	m := &Model{cfg: cfg, specs: paramSpecs(cfg), gemm: DefaultGEMM}
+	m.buf = make([]float32, cfg.NumParams())
+	m.w, m.parts = viewsOf(cfg, m.buf)
+	m.params = make([]Param, len(m.specs))
+	for i, s := range m.specs {
+		m.params[i] = Param{Name: s.name, Shape: slices.Clone(s.shape), Data: m.parts[i], Decay: s.decay}
+	}
+	return m
+}
+
+// New builds a model with GPT-2 style initialisation from seed: weights and
+// embeddings N(0, 0.02), the two residual projections of each block scaled
+// by 1/sqrt(2·Layers), biases 0, LayerNorm gains 1.
+func New(cfg Config, seed uint64) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := newModel(cfg)
+	rng := newRNG(seed)
+	resid := 0.02 / math.Sqrt(2*float64(cfg.Layers))
+	for i, s := range m.specs {
+		d := m.parts[i]
+		switch s.init {
+		case initNormal:
+			for j := range d {
+				d[j] = float32(0.02 * rng.normal())
+			}
+		case initResidual:
+			for j := range d {
+				d[j] = float32(resid * rng.normal())
+			}
+		case initOne:
+			for j := range d {
+				d[j] = 1
+			}
+		case initZero:
+		}
+	}
+	return m, nil
+}
+
+// Config returns the model's configuration.
+func (m *Model) Config() Config { return m.cfg }
+
+// Params returns the parameters in their fixed order. Data aliases the model.
+func (m *Model) Params() []Param { return m.params }
+
+// NumParams is the total number of float32 parameters.
+func (m *Model) NumParams() int { return len(m.buf) }
+
+// SetGEMM replaces the matrix-multiply kernel (nil restores DefaultGEMM).
+func (m *Model) SetGEMM(g GEMM) {
+	if g == nil {
+		g = DefaultGEMM
+	}
+	m.gemm = g
+}
+
+// GEMM returns the kernel in use.
+func (m *Model) GEMM() GEMM { return m.gemm }
+
+// Clone returns a deep copy (same kernel).
+func (m *Model) Clone() *Model {
+	c := newModel(m.cfg)
+	copy(c.buf, m.buf)
+	c.gemm = m.gemm
+	return c
+}
+
+// CopyFrom copies o's parameters into m; the configs must be equal.
+func (m *Model) CopyFrom(o *Model) error {
+	if m.cfg != o.cfg {
+		return fmt.Errorf("model: CopyFrom: config mismatch")
+	}
+	copy(m.buf, o.buf)
+	return nil
+}
+
+// rng is splitmix64 + Box-Muller: tiny, stable across Go releases.
+type rng struct {
+	s     uint64
+	spare float64
+	has   bool
+}
+
+func newRNG(seed uint64) *rng { return &rng{s: seed ^ 0x6a09e667f3bcc909} }
+
+func (r *rng) uint64() uint64 {
+	r.s += 0x9e3779b97f4a7c15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// float64 returns a uniform value in [0,1).
+func (r *rng) float64() float64 { return float64(r.uint64()>>11) / (1 << 53) }
+
+func (r *rng) normal() float64 {
+	if r.has {
+		r.has = false
+		return r.spare
+	}
+	u1 := 1 - r.float64() // (0,1]
+	u2 := r.float64()
+	rad := math.Sqrt(-2 * math.Log(u1))
+	r.spare = rad * math.Sin(2*math.Pi*u2)
+	r.has = true
+	return rad * math.Cos(2*math.Pi*u2)
+}

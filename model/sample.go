@@ -1,0 +1,339 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// SampleRequest is one prompt to continue. Seed alone determines the
+// request's random draws.
+type SampleRequest struct {
+	Prompt []int32
+	Seed   uint64
+}
+
+// SampleOptions control decoding.
+type SampleOptions struct {
+	Temperature float32 // 0 = greedy
+	TopP        float32 // nucleus mass; ≤ 0 or ≥ 1 = off
+	MaxTokens   int     // ≤ 0 = until the context is full
+	Stop        []int32 // extra stop tokens; EOS always stops
+}
+
+// SampleResult is one request's continuation.
+type SampleResult struct {
+	Tokens       []int32   // sampled tokens, including the stop token if one was sampled
+	LogProbs     []float32 // log softmax(logits/T)[token] before top-p (T=1 when greedy)
+	FinishReason string    // "stop" or "length"
+}
+
+// Finish reasons.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+)
+
+// Sample continues every request with a batched forward over a KV cache:
+// each step, every active request advances one token; finished requests drop
+// out. Results do not depend on batch composition or order. ctx is checked
+// before every step.
+func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
+	d := &cachedDecoder{m: m, caches: make([]*kvCache, len(reqs))}
+	return m.sampleLoop(ctx, reqs, opts, d.next)
+}
+
+// SampleNoCache is Sample without a KV cache: every step recomputes the
+// full forward pass (through the training-path Forward) of every active
+// request. It is slow; it exists to check Sample.
+func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
+	return m.sampleLoop(ctx, reqs, opts, m.recomputeNext)
+}
+
+// nextFn returns the logits [len(active)×Vocab] of the next token of each
+// active request given its full history.
+type nextFn func(active []int, hist [][]int32) ([]float32, error)
+
+func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, next nextFn) ([]SampleResult, error) {
+	if opts.Temperature < 0 || math.IsNaN(float64(opts.Temperature)) || math.IsInf(float64(opts.Temperature), 0) {
+		return nil, fmt.Errorf("model: temperature %v must be ≥ 0", opts.Temperature)
+	}
+	C, V := m.cfg.Context, m.cfg.Vocab
+	var errs []error
+	for i, r := range reqs {
+		if len(r.Prompt) == 0 || len(r.Prompt) > C {
+			errs = append(errs, fmt.Errorf("request %d: prompt length %d not in [1,%d]", i, len(r.Prompt), C))
+		}
+		for _, t := range r.Prompt {
+			if t < 0 || int(t) >= V {
+				errs = append(errs, fmt.Errorf("request %d: token %d out of range", i, t))
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("model: Sample: %w", errors.Join(errs...))
+	}
+	stop := map[int32]bool{EOS: true}
+	for _, t := range opts.Stop {
+		stop[t] = true
+	}
+	res := make([]SampleResult, len(reqs))
+	hist := make([][]int32, len(reqs))
+	rngs := make([]*rng, len(reqs))
+	var active []int
+	for i, r := range reqs {
+		hist[i] = append(make([]int32, 0, C), r.Prompt...)
+		rngs[i] = newRNG(r.Seed ^ 0xd1b54a32d192ed03)
+		res[i].Tokens = []int32{}
+		res[i].LogProbs = []float32{}
+		if len(r.Prompt) >= C {
+			res[i].FinishReason = FinishLength
+			continue
+		}
+		active = append(active, i)
+	}
+	for len(active) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		logits, err := next(active, hist)
+		if err != nil {
+			return nil, err
+		}
+		still := active[:0]
+		for a, i := range active {
+			tok, lp := pickToken(logits[a*V:(a+1)*V], opts, rngs[i])
+			hist[i] = append(hist[i], tok)
+			res[i].Tokens = append(res[i].Tokens, tok)
+			res[i].LogProbs = append(res[i].LogProbs, lp)
+			switch {
+			case stop[tok]:
+				res[i].FinishReason = FinishStop
+			case len(hist[i]) >= C || (opts.MaxTokens > 0 && len(res[i].Tokens) >= opts.MaxTokens):
+				res[i].FinishReason = FinishLength
+			default:
+				still = append(still, i)
+			}
+		}
+		active = still
+	}
+	return res, nil
+}
+
+// pickToken draws the next token from one logits row and returns it with its
+// log-prob under softmax(z/T) (T=1 when greedy), before top-p truncation.
+func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
+	u := r.float64() // one draw per step, used or not: keeps streams aligned
+	if o.Temperature == 0 {
+		best := 0
+		for j, v := range z {
+			if v > z[best] {
+				best = j
+			}
+		}
+		lse, _ := softmaxStats(z, 1, nil)
+		return int32(best), float32(float64(z[best]) - lse)
+	}
+	invT := 1 / float64(o.Temperature)
+	p := make([]float32, len(z))
+	lse, _ := softmaxStats(z, invT, p)
+	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
+	if o.TopP > 0 && o.TopP < 1 {
+		idx := make([]int, len(p))
+		for j := range idx {
+			idx[j] = j
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+		var cum float64
+		kept := 0
+		for kept < len(idx) {
+			cum += float64(p[idx[kept]])
+			kept++
+			if cum >= float64(o.TopP) {
+				break
+			}
+		}
+		target := u * cum
+		var acc float64
+		for _, j := range idx[:kept] {
+			acc += float64(p[j])
+			if target < acc {
+				return int32(j), lp(j)
+			}
+		}
+		j := idx[kept-1]
+		return int32(j), lp(j)
+	}
+	var acc float64
+	last := 0
+	for j, pj := range p {
+		if pj > 0 {
+			last = j
+		}
+		acc += float64(pj)
+		if u < acc {
+			return int32(j), lp(j)
+		}
+	}
+	return int32(last), lp(last)
+}
+
+// recomputeNext runs the full training-path forward for every active request.
+func (m *Model) recomputeNext(active []int, hist [][]int32) ([]float32, error) {
+	seqs := make([]Sequence, len(active))
+	for a, i := range active {
+		seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
+	}
+	p, err := m.Forward(seqs, 1)
+	if err != nil {
+		return nil, err
+	}
+	return p.logits, nil
+}
+
+// kvCache holds one request's keys and values, per layer [cap×Dim].
+type kvCache struct {
+	k, v [][]float32
+	n    int
+}
+
+type cachedDecoder struct {
+	m      *Model
+	caches []*kvCache
+}
+
+func (d *cachedDecoder) next(active []int, hist [][]int32) ([]float32, error) {
+	m := d.m
+	cs := make([]*kvCache, len(active))
+	chunks := make([][]int32, len(active))
+	for a, i := range active {
+		if d.caches[i] == nil {
+			c := &kvCache{k: make([][]float32, m.cfg.Layers), v: make([][]float32, m.cfg.Layers)}
+			for l := range c.k {
+				c.k[l] = make([]float32, m.cfg.Context*m.cfg.Dim)
+				c.v[l] = make([]float32, m.cfg.Context*m.cfg.Dim)
+			}
+			d.caches[i] = c
+		}
+		cs[a] = d.caches[i]
+		chunks[a] = hist[i][cs[a].n:]
+	}
+	return m.cachedStep(cs, chunks), nil
+}
+
+// cachedStep feeds chunks[i] to request i (positions continue from its
+// cache), appends their keys/values to the caches and returns the logits of
+// each chunk's last position [len(chunks)×Vocab].
+func (m *Model) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
+	c := m.cfg
+	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
+	hd := D / H
+	start := make([]int, len(chunks)+1)
+	for i, ch := range chunks {
+		start[i+1] = start[i] + len(ch)
+	}
+	R := start[len(chunks)]
+	w := &m.w
+	x := make([]float32, R*D)
+	for i, ch := range chunks {
+		for t, tok := range ch {
+			r := start[i] + t
+			te := w.tok[int(tok)*D:][:D]
+			pe := w.pos[(cs[i].n+t)*D:][:D]
+			xr := x[r*D : (r+1)*D]
+			for j := range xr {
+				xr[j] = te[j] + pe[j]
+			}
+		}
+	}
+	h := make([]float32, R*D)
+	qkv := make([]float32, R*3*D)
+	att := make([]float32, R*D)
+	tmp := make([]float32, R*D)
+	f1 := make([]float32, R*F)
+	f2 := make([]float32, R*F)
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	maxLen := 0
+	for i := range chunks {
+		maxLen = max(maxLen, cs[i].n+len(chunks[i]))
+	}
+	scratch := make([][]float32, workers())
+	for l := 0; l < c.Layers; l++ {
+		lw := &w.layers[l]
+		layerNorm(x, R, D, lw.ln1w, lw.ln1b, h, nil, nil)
+		m.linear(h, R, D, lw.qkvW, lw.qkvB, 3*D, qkv)
+		for i, ch := range chunks {
+			for t := range ch {
+				r := start[i] + t
+				p := cs[i].n + t
+				copy(cs[i].k[l][p*D:(p+1)*D], qkv[r*3*D+D:r*3*D+2*D])
+				copy(cs[i].v[l][p*D:(p+1)*D], qkv[r*3*D+2*D:r*3*D+3*D])
+			}
+		}
+		parallelTasks(len(chunks)*H, func(worker, task int) {
+			i, hh := task/H, task%H
+			if scratch[worker] == nil {
+				scratch[worker] = make([]float32, maxLen)
+			}
+			s := scratch[worker]
+			K, Vc := cs[i].k[l], cs[i].v[l]
+			for t := range chunks[i] {
+				r := start[i] + t
+				p := cs[i].n + t
+				q := qkv[r*3*D+hh*hd:][:hd]
+				mx := float32(math.Inf(-1))
+				for j := 0; j <= p; j++ {
+					kj := K[j*D+hh*hd:][:hd]
+					var dot float32
+					for e, qv := range q {
+						dot += qv * kj[e]
+					}
+					dot *= scale
+					s[j] = dot
+					if dot > mx {
+						mx = dot
+					}
+				}
+				var sum float32
+				for j := 0; j <= p; j++ {
+					e := exp32(s[j] - mx)
+					s[j] = e
+					sum += e
+				}
+				inv := 1 / sum
+				o := att[r*D+hh*hd:][:hd]
+				clear(o)
+				for j := 0; j <= p; j++ {
+					pj := s[j] * inv
+					vj := Vc[j*D+hh*hd:][:hd]
+					for e := range o {
+						o[e] += pj * vj[e]
+					}
+				}
+			}
+		})
+		m.linear(att, R, D, lw.projW, lw.projB, D, tmp)
+		addInto(x, tmp)
+		layerNorm(x, R, D, lw.ln2w, lw.ln2b, h, nil, nil)
+		m.linear(h, R, D, lw.fcW, lw.fcB, F, f1)
+		gelu(f1, f2)
+		m.linear(f2, R, F, lw.fc2W, lw.fc2B, D, tmp)
+		addInto(x, tmp)
+	}
+	for i, ch := range chunks {
+		cs[i].n += len(ch)
+	}
+	A := len(chunks)
+	last := make([]float32, A*D)
+	for i := range chunks {
+		copy(last[i*D:(i+1)*D], x[(start[i+1]-1)*D:])
+	}
+	hf := make([]float32, A*D)
+	layerNorm(last, A, D, w.lnfW, w.lnfB, hf, nil, nil)
+	logits := make([]float32, A*V)
+	m.gemm.Sgemm(false, true, A, V, D, 1, hf, D, w.head, D, 0, logits, V)
+	return logits
+}

@@ -1,0 +1,139 @@
+// Package evaluate is the evaluate stage: it plays the workflow on the held-out eval split with
+// k samples per prompt (temperature 0.6, top-p 0.95 by default) and commits avg@k and pass@k per
+// data source for one checkpoint step under eval/step=NNNNNN/.
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/internal/progress"
+	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+// Options select the checkpoint to evaluate.
+type Options struct {
+	Step int64 // stages.LatestStep: the newest usable checkpoint
+}
+
+// ResultRow is one row of eval/step=N/results.parquet. DataSource "all" aggregates every
+// prompt.
+type ResultRow struct {
+	Step       int64   `parquet:"step"`
+	Workflow   string  `parquet:"workflow,dict"`
+	DataSource string  `parquet:"data_source,dict"`
+	K          int32   `parquet:"k"`
+	Prompts    int32   `parquet:"prompts"`
+	AvgAtK     float64 `parquet:"avg_at_k"`
+	PassAtK    float64 `parquet:"pass_at_k"`
+}
+
+// Run evaluates one checkpoint; an evaluation already committed is read back, not redone.
+func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
+	cfg := env.Config
+	b := env.Bucket
+	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	dir := commit.EvalDir(cfg.Run, set.Step)
+	if m, _, err := commit.Read(ctx, b, dir); err == nil {
+		data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
+		if err != nil {
+			return nil, err
+		}
+		return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
+	}
+	wf, err := stages.Workflow(cfg)
+	if err != nil {
+		return nil, err
+	}
+	backends, err := stages.Backends(cfg, set)
+	if err != nil {
+		return nil, err
+	}
+	tasks := stages.EvalTasks(cfg, wf)
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
+	}
+	k := cfg.Evaluate.K
+	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d", set.Step), "episodes")
+	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
+		Samples:  k,
+		Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+		Seed: func(t workflows.Task, sample, turn int) uint64 {
+			return seeds.Derive(cfg.Seed, "eval", set.Step, t.ID, sample, turn)
+		},
+		Done: func(n, _ int) { bar.Add(n) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	bar.Finish()
+	rows, err := Summarize(set.Step, wf.Name(), k, eps)
+	if err != nil {
+		return nil, err
+	}
+	data, err := shards.EncodeTable(rows)
+	if err != nil {
+		return nil, fmt.Errorf("encode eval results: %w", err)
+	}
+	f, err := commit.PutFile(ctx, b, dir, "results.parquet", data, int64(len(rows)))
+	if err != nil {
+		return nil, err
+	}
+	step := set.Step
+	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
+		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows)), Files: []commit.File{f},
+		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
+		Params: map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
+			"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks))},
+	}); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// Summarize computes avg@k and pass@k per data source, plus an "all" row.
+func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]ResultRow, error) {
+	var samples []workflows.Sample
+	for _, ep := range eps {
+		samples = append(samples, workflows.Sample{TaskID: ep.Task.ID, DataSource: ep.Task.DataSource, Success: ep.Reward > 0.5})
+	}
+	all := make([]workflows.Sample, len(samples))
+	for i, s := range samples {
+		s.DataSource = "all"
+		all[i] = s
+	}
+	var rows []ResultRow
+	for _, ss := range [][]workflows.Sample{samples, all} {
+		avg, err := workflows.AvgAtK(ss, k)
+		if err != nil {
+			return nil, err
+		}
+		pass, err := workflows.PassAtK(ss, k)
+		if err != nil {
+			return nil, err
+		}
+		srcs := make([]string, 0, len(avg))
+		for s := range avg {
+			srcs = append(srcs, s)
+		}
+		sort.Strings(srcs)
+		for _, s := range srcs {
+			rows = append(rows, ResultRow{Step: step, Workflow: workflow, DataSource: s, K: int32(k),
+				Prompts: int32(avg[s].Prompts), AvgAtK: avg[s].Value, PassAtK: pass[s].Value})
+		}
+	}
+	return rows, nil
+}
+

@@ -1,0 +1,372 @@
+// Package learn is the learner stage: it zips an iteration's committed rollout parts with the
+// chosen estimator's advantage sidecars and, per model, runs PPO-clip with token-mean
+// aggregation (agents sharing a model are trained together; statistics stay per agent),
+// AdamW and global grad-norm clipping. It publishes checkpoint step S+1 (S = the policy that
+// generated the rollout) and commits per-model and per-agent metrics, including each agent's
+// own gradient norm (DESIGN §4).
+//
+// Old log-probs for the PPO ratio are recomputed with the pre-update policy at the sampling
+// temperature (as verl does), so the ratio is exactly 1 on the first mini-batch; the stored
+// behaviour log-probs are compared with them and the gap is reported (behaviour_gap), which
+// exposes backends whose log-probs do not match the trained policy.
+package learn
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path"
+	"strconv"
+
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/internal/progress"
+	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/normalize"
+)
+
+// Options select what to learn from.
+type Options struct {
+	Iteration int
+	// Estimator names the advantage sidecar to use; default: learn.estimator.
+	Estimator string
+}
+
+// MetricsRow is one row of iter=N/learn/metrics.parquet. Agent "*" is the whole model.
+type MetricsRow struct {
+	Iteration    int32   `parquet:"iteration"`
+	Estimator    string  `parquet:"estimator,dict"`
+	Model        string  `parquet:"model,dict"`
+	Agent        string  `parquet:"agent,dict"`
+	Step         int64   `parquet:"step"` // the checkpoint step published
+	Rows         int64   `parquet:"rows"`
+	Tokens       int64   `parquet:"tokens"`
+	Updates      int32   `parquet:"updates"`
+	Loss         float64 `parquet:"loss"`      // mean over updates
+	GradNorm     float64 `parquet:"grad_norm"` // before clipping, mean over updates
+	GradNormMax  float64 `parquet:"grad_norm_max"`
+	ClipFrac     float64 `parquet:"clip_frac"`
+	ApproxKL     float64 `parquet:"approx_kl"` // ½·mean(log ratio²)
+	RefKL        float64 `parquet:"ref_kl"`    // mean k3 KL to the reference (kl_coef > 0)
+	Entropy      float64 `parquet:"entropy"`
+	MeanAbsAdv   float64 `parquet:"mean_abs_adv"`
+	RatioMax     float64 `parquet:"ratio_max"`
+	BehaviourGap float64 `parquet:"behaviour_gap"` // mean |stored − recomputed| log-prob
+}
+
+// Result summarises a learner run.
+type Result struct {
+	Skipped bool
+	Step    int64
+	Metrics []MetricsRow
+}
+
+// Digest is the config digest of learner checkpoints.
+func Digest(cfg *configs.Config, estimator string) string {
+	return configs.Digest(struct {
+		Seed      uint64
+		Learn     configs.Learn
+		Estimator string
+		Agents    map[string]configs.Agent
+		Models    map[string]configs.Model
+		Temp      float64
+	}{cfg.Seed, cfg.Learn, estimator, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
+}
+
+// Run trains on one iteration. If its metrics are committed already, Run does nothing.
+func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	cfg := env.Config
+	b := env.Bucket
+	iter := o.Iteration
+	est := o.Estimator
+	if est == "" {
+		est = cfg.Learn.Estimator
+	}
+	specs, err := normalize.ParseSpecs([]string{est}, cfg.Normalize.Eps)
+	if err != nil {
+		return nil, fmt.Errorf("learn: %w", err)
+	}
+	est = specs[0].Name()
+	outDir := commit.LearnDir(cfg.Run, iter)
+	if m, _, err := commit.Read(ctx, b, outDir); err == nil {
+		env.Logf("learn iter %d: already committed", iter)
+		return &Result{Skipped: true, Step: *m.Step}, nil
+	}
+	inDir := commit.RolloutDir(cfg.Run, iter)
+	in, inSHA, err := commit.Read(ctx, b, inDir)
+	if err != nil {
+		return nil, fmt.Errorf("learn iter %d: rollout is not committed: %w", iter, err)
+	}
+	advDir := commit.AdvantageDir(cfg.Run, iter, est)
+	adv, advSHA, err := commit.Read(ctx, b, advDir)
+	if err != nil {
+		return nil, fmt.Errorf("learn iter %d: advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", iter, est, iter, est, err)
+	}
+	version, err := strconv.ParseInt(in.Params["policy_version"], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("learn iter %d: rollout manifest has no policy_version", iter)
+	}
+	set, err := stages.LoadPolicy(ctx, env, version, true)
+	if err != nil {
+		return nil, fmt.Errorf("learn iter %d: load the policy that generated the rollout: %w", iter, err)
+	}
+	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
+	if err != nil {
+		return nil, err
+	}
+	var ref *checkpoints.Set
+	if cfg.Learn.KLCoef > 0 {
+		if ref, err = stages.LoadPolicy(ctx, env, 0, false); err != nil {
+			return nil, fmt.Errorf("learn: load the reference policy (step 0): %w", err)
+		}
+	}
+	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}}
+	var metrics []MetricsRow
+	for _, id := range cfg.ModelNames() {
+		m := set.Models[id]
+		if m == nil {
+			return nil, fmt.Errorf("learn: checkpoint step %d has no model %s", version, id)
+		}
+		var refModel *model.Model
+		if ref != nil {
+			refModel = ref.Models[id]
+		}
+		mrows, opt, err := trainModel(ctx, env, iter, est, id, m, set.Optims[id], refModel, rows, advs)
+		if err != nil {
+			return nil, err
+		}
+		out.Optims[id] = opt
+		for i := range mrows {
+			mrows[i].Step = out.Step
+		}
+		metrics = append(metrics, mrows...)
+	}
+	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, Digest(cfg, est)); err != nil {
+		return nil, err
+	}
+	if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
+		env.Logf("warning: %v", err)
+	}
+	data, err := shards.EncodeTable(metrics)
+	if err != nil {
+		return nil, fmt.Errorf("encode metrics: %w", err)
+	}
+	f, err := commit.PutFile(ctx, b, outDir, "metrics.parquet", data, int64(len(metrics)))
+	if err != nil {
+		return nil, err
+	}
+	step := out.Step
+	if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
+		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
+		Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: Digest(cfg, est),
+		Inputs: []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA},
+			{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: set.ManifestSHA256}},
+		Params: map[string]string{"estimator": est},
+	}); err != nil {
+		return nil, err
+	}
+	for _, r := range metrics {
+		if r.Agent == "*" {
+			env.Logf("learn iter %d model %s: %d rows %d tokens, loss %.4f, grad norm %.3f (max %.3f), clip %.3f, kl %.2e, entropy %.3f → step %d",
+				iter, r.Model, r.Rows, r.Tokens, r.Loss, r.GradNorm, r.GradNormMax, r.ClipFrac, r.ApproxKL, r.Entropy, step)
+		}
+	}
+	return &Result{Step: step, Metrics: metrics}, nil
+}
+
+// readIteration loads every rollout part (sha256-verified) and its sidecar, checking that they
+// are row-aligned.
+func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commit.Manifest, advDir string, adv *commit.Manifest) ([]shards.Row, []shards.AdvantageRow, error) {
+	sidecars := map[string]commit.File{}
+	for _, f := range adv.Files {
+		sidecars[f.Name] = f
+	}
+	var rows []shards.Row
+	var advs []shards.AdvantageRow
+	for _, f := range in.Files {
+		sf, ok := sidecars[f.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("learn: %s has no sidecar for rollout part %s", advDir, f.Name)
+		}
+		data, err := commit.ReadFile(ctx, env.Bucket, inDir, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), path.Join(inDir, f.Name))
+		if err != nil {
+			return nil, nil, err
+		}
+		data, err = commit.ReadFile(ctx, env.Bucket, advDir, sf)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := shards.ReadAdvantages(bytes.NewReader(data), int64(len(data)), path.Join(advDir, sf.Name))
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(a) != len(r) {
+			return nil, nil, fmt.Errorf("learn: %s has %d rows but its sidecar %d", f.Name, len(r), len(a))
+		}
+		for i := range r {
+			if r[i].RowID != a[i].RowID {
+				return nil, nil, fmt.Errorf("learn: %s row %d: row_id %d but sidecar row_id %d: not row-aligned", f.Name, i, r[i].RowID, a[i].RowID)
+			}
+		}
+		rows = append(rows, r...)
+		advs = append(advs, a...)
+	}
+	return rows, advs, nil
+}
+
+// trainModel runs the PPO epochs of one model and returns its metrics rows (model row first,
+// then agents sorted).
+func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, m *model.Model, opt *model.AdamW, ref *model.Model, rows []shards.Row, advs []shards.AdvantageRow) ([]MetricsRow, *model.AdamW, error) {
+	cfg := env.Config
+	agents := cfg.AgentsOf(id)
+	hp := cfg.OptimOf(agents[0])
+	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
+	var exs []Example
+	var behaviourGap float64
+	stored := 0
+	for i := range rows {
+		r := &rows[i]
+		if r.Model != id || len(r.ResponseIDs) == 0 {
+			continue
+		}
+		if len(r.ResponseLogprobs) != len(r.ResponseIDs) {
+			return nil, nil, fmt.Errorf("learn: row %d (agent %s) has no behaviour log-probs: its backend did not return them, so it cannot be trained with PPO", r.RowID, r.Agent)
+		}
+		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
+	}
+	// Old (and reference) log-probs from the pre-update policy, in micro-batches.
+	for lo := 0; lo < len(exs); lo += h.MicroBatch {
+		hi := min(lo+h.MicroBatch, len(exs))
+		seqs := make([]model.Sequence, hi-lo)
+		for j := range seqs {
+			seqs[j] = exs[lo+j].Seq
+		}
+		old, _, err := m.Score(seqs, h.Temperature)
+		if err != nil {
+			return nil, nil, fmt.Errorf("learn: score model %s: %w", id, err)
+		}
+		var refLP [][]float32
+		if ref != nil {
+			if refLP, _, err = ref.Score(seqs, h.Temperature); err != nil {
+				return nil, nil, fmt.Errorf("learn: score reference %s: %w", id, err)
+			}
+		}
+		for j := range seqs {
+			exs[lo+j].Old = old[j]
+			if refLP != nil {
+				exs[lo+j].Ref = refLP[j]
+			}
+		}
+	}
+	k := 0
+	for i := range rows {
+		r := &rows[i]
+		if r.Model != id || len(r.ResponseIDs) == 0 {
+			continue
+		}
+		for t, lp := range r.ResponseLogprobs {
+			behaviourGap += math.Abs(float64(lp) - float64(exs[k].Old[t]))
+			stored++
+		}
+		k++
+	}
+	if opt == nil {
+		ocfg := model.DefaultAdamWConfig()
+		ocfg.WeightDecay = cfg.Learn.WeightDecay
+		opt = model.NewAdamW(m, ocfg)
+	}
+	opt.LR = hp.LR
+	opt.WeightDecay = cfg.Learn.WeightDecay
+
+	type acc struct {
+		rows, tokens                                  int64
+		loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
+		ratioMax                                      float64
+	}
+	accs := map[string]*acc{"*": {}}
+	for _, a := range agents {
+		accs[a] = &acc{}
+	}
+	updates := 0
+	nmb := cfg.Learn.MiniBatches
+	bar := progress.New(env.Progress, int64(cfg.Learn.Epochs*nmb), fmt.Sprintf("learn iter %d %s", iter, id), "updates")
+	for epoch := 0; epoch < cfg.Learn.Epochs; epoch++ {
+		rng := rand.New(rand.NewPCG(seeds.Derive(cfg.Seed, "learn", iter, id, epoch), 3))
+		perm := rng.Perm(len(exs))
+		for mb := 0; mb < nmb; mb++ {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+			lo, hi := mb*len(exs)/nmb, (mb+1)*len(exs)/nmb
+			batch := make([]Example, 0, hi-lo)
+			for _, i := range perm[lo:hi] {
+				batch = append(batch, exs[i])
+			}
+			st, err := Update(m, opt, batch, h, hp.GradClip)
+			if err != nil {
+				return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+			}
+			if st.Tokens == 0 {
+				continue
+			}
+			updates++
+			all := accs["*"]
+			all.loss += st.Loss
+			all.gn += st.GradNorm
+			all.gnMax = math.Max(all.gnMax, st.GradNorm)
+			for a, as := range st.Agents {
+				x := accs[a]
+				if x == nil {
+					x = &acc{}
+					accs[a] = x
+				}
+				x.loss += as.Loss
+				x.gn += as.GradNorm
+				x.gnMax = math.Max(x.gnMax, as.GradNorm)
+				for _, y := range []*acc{x, all} {
+					y.rows += int64(as.Rows)
+					y.tokens += int64(as.Tokens)
+					y.clip += float64(as.ClipTokens)
+					y.kl += as.SumLogRatioSq / 2
+					y.refKL += as.SumKL
+					y.ent += as.SumEntropy
+					y.absAdv += as.SumAbsAdv
+					y.ratioMax = math.Max(y.ratioMax, as.MaxRatio)
+				}
+			}
+			bar.Add(1)
+		}
+	}
+	bar.Finish()
+	var out []MetricsRow
+	for _, a := range append([]string{"*"}, agents...) {
+		x := accs[a]
+		div := func(v float64, n int64) float64 {
+			if n == 0 {
+				return 0
+			}
+			return v / float64(n)
+		}
+		r := MetricsRow{
+			Iteration: int32(iter), Estimator: est, Model: id, Agent: a, Rows: x.rows, Tokens: x.tokens, Updates: int32(updates),
+			Loss: div(x.loss, int64(updates)), GradNorm: div(x.gn, int64(updates)), GradNormMax: x.gnMax,
+			ClipFrac: div(x.clip, x.tokens), ApproxKL: div(x.kl, x.tokens), RefKL: div(x.refKL, x.tokens),
+			Entropy: div(x.ent, x.tokens), MeanAbsAdv: div(x.absAdv, x.tokens), RatioMax: x.ratioMax,
+		}
+		if a == "*" {
+			r.BehaviourGap = div(behaviourGap, int64(stored))
+		}
+		out = append(out, r)
+	}
+	return out, opt, nil
+}

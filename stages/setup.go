@@ -1,0 +1,135 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+// Workflow builds the configured workflow and checks that the config maps every one of its
+// agents to a model.
+func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
+	o := workflows.DefaultOptions()
+	w := cfg.Workflow
+	if w.MaxLoop != 0 {
+		o.MaxLoop = w.MaxLoop
+	}
+	if w.MaxSteps != 0 {
+		o.MaxSteps = w.MaxSteps
+	}
+	if w.TopK != 0 {
+		o.TopK = w.TopK
+	}
+	if w.HardFrac != 0 {
+		o.HardFrac = w.HardFrac
+	}
+	if w.CorpusSeed != 0 {
+		o.CorpusSeed = w.CorpusSeed
+	}
+	if w.CorpusPeople != 0 {
+		o.CorpusPeople = w.CorpusPeople
+	}
+	wf, err := workflows.New(w.Name, o)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %q: %w (have %s)", w.Name, err, strings.Join(workflows.Names(), ", "))
+	}
+	var missing []string
+	for _, a := range wf.Agents() {
+		if _, ok := cfg.Agents[a]; !ok {
+			missing = append(missing, a)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("workflow %s needs agents %s, but the config has no agents.%s entry (it has %s)",
+			wf.Name(), strings.Join(wf.Agents(), ", "), strings.Join(missing, ", agents."), strings.Join(cfg.AgentNames(), ", "))
+	}
+	return wf, nil
+}
+
+// ModelConfig converts a configured model size into the engine's config.
+func ModelConfig(m configs.Model) model.Config {
+	c := model.DefaultConfig()
+	c.Context, c.Dim, c.Layers, c.Heads, c.FFMult, c.TiedHead = m.Context, m.Dim, m.Layers, m.Heads, m.FFMult, m.TiedHead
+	return c
+}
+
+// Backends maps every configured agent to an in-process backend serving its model from set;
+// agents that share a model share one backend.
+func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Backend, error) {
+	shared := map[string]actors.Backend{}
+	out := map[string]actors.Backend{}
+	for _, a := range cfg.AgentNames() {
+		id := cfg.Agents[a].Model
+		be, ok := shared[id]
+		if !ok {
+			m, ok := set.Models[id]
+			if !ok {
+				return nil, fmt.Errorf("checkpoint step %d has no model %q (it has %s): the config's models changed since it was written",
+					set.Step, id, strings.Join(set.ModelNames(), ", "))
+			}
+			if got, want := m.Config(), ModelConfig(cfg.Models[id]); got != want {
+				return nil, fmt.Errorf("checkpoint step %d: model %s has size %+v but the config says %+v", set.Step, id, got, want)
+			}
+			be = actors.NewLocal(id, set.Step, m)
+			shared[id] = be
+		}
+		out[a] = be
+	}
+	return out, nil
+}
+
+// LatestStep selects the newest usable checkpoint in LoadPolicy.
+const LatestStep = -1
+
+// LoadPolicy loads checkpoint step (verified), or with LatestStep the run's newest usable
+// checkpoint, warning through env on fallbacks.
+func LoadPolicy(ctx context.Context, env *Env, step int64, withOptim bool) (*checkpoints.Set, error) {
+	if step >= 0 {
+		return checkpoints.LoadStep(ctx, env.Bucket, env.Config.Run, step, withOptim)
+	}
+	return checkpoints.Load(ctx, env.Bucket, env.Config.Run, withOptim, func(msg string) { env.Logf("warning: %s", msg) })
+}
+
+// TrainTasks returns the prompts of an iteration: from the seeded generator (fresh prompts each
+// iteration), or a deterministic window of the dataset file that cycles through it.
+func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflows.Task, error) {
+	n := cfg.Tasks.PerIteration
+	if cfg.Tasks.Source == "" || cfg.Tasks.Source == "generator" {
+		return wf.Tasks(seeds.Derive(cfg.Seed, "train-tasks", iter), workflows.Train, n), nil
+	}
+	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("tasks file %s is empty", cfg.Tasks.Source)
+	}
+	out := make([]workflows.Task, n)
+	for i := range out {
+		out[i] = all[(iter*n+i)%len(all)]
+	}
+	return out, nil
+}
+
+// EvalTasks returns the held-out evaluation prompts (the same every iteration).
+func EvalTasks(cfg *configs.Config, wf workflows.Workflow) []workflows.Task {
+	return wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize)
+}
+
+// SortedKeys returns m's keys sorted.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,174 @@
+// Package warmup is the warm-up stage: supervised training of each model from scratch on
+// demonstrations the workflow's expert generates (with a controlled share of plausible
+// mistakes), publishing checkpoint step 0. It stands in for the pretrained LLM, so RL starts
+// from a policy that is sometimes right. Deterministic: same config and seed ⇒ same bytes.
+package warmup
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/internal/progress"
+	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+// Result summarises a warm-up.
+type Result struct {
+	Skipped bool
+	// Loss is the final mean token loss per model (the mean over the last 10% of steps).
+	Loss  map[string]float64
+	Demos map[string]int
+}
+
+// Digest is the config digest of the warm-up checkpoint.
+func Digest(cfg *configs.Config) string {
+	return configs.Digest(struct {
+		Seed     uint64
+		Workflow configs.Workflow
+		Warmup   configs.Warmup
+		Agents   map[string]configs.Agent
+		Models   map[string]configs.Model
+	}{cfg.Seed, cfg.Workflow, cfg.Warmup, cfg.Agents, cfg.Models})
+}
+
+// Run trains every model and publishes step 0. If step 0 is committed already, it does
+// nothing.
+func Run(ctx context.Context, env *stages.Env) (*Result, error) {
+	cfg := env.Config
+	if done, err := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil {
+		return nil, err
+	} else if done {
+		env.Logf("warmup: checkpoint step 0 already committed")
+		if err := checkpoints.SetLatest(ctx, env.Bucket, cfg.Run, 0); err != nil {
+			return nil, err
+		}
+		return &Result{Skipped: true}, nil
+	}
+	wf, err := stages.Workflow(cfg)
+	if err != nil {
+		return nil, err
+	}
+	demos := Demonstrations(cfg, wf)
+	set := &checkpoints.Set{Step: 0, Parent: checkpoints.NoParent, Models: map[string]*model.Model{}}
+	res := &Result{Loss: map[string]float64{}, Demos: map[string]int{}}
+	for _, id := range cfg.ModelNames() {
+		var seqs []model.Sequence
+		for _, a := range cfg.AgentsOf(id) {
+			seqs = append(seqs, demos[a]...)
+		}
+		if len(seqs) == 0 {
+			return nil, fmt.Errorf("warmup: model %s serves no agent of workflow %s", id, wf.Name())
+		}
+		m, loss, err := Train(ctx, env, id, cfg, seqs)
+		if err != nil {
+			return nil, err
+		}
+		set.Models[id] = m
+		res.Loss[id] = loss
+		res.Demos[id] = len(seqs)
+	}
+	if _, err := checkpoints.Publish(ctx, env.Bucket, cfg.Run, set, Digest(cfg)); err != nil {
+		return nil, err
+	}
+	for _, id := range cfg.ModelNames() {
+		env.Logf("warmup: model %s trained on %d demonstrations, final loss %.4f; published step 0", id, res.Demos[id], res.Loss[id])
+	}
+	return res, nil
+}
+
+// Demonstrations returns the expert turns per agent as token sequences.
+func Demonstrations(cfg *configs.Config, wf workflows.Workflow) map[string][]model.Sequence {
+	rng := rand.New(rand.NewPCG(seeds.Derive(cfg.Seed, "warmup-demos"), 1))
+	tasks := wf.Tasks(seeds.Derive(cfg.Seed, "warmup-tasks"), workflows.Train, cfg.Warmup.Demos)
+	out := map[string][]model.Sequence{}
+	for _, t := range tasks {
+		for _, d := range wf.Demonstrations(t, rng, cfg.Warmup.Noise) {
+			out[d.Agent] = append(out[d.Agent], model.Sequence{Prompt: actors.PromptIDs(d.Agent, d.Prompt), Response: actors.TargetIDs(d.Response)})
+		}
+	}
+	return out
+}
+
+// Train fits a fresh model to seqs with token-mean cross-entropy, AdamW (cosine decay) and
+// grad clipping at 1. It returns the model and the mean loss of the last 10% of steps.
+func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config, seqs []model.Sequence) (*model.Model, float64, error) {
+	mc := stages.ModelConfig(cfg.Models[id])
+	for i, s := range seqs {
+		if len(s.Prompt)+len(s.Response) > mc.Context {
+			return nil, 0, fmt.Errorf("warmup: demonstration %d of model %s has %d tokens, more than its context %d: raise models.%s.context",
+				i, id, len(s.Prompt)+len(s.Response), mc.Context, id)
+		}
+	}
+	m, err := model.New(mc, seeds.Derive(cfg.Seed, "init", id))
+	if err != nil {
+		return nil, 0, fmt.Errorf("warmup: model %s: %w", id, err)
+	}
+	ocfg := model.DefaultAdamWConfig()
+	ocfg.LR = cfg.Warmup.LR
+	opt := model.NewAdamW(m, ocfg)
+	g := m.NewGrads()
+	rng := rand.New(rand.NewPCG(seeds.Derive(cfg.Seed, "warmup-batches", id), 2))
+	steps, B := cfg.Warmup.Steps, cfg.Warmup.Batch
+	bar := progress.New(env.Progress, int64(steps), "warmup "+id, "steps")
+	var tail float64
+	tailN := 0
+	batch := make([]model.Sequence, B)
+	for step := 0; step < steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		for i := range batch {
+			batch[i] = seqs[rng.IntN(len(seqs))]
+		}
+		pass, err := m.Forward(batch, 1)
+		if err != nil {
+			return nil, 0, fmt.Errorf("warmup: %w", err)
+		}
+		lp := pass.LogProbs()
+		tokens := 0
+		for _, l := range lp {
+			tokens += len(l)
+		}
+		d := make([][]float32, len(lp))
+		loss := 0.0
+		for i, l := range lp {
+			d[i] = make([]float32, len(l))
+			for t := range l {
+				d[i][t] = -1 / float32(tokens)
+				loss -= float64(l[t])
+			}
+		}
+		loss /= float64(tokens)
+		g.Zero()
+		if err := pass.Backward(d, nil, g); err != nil {
+			return nil, 0, fmt.Errorf("warmup: %w", err)
+		}
+		model.ClipGradNorm(g, 1)
+		opt.LR = cfg.Warmup.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(steps)))
+		if err := opt.Step(g); err != nil {
+			return nil, 0, fmt.Errorf("warmup: %w", err)
+		}
+		if step >= steps-max(1, steps/10) {
+			tail += loss
+			tailN++
+		}
+		if step%10 == 0 {
+			bar.Describe(fmt.Sprintf("warmup %s loss %.3f", id, loss))
+		}
+		bar.Add(1)
+	}
+	bar.Finish()
+	if tailN == 0 {
+		return m, math.NaN(), nil
+	}
+	return m, tail / float64(tailN), nil
+}

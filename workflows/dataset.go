@@ -1,0 +1,224 @@
+package workflows
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// LoadTasks reads tasks from a JSONL file (".jsonl", ".json", ".ndjson") or a
+// Parquet file (".parquet"). Fields/columns: id, question, answer (required,
+// non-empty) and data_source (optional; default: the file's base name without
+// extension, e.g. "gsm_small" for gsm_small.jsonl). id and answer may be JSON
+// strings or numbers (Parquet: string or integer columns). Blank JSONL lines
+// are skipped; unknown fields are ignored. Errors name the file and the line
+// (JSONL, from 1) or row (Parquet, from 0); a duplicate id is an error.
+func LoadTasks(path string) ([]Task, error) {
+	def := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return LoadTasksWithDefault(path, def)
+}
+
+// LoadTasksWithDefault is LoadTasks with an explicit default data_source.
+func LoadTasksWithDefault(path, defaultSource string) ([]Task, error) {
+	var (
+		tasks []Task
+		err   error
+	)
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl", ".json", ".ndjson":
+		tasks, err = loadJSONL(path, defaultSource)
+	case ".parquet":
+		tasks, err = loadParquet(path, defaultSource)
+	default:
+		return nil, fmt.Errorf("%s: unknown task file type (want .jsonl or .parquet)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("%s: no tasks", path)
+	}
+	return tasks, nil
+}
+
+// jsonScalar accepts a JSON string or number as a string.
+type jsonScalar struct {
+	s   string
+	set bool
+}
+
+func (j *jsonScalar) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		j.set = true
+		return json.Unmarshal(b, &j.s)
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New("want a string or a number")
+	}
+	j.s, j.set = n.String(), true
+	return nil
+}
+
+func loadJSONL(path, def string) ([]Task, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var tasks []Task
+	ids := map[string]int{}
+	r := bufio.NewReader(f)
+	for line := 1; ; line++ {
+		b, rerr := r.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, rerr)
+		}
+		if len(bytes.TrimSpace(b)) > 0 {
+			var rec struct {
+				ID         jsonScalar `json:"id"`
+				Question   jsonScalar `json:"question"`
+				Answer     jsonScalar `json:"answer"`
+				DataSource jsonScalar `json:"data_source"`
+			}
+			if err := json.Unmarshal(b, &rec); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+			t, err := checkTask(rec.ID.s, rec.Question.s, rec.Answer.s, rec.DataSource.s, def)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+			if prev, dup := ids[t.ID]; dup {
+				return nil, fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, line, t.ID, prev)
+			}
+			ids[t.ID] = line
+			tasks = append(tasks, t)
+		}
+		if rerr == io.EOF {
+			return tasks, nil
+		}
+	}
+}
+
+func checkTask(id, q, a, src, def string) (Task, error) {
+	for _, f := range []struct{ name, v string }{{"id", id}, {"question", q}, {"answer", a}} {
+		if strings.TrimSpace(f.v) == "" {
+			return Task{}, fmt.Errorf("missing field %q", f.name)
+		}
+	}
+	if strings.TrimSpace(src) == "" {
+		src = def
+	}
+	return Task{ID: id, Question: q, Answer: a, DataSource: src}, nil
+}
+
+func loadParquet(path, def string) ([]Task, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	names := []string{"id", "question", "answer", "data_source"}
+	cols := make([]int, len(names))
+	for i, n := range names {
+		leaf, ok := pf.Schema().Lookup(n)
+		switch {
+		case !ok && n == "data_source":
+			cols[i] = -1
+			continue
+		case !ok:
+			return nil, fmt.Errorf("%s: missing column %q", path, n)
+		case leaf.MaxRepetitionLevel > 0:
+			return nil, fmt.Errorf("%s: column %q is repeated, want a scalar", path, n)
+		}
+		cols[i] = leaf.ColumnIndex
+	}
+	var tasks []Task
+	ids := map[string]int64{}
+	row := int64(0)
+	buf := make([]parquet.Row, 64)
+	for _, rg := range pf.RowGroups() {
+		rows := rg.Rows()
+		for {
+			n, rerr := rows.ReadRows(buf)
+			for _, r := range buf[:n] {
+				vals := make([]string, len(names))
+				for i, c := range cols {
+					if c < 0 {
+						continue
+					}
+					for _, v := range r {
+						if v.Column() == c {
+							s, err := parquetString(v)
+							if err != nil {
+								rows.Close()
+								return nil, fmt.Errorf("%s: row %d: column %q: %w", path, row, names[i], err)
+							}
+							vals[i] = s
+							break
+						}
+					}
+				}
+				t, err := checkTask(vals[0], vals[1], vals[2], vals[3], def)
+				if err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("%s: row %d: %w", path, row, err)
+				}
+				if prev, dup := ids[t.ID]; dup {
+					rows.Close()
+					return nil, fmt.Errorf("%s: row %d: duplicate id %q (first in row %d)", path, row, t.ID, prev)
+				}
+				ids[t.ID] = row
+				tasks = append(tasks, t)
+				row++
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				rows.Close()
+				return nil, fmt.Errorf("%s: row %d: %w", path, row, rerr)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return tasks, nil
+}
+
+func parquetString(v parquet.Value) (string, error) {
+	if v.IsNull() {
+		return "", nil
+	}
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return string(v.ByteArray()), nil
+	case parquet.Int32:
+		return strconv.FormatInt(int64(v.Int32()), 10), nil
+	case parquet.Int64:
+		return strconv.FormatInt(v.Int64(), 10), nil
+	}
+	return "", fmt.Errorf("unsupported type %s (want string or integer)", v.Kind())
+}

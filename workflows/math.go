@@ -1,0 +1,236 @@
+package workflows
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Math agents and data sources.
+const (
+	AgentSolver    = "solver"
+	AgentVerifier  = "verifier"
+	SourceMathEasy = "math_easy"
+	SourceMathHard = "math_hard"
+	// MathInvalidPenalty is the math workflow's invalid-action penalty.
+	MathInvalidPenalty = 0.1
+)
+
+// maxMathQuestion bounds the question bytes shown in a math prompt; longer
+// (dataset) questions are cut, so prompts stay within PromptBudget.
+const maxMathQuestion = 120
+
+func init() {
+	Register("math", func(o Options) (Workflow, error) { return NewMath(o) })
+}
+
+// Math is the Solver ↔ Verifier workflow.
+//
+// Loop l = 0..max_loop-1 (Turn.Step = l): the solver answers; then, except in
+// the last loop, the verifier judges. "yes" (approve) ends the episode; "no"
+// (reject) starts loop l+1, whose solver prompt shows the rejected answer. An
+// invalid verdict counts as a reject: an answer nobody approved is not
+// accepted, and the solver gets its retry. An invalid solver action counts as
+// no answer ("?" in later prompts), which is graded incorrect.
+//
+// Reward: 1 if the last solver answer equals the task's answer (as integers),
+// else 0. Prompts (every line ends in "\n"):
+//
+//	solver:    "solver\nQ 12+7\n"                  first loop
+//	           "solver\nQ 12+7\nrejected 18\n"     after a reject
+//	verifier:  "verifier\nQ 12+7\nans 19\n"        ("ans ?" if the solver's action was invalid)
+//
+// Responses: solver "ans 19", verifier "yes" / "no" (see ParseSolver,
+// ParseVerifier).
+//
+// Generated problems: math_easy is a+b, a-b or a*b with a, b in 0..9;
+// math_hard is a+b or a-b with a, b in 10..99, or a+b+c with a, b, c in 1..20.
+type Math struct{ opts Options }
+
+// NewMath builds the math workflow.
+func NewMath(o Options) (*Math, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Math{opts: o}, nil
+}
+
+func (m *Math) Name() string            { return "math" }
+func (m *Math) Agents() []string        { return []string{AgentSolver, AgentVerifier} }
+func (m *Math) InvalidPenalty() float64 { return MathInvalidPenalty }
+
+// NewEpisode starts an episode. A task whose answer is not an integer can
+// never be solved (reward 0).
+func (m *Math) NewEpisode(t Task) Episode { return m.newEpisode(t) }
+
+func (m *Math) newEpisode(t Task) *mathEpisode {
+	want, err := strconv.Atoi(strings.TrimSpace(t.Answer))
+	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: err == nil}
+}
+
+type mathEpisode struct {
+	maxLoop  int
+	question string
+	want     int
+	wantOK   bool
+
+	loop     int
+	verifier bool // the verifier is next
+	done     bool
+	prev     string // canonical previous (rejected) answer, "" in loop 0
+	last     int
+	lastOK   bool
+	reward   float64
+}
+
+func answerText(v int, ok bool) string {
+	if !ok {
+		return "?"
+	}
+	return strconv.Itoa(v)
+}
+
+func (e *mathEpisode) Next() (Turn, bool) {
+	if e.done {
+		return Turn{}, false
+	}
+	if e.verifier {
+		return Turn{AgentVerifier, e.loop, "verifier\nQ " + e.question + "\nans " + answerText(e.last, e.lastOK) + "\n"}, true
+	}
+	p := "solver\nQ " + e.question + "\n"
+	if e.loop > 0 {
+		p += "rejected " + e.prev + "\n"
+	}
+	return Turn{AgentSolver, e.loop, p}, true
+}
+
+func (e *mathEpisode) Act(resp string) bool {
+	if e.done {
+		return false
+	}
+	if !e.verifier {
+		e.last, e.lastOK = ParseSolver(resp)
+		if e.loop == e.maxLoop-1 {
+			e.finish()
+		} else {
+			e.verifier = true
+		}
+		return e.lastOK
+	}
+	approve, ok := ParseVerifier(resp)
+	if approve { // invalid → reject
+		e.finish()
+		return ok
+	}
+	e.verifier = false
+	e.prev = answerText(e.last, e.lastOK)
+	e.loop++
+	return ok
+}
+
+func (e *mathEpisode) finish() {
+	e.done = true
+	if e.lastOK && e.wantOK && e.last == e.want {
+		e.reward = 1
+	}
+}
+
+func (e *mathEpisode) Reward() float64 { return e.reward }
+
+// Demonstrations: the expert solver answers correctly; a mistake is the right
+// answer off by ±1, ±2 or ±10. The expert verifier approves exactly the
+// correct answers; a mistake flips its verdict.
+func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
+	e := m.newEpisode(t)
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(0, 0))
+	}
+	var demos []Demo
+	for {
+		turn, ok := e.Next()
+		if !ok {
+			return demos
+		}
+		mistake := noise > 0 && rng.Float64() < noise
+		var resp string
+		if turn.Agent == AgentSolver {
+			v := e.want
+			if mistake {
+				d := []int{1, 2, 10}[rng.IntN(3)]
+				if rng.IntN(2) == 0 {
+					d = -d
+				}
+				v += d
+			}
+			resp = FormatSolver(v)
+		} else {
+			approve := e.lastOK && e.wantOK && e.last == e.want
+			if mistake {
+				approve = !approve
+			}
+			resp = map[bool]string{true: "yes", false: "no"}[approve]
+		}
+		demos = append(demos, Demo{Agent: turn.Agent, Prompt: turn.Prompt, Response: resp, Step: turn.Step})
+		e.Act(resp)
+	}
+}
+
+// Tasks generates arithmetic problems; IDs are "math-<split>-<seed>-<i>".
+func (m *Math) Tasks(seed uint64, split Split, n int) []Task {
+	rng := newRand(seed, "math/"+split.String())
+	tasks := drawItems(rng, m.Name(), split, n, m.opts.HardFrac, genMath)
+	for i := range tasks {
+		tasks[i].ID = fmt.Sprintf("math-%s-%d-%05d", split, seed, i)
+	}
+	return tasks
+}
+
+func genMath(rng *rand.Rand, hard bool) (string, Task) {
+	var q string
+	var a int
+	if !hard {
+		x, y := rng.IntN(10), rng.IntN(10)
+		switch rng.IntN(3) {
+		case 0:
+			q, a = fmt.Sprintf("%d+%d", x, y), x+y
+		case 1:
+			q, a = fmt.Sprintf("%d-%d", x, y), x-y
+		default:
+			q, a = fmt.Sprintf("%d*%d", x, y), x*y
+		}
+		return q, Task{Question: q, Answer: strconv.Itoa(a), DataSource: SourceMathEasy}
+	}
+	switch rng.IntN(3) {
+	case 0:
+		x, y := 10+rng.IntN(90), 10+rng.IntN(90)
+		q, a = fmt.Sprintf("%d+%d", x, y), x+y
+	case 1:
+		x, y := 10+rng.IntN(90), 10+rng.IntN(90)
+		q, a = fmt.Sprintf("%d-%d", x, y), x-y
+	default:
+		x, y, z := 1+rng.IntN(20), 1+rng.IntN(20), 1+rng.IntN(20)
+		q, a = fmt.Sprintf("%d+%d+%d", x, y, z), x+y+z
+	}
+	return q, Task{Question: q, Answer: strconv.Itoa(a), DataSource: SourceMathHard}
+}
+
+// promptText makes a question safe for a prompt line: control characters
+// become spaces, and it is cut to at most max bytes on a rune boundary.
+func promptText(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

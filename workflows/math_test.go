@@ -1,0 +1,137 @@
+package workflows
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var task127 = Task{ID: "t", Question: "12+7", Answer: "19", DataSource: SourceMathHard}
+
+func TestMathApproveEndsEarly(t *testing.T) {
+	w := newWF(t, "math", nil)
+	ep := w.NewEpisode(task127)
+	turns, valid := play(t, ep, "ans 19", "yes")
+	mustDone(t, ep)
+	if got := agentsOf(turns); !reflect.DeepEqual(got, []string{"solver", "verifier"}) {
+		t.Fatalf("agents %v", got)
+	}
+	if got := stepsOf(turns); !reflect.DeepEqual(got, []int{0, 0}) {
+		t.Fatalf("steps %v", got)
+	}
+	if turns[0].Prompt != "solver\nQ 12+7\n" || turns[1].Prompt != "verifier\nQ 12+7\nans 19\n" {
+		t.Fatalf("prompts %+v", turns)
+	}
+	if !valid[0] || !valid[1] || ep.Reward() != 1 {
+		t.Fatalf("valid %v reward %v", valid, ep.Reward())
+	}
+	// Approving a wrong answer ends the episode with reward 0.
+	ep = w.NewEpisode(task127)
+	play(t, ep, "ans 18", "yes")
+	mustDone(t, ep)
+	if ep.Reward() != 0 {
+		t.Fatal("approved wrong answer rewarded")
+	}
+}
+
+func TestMathRejectRetriesAndLastLoopSkipsVerifier(t *testing.T) {
+	w := newWF(t, "math", nil) // max_loop 2
+	ep := w.NewEpisode(task127)
+	turns, _ := play(t, ep, "ans 18", "no", "ans 19")
+	mustDone(t, ep) // no verifier in the last loop
+	if got := agentsOf(turns); !reflect.DeepEqual(got, []string{"solver", "verifier", "solver"}) {
+		t.Fatalf("agents %v", got)
+	}
+	if got := stepsOf(turns); !reflect.DeepEqual(got, []int{0, 0, 1}) {
+		t.Fatalf("steps %v", got)
+	}
+	if turns[2].Prompt != "solver\nQ 12+7\nrejected 18\n" {
+		t.Fatalf("retry prompt %q", turns[2].Prompt)
+	}
+	if ep.Reward() != 1 {
+		t.Fatal("last answer correct but reward 0")
+	}
+	// The LAST answer is graded: a correct first answer rejected, then a wrong one.
+	ep = w.NewEpisode(task127)
+	play(t, ep, "ans 19", "no", "ans 20")
+	mustDone(t, ep)
+	if ep.Reward() != 0 {
+		t.Fatal("graded the first answer")
+	}
+}
+
+func TestMathMaxLoop(t *testing.T) {
+	for _, maxLoop := range []int{1, 3, 5} {
+		w := newWF(t, "math", func(o *Options) { o.MaxLoop = maxLoop })
+		ep := w.NewEpisode(task127)
+		var resps []string
+		for l := 0; l < maxLoop-1; l++ {
+			resps = append(resps, "ans 1", "no")
+		}
+		resps = append(resps, "ans 19")
+		turns, _ := play(t, ep, resps...)
+		mustDone(t, ep)
+		last := turns[len(turns)-1]
+		if last.Agent != AgentSolver || last.Step != maxLoop-1 {
+			t.Fatalf("max_loop %d: last turn %s@%d", maxLoop, last.Agent, last.Step)
+		}
+		for _, tu := range turns {
+			if tu.Agent == AgentVerifier && tu.Step == maxLoop-1 {
+				t.Fatalf("verifier acted in the last loop")
+			}
+		}
+		if ep.Reward() != 1 {
+			t.Fatalf("max_loop %d: reward %v", maxLoop, ep.Reward())
+		}
+	}
+}
+
+func TestMathInvalidActions(t *testing.T) {
+	w := newWF(t, "math", nil)
+	// Invalid solver: answer is none, shown as "?", graded wrong.
+	ep := w.NewEpisode(task127)
+	turns, valid := play(t, ep, "19", "maybe", "ans 19 please")
+	mustDone(t, ep)
+	if turns[1].Prompt != "verifier\nQ 12+7\nans ?\n" {
+		t.Fatalf("verifier prompt after invalid solver: %q", turns[1].Prompt)
+	}
+	// Invalid verdict counts as reject: the solver got a retry.
+	if turns[2].Agent != AgentSolver || turns[2].Prompt != "solver\nQ 12+7\nrejected ?\n" {
+		t.Fatalf("after invalid verdict: %+v", turns[2])
+	}
+	if !reflect.DeepEqual(valid, []bool{false, false, false}) || ep.Reward() != 0 {
+		t.Fatalf("valid %v reward %v", valid, ep.Reward())
+	}
+	// Scores: reward minus penalty on invalid rows.
+	if s := RowScore(1, false, w.InvalidPenalty()); s != 0.9 {
+		t.Fatalf("RowScore = %v", s)
+	}
+	if s := RowScore(0, false, w.InvalidPenalty()); s != -0.1 || RowScore(1, true, 0.1) != 1 {
+		t.Fatalf("RowScore = %v", s)
+	}
+	// Acting on a finished episode is ignored.
+	if ep.Act("ans 19") || ep.Reward() != 0 {
+		t.Fatal("Act after done changed the episode")
+	}
+}
+
+func TestMathNextIdempotentAndNonIntegerAnswer(t *testing.T) {
+	w := newWF(t, "math", nil)
+	ep := w.NewEpisode(task127)
+	a, _ := ep.Next()
+	b, _ := ep.Next()
+	if a != b {
+		t.Fatal("Next not idempotent")
+	}
+	ep = w.NewEpisode(Task{ID: "x", Question: "what is pi", Answer: "3.14"})
+	play(t, ep, "ans 3", "yes")
+	if ep.Reward() != 0 {
+		t.Fatal("non-integer answer rewarded")
+	}
+	// Long multi-line dataset questions are sanitised and cut.
+	ep = w.NewEpisode(Task{ID: "y", Question: "line1\nline2 " + strings.Repeat("é", 200), Answer: "1"})
+	turn, _ := ep.Next()
+	if len(turn.Prompt) > PromptBudget || strings.Count(turn.Prompt, "\n") != 2 {
+		t.Fatalf("prompt %d bytes: %q", len(turn.Prompt), turn.Prompt)
+	}
+}

@@ -1,0 +1,140 @@
+package workflows
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Action formats. Every parser first trims ASCII whitespace (space, \t, \n,
+// \r) at both ends of the response; everything else is strict: keywords are
+// lowercase, separated from their argument by exactly one space, and
+// anything after the argument makes the action invalid.
+//
+//	solver    ans <int>       <int> = optional + or -, then 1..9 ASCII digits
+//	verifier  yes | no
+//	router    enough | more
+//	searcher  q <words>       1..6 words of [a-z0-9], single spaces, ≤ 48 bytes
+//	answerer  a <answer>      printable ASCII (0x20..0x7e), ≤ 40 bytes, not starting
+//	                          with a space; compared after NormalizeAnswer
+
+const (
+	maxQueryWords  = 6
+	maxQueryBytes  = 48
+	maxAnswerBytes = 40
+)
+
+func trimASCII(s string) string {
+	return strings.Trim(s, " \t\n\r")
+}
+
+// ParseSolver parses a solver action "ans <int>".
+func ParseSolver(resp string) (int, bool) {
+	s, ok := strings.CutPrefix(trimASCII(resp), "ans ")
+	if !ok {
+		return 0, false
+	}
+	digits := s
+	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
+		digits = digits[1:]
+	}
+	if len(digits) < 1 || len(digits) > 9 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.Atoi(s) // accepts a leading + or -; ≤ 9 digits cannot overflow
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// FormatSolver is the canonical solver action for v.
+func FormatSolver(v int) string { return "ans " + strconv.Itoa(v) }
+
+// ParseVerifier parses a verifier action: "yes" approves, "no" rejects.
+func ParseVerifier(resp string) (approve, ok bool) {
+	switch trimASCII(resp) {
+	case "yes":
+		return true, true
+	case "no":
+		return false, true
+	}
+	return false, false
+}
+
+// ParseRouter parses a router action: "enough" or "more".
+func ParseRouter(resp string) (enough, ok bool) {
+	switch trimASCII(resp) {
+	case "enough":
+		return true, true
+	case "more":
+		return false, true
+	}
+	return false, false
+}
+
+// ParseSearcher parses a searcher action "q <words>" and returns the words.
+func ParseSearcher(resp string) (string, bool) {
+	s := trimASCII(resp)
+	if len(s) > maxQueryBytes {
+		return "", false
+	}
+	q, ok := strings.CutPrefix(s, "q ")
+	if !ok || q == "" {
+		return "", false
+	}
+	words := 1
+	prevSpace := true // no leading space
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == ' ':
+			if prevSpace {
+				return "", false // leading or double space
+			}
+			prevSpace = true
+			words++
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			prevSpace = false
+		default:
+			return "", false
+		}
+	}
+	if prevSpace || words > maxQueryWords {
+		return "", false // trailing space cannot happen after trim, but be explicit
+	}
+	return q, true
+}
+
+// ParseAnswerer parses an answerer action "a <answer>" and returns the
+// normalized answer (see NormalizeAnswer).
+func ParseAnswerer(resp string) (string, bool) {
+	s := trimASCII(resp)
+	if len(s) > maxAnswerBytes+2 {
+		return "", false
+	}
+	a, ok := strings.CutPrefix(s, "a ")
+	if !ok || a == "" || a[0] == ' ' {
+		return "", false
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] < 0x20 || a[i] > 0x7e {
+			return "", false
+		}
+	}
+	a = NormalizeAnswer(a)
+	if a == "" {
+		return "", false
+	}
+	return a, true
+}
+
+// NormalizeAnswer lowercases s, trims it and collapses runs of whitespace to
+// one space: the form compared for exact match.
+func NormalizeAnswer(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}

@@ -1,0 +1,397 @@
+package workflows
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/drmas-dev/drmas/workflows/retriever"
+)
+
+// Search agents and data sources.
+const (
+	AgentRouter          = "router"
+	AgentSearcher        = "searcher"
+	AgentAnswerer        = "answerer"
+	SourceSearch1Hop     = "search_1hop"
+	SourceSearch2Hop     = "search_2hop"
+	SearchInvalidPenalty = 0.01
+	// SearchContextPassages is the most passages a prompt shows: the newest
+	// ones are kept when more have been gathered.
+	SearchContextPassages = 4
+)
+
+// maxSearchQuestion bounds the question bytes in a search prompt:
+// 9 (header) + 3+64 (question line) + 4·(3+23) (passages) = 180.
+const maxSearchQuestion = 64
+
+func init() {
+	Register("search", func(o Options) (Workflow, error) { return NewSearch(o) })
+}
+
+// Search is the Router → Searcher → Answerer workflow over a BM25 retriever.
+//
+// Steps s = 0..max_steps-1 (Turn.Step = s). In each step but the last the
+// router sees the question and the gathered passages and says "enough" or
+// "more". On "more" the searcher (same step) issues "q <words>"; the
+// retriever's top_k passages not already gathered join the context, and step
+// s+1 begins. On "enough" the answerer (same step) answers "a <answer>" and
+// the episode ends. In the last step the router is skipped and the answerer
+// must answer. Fallbacks: an invalid router action counts as "enough" (the
+// answerer answers with what is there); an invalid query retrieves nothing;
+// an invalid answer is graded wrong.
+//
+// Reward: 1 if NormalizeAnswer(answer) == NormalizeAnswer(task answer), else 0.
+// Prompts ("P" lines are passages, oldest first, at most
+// SearchContextPassages of them):
+//
+//	router:   "router\nQ which country does kamo live in\nP kamo lives in oslo\n"
+//	searcher: "searcher\nQ which country does kamo live in\nP kamo lives in oslo\n"
+//	answerer: "answerer\nQ which country does kamo live in\nP kamo lives in oslo\nP oslo is in norway\n"
+//
+// Responses: router "enough" / "more", searcher "q oslo is", answerer
+// "a norway" (see ParseRouter, ParseSearcher, ParseAnswerer).
+//
+// Questions (generated from the corpus of CorpusSeed): search_1hop
+// "where does P live" (city; expert query "q P lives"), "what does P do"
+// (job; "q P works"), "which country is C in" (country; "q C is");
+// search_2hop "which country does P live in" (country; "q P lives" then
+// "q <city> is"). With the generated corpus the expert query's fact always
+// ranks first.
+type Search struct {
+	opts   Options
+	corpus *retriever.Corpus
+	index  *retriever.Index
+}
+
+// NewSearch builds the search workflow, generating its corpus and index.
+func NewSearch(o Options) (*Search, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := retriever.GenerateCorpus(o.CorpusSeed, o.CorpusPeople)
+	return &Search{opts: o, corpus: c, index: retriever.New(c.Texts(), retriever.DefaultParams())}, nil
+}
+
+func (s *Search) Name() string            { return "search" }
+func (s *Search) Agents() []string        { return []string{AgentRouter, AgentSearcher, AgentAnswerer} }
+func (s *Search) InvalidPenalty() float64 { return SearchInvalidPenalty }
+
+// Corpus returns the workflow's fact corpus (read-only).
+func (s *Search) Corpus() *retriever.Corpus { return s.corpus }
+
+// Index returns the workflow's BM25 index.
+func (s *Search) Index() *retriever.Index { return s.index }
+
+func (s *Search) NewEpisode(t Task) Episode { return s.newEpisode(t) }
+
+type searchPhase int
+
+const (
+	phaseRoute searchPhase = iota
+	phaseSearch
+	phaseAnswer
+	phaseDone
+)
+
+type searchEpisode struct {
+	w        *Search
+	question string
+	want     string
+	step     int
+	phase    searchPhase
+	passages []int // doc ids, oldest first
+	reward   float64
+}
+
+func (s *Search) newEpisode(t Task) *searchEpisode {
+	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer)}
+	e.enter(0)
+	return e
+}
+
+func (e *searchEpisode) enter(step int) {
+	e.step = step
+	if step >= e.w.opts.MaxSteps-1 {
+		e.phase = phaseAnswer
+	} else {
+		e.phase = phaseRoute
+	}
+}
+
+// visible returns the passages shown in prompts (newest SearchContextPassages).
+func (e *searchEpisode) visible() []int {
+	if len(e.passages) > SearchContextPassages {
+		return e.passages[len(e.passages)-SearchContextPassages:]
+	}
+	return e.passages
+}
+
+func (e *searchEpisode) Next() (Turn, bool) {
+	var agent string
+	switch e.phase {
+	case phaseRoute:
+		agent = AgentRouter
+	case phaseSearch:
+		agent = AgentSearcher
+	case phaseAnswer:
+		agent = AgentAnswerer
+	default:
+		return Turn{}, false
+	}
+	var b strings.Builder
+	b.WriteString(agent)
+	b.WriteString("\nQ ")
+	b.WriteString(e.question)
+	b.WriteString("\n")
+	for _, d := range e.visible() {
+		b.WriteString("P ")
+		b.WriteString(e.w.index.Doc(d))
+		b.WriteString("\n")
+	}
+	return Turn{Agent: agent, Step: e.step, Prompt: b.String()}, true
+}
+
+func (e *searchEpisode) Act(resp string) bool {
+	switch e.phase {
+	case phaseRoute:
+		enough, ok := ParseRouter(resp)
+		if enough || !ok {
+			e.phase = phaseAnswer
+		} else {
+			e.phase = phaseSearch
+		}
+		return ok
+	case phaseSearch:
+		q, ok := ParseSearcher(resp)
+		if ok {
+			for _, h := range e.w.index.Search(q, e.w.opts.TopK) {
+				if !e.has(h.Doc) {
+					e.passages = append(e.passages, h.Doc)
+				}
+			}
+		}
+		e.enter(e.step + 1)
+		return ok
+	case phaseAnswer:
+		a, ok := ParseAnswerer(resp)
+		if ok && a == e.want && e.want != "" {
+			e.reward = 1
+		}
+		e.phase = phaseDone
+		return ok
+	}
+	return false
+}
+
+func (e *searchEpisode) has(doc int) bool {
+	for _, d := range e.passages {
+		if d == doc {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *searchEpisode) Reward() float64 { return e.reward }
+
+// question kinds the expert understands.
+type qKind int
+
+const (
+	qUnknown  qKind = iota
+	qLives          // where does P live
+	qJob            // what does P do
+	qCity           // which country is C in
+	qCountry2       // which country does P live in
+)
+
+func (s *Search) parseQuestion(q string) (qKind, string) {
+	q = strings.TrimSpace(q)
+	if x, ok := cutAround(q, "which country does ", " live in"); ok && s.corpus.LivesIn[x] != "" {
+		return qCountry2, x
+	}
+	if x, ok := cutAround(q, "where does ", " live"); ok && s.corpus.LivesIn[x] != "" {
+		return qLives, x
+	}
+	if x, ok := cutAround(q, "what does ", " do"); ok && s.corpus.JobOf[x] != "" {
+		return qJob, x
+	}
+	if x, ok := cutAround(q, "which country is ", " in"); ok && s.corpus.CountryOf[x] != "" {
+		return qCity, x
+	}
+	return qUnknown, ""
+}
+
+func cutAround(s, prefix, suffix string) (string, bool) {
+	if !strings.HasPrefix(s, prefix) || !strings.HasSuffix(s, suffix) || len(s) <= len(prefix)+len(suffix) {
+		return "", false
+	}
+	return s[len(prefix) : len(s)-len(suffix)], true
+}
+
+// fact returns the object of (subject, relation) if that fact is gathered.
+func (e *searchEpisode) fact(subject, rel string) (string, bool) {
+	for _, d := range e.visible() {
+		f := e.w.corpus.Facts[d]
+		if f.Subject == subject && f.Relation == rel {
+			return f.Object, true
+		}
+	}
+	return "", false
+}
+
+// derive answers the question from the visible passages, if they suffice.
+func (e *searchEpisode) derive(kind qKind, x string) (string, bool) {
+	switch kind {
+	case qLives:
+		return e.fact(x, retriever.RelLives)
+	case qJob:
+		return e.fact(x, retriever.RelWorks)
+	case qCity:
+		return e.fact(x, retriever.RelIs)
+	case qCountry2:
+		if city, ok := e.fact(x, retriever.RelLives); ok {
+			return e.fact(city, retriever.RelIs)
+		}
+	}
+	return "", false
+}
+
+// Demonstrations plays the expert. Router: "enough" iff the visible passages
+// answer the question (a mistake flips it). Searcher: the query of the next
+// missing fact (a mistake queries a random person and relation). Answerer: the
+// answer derived from the passages, or, if they do not suffice, a random guess
+// of the right type; a mistake answers a wrong value of the right type. For a
+// question the expert does not recognise (dataset tasks), it searches the
+// question's words once and answers the task's answer.
+func (s *Search) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
+	e := s.newEpisode(t)
+	kind, x := s.parseQuestion(t.Question)
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(0, 0))
+	}
+	var demos []Demo
+	for {
+		turn, ok := e.Next()
+		if !ok {
+			return demos
+		}
+		mistake := noise > 0 && rng.Float64() < noise
+		var resp string
+		switch turn.Agent {
+		case AgentRouter:
+			var enough bool
+			if kind == qUnknown {
+				enough = len(e.passages) > 0
+			} else {
+				_, enough = e.derive(kind, x)
+			}
+			if mistake {
+				enough = !enough
+			}
+			resp = map[bool]string{true: "enough", false: "more"}[enough]
+		case AgentSearcher:
+			resp = "q " + s.expertQuery(e, kind, x, t.Question)
+			if mistake {
+				p := s.corpus.People[rng.IntN(len(s.corpus.People))]
+				rel := []string{retriever.RelLives, retriever.RelWorks}[rng.IntN(2)]
+				resp = "q " + p + " " + rel
+			}
+		case AgentAnswerer:
+			resp = "a " + s.expertAnswer(e, kind, x, t, rng, mistake)
+		}
+		demos = append(demos, Demo{Agent: turn.Agent, Prompt: turn.Prompt, Response: resp, Step: turn.Step})
+		e.Act(resp)
+	}
+}
+
+func (s *Search) expertQuery(e *searchEpisode, kind qKind, x, question string) string {
+	switch kind {
+	case qLives:
+		return x + " " + retriever.RelLives
+	case qJob:
+		return x + " " + retriever.RelWorks
+	case qCity:
+		return x + " " + retriever.RelIs
+	case qCountry2:
+		if city, ok := e.fact(x, retriever.RelLives); ok {
+			return city + " " + retriever.RelIs
+		}
+		return x + " " + retriever.RelLives
+	}
+	var words []string
+	for _, w := range retriever.Tokenize(question) {
+		if isQueryWord(w) && len(words) < maxQueryWords {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		words = []string{"none"}
+	}
+	return strings.Join(words, " ")
+}
+
+func isQueryWord(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if !(w[i] >= 'a' && w[i] <= 'z' || w[i] >= '0' && w[i] <= '9') {
+			return false
+		}
+	}
+	return len(w) > 0 && len(w) <= 12
+}
+
+func (s *Search) expertAnswer(e *searchEpisode, kind qKind, x string, t Task, rng *rand.Rand, mistake bool) string {
+	if kind == qUnknown {
+		return NormalizeAnswer(t.Answer)
+	}
+	var pool []string
+	switch kind {
+	case qLives:
+		pool = s.corpus.Cities
+	case qJob:
+		pool = s.corpus.Jobs
+	default:
+		pool = s.corpus.Countries
+	}
+	a, ok := e.derive(kind, x)
+	if !ok {
+		return pool[rng.IntN(len(pool))] // a guess: the passages do not say
+	}
+	if mistake {
+		for {
+			if w := pool[rng.IntN(len(pool))]; w != a {
+				return w
+			}
+		}
+	}
+	return a
+}
+
+// Tasks generates questions over the corpus; IDs are "search-<split>-<seed>-<i>".
+func (s *Search) Tasks(seed uint64, split Split, n int) []Task {
+	rng := newRand(seed, "search/"+split.String())
+	c := s.corpus
+	tasks := drawItems(rng, s.Name(), split, n, s.opts.HardFrac, func(rng *rand.Rand, hard bool) (string, Task) {
+		p := c.People[rng.IntN(len(c.People))]
+		if hard {
+			q := "which country does " + p + " live in"
+			return q, Task{Question: q, Answer: c.CountryOf[c.LivesIn[p]], DataSource: SourceSearch2Hop}
+		}
+		var q, a string
+		switch rng.IntN(3) {
+		case 0:
+			q, a = "where does "+p+" live", c.LivesIn[p]
+		case 1:
+			q, a = "what does "+p+" do", c.JobOf[p]
+		default:
+			city := c.Cities[rng.IntN(len(c.Cities))]
+			q, a = "which country is "+city+" in", c.CountryOf[city]
+		}
+		return q, Task{Question: q, Answer: a, DataSource: SourceSearch1Hop}
+	})
+	for i := range tasks {
+		tasks[i].ID = fmt.Sprintf("search-%s-%d-%05d", split, seed, i)
+	}
+	return tasks
+}

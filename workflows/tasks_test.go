@@ -1,0 +1,129 @@
+package workflows
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestTasksDeterministicAndDisjoint(t *testing.T) {
+	for _, name := range []string{"math", "search"} {
+		w := newWF(t, name, nil)
+		a, b := w.Tasks(42, Train, 500), w.Tasks(42, Train, 500)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: same seed, different tasks", name)
+		}
+		// Another workflow instance with the same options agrees too.
+		if c := newWF(t, name, nil).Tasks(42, Train, 500); !reflect.DeepEqual(a, c) {
+			t.Fatalf("%s: not deterministic across instances", name)
+		}
+		if c := w.Tasks(43, Train, 500); reflect.DeepEqual(a, c) {
+			t.Fatalf("%s: seed ignored", name)
+		}
+		// A prefix property is not promised, but lengths are.
+		if len(w.Tasks(1, Eval, 0)) != 0 || len(w.Tasks(1, Eval, 3)) != 3 {
+			t.Fatal("wrong count")
+		}
+		train := map[string]bool{}
+		ids := map[string]bool{}
+		for seed := uint64(0); seed < 5; seed++ {
+			for _, task := range w.Tasks(seed, Train, 2000) {
+				train[task.Question] = true
+				if SplitOf(name, task.Question) != Train {
+					t.Fatalf("%s: train task %q hashes to eval", name, task.Question)
+				}
+				if seed == 0 {
+					if ids[task.ID] {
+						t.Fatalf("duplicate id %s", task.ID)
+					}
+					ids[task.ID] = true
+				}
+			}
+		}
+		evalQ := map[string]bool{}
+		for seed := uint64(0); seed < 5; seed++ {
+			for _, task := range w.Tasks(seed, Eval, 2000) {
+				evalQ[task.Question] = true
+				if train[task.Question] {
+					t.Fatalf("%s: %q in both train and eval", name, task.Question)
+				}
+			}
+		}
+		t.Logf("%s: %d distinct train, %d distinct eval questions", name, len(train), len(evalQ))
+	}
+}
+
+func TestTasksUniqueWhilePossibleAndAnswersRight(t *testing.T) {
+	w := newWF(t, "math", nil)
+	tasks := w.Tasks(3, Train, 100) // 50 easy of ~270 train items: no repeat
+	seen := map[string]bool{}
+	for _, task := range tasks {
+		if seen[task.Question] {
+			t.Fatalf("repeat %q within 100 train tasks", task.Question)
+		}
+		seen[task.Question] = true
+		if got := evalArith(t, task.Question); strconv.Itoa(got) != task.Answer {
+			t.Fatalf("%s = %s, want %d", task.Question, task.Answer, got)
+		}
+		wantSrc := SourceMathEasy
+		if len(task.Question) > 3 {
+			wantSrc = SourceMathHard
+		}
+		if task.DataSource != wantSrc {
+			t.Fatalf("%s: source %s", task.Question, task.DataSource)
+		}
+	}
+	s := searchWF(t, nil)
+	for _, task := range s.Tasks(3, Train, 300) {
+		kind, _ := s.parseQuestion(task.Question)
+		if kind == qUnknown || (kind == qCountry2) != (task.DataSource == SourceSearch2Hop) {
+			t.Fatalf("%+v: kind %d", task, kind)
+		}
+	}
+}
+
+func TestTasksHardFrac(t *testing.T) {
+	for _, frac := range []float64{0, 0.3, 1} {
+		for _, name := range []string{"math", "search"} {
+			w := newWF(t, name, func(o *Options) { o.HardFrac = frac })
+			hard := 0
+			tasks := w.Tasks(9, Train, 1000)
+			for _, task := range tasks {
+				if task.DataSource == SourceMathHard || task.DataSource == SourceSearch2Hop {
+					hard++
+				}
+			}
+			if got := float64(hard) / 1000; math.Abs(got-frac) > 0.05 {
+				t.Fatalf("%s hard_frac %v: got %v", name, frac, got)
+			}
+		}
+	}
+}
+
+// evalArith evaluates "a+b", "a-b", "a*b", "a+b+c".
+func evalArith(t *testing.T, q string) int {
+	t.Helper()
+	if strings.Contains(q, "*") {
+		p := strings.Split(q, "*")
+		return atoi(t, p[0]) * atoi(t, p[1])
+	}
+	if strings.Contains(q, "-") {
+		p := strings.Split(q, "-")
+		return atoi(t, p[0]) - atoi(t, p[1])
+	}
+	sum := 0
+	for _, p := range strings.Split(q, "+") {
+		sum += atoi(t, p)
+	}
+	return sum
+}
+
+func atoi(t *testing.T, s string) int {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
