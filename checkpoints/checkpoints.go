@@ -284,4 +284,3 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 
 // FormatStep renders a step like LATEST does ("step=000008").
 func FormatStep(step int64) string { return "step=" + fmt.Sprintf("%06d", step) }
-

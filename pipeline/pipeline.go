@@ -133,4 +133,3 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 	}
 	return out, nil
 }
-

@@ -62,7 +62,6 @@ func TestManyRowGroups(t *testing.T) {
 	}
 }
 
-
 func TestReadKeysMatchesRows(t *testing.T) {
 	for _, groups := range []int{1, 7, 5000} {
 		rows := shardtest.Rows(shardtest.Options{Seed: uint64(groups), Part: 1, Groups: groups, Agents: []string{"router", "searcher", "answerer"}, DropAgent: true, Tokens: 2})

@@ -136,4 +136,3 @@ func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]Re
 	}
 	return rows, nil
 }
-

@@ -34,9 +34,9 @@ type AgentStats struct {
 	Loss float64
 	// GradNorm is the L2 norm of the agent's share of the gradient (its micro-batches
 	// accumulated separately), before clipping.
-	GradNorm                         float64
-	ClipTokens                       int
-	SumKL, SumEntropy, SumAbsAdv     float64
+	GradNorm                          float64
+	ClipTokens                        int
+	SumKL, SumEntropy, SumAbsAdv      float64
 	SumRatio, MaxRatio, SumLogRatioSq float64
 }
 
