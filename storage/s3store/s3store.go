@@ -416,6 +416,7 @@ func (b *Bucket) Iter(ctx context.Context, prefix string, f func(key string) err
 	}
 	noOwner := false
 	opts := minio.ListObjectsOptions{Prefix: b.prefix + prefix, Recursive: true, FetchOwner: &noOwner}
+	last := ""
 	for obj := range b.client.ListObjectsIter(ctx, b.bucket, opts) {
 		if obj.Err != nil {
 			return fmt.Errorf("iter %s: %w", b.name, b.redact(obj.Err))
@@ -424,6 +425,12 @@ func (b *Bucket) Iter(ctx context.Context, prefix string, f func(key string) err
 		if !ok || key == "" || strings.HasSuffix(key, "/") {
 			continue // folder markers written by other tools
 		}
+		// S3 lists in UTF-8 binary order; say so if a server does not, rather than
+		// hand callers an order they rely on but did not get.
+		if key <= last && last != "" {
+			return fmt.Errorf("iter %s: server listed %q after %q: not in lexicographic order", b.name, key, last)
+		}
+		last = key
 		if err := f(key); err != nil {
 			return err
 		}

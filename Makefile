@@ -1,0 +1,55 @@
+# drmas — common tasks. `make test` is the test command CI runs (.ci/run).
+GO       ?= go
+PKGS     := ./...
+RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
+BIN      := bin/drmas
+
+.PHONY: build test test-race fuzz bench bench-normalize bench-engine lint demo clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/drmas
+
+## test: the whole suite (storage acceptance against a real MinIO and the local folder,
+## DuckDB shard checks, estimator goldens, engine gradient checks, stage and pipeline tests),
+## then the race detector on the storage, shard and commit packages, then short fuzz runs.
+test:
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(MAKE) fuzz FUZZTIME=5s
+
+test-race:
+	$(GO) test -count=1 -race -timeout 30m $(PKGS)
+
+## fuzz: each fuzz target for FUZZTIME (default 5s); the longer run is e.g. `make fuzz FUZZTIME=10m`.
+FUZZTIME ?= 5s
+fuzz:
+	@set -e; for spec in $$($(GO) test -list 'Fuzz.*' ./... 2>/dev/null | awk '/^Fuzz/ {names[n++]=$$1} /^ok/ {for (i = 0; i < n; i++) print $$2":"names[i]; n = 0}' ); do \
+	  pkg=$${spec%%:*}; name=$${spec##*:}; \
+	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+	done
+
+## bench: every Go benchmark once (short); the comparisons below print ratios against anchors.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
+	$(MAKE) bench-upload
+
+bench-upload:
+	$(GO) test -run '^$$' -bench UploadShard -benchtime 3x ./storage/s3store
+
+bench-normalize:
+	$(GO) run ./bench/normalize
+
+bench-engine:
+	$(GO) test -run TestEngineReport -v -count=1 ./model
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+
+## demo: the main job on the embedded default (local folder ./drmas-data, built-in policy).
+demo: build
+	./$(BIN) run
+
+clean:
+	rm -rf bin drmas-data

@@ -1,0 +1,192 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/pipeline"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+const tinyConfig = `run: t
+seed: 5
+iterations: 2
+models:
+  m1: {dim: 16, layers: 1, heads: 2, context: 96, ff_mult: 2, tied_head: true}
+agents:
+  solver: {model: m1}
+  verifier: {model: m1}
+tasks: {per_iteration: 4, eval_size: 4}
+rollout: {group_size: 4, parts: 2, max_tokens: 12}
+warmup: {steps: 20, batch: 8, demos: 40}
+evaluate: {every: 1, k: 2}
+learn: {micro_batch: 8, keep_checkpoints: 2}
+`
+
+func buildDrmas(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "drmas")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/drmas-dev/drmas/cmd/drmas")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build drmas: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// finalState returns the sha256 of every file of the final checkpoint, keyed by name.
+func finalState(t *testing.T, store string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := checkpoints.ReadLatest(ctx, b, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step != 2 {
+		t.Fatalf("LATEST = %d, want 2", step)
+	}
+	m, _, err := commit.Read(ctx, b, commit.CheckpointDir("t", step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.Verify(ctx, b, commit.CheckpointDir("t", step), m, true); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range m.Files {
+		out[f.Name] = f.SHA256
+	}
+	return out
+}
+
+// checkLatest asserts LATEST, if present, names a complete checkpoint that verifies.
+func checkLatest(t *testing.T, store string) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := checkpoints.ReadLatest(ctx, b, "t")
+	if err != nil {
+		return // no LATEST yet
+	}
+	if _, err := checkpoints.LoadStep(ctx, b, "t", step, true); err != nil {
+		t.Fatalf("LATEST names step %d, which does not load: %v", step, err)
+	}
+}
+
+// TestKillAnywhereAndResume SIGKILLs `drmas run` at seeded random points, reruns it until it
+// finishes, and checks that the final checkpoint is byte-identical to an uninterrupted run and
+// that LATEST never names an incomplete step.
+func TestKillAnywhereAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary repeatedly")
+	}
+	bin := buildDrmas(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(cfgPath, []byte(tinyConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(store string) *exec.Cmd {
+		cmd := exec.Command(bin, "--config", cfgPath, "--store", store, "-q", "run")
+		return cmd
+	}
+	clean := filepath.Join(dir, "clean")
+	start := time.Now()
+	if out, err := run(clean).CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	}
+	full := time.Since(start)
+	if out, _ := run(clean).CombinedOutput(); !strings.Contains(string(out), "already committed") {
+		t.Fatalf("a rerun of a finished run should redo nothing:\n%s", out)
+	}
+	want := finalState(t, clean)
+
+	rng := rand.New(rand.NewPCG(11, 12))
+	killed := filepath.Join(dir, "killed")
+	kills := 0
+	for attempt := 0; attempt < 30; attempt++ {
+		cmd := run(killed)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		if kills < 6 {
+			select {
+			case err = <-done:
+			case <-time.After(time.Duration((0.05 + 0.35*rng.Float64()) * float64(full))):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				kills++
+				checkLatest(t, killed)
+				continue
+			}
+		} else {
+			err = <-done
+		}
+		if err != nil {
+			t.Fatalf("run after %d kills failed: %v", kills, err)
+		}
+		break
+	}
+	if kills < 3 {
+		t.Fatalf("only %d kills landed before the run finished", kills)
+	}
+	got := finalState(t, killed)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after %d kills the final checkpoint differs:\n got %v\nwant %v", kills, got, want)
+	}
+	t.Logf("uninterrupted run %s; %d kills; final checkpoint identical", full.Round(time.Millisecond), kills)
+}
+
+func TestHeterogeneousModels(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	cfg.Models = map[string]configs.Model{
+		"big":   {Dim: 32, Layers: 2, Heads: 4, Context: 96, FFMult: 2, TiedHead: true},
+		"small": {Dim: 16, Layers: 1, Heads: 2, Context: 96, FFMult: 2, TiedHead: false},
+	}
+	cfg.Agents = map[string]configs.Agent{"solver": {Model: "big", LR: 1e-4}, "verifier": {Model: "small", LR: 1e-3, GradClip: 0.5}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	env := stagetest.Env(t, cfg)
+	sums, err := pipeline.Run(context.Background(), env, pipeline.Options{Iterations: 2, EvalEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) != 2 || sums[1].Step != 2 || len(sums[1].Eval) == 0 {
+		t.Fatalf("summaries %+v", sums)
+	}
+	set, err := checkpoints.LoadStep(context.Background(), env.Bucket, "t", 2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Models["big"].Config().Dim != 32 || set.Models["small"].Config().Dim != 16 {
+		t.Fatalf("models %v", set.ModelNames())
+	}
+	if lr := set.Optims["small"].LR; lr != 1e-3 {
+		t.Fatalf("verifier's model trained with lr %v, want its own 1e-3", lr)
+	}
+	if lr := set.Optims["big"].LR; lr != 1e-4 {
+		t.Fatalf("solver's model trained with lr %v, want its own 1e-4", lr)
+	}
+}

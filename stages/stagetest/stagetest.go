@@ -1,0 +1,64 @@
+// Package stagetest builds small, fast configurations and local-folder environments for stage
+// and pipeline tests.
+package stagetest
+
+import (
+	"testing"
+
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+// Config returns a tiny configuration of the named workflow ("math" or "search") that runs a
+// stage in about a second.
+func Config(t testing.TB, workflow string) *configs.Config {
+	t.Helper()
+	c := configs.Default()
+	c.Run = "t"
+	c.Seed = 7
+	c.Workflow.Name = workflow
+	c.Models = map[string]configs.Model{"m1": {Dim: 16, Layers: 1, Heads: 2, Context: 96, FFMult: 2, TiedHead: true}}
+	switch workflow {
+	case "math":
+		c.Agents = map[string]configs.Agent{"solver": {Model: "m1"}, "verifier": {Model: "m1"}}
+	case "search":
+		c.Models["m1"] = configs.Model{Dim: 16, Layers: 1, Heads: 2, Context: 224, FFMult: 2, TiedHead: true}
+		c.Agents = map[string]configs.Agent{"router": {Model: "m1"}, "searcher": {Model: "m1"}, "answerer": {Model: "m1"}}
+		c.Rollout.MaxTokens = 16
+	default:
+		t.Fatalf("stagetest: unknown workflow %q", workflow)
+	}
+	c.Tasks.PerIteration = 4
+	c.Tasks.EvalSize = 4
+	c.Rollout.GroupSize = 4
+	c.Rollout.Parts = 2
+	c.Warmup.Steps = 20
+	c.Warmup.Batch = 8
+	c.Warmup.Demos = 40
+	c.Evaluate.K = 2
+	c.Learn.MicroBatch = 8
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Env returns an environment on a fresh local-folder store in a temporary directory.
+func Env(t testing.TB, cfg *configs.Config) *stages.Env {
+	t.Helper()
+	return EnvAt(t, cfg, t.TempDir())
+}
+
+// EnvAt returns an environment on a local-folder store rooted at dir.
+func EnvAt(t testing.TB, cfg *configs.Config, dir string) *stages.Env {
+	t.Helper()
+	b, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	c := *cfg
+	c.Store = dir
+	return &stages.Env{Bucket: b, Config: &c}
+}
