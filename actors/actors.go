@@ -26,6 +26,10 @@ type Response struct {
 	Tokens       []int32
 	LogProbs     []float32
 	FinishReason string
+	// ReEncoded marks Tokens that were re-encoded from the response text because the backend
+	// returned no token ids (an openai backend in chat mode). LogProbs is then nil: such rows
+	// cannot be trained with PPO (the learner refuses them).
+	ReEncoded bool
 }
 
 // Sampling configures generation.
@@ -44,6 +48,20 @@ type Backend interface {
 	// Generate returns one response per request, in order. Results do not depend on how
 	// requests are batched: each request's sampling is seeded by its Seed alone.
 	Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error)
+}
+
+// Describer is implemented by backends that can say what serves them, for the model → agents
+// mapping printed at the start of a stage ("local, step 3", "openai http://…, concurrency 8").
+type Describer interface {
+	Describe() string
+}
+
+// Describe returns b's description, or its type when it has none.
+func Describe(b Backend) string {
+	if d, ok := b.(Describer); ok {
+		return d.Describe()
+	}
+	return fmt.Sprintf("%T", b)
 }
 
 // PromptIDs is the token sequence an agent sees: BOS, the agent's name, SEP, the prompt text,
@@ -85,6 +103,9 @@ func (l *Local) Model() string { return l.id }
 
 // Version implements Backend.
 func (l *Local) Version() int64 { return l.version }
+
+// Describe implements Describer.
+func (l *Local) Describe() string { return fmt.Sprintf("local, step %d", l.version) }
 
 // Policy returns the served model.
 func (l *Local) Policy() *model.Model { return l.m }

@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -81,7 +82,9 @@ type Tasks struct {
 	EvalSize     int    `mapstructure:"eval_size" json:"eval_size"`
 }
 
-// Model sizes one built-in policy model.
+// Model sizes one built-in policy model and selects the backend that serves its agents.
+// Agents mapped to the same model share one backend (one in-process model or one server) and
+// its concurrency budget.
 type Model struct {
 	Dim      int  `mapstructure:"dim" json:"dim"`
 	Layers   int  `mapstructure:"layers" json:"layers"`
@@ -89,6 +92,65 @@ type Model struct {
 	Context  int  `mapstructure:"context" json:"context"`
 	FFMult   int  `mapstructure:"ff_mult" json:"ff_mult"`
 	TiedHead bool `mapstructure:"tied_head" json:"tied_head"`
+	// Backend serves the model during rollout and evaluation: "local" (or empty: the built-in
+	// policy in process, from the loaded checkpoint) or "openai" (an OpenAI-compatible HTTP
+	// server — vLLM, SGLang, or `drmas serve` — configured under openai:). An openai model
+	// without sizes is external: drmas has no checkpoint of it and cannot train it (no
+	// weight sync); with sizes it is the built-in policy served over HTTP by `drmas serve`,
+	// trained as usual.
+	Backend string `mapstructure:"backend" json:"backend,omitempty"`
+	OpenAI  OpenAI `mapstructure:"openai" json:"openai,omitzero"`
+}
+
+// Backend names.
+const (
+	BackendLocal  = "local"
+	BackendOpenAI = "openai"
+)
+
+// IsOpenAI reports whether the model is served by an OpenAI-compatible server.
+func (m Model) IsOpenAI() bool { return m.Backend == BackendOpenAI }
+
+// External reports whether the model is an openai model without sizes: served by a server
+// drmas does not train, with no drmas checkpoint.
+func (m Model) External() bool {
+	return m.IsOpenAI() && m.Dim == 0 && m.Layers == 0 && m.Heads == 0 && m.Context == 0 && m.FFMult == 0
+}
+
+// OpenAI configures an OpenAI-compatible completions server (models.<id>.openai). Sampling
+// (temperature, top_p, max_tokens) comes from the rollout and evaluate sections, as for the
+// local backend, so the learner scores with the temperature that sampled; seeds are per
+// request.
+type OpenAI struct {
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is
+	// accepted). Required.
+	Endpoint string `mapstructure:"endpoint" json:"endpoint,omitempty"`
+	// Model is the model name the server knows (the request's "model"); default the drmas
+	// model id.
+	Model string `mapstructure:"model" json:"model,omitempty"`
+	// APIKeyEnv is the NAME of an environment variable holding the API key, sent as a Bearer
+	// token. The key itself never goes in a config file, logs or errors.
+	APIKeyEnv string `mapstructure:"api_key_env" json:"api_key_env,omitempty"`
+	// Mode is "completions" (default: POST /v1/completions with token-id prompts, token ids
+	// and log-probs back — vLLM's return_tokens_as_token_ids) or "chat" (POST
+	// /v1/chat/completions with the prompt text; responses are re-encoded and have no
+	// log-probs, so their rows cannot be trained with PPO — evaluation only).
+	Mode string `mapstructure:"mode" json:"mode,omitempty"`
+	// Batch sends up to max_batch prompts per request with per-prompt seeds (drmas_seeds).
+	// Only `drmas serve` honours per-prompt seeds; vLLM and SGLang would reuse one seed for
+	// every prompt of a request, so leave it off for them (one request per prompt).
+	Batch    bool `mapstructure:"batch" json:"batch,omitempty"`
+	MaxBatch int  `mapstructure:"max_batch" json:"max_batch,omitempty"`
+	// Concurrency is the backend's budget of in-flight requests, shared by all agents of the
+	// model (default 8).
+	Concurrency int `mapstructure:"concurrency" json:"concurrency,omitempty"`
+	// Timeout bounds one HTTP request (default 120s). Timeouts are not retried.
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+	// Retries is how many times a request is retried after a 429, a 5xx or a connection
+	// error (default 3; -1 = none), with exponential backoff from Backoff (default 250ms)
+	// plus deterministic jitter.
+	Retries int           `mapstructure:"retries" json:"retries,omitempty"`
+	Backoff time.Duration `mapstructure:"backoff" json:"backoff,omitempty"`
 }
 
 // Agent maps an agent role to a model and, optionally, its own optimizer settings. Zero
@@ -387,6 +449,19 @@ func (c *Config) Validate() error {
 		if err := commit.ValidateRunName(name); err != nil {
 			bad("models.%s: bad model name: %v", name, err)
 		}
+		switch m.Backend {
+		case "", BackendLocal:
+			if m.OpenAI != (OpenAI{}) {
+				bad("models.%s.openai is set but backend is %q: set backend: openai", name, m.Backend)
+			}
+		case BackendOpenAI:
+			validateOpenAI(name, m.OpenAI, bad)
+		default:
+			bad("models.%s.backend: %q is not local or openai", name, m.Backend)
+		}
+		if m.External() {
+			continue
+		}
 		if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 || m.Context <= 0 || m.FFMult <= 0 {
 			bad("models.%s: dim, layers, heads, context and ff_mult must be > 0", name)
 		} else if m.Dim%m.Heads != 0 {
@@ -447,6 +522,27 @@ func (c *Config) Validate() error {
 		bad("s3.max_retries must be ≥ 0")
 	}
 	return errors.Join(errs...)
+}
+
+func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
+	p := "models." + name + ".openai."
+	if o.Endpoint == "" {
+		bad("%sendpoint is empty: give the server's base URL, e.g. http://127.0.0.1:8000", p)
+	} else if !strings.HasPrefix(o.Endpoint, "http://") && !strings.HasPrefix(o.Endpoint, "https://") {
+		bad("%sendpoint %q must start with http:// or https://", p, o.Endpoint)
+	}
+	if o.Mode != "" && o.Mode != "completions" && o.Mode != "chat" {
+		bad("%smode: %q is not completions or chat", p, o.Mode)
+	}
+	if o.Batch && o.Mode == "chat" {
+		bad("%sbatch needs mode completions", p)
+	}
+	if o.MaxBatch < 0 || o.Concurrency < 0 || o.Timeout < 0 || o.Retries < -1 || o.Backoff < 0 {
+		bad("%smax_batch, concurrency, timeout and backoff must be ≥ 0 and retries ≥ -1", p)
+	}
+	if strings.ContainsAny(o.APIKeyEnv, "= \t") || strings.HasPrefix(o.APIKeyEnv, "sk-") {
+		bad("%sapi_key_env must be the NAME of an environment variable holding the key, not the key", p)
+	}
 }
 
 func optimDiff(a, b Optim) string {

@@ -3,10 +3,12 @@ package stages
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
 	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/seeds"
@@ -61,14 +63,24 @@ func ModelConfig(m configs.Model) model.Config {
 	return c
 }
 
-// Backends maps every configured agent to an in-process backend serving its model from set;
-// agents that share a model share one backend.
+// Backends maps every configured agent to the backend serving its model: in process from set
+// (backend local), or an OpenAI-compatible server (backend openai: vLLM, SGLang, drmas serve;
+// the API key from the environment variable models.<id>.openai.api_key_env). Agents that share
+// a model share one backend and its concurrency budget. BackendPlan describes the result.
 func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Backend, error) {
 	shared := map[string]actors.Backend{}
 	out := map[string]actors.Backend{}
 	for _, a := range cfg.AgentNames() {
 		id := cfg.Agents[a].Model
 		be, ok := shared[id]
+		if !ok && cfg.Models[id].IsOpenAI() {
+			b, err := openai.FromConfig(id, cfg.Models[id].OpenAI, set.Step, cfg.Seed, os.LookupEnv)
+			if err != nil {
+				return nil, err
+			}
+			be, ok = b, true
+			shared[id] = be
+		}
 		if !ok {
 			m, ok := set.Models[id]
 			if !ok {
@@ -86,16 +98,63 @@ func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Back
 	return out, nil
 }
 
+// BackendPlan describes which backend serves which agents, one line per model, e.g.
+// "model m1 (local, step 3): solver, verifier" or
+// "model qwen (openai http://…, model Qwen, concurrency 8): router".
+func BackendPlan(cfg *configs.Config, backends map[string]actors.Backend) []string {
+	var lines []string
+	for _, id := range cfg.ModelNames() {
+		var agents []string
+		var be actors.Backend
+		for _, a := range cfg.AgentsOf(id) {
+			if b, ok := backends[a]; ok {
+				agents, be = append(agents, a), b
+			}
+		}
+		if be != nil {
+			lines = append(lines, fmt.Sprintf("model %s (%s): %s", id, actors.Describe(be), strings.Join(agents, ", ")))
+		}
+	}
+	return lines
+}
+
+// BackendsLogged is Backends, logging BackendPlan through env.
+func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, error) {
+	b, err := Backends(env.Config, set)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range BackendPlan(env.Config, b) {
+		env.Logf("%s", l)
+	}
+	return b, nil
+}
+
 // LatestStep selects the newest usable checkpoint in LoadPolicy.
 const LatestStep = -1
 
 // LoadPolicy loads checkpoint step (verified), or with LatestStep the run's newest usable
 // checkpoint, warning through env on fallbacks.
+//
+// When every configured model is external (an openai backend without sizes: drmas holds no
+// checkpoint of it), nothing is loaded: the set is empty, at step (0 for LatestStep).
 func LoadPolicy(ctx context.Context, env *Env, step int64, withOptim bool) (*checkpoints.Set, error) {
+	if allExternal(env.Config) {
+		return &checkpoints.Set{Step: max(step, 0), Parent: checkpoints.NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{}}, nil
+	}
 	if step >= 0 {
 		return checkpoints.LoadStep(ctx, env.Bucket, env.Config.Run, step, withOptim)
 	}
 	return checkpoints.Load(ctx, env.Bucket, env.Config.Run, withOptim, func(msg string) { env.Logf("warning: %s", msg) })
+}
+
+func allExternal(cfg *configs.Config) bool {
+	for _, m := range cfg.Models {
+		if !m.External() {
+			return false
+		}
+	}
+	return len(cfg.Models) > 0
 }
 
 // TrainTasks returns the prompts of an iteration: from the seeded generator (fresh prompts each

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -201,9 +199,4 @@ func genPart(p, n, tokens int) []shards.Row {
 		rows[i].RowID = shards.RowID(p, i)
 	}
 	return rows
-}
-
-func datasetExists(root string) bool {
-	_, err := os.Stat(filepath.Join(root, filepath.FromSlash(commit.RolloutDir(runName, iter)), commit.ManifestName))
-	return err == nil
 }

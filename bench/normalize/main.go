@@ -15,7 +15,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -73,6 +72,7 @@ type phaseResult struct {
 	Engine string  `json:"engine"`
 	Rows   int64   `json:"rows"`
 	WallS  float64 `json:"wall_s"`
+	HWM    int64   `json:"vm_hwm_bytes"` // peak RSS of the child's own address space
 }
 
 type measured struct {
@@ -117,8 +117,14 @@ func runBench(o options) error {
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			return measured{}, fmt.Errorf("%s phase: bad output %q: %w", engine, out, err)
 		}
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		return measured{wall: time.Duration(r.WallS * float64(time.Second)), maxRSS: ru.Maxrss * 1024, rows: r.Rows, elapsed: elapsed}, nil
+		// ru_maxrss of a child also counts the parent's address space it was forked from (Linux
+		// carries the old mm's high-water mark across exec), so the child reports its own VmHWM;
+		// rusage is the fallback.
+		rss := r.HWM
+		if rss == 0 {
+			rss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
+		}
+		return measured{wall: time.Duration(r.WallS * float64(time.Second)), maxRSS: rss, rows: r.Rows, elapsed: elapsed}, nil
 	}
 	engines := []string{"drmas", "duckdb"}
 	if o.skipDuck {
@@ -212,9 +218,24 @@ func runPhase(o options) error {
 	if err != nil {
 		return err
 	}
+	r.HWM = vmHWM()
 	data, _ := json.Marshal(r)
 	fmt.Println(string(data))
 	return nil
 }
 
-var errNoDataset = errors.New("no dataset")
+// vmHWM returns this process's peak resident set size (VmHWM in /proc/self/status), or 0.
+func vmHWM() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb * 1024
+		}
+	}
+	return 0
+}

@@ -139,6 +139,14 @@ func checkFinite(f float64) error {
 	return nil
 }
 
+// checkFloat32 rejects a finite value that overflows float32.
+func checkFloat32(f float64) error {
+	if g := float32(f); math.IsInf(float64(g), 0) {
+		return fmt.Errorf("%v overflows float32", f)
+	}
+	return nil
+}
+
 // finish applies the defaults of the optional columns and the per-row checks that span
 // columns. It returns the row's problems.
 func finish(r *rec) []string {

@@ -3,7 +3,8 @@
 //
 // Promises:
 //   - Keys map to objects Prefix+key in one bucket; Iter lists in S3's UTF-8 binary order,
-//     which is lexicographic byte order, with the prefix stripped.
+//     which is lexicographic byte order, with the prefix stripped (an out-of-order
+//     listing from a non-conforming server is an error, not silently passed on).
 //   - Put is atomic (S3 objects appear whole). Objects larger than the part size go up as
 //     multipart uploads; a failed or cancelled upload is aborted (minio-go aborts with a
 //     context detached from the cancelled one). An upload whose creation response is lost

@@ -1,0 +1,568 @@
+// Package openai is an actor backend that generates through an OpenAI-compatible HTTP server:
+// vLLM, SGLang, or `drmas serve` (package serve).
+//
+// In completions mode (the default) it POSTs token-id prompts to {endpoint}/v1/completions
+// with logprobs=1, a per-request seed, and vLLM's return_tokens_as_token_ids, and stores the
+// token ids and log-probs the server returns as they come (never re-tokenised). In chat mode
+// (for servers with only /v1/chat/completions) it sends the prompt text as a user message; the
+// answer is re-encoded with the built-in byte tokenizer and has no log-probs, so its rows
+// cannot be trained with PPO.
+//
+// Token ids are the built-in policy's byte-level vocabulary (actors.PromptIDs): completions
+// mode against a server whose tokenizer differs would send it meaningless ids. It is meant for
+// `drmas serve` and for servers hosting a model trained on the same vocabulary.
+//
+// Requests are limited to Concurrency in flight per backend (shared by all agents of the
+// model); 429, 5xx and connection errors are retried with exponential backoff and
+// deterministic jitter. Any failed request fails the whole Generate.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/model"
+)
+
+// Modes.
+const (
+	ModeCompletions = "completions"
+	ModeChat        = "chat"
+)
+
+// Defaults of Options' zero values.
+const (
+	DefaultConcurrency = 8
+	DefaultMaxBatch    = 64
+	DefaultTimeout     = 120 * time.Second
+	DefaultRetries     = 3
+	DefaultBackoff     = 250 * time.Millisecond
+	maxBackoff         = 30 * time.Second
+	maxBody            = 256 << 20
+)
+
+// transport is shared by every Backend without its own Client, so the backends that each
+// rollout iteration builds reuse one pool of keep-alive connections.
+var transport = sync.OnceValue(func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 64
+	return tr
+})
+
+// Options configure a Backend.
+type Options struct {
+	// ID is the drmas model id recorded in rows (and used in messages).
+	ID string
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine).
+	Endpoint string
+	// ServerModel is the request's "model"; default ID.
+	ServerModel string
+	// APIKey is sent as a Bearer token. It never appears in errors or Describe.
+	APIKey string
+	// Mode is ModeCompletions (default) or ModeChat.
+	Mode string
+	// Batch sends up to MaxBatch prompts per request with per-prompt seeds (drmas_seeds):
+	// drmas serve only.
+	Batch    bool
+	MaxBatch int
+	// Concurrency is the number of requests in flight (default 8), shared by every Generate.
+	Concurrency int
+	// Timeout bounds one HTTP attempt (default 120 s). Timeouts are not retried.
+	Timeout time.Duration
+	// Retries after 429/5xx/connection errors (0 = default 3, < 0 = none); Backoff is the
+	// first delay (default 250 ms), doubled each retry, plus jitter drawn deterministically
+	// from JitterSeed and the request's seed.
+	Retries    int
+	Backoff    time.Duration
+	JitterSeed uint64
+	// Version is the policy version recorded when the server does not report one (only
+	// drmas serve does, as drmas_policy_version).
+	Version int64
+	// Client is the HTTP client (default: a new one with keep-alive).
+	Client *http.Client
+}
+
+// Backend generates through an OpenAI-compatible server.
+type Backend struct {
+	o       Options
+	base    string
+	client  *http.Client
+	sem     chan struct{}
+	version atomic.Int64
+	// stats
+	requests atomic.Int64
+	retries  atomic.Int64
+}
+
+var _ actors.Backend = (*Backend)(nil)
+
+// New returns a backend for o.
+func New(o Options) (*Backend, error) {
+	if o.ID == "" {
+		return nil, errors.New("openai backend: no model id")
+	}
+	if !strings.HasPrefix(o.Endpoint, "http://") && !strings.HasPrefix(o.Endpoint, "https://") {
+		return nil, fmt.Errorf("openai backend %s: endpoint %q must start with http:// or https://", o.ID, o.Endpoint)
+	}
+	switch o.Mode {
+	case "":
+		o.Mode = ModeCompletions
+	case ModeCompletions, ModeChat:
+	default:
+		return nil, fmt.Errorf("openai backend %s: mode %q is not completions or chat", o.ID, o.Mode)
+	}
+	if o.Batch && o.Mode == ModeChat {
+		return nil, fmt.Errorf("openai backend %s: batch needs mode completions", o.ID)
+	}
+	if o.ServerModel == "" {
+		o.ServerModel = o.ID
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	switch {
+	case o.Retries == 0:
+		o.Retries = DefaultRetries
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultBackoff
+	}
+	c := o.Client
+	if c == nil {
+		c = &http.Client{Transport: transport()}
+	}
+	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c, sem: make(chan struct{}, o.Concurrency)}
+	b.version.Store(o.Version)
+	return b, nil
+}
+
+// FromConfig builds the backend of model id from its config; the API key is read from the
+// environment variable the config names (lookupEnv, default os.LookupEnv semantics are the
+// caller's). version is recorded when the server reports none.
+func FromConfig(id string, c configs.OpenAI, version int64, seed uint64, lookupEnv func(string) (string, bool)) (*Backend, error) {
+	var key string
+	if c.APIKeyEnv != "" {
+		v, ok := lookupEnv(c.APIKeyEnv)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("models.%s.openai.api_key_env names the environment variable %s, which is not set", id, c.APIKeyEnv)
+		}
+		key = v
+	}
+	return New(Options{
+		ID: id, Endpoint: c.Endpoint, ServerModel: c.Model, APIKey: key, Mode: c.Mode,
+		Batch: c.Batch, MaxBatch: c.MaxBatch, Concurrency: c.Concurrency, Timeout: c.Timeout,
+		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: version,
+	})
+}
+
+// Model implements actors.Backend.
+func (b *Backend) Model() string { return b.o.ID }
+
+// Version implements actors.Backend: the policy version the server reported for the last
+// Generate (the lowest, if a batch spanned a reload), else Options.Version.
+func (b *Backend) Version() int64 { return b.version.Load() }
+
+// Describe implements actors.Describer. It never includes the API key.
+func (b *Backend) Describe() string {
+	s := fmt.Sprintf("openai %s, model %s, concurrency %d", b.base, b.o.ServerModel, b.o.Concurrency)
+	if b.o.Batch {
+		s += fmt.Sprintf(", batch %d", b.o.MaxBatch)
+	}
+	if b.o.Mode == ModeChat {
+		s += ", chat: no log-probs, not trainable"
+	}
+	return s
+}
+
+// Stats returns the HTTP attempts made and how many of them were retries.
+func (b *Backend) Stats() (requests, retries int64) { return b.requests.Load(), b.retries.Load() }
+
+// Close releases the idle connections of a backend with its own Client (the shared pool is
+// left to other backends).
+func (b *Backend) Close() error {
+	if b.o.Client != nil {
+		b.o.Client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Generate implements actors.Backend. Requests run concurrently (at most Concurrency in flight
+// across all callers); the first failure cancels the rest and fails the call.
+func (b *Backend) Generate(ctx context.Context, reqs []actors.Request, s actors.Sampling) ([]actors.Response, error) {
+	out := make([]actors.Response, len(reqs))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	type job struct{ lo, hi int }
+	var jobs []job
+	step := 1
+	if b.o.Batch {
+		step = b.o.MaxBatch
+	}
+	for lo := 0; lo < len(reqs); lo += step {
+		jobs = append(jobs, job{lo, min(lo+step, len(reqs))})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(jobs))
+	versions := make([]*int64, len(jobs))
+	var wg sync.WaitGroup
+	for j, jb := range jobs {
+		select {
+		case b.sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[j] = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-b.sem }()
+			var err error
+			if b.o.Mode == ModeChat {
+				err = b.chat(ctx, reqs[jb.lo], s, &out[jb.lo])
+			} else {
+				versions[j], err = b.complete(ctx, reqs[jb.lo:jb.hi], s, out[jb.lo:jb.hi])
+			}
+			if err != nil {
+				errs[j] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	// Report the first real failure, not the cancellations it caused.
+	var first error
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			first = err
+			break
+		}
+	}
+	if first == nil {
+		first = errors.Join(errs...)
+	}
+	if first != nil {
+		return nil, fmt.Errorf("model %s (%s): %w", b.o.ID, b.base, first)
+	}
+	var v *int64
+	for _, x := range versions {
+		if x != nil && (v == nil || *x < *v) {
+			v = x
+		}
+	}
+	if v != nil {
+		b.version.Store(*v)
+	}
+	return out, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// complete runs one /v1/completions request for reqs and fills out.
+func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.Sampling, out []actors.Response) (*int64, error) {
+	body := CompletionRequest{
+		Model: b.o.ServerModel, MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP),
+		N: ptr(1), Logprobs: ptr(1), Seed: ptr(int64(reqs[0].Seed)),
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: ptr(false),
+	}
+	var err error
+	if b.o.Batch {
+		prompts := make([][]int32, len(reqs))
+		body.DrmasSeeds = make([]uint64, len(reqs))
+		for i, r := range reqs {
+			prompts[i] = r.Prompt
+			body.DrmasSeeds[i] = r.Seed
+		}
+		body.Prompt, err = json.Marshal(prompts)
+	} else {
+		body.Prompt, err = json.Marshal(reqs[0].Prompt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("agent %s", reqs[0].Agent)
+	if len(reqs) > 1 {
+		what = fmt.Sprintf("batch of %d prompts", len(reqs))
+	}
+	raw, url, err := b.post(ctx, "/v1/completions", data, reqs[0].Seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var resp CompletionResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("%s: POST %s: malformed JSON response (%v): %s", what, url, err, excerpt(raw, b.o.APIKey))
+	}
+	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil {
+		return nil, fmt.Errorf("%s: POST %s: the server does not report drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
+	}
+	if err := parseChoices(resp.Choices, out, url); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return resp.DrmasPolicyVersion, nil
+}
+
+// parseChoices checks a completion response's choices and converts them into out.
+func parseChoices(choices []CompletionChoice, out []actors.Response, url string) error {
+	if len(choices) != len(out) {
+		return fmt.Errorf("POST %s: %d choices for %d prompts (n=1)", url, len(choices), len(out))
+	}
+	seen := make([]bool, len(out))
+	for _, c := range choices {
+		if c.Index < 0 || c.Index >= len(out) || seen[c.Index] {
+			return fmt.Errorf("POST %s: choice index %d is out of range or repeated (%d prompts)", url, c.Index, len(out))
+		}
+		seen[c.Index] = true
+		lp := c.Logprobs
+		if lp == nil || (len(lp.Tokens) == 0 && len(lp.TokenLogprobs) == 0 && c.Text != "") {
+			return fmt.Errorf("POST %s: choice %d has no log-probs: the learner needs the behaviour log-prob of every token; the request asked for logprobs=1, so the server ignored it", url, c.Index)
+		}
+		if len(lp.Tokens) != len(lp.TokenLogprobs) {
+			return fmt.Errorf("POST %s: choice %d has %d tokens but %d token_logprobs", url, c.Index, len(lp.Tokens), len(lp.TokenLogprobs))
+		}
+		r := actors.Response{Tokens: make([]int32, len(lp.Tokens)), LogProbs: make([]float32, len(lp.Tokens))}
+		for i, t := range lp.Tokens {
+			id, ok := ParseTokenID(t)
+			if !ok {
+				return fmt.Errorf("POST %s: choice %d token %d is %q, not \"token_id:N\": the server ignored return_tokens_as_token_ids=true (vLLM ≥ 0.5 honours it; drmas stores token ids exactly and never re-tokenises text)", url, c.Index, i, t)
+			}
+			if lp.TokenLogprobs[i].Null {
+				return fmt.Errorf("POST %s: choice %d token %d has a null log-prob", url, c.Index, i)
+			}
+			r.Tokens[i], r.LogProbs[i] = id, lp.TokenLogprobs[i].V
+		}
+		if c.FinishReason != nil {
+			r.FinishReason = *c.FinishReason
+		}
+		out[c.Index] = r
+	}
+	return nil
+}
+
+// chat runs one /v1/chat/completions request.
+func (b *Backend) chat(ctx context.Context, r actors.Request, s actors.Sampling, out *actors.Response) error {
+	body := ChatRequest{
+		Model: b.o.ServerModel, Messages: []ChatMessage{{Role: "user", Content: PromptText(r)}},
+		MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP), N: ptr(1), Seed: ptr(int64(r.Seed)),
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	raw, url, err := b.post(ctx, "/v1/chat/completions", data, r.Seed)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", r.Agent, err)
+	}
+	var resp ChatResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return fmt.Errorf("agent %s: POST %s: malformed JSON response (%v): %s", r.Agent, url, err, excerpt(raw, b.o.APIKey))
+	}
+	if len(resp.Choices) != 1 || resp.Choices[0].Message == nil {
+		return fmt.Errorf("agent %s: POST %s: %d choices with a message, want 1", r.Agent, url, len(resp.Choices))
+	}
+	c := resp.Choices[0]
+	*out = actors.Response{Tokens: model.Encode(c.Message.Content), ReEncoded: true}
+	if c.FinishReason != nil {
+		out.FinishReason = *c.FinishReason
+	}
+	if out.FinishReason == model.FinishStop {
+		out.Tokens = append(out.Tokens, model.EOS)
+	}
+	return nil
+}
+
+// PromptText is the text of a request for chat mode: the prompt between the agent header
+// (BOS, agent name, SEP) and the final SEP of actors.PromptIDs, special tokens dropped.
+func PromptText(r actors.Request) string {
+	ids := r.Prompt
+	head := actors.PromptIDs(r.Agent, "")
+	head = head[:len(head)-1]
+	if len(ids) >= len(head)+1 && equal(ids[:len(head)], head) && ids[len(ids)-1] == model.SEP {
+		ids = ids[len(head) : len(ids)-1]
+	}
+	return model.DecodeText(ids)
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// errRetry marks a failure worth retrying.
+type errRetry struct {
+	err        error
+	retryAfter time.Duration
+}
+
+func (e *errRetry) Error() string { return e.err.Error() }
+func (e *errRetry) Unwrap() error { return e.err }
+
+// post sends one JSON request with retries and returns the 200 response body and the URL.
+func (b *Backend) post(ctx context.Context, path string, body []byte, seed uint64) ([]byte, string, error) {
+	url := b.base + path
+	for attempt := 0; ; attempt++ {
+		raw, err := b.attempt(ctx, url, body)
+		if err == nil {
+			return raw, url, nil
+		}
+		var re *errRetry
+		if !errors.As(err, &re) {
+			return nil, url, err
+		}
+		if attempt >= b.o.Retries {
+			if attempt > 0 {
+				return nil, url, fmt.Errorf("%w (gave up after %d attempts)", re.err, attempt+1)
+			}
+			return nil, url, re.err
+		}
+		d := backoff(b.o.Backoff, attempt, b.o.JitterSeed, seed)
+		if re.retryAfter > d {
+			d = min(re.retryAfter, maxBackoff)
+		}
+		b.retries.Add(1)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, url, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// attempt makes one HTTP attempt.
+func (b *Backend) attempt(ctx context.Context, url string, body []byte) ([]byte, error) {
+	b.requests.Add(1)
+	actx, cancel := context.WithTimeout(ctx, b.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if b.o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.o.APIKey)
+	}
+	resp, err := b.client.Do(req)
+	var raw []byte
+	if err == nil {
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, context.DeadlineExceeded) || actx.Err() != nil {
+			return nil, fmt.Errorf("POST %s: no response within the timeout of %s (openai.timeout)", url, b.o.Timeout)
+		}
+		return nil, &errRetry{err: fmt.Errorf("POST %s: %v", url, redact(err.Error(), b.o.APIKey))}
+	}
+	if resp.StatusCode == http.StatusOK {
+		return raw, nil
+	}
+	e := fmt.Errorf("POST %s: server error: HTTP %d %s: %s", url, resp.StatusCode, http.StatusText(resp.StatusCode), errorMessage(raw, b.o.APIKey))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		var after time.Duration
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			after = time.Duration(s) * time.Second
+		}
+		return nil, &errRetry{err: e, retryAfter: after}
+	}
+	return nil, e
+}
+
+// backoff is base·2^attempt plus a jitter in [0, base·2^attempt) drawn from (seed, reqSeed,
+// attempt): the same request retries on the same schedule every run.
+func backoff(base time.Duration, attempt int, seed, reqSeed uint64) time.Duration {
+	d := base << min(attempt, 16)
+	if d > maxBackoff || d <= 0 {
+		d = maxBackoff
+	}
+	x := splitmix(seed ^ splitmix(reqSeed^splitmix(uint64(attempt)+0x9e3779b97f4a7c15)))
+	j := time.Duration(float64(d) * float64(x>>11) / (1 << 53))
+	return min(d+j, maxBackoff)
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// errorMessage extracts the message of an OpenAI-style ({"error":{"message"}}) or vLLM-style
+// ({"message"}) error body, else an excerpt of the body.
+func errorMessage(raw []byte, key string) string {
+	var e struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) == nil {
+		var d ErrorDetail
+		if len(e.Error) > 0 && json.Unmarshal(e.Error, &d) == nil && d.Message != "" {
+			return excerpt([]byte(d.Message), key)
+		}
+		if e.Message != "" {
+			return excerpt([]byte(e.Message), key)
+		}
+	}
+	return excerpt(raw, key)
+}
+
+// excerpt is the first 300 bytes of a body, quoted, with the key (if echoed) redacted.
+func excerpt(raw []byte, key string) string {
+	s := string(raw)
+	if len(s) > 300 {
+		s = s[:300]
+		for !utf8.ValidString(s) && len(s) > 0 {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	if strings.TrimSpace(s) == "" {
+		return "(empty body)"
+	}
+	return strconv.Quote(redact(s, key))
+}
+
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "<redacted>")
+}

@@ -1,0 +1,273 @@
+// Package analysis queries a run's committed outputs with an embedded DuckDB.
+//
+// DuckDB cannot read the store directly (httpfs is not available), so Open lists the run's
+// committed folders (those with a _MANIFEST.json), downloads their files through the storage
+// layer into a local cache that mirrors the key layout (verifying each against its manifest's
+// sha256; cached files that still match are not downloaded again), and registers one view per
+// kind of output over read_parquet([...], hive_partitioning=true):
+//
+//	rollouts     iter=N/rollout/part-*.parquet                 (shards.Row)
+//	advantages   iter=N/advantage/est=E/part-*.parquet         (shards.AdvantageRow + iteration, estimator)
+//	diagnostics  iter=N/diagnostics/est=E/agents.parquet       (normalize.DiagnosticsRow)
+//	metrics      iter=N/learn/metrics.parquet                  (learn.MetricsRow)
+//	evals        eval/step=N/results.parquet                   (evaluate.ResultRow)
+//	ablations    ablations/<mode>/summary.parquet              (ablate.SummaryRow)
+//
+// A view over no committed folder still exists, with the right columns and no rows. Canned
+// reports (Reports) cover the common questions; Query runs any SQL.
+package analysis
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/drmas-dev/drmas/ablate"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages/evaluate"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// Views are the views Open registers, in a fixed order.
+var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals", "ablations"}
+
+// viewRows are the row types of the views' files.
+var viewRows = map[string]any{
+	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": normalize.DiagnosticsRow{},
+	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "ablations": ablate.SummaryRow{},
+}
+
+// viewNoun names a view's contents in messages.
+var viewNoun = map[string]string{
+	"rollouts": "rollouts", "advantages": "advantage sidecars", "diagnostics": "diagnostics",
+	"metrics": "learn metrics", "evals": "evaluations", "ablations": "ablation summaries",
+}
+
+// Options configure Open.
+type Options struct {
+	Bucket storage.Bucket
+	Run    string
+	// CacheDir is the local cache root (mirrors store keys). Required: see DefaultCacheDir.
+	CacheDir string
+	// Threads caps DuckDB's threads (0: DuckDB's default).
+	Threads int
+}
+
+// Session is an open DuckDB database with the run's views.
+type Session struct {
+	Run      string
+	CacheDir string
+	Stats    SyncStats
+	Folders  []Folder
+	// Counts is the number of files behind each view.
+	Counts map[string]int
+	// SyncTime and ViewTime are the time spent listing+downloading and registering views.
+	SyncTime, ViewTime time.Duration
+
+	connector *duckdb.Connector
+	db        *sql.DB
+}
+
+// Open syncs the run's committed folders into the cache and registers the views.
+func Open(ctx context.Context, o Options) (*Session, error) {
+	if o.Bucket == nil {
+		return nil, fmt.Errorf("analysis: no store")
+	}
+	if o.CacheDir == "" {
+		return nil, fmt.Errorf("analysis: no cache dir")
+	}
+	t0 := time.Now()
+	folders, err := ListFolders(ctx, o.Bucket, o.Run)
+	if err != nil {
+		return nil, err
+	}
+	paths, st, err := Sync(ctx, o.Bucket, o.CacheDir, folders)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Run: o.Run, CacheDir: o.CacheDir, Stats: st, Folders: folders, Counts: map[string]int{}, SyncTime: time.Since(t0)}
+	t1 := time.Now()
+	s.connector, err = duckdb.NewConnector("", nil)
+	if err != nil {
+		return nil, fmt.Errorf("analysis: open duckdb: %w", err)
+	}
+	s.db = sql.OpenDB(s.connector)
+	s.db.SetMaxOpenConns(1)
+	if o.Threads > 0 {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("SET threads TO %d", o.Threads)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("analysis: %w", err)
+		}
+	}
+	for _, v := range Views {
+		q := viewSQL(v, paths[v])
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("analysis: create view %s: %w", v, err)
+		}
+		s.Counts[v] = len(paths[v])
+	}
+	s.ViewTime = time.Since(t1)
+	return s, nil
+}
+
+// Close releases the database.
+func (s *Session) Close() error {
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
+	if s.connector != nil {
+		_ = s.connector.Close()
+	}
+	return err
+}
+
+// DB is the session's database, for callers that scan rows themselves.
+func (s *Session) DB() *sql.DB { return s.db }
+
+// Empty reports whether view has no committed files.
+func (s *Session) Empty(view string) bool { return s.Counts[view] == 0 }
+
+// NotYet is the error of a report whose view is empty.
+func (s *Session) NotYet(view string) error {
+	return fmt.Errorf("run %s: no committed %s yet", s.Run, viewNoun[view])
+}
+
+// column is one column of a view.
+type column struct{ name, typ string }
+
+// columnsOf derives DuckDB columns from the parquet tags of a row struct.
+func columnsOf(row any) []column {
+	t := reflect.TypeOf(row)
+	var out []column
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("parquet")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, column{name, duckType(f.Type)})
+	}
+	return out
+}
+
+func duckType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "VARCHAR"
+	case reflect.Bool:
+		return "BOOLEAN"
+	case reflect.Int32:
+		return "INTEGER"
+	case reflect.Int64, reflect.Int:
+		return "BIGINT"
+	case reflect.Uint64:
+		return "UBIGINT"
+	case reflect.Uint32:
+		return "UINTEGER"
+	case reflect.Float32:
+		return "FLOAT"
+	case reflect.Float64:
+		return "DOUBLE"
+	case reflect.Slice:
+		return duckType(t.Elem()) + "[]"
+	case reflect.Pointer:
+		return duckType(t.Elem())
+	}
+	panic("analysis: no DuckDB type for " + t.String())
+}
+
+// viewColumns are the columns of a view, in order.
+func viewColumns(view string) []column {
+	cols := columnsOf(viewRows[view])
+	if view == "advantages" {
+		cols = append(cols, column{"iteration", "INTEGER"}, column{"estimator", "VARCHAR"})
+	}
+	return cols
+}
+
+func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// viewSQL is the CREATE VIEW of view over files (none: a typed empty view).
+func viewSQL(view string, files []string) string {
+	cols := viewColumns(view)
+	var sel []string
+	if len(files) == 0 {
+		for _, c := range cols {
+			sel = append(sel, fmt.Sprintf("CAST(NULL AS %s) AS %s", c.typ, quoteIdent(c.name)))
+		}
+		return fmt.Sprintf("CREATE VIEW %s AS SELECT %s WHERE false", view, strings.Join(sel, ", "))
+	}
+	for _, c := range cols {
+		switch {
+		case view == "advantages" && c.name == "iteration":
+			sel = append(sel, "CAST(iter AS INTEGER) AS iteration")
+		case view == "advantages" && c.name == "estimator":
+			sel = append(sel, "CAST(est AS VARCHAR) AS estimator")
+		default:
+			sel = append(sel, quoteIdent(c.name))
+		}
+	}
+	q := make([]string, len(files))
+	for i, f := range files {
+		q[i] = quoteString(f)
+	}
+	// Hive partitions (iter=…, est=…, step=…) become columns; the views keep the ones the files
+	// lack (the estimator and iteration of a sidecar) and drop the duplicates.
+	hive := "true"
+	if view == "evals" || view == "ablations" {
+		hive = "false" // step is a column of the file; no partition adds anything
+	}
+	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=%s, union_by_name=true)",
+		view, strings.Join(sel, ", "), strings.Join(q, ", "), hive)
+}
+
+// Query runs sql and returns the whole result.
+func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Columns: cols}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		t.Rows = append(t.Rows, vals)
+	}
+	return t, rows.Err()
+}
+
+// Describe writes one line per view: files and rows.
+func (s *Session) Describe(ctx context.Context, w io.Writer) error {
+	for _, v := range Views {
+		var n int64
+		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM "+v).Scan(&n); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%-12s %4d files %10d rows\n", v, s.Counts[v], n)
+	}
+	return nil
+}

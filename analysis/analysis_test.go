@@ -1,0 +1,434 @@
+package analysis_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/analysis/analysistest"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	analysistest.Cleanup()
+	os.Exit(code)
+}
+
+func open(t *testing.T, store, cache string) *analysis.Session {
+	t.Helper()
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	s, err := analysis.Open(context.Background(), analysis.Options{Bucket: b, Run: analysistest.Run, CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// goRollouts reads every committed rollout part of the fixture run in Go.
+func goRollouts(t *testing.T, b storage.Bucket) []shards.Row {
+	t.Helper()
+	ctx := context.Background()
+	var rows []shards.Row
+	for it := 0; it < analysistest.Iterations; it++ {
+		dir := commit.RolloutDir(analysistest.Run, it)
+		m, _, err := commit.Read(ctx, b, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Files {
+			data, err := commit.ReadFile(ctx, b, dir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, r...)
+		}
+	}
+	return rows
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestViewsMatchShards(t *testing.T) {
+	ctx := context.Background()
+	store, _ := analysistest.Source(t)
+	t0 := time.Now()
+	s := open(t, store, t.TempDir())
+	t.Logf("open (list + download %d files, %d bytes + views): %s (sync %s, views %s)",
+		s.Stats.Files, s.Stats.Bytes, time.Since(t0), s.SyncTime, s.ViewTime)
+	if s.Stats.Downloaded != s.Stats.Files || s.Stats.Files == 0 {
+		t.Fatalf("stats %+v: want every file downloaded", s.Stats)
+	}
+	var desc strings.Builder
+	if err := s.Describe(ctx, &desc); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + desc.String())
+
+	b, _ := filestore.New(store)
+	defer b.Close()
+	rows := goRollouts(t, b)
+
+	// rollouts: count and mean score per (iteration, agent).
+	type key struct {
+		it    int32
+		agent string
+	}
+	n := map[key]int{}
+	sum := map[key]float64{}
+	for _, r := range rows {
+		k := key{r.Iteration, r.Agent}
+		n[k]++
+		sum[k] += r.Score
+	}
+	tb, err := s.Query(ctx, `SELECT iteration, agent, count(*) AS n, avg(score) AS mean FROM rollouts GROUP BY ALL ORDER BY ALL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.Rows) != len(n) {
+		t.Fatalf("rollouts: %d (iteration, agent) groups, Go has %d", len(tb.Rows), len(n))
+	}
+	for i := range tb.Rows {
+		k := key{int32(tb.Float(i, "iteration")), tb.String(i, "agent")}
+		if int(tb.Float(i, "n")) != n[k] || !near(tb.Float(i, "mean"), sum[k]/float64(n[k])) {
+			t.Errorf("rollouts %v: DuckDB n=%v mean=%v, Go n=%d mean=%v", k, tb.Float(i, "n"), tb.Float(i, "mean"), n[k], sum[k]/float64(n[k]))
+		}
+	}
+
+	// rewards report agrees with Go.
+	rep, err := s.Report(ctx, "rewards", analysis.ReportParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != len(n) {
+		t.Fatalf("rewards: %d rows, want %d", len(rep.Rows), len(n))
+	}
+	for i := range rep.Rows {
+		k := key{int32(rep.Float(i, "iteration")), rep.String(i, "agent")}
+		var sc []float64
+		for _, r := range rows {
+			if r.Iteration == k.it && r.Agent == k.agent {
+				sc = append(sc, r.Score)
+			}
+		}
+		sort.Float64s(sc)
+		if !near(rep.Float(i, "score_mean"), sum[k]/float64(n[k])) || !near(rep.Float(i, "score_p50"), quantile(sc, 0.5)) ||
+			!near(rep.Float(i, "score_p90"), quantile(sc, 0.9)) {
+			t.Errorf("rewards %v: mean %v p50 %v p90 %v, Go %v %v %v", k, rep.Float(i, "score_mean"), rep.Float(i, "score_p50"),
+				rep.Float(i, "score_p90"), sum[k]/float64(n[k]), quantile(sc, 0.5), quantile(sc, 0.9))
+		}
+	}
+
+	// advantages: one row per rollout row per estimator, joinable on row_id; the estimator and
+	// iteration come from the hive partitions.
+	tb, err = s.Query(ctx, `SELECT estimator, count(*) AS n, count(DISTINCT iteration) AS iters,
+		sum(CASE WHEN r.row_id IS NULL THEN 1 ELSE 0 END) AS unmatched
+		FROM advantages a LEFT JOIN rollouts r USING (iteration, row_id) GROUP BY estimator ORDER BY estimator`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.Rows) != len(analysistest.Estimators) {
+		t.Fatalf("advantages: estimators %v", tb.Rows)
+	}
+	for i := range tb.Rows {
+		if int(tb.Float(i, "n")) != len(rows) || int(tb.Float(i, "iters")) != analysistest.Iterations || tb.Float(i, "unmatched") != 0 {
+			t.Errorf("advantages %s: %v rows in %v iterations (%v unmatched), want %d in %d", tb.String(i, "estimator"),
+				tb.Float(i, "n"), tb.Float(i, "iters"), tb.Float(i, "unmatched"), len(rows), analysistest.Iterations)
+		}
+	}
+	// drmas advantages have mean 0 per (uid, agent) group with σ_k > 0 — check the Go sidecar
+	// values instead: the sum of advantages of iteration 0 matches.
+	var goSum float64
+	var goN int
+	ctxb := context.Background()
+	adir := commit.AdvantageDir(analysistest.Run, 0, "drmas")
+	am, _, err := commit.Read(ctxb, b, adir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range am.Files {
+		data, _ := commit.ReadFile(ctxb, b, adir, f)
+		a, err := shards.ReadAdvantages(bytes.NewReader(data), int64(len(data)), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range a {
+			goSum += float64(x.Advantage)
+			goN++
+		}
+	}
+	tb, err = s.Query(ctx, `SELECT count(*) AS n, sum(CAST(advantage AS DOUBLE)) AS s FROM advantages WHERE estimator = 'drmas' AND iteration = 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(tb.Float(0, "n")) != goN || math.Abs(tb.Float(0, "s")-goSum) > 1e-6 {
+		t.Errorf("drmas iteration 0: DuckDB n=%v sum=%v, Go n=%d sum=%v", tb.Float(0, "n"), tb.Float(0, "s"), goN, goSum)
+	}
+
+	// metrics: same rows and grad norms as the Go reader.
+	var goMetrics []learn.MetricsRow
+	for it := 0; it < analysistest.Iterations; it++ {
+		dir := commit.LearnDir(analysistest.Run, it)
+		m, _, err := commit.Read(ctxb, b, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := commit.ReadFile(ctxb, b, dir, m.Files[0])
+		r, err := shards.ReadTable[learn.MetricsRow](bytes.NewReader(data), int64(len(data)), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goMetrics = append(goMetrics, r...)
+	}
+	var gsum float64
+	for _, r := range goMetrics {
+		gsum += r.GradNorm
+	}
+	tb, err = s.Query(ctx, `SELECT count(*) AS n, sum(grad_norm) AS g FROM metrics`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(tb.Float(0, "n")) != len(goMetrics) || !near(tb.Float(0, "g"), gsum) {
+		t.Errorf("metrics: DuckDB n=%v sum=%v, Go n=%d sum=%v", tb.Float(0, "n"), tb.Float(0, "g"), len(goMetrics), gsum)
+	}
+
+	// diagnostics: one row per (iteration, estimator, agent); evals: steps 0..Iterations.
+	tb, err = s.Query(ctx, `SELECT (SELECT count(*) FROM diagnostics) AS d, (SELECT count(DISTINCT step) FROM evals) AS e,
+		(SELECT count(*) FROM ablations) AS a`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]bool{}
+	for _, r := range rows {
+		agents[r.Agent] = true
+	}
+	if want := analysistest.Iterations * len(analysistest.Estimators) * len(agents); int(tb.Float(0, "d")) != want {
+		t.Errorf("diagnostics: %v rows, want %d", tb.Float(0, "d"), want)
+	}
+	if int(tb.Float(0, "e")) != analysistest.Iterations+1 || tb.Float(0, "a") != 0 {
+		t.Errorf("evals: %v steps, want %d; ablations %v rows, want 0", tb.Float(0, "e"), analysistest.Iterations+1, tb.Float(0, "a"))
+	}
+}
+
+// quantile is DuckDB's quantile_cont: linear interpolation between order statistics.
+func quantile(sorted []float64, q float64) float64 {
+	pos := q * float64(len(sorted)-1)
+	lo := math.Floor(pos)
+	hi := math.Ceil(pos)
+	return sorted[int(lo)] + (pos-lo)*(sorted[int(hi)]-sorted[int(lo)])
+}
+
+func TestReportsRun(t *testing.T) {
+	ctx := context.Background()
+	store, _ := analysistest.Source(t)
+	s := open(t, store, t.TempDir())
+	want := map[string]int{
+		"rewards":   analysistest.Iterations * 2,
+		"inflation": analysistest.Iterations * len(analysistest.Estimators) * 2,
+		"gradnorm":  3, // model row "*" + solver + verifier
+		"success":   0, // checked below
+	}
+	for name, n := range want {
+		tb, err := s.Report(ctx, name, analysis.ReportParams{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n > 0 && len(tb.Rows) != n {
+			t.Errorf("%s: %d rows, want %d", name, len(tb.Rows), n)
+		}
+		for _, f := range analysis.Formats {
+			var buf bytes.Buffer
+			if err := tb.Write(&buf, f); err != nil {
+				t.Fatalf("%s %s: %v", name, f, err)
+			}
+			switch f {
+			case "json":
+				var v []map[string]any
+				if err := json.Unmarshal(buf.Bytes(), &v); err != nil || len(v) != len(tb.Rows) {
+					t.Errorf("%s json: %v, %d objects\n%s", name, err, len(v), buf.String())
+				}
+			case "csv":
+				recs, err := csv.NewReader(&buf).ReadAll()
+				if err != nil || len(recs) != len(tb.Rows)+1 {
+					t.Errorf("%s csv: %v, %d records", name, err, len(recs))
+				}
+			case "table":
+				if lines := strings.Count(buf.String(), "\n"); lines != len(tb.Rows)+3 {
+					t.Errorf("%s table: %d lines\n%s", name, lines, buf.String())
+				}
+				if name == "gradnorm" {
+					t.Log("\n" + buf.String())
+				}
+			}
+		}
+	}
+	tb, err := s.Report(ctx, "success", analysis.ReportParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.Rows) < analysistest.Iterations+1 || tb.String(len(tb.Rows)-1, "data_source") != "all" {
+		t.Errorf("success: %d rows, last %v", len(tb.Rows), tb.Rows[len(tb.Rows)-1])
+	}
+	// Spikes: with k tiny every update after the first is a spike.
+	tb, err = s.Report(ctx, "gradnorm", analysis.ReportParams{SpikeK: 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tb.Rows {
+		if got := int(tb.Float(i, "spikes")); got != analysistest.Iterations-1 {
+			t.Errorf("gradnorm k≈0 %s: %d spikes, want %d (%v)", tb.String(i, "agent"), got, analysistest.Iterations-1, tb.Rows[i])
+		}
+	}
+	if _, err := s.Report(ctx, "nope", analysis.ReportParams{}); err == nil || !strings.Contains(err.Error(), "unknown report") {
+		t.Errorf("unknown report: %v", err)
+	}
+	if _, err := s.Report(ctx, "rewards", analysis.ReportParams{}); err != nil {
+		t.Fatal(err)
+	}
+	// Free SQL: a join of a sidecar with its rollout.
+	tb, err = s.Query(ctx, `SELECT agent, count(*) AS n, avg(advantage) AS adv FROM rollouts JOIN advantages USING (iteration, row_id, agent)
+		WHERE estimator = 'grpo' GROUP BY agent ORDER BY agent`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.Rows) != 2 {
+		t.Errorf("sql join: %v", tb.Rows)
+	}
+}
+
+func TestEmptyRun(t *testing.T) {
+	ctx := context.Background()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, v := range analysis.Views {
+		tb, err := s.Query(ctx, "SELECT * FROM "+v)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if len(tb.Rows) != 0 || len(tb.Columns) < 5 {
+			t.Errorf("%s: %d rows, columns %v", v, len(tb.Rows), tb.Columns)
+		}
+	}
+	tb, _ := s.Query(ctx, "SELECT * FROM advantages")
+	if tb.Col("estimator") < 0 || tb.Col("iteration") < 0 {
+		t.Errorf("advantages columns %v", tb.Columns)
+	}
+	_, err = s.Report(ctx, "gradnorm", analysis.ReportParams{})
+	if err == nil || !strings.Contains(err.Error(), "no committed learn metrics yet") {
+		t.Errorf("gradnorm on empty run: %v", err)
+	}
+	// The typed empty views accept the canned SQL.
+	for _, r := range []string{"rewards", "inflation", "gradnorm", "success"} {
+		q, _ := analysis.ReportSQL(r, analysis.ReportParams{})
+		if _, err := s.Query(ctx, q); err != nil {
+			t.Errorf("%s on empty views: %v", r, err)
+		}
+	}
+}
+
+func TestCacheRefetchAndTamper(t *testing.T) {
+	ctx := context.Background()
+	store, _ := analysistest.Store(t)
+	cache := t.TempDir()
+	s := open(t, store, cache)
+	first := s.Stats
+	want, err := s.Report(ctx, "rewards", analysis.ReportParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A second open downloads nothing.
+	s2 := open(t, store, cache)
+	if s2.Stats.Downloaded != 0 || s2.Stats.Cached != first.Files {
+		t.Fatalf("second open: %+v, want all %d cached", s2.Stats, first.Files)
+	}
+
+	// Corrupt a cached rollout part (same size): it is fetched again and results are unchanged.
+	key := path.Join(commit.RolloutDir(analysistest.Run, 1), shards.PartName(0, 2))
+	local := analysis.CachePath(cache, key)
+	data, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(local, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(analysis.CachePath(cache, path.Join(commit.LearnDir(analysistest.Run, 0), "metrics.parquet"))); err != nil {
+		t.Fatal(err)
+	}
+	s3 := open(t, store, cache)
+	if s3.Stats.Downloaded != 2 || s3.Stats.Refetched != 1 {
+		t.Fatalf("after corrupting one cached file and deleting another: %+v, want 2 downloaded, 1 refetched", s3.Stats)
+	}
+	got, err := s3.Report(ctx, "rewards", analysis.ReportParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	_ = want.WriteCSV(&a)
+	_ = got.WriteCSV(&b)
+	if a.String() != b.String() {
+		t.Errorf("rewards changed after refetch:\n%s\n%s", a.String(), b.String())
+	}
+
+	// Tamper with a listed file in the store: refused, with the key named, whatever the cache.
+	storeFile := filepath.Join(store, filepath.FromSlash(path.Join(commit.RolloutDir(analysistest.Run, 0), shards.PartName(1, 2))))
+	data, err = os.ReadFile(storeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/3] ^= 0x01
+	if err := os.WriteFile(storeFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bk, _ := filestore.New(store)
+	defer bk.Close()
+	_, err = analysis.Open(ctx, analysis.Options{Bucket: bk, Run: analysistest.Run, CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "refusing") || !strings.Contains(err.Error(), "differs from manifest") ||
+		!strings.Contains(err.Error(), "iter=000000/rollout/part-00001-of-00002.parquet") {
+		t.Fatalf("tampered store file: err = %v", err)
+	}
+	t.Logf("tampered: %v", err)
+}
+
+func TestStoreHash(t *testing.T) {
+	wd, _ := os.Getwd()
+	if analysis.StoreHash("x") != analysis.StoreHash(filepath.Join(wd, "x")) || analysis.StoreHash("file://"+filepath.Join(wd, "x")) != analysis.StoreHash("x/") {
+		t.Error("spellings of one folder hash differently")
+	}
+	if analysis.StoreHash("s3://a/b") == analysis.StoreHash("s3://a/c") {
+		t.Error("different stores share a cache")
+	}
+}

@@ -1,0 +1,531 @@
+// Package serve exposes the built-in policy's LATEST checkpoint of a run over the OpenAI
+// completions API, as vLLM serves it (see README.md): GET /v1/models, POST /v1/completions
+// (token-id or text prompts, per-token log-probs, seeds, return_tokens_as_token_ids), GET
+// /health.
+//
+// Concurrent requests that arrive within a short window (Options.Window, up to MaxBatch
+// prompts) are sampled together in one model.Sample call. Sampling is seeded per prompt, so a
+// response does not depend on what it was batched with: with the same seed, the server's
+// tokens and log-probs equal the in-process backend's bit for bit (log-probs are written with
+// float32 precision). The server polls LATEST and swaps in a new checkpoint atomically; a
+// batch is always served by one checkpoint, reported as drmas_policy_version.
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/drmas-dev/drmas/actors/openai"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// Defaults of Options' zero values.
+const (
+	DefaultWindow    = 5 * time.Millisecond
+	DefaultMaxBatch  = 64
+	DefaultPoll      = 3 * time.Second
+	DefaultMaxTokens = 16 // as vLLM and OpenAI
+	maxRequestBody   = 64 << 20
+)
+
+// Options configure a Server.
+type Options struct {
+	Bucket storage.Bucket
+	Run    string
+	// Model is the checkpoint's model to serve; empty = its only model.
+	Model string
+	// Name is the model name clients send; default Model.
+	Name string
+	// Window is how long the first queued request waits for others to share its Sample call;
+	// MaxBatch caps the prompts of one call.
+	Window   time.Duration
+	MaxBatch int
+	// Poll is how often LATEST is checked (default 3 s; < 0 = never).
+	Poll time.Duration
+	// Logf receives one-line notices (nil: discarded).
+	Logf func(format string, args ...any)
+}
+
+// Stats counts what the server did.
+type Stats struct {
+	Requests int64 // completion requests answered with 200
+	Prompts  int64 // prompts sampled
+	Batches  int64 // model.Sample calls
+	MaxBatch int64 // most prompts in one Sample call
+	Reloads  int64 // checkpoint swaps after the first load
+}
+
+type policy struct {
+	step int64
+	m    *model.Model
+}
+
+// Server serves one model of a run.
+type Server struct {
+	o       Options
+	cur     atomic.Pointer[policy]
+	queue   chan *item
+	stopped chan struct{}
+	created int64
+	ids     atomic.Int64
+
+	requests, prompts, batches, maxBatch, reloads atomic.Int64
+}
+
+// New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Bucket == nil || o.Run == "" {
+		return nil, errors.New("serve: a store and a run are needed")
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Poll == 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	set, err := checkpoints.Load(ctx, o.Bucket, o.Run, false, func(msg string) { o.Logf("serve: warning: %s", msg) })
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if o.Model == "" {
+		if len(set.Models) != 1 {
+			return nil, fmt.Errorf("serve: checkpoint step %d has models %s: choose one with --model", set.Step, strings.Join(set.ModelNames(), ", "))
+		}
+		o.Model = set.ModelNames()[0]
+	}
+	if o.Name == "" {
+		o.Name = o.Model
+	}
+	s := &Server{o: o, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix()}
+	if err := s.install(set); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) install(set *checkpoints.Set) error {
+	m, ok := set.Models[s.o.Model]
+	if !ok {
+		return fmt.Errorf("serve: checkpoint step %d has no model %q (it has %s)", set.Step, s.o.Model, strings.Join(set.ModelNames(), ", "))
+	}
+	if old := s.cur.Load(); old != nil && old.m.Config() != m.Config() {
+		return fmt.Errorf("serve: checkpoint step %d: model %s changed size (%+v → %+v): restart the server", set.Step, s.o.Model, old.m.Config(), m.Config())
+	}
+	s.cur.Store(&policy{step: set.Step, m: m})
+	return nil
+}
+
+// Name is the served model name.
+func (s *Server) Name() string { return s.o.Name }
+
+// Version is the checkpoint step being served.
+func (s *Server) Version() int64 { return s.cur.Load().step }
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load()}
+}
+
+// Reload loads LATEST if it names a step other than the one served, and swaps it in. It
+// reports whether it swapped.
+func (s *Server) Reload(ctx context.Context) (bool, error) {
+	step, err := checkpoints.ReadLatest(ctx, s.o.Bucket, s.o.Run)
+	if err != nil {
+		return false, err
+	}
+	if step == s.Version() {
+		return false, nil
+	}
+	set, err := checkpoints.LoadStep(ctx, s.o.Bucket, s.o.Run, step, false)
+	if err != nil {
+		return false, err
+	}
+	if err := s.install(set); err != nil {
+		return false, err
+	}
+	s.reloads.Add(1)
+	s.o.Logf("serve: now serving %s from checkpoint step %d", s.o.Model, step)
+	return true, nil
+}
+
+// Serve answers requests on ln until ctx is cancelled, then shuts down gracefully: it stops
+// accepting, lets in-flight requests finish (up to 30 s), and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	bctx, bcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.batcher(bctx) }()
+	if s.o.Poll > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.poll(ctx) }()
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.o.Logf("serve: model %s (checkpoint step %d of run %s) as %q on http://%s", s.o.Model, s.Version(), s.o.Run, s.o.Name, ln.Addr())
+	var err error
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = srv.Shutdown(sctx)
+		cancel()
+	case err = <-errc:
+	}
+	bcancel()
+	wg.Wait()
+	close(s.stopped)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// ListenAndServe listens on addr (host:port) and serves until ctx is cancelled.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+func (s *Server) poll(ctx context.Context) {
+	t := time.NewTicker(s.o.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.Reload(ctx); err != nil && ctx.Err() == nil {
+				s.o.Logf("serve: warning: reload: %v (still serving step %d)", err, s.Version())
+			}
+		}
+	}
+}
+
+// Handler returns the HTTP API. Requests need Serve (or Start) running to be answered.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.Name, "policy_version": s.Version()})
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		p := s.cur.Load()
+		v := p.step
+		writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: []openai.ModelCard{{
+			ID: s.o.Name, Object: "model", Created: s.created, OwnedBy: "drmas", MaxModelLen: p.m.Config().Context, DrmasPolicyVersion: &v,
+		}}})
+	})
+	mux.HandleFunc("POST /v1/completions", s.completions)
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "drmas serve has no chat endpoint: use /v1/completions with token-id prompts", "NotFoundError")
+	})
+	return mux
+}
+
+// item is one HTTP request's prompts waiting for a Sample call.
+type item struct {
+	reqs []model.SampleRequest
+	opts model.SampleOptions
+	done chan result
+}
+
+type result struct {
+	res  []model.SampleResult
+	step int64
+	err  error
+}
+
+func (s *Server) batcher(ctx context.Context) {
+	for {
+		var batch []*item
+		select {
+		case it := <-s.queue:
+			batch = append(batch, it)
+		case <-ctx.Done():
+			return
+		}
+		n := len(batch[0].reqs)
+		t := time.NewTimer(s.o.Window)
+	collect:
+		for n < s.o.MaxBatch {
+			select {
+			case it := <-s.queue:
+				batch = append(batch, it)
+				n += len(it.reqs)
+			case <-t.C:
+				break collect
+			case <-ctx.Done():
+				break collect
+			}
+		}
+		t.Stop()
+		s.run(ctx, batch)
+	}
+}
+
+type optsKey struct {
+	t, p float32
+	max  int
+}
+
+// run samples a window's items: one Sample call per distinct set of sampling options, all on
+// the same checkpoint.
+func (s *Server) run(ctx context.Context, batch []*item) {
+	p := s.cur.Load()
+	groups := map[optsKey][]*item{}
+	var order []optsKey
+	for _, it := range batch {
+		k := optsKey{it.opts.Temperature, it.opts.TopP, it.opts.MaxTokens}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	for _, k := range order {
+		items := groups[k]
+		var all []model.SampleRequest
+		for _, it := range items {
+			all = append(all, it.reqs...)
+		}
+		res, err := p.m.Sample(ctx, all, items[0].opts)
+		s.batches.Add(1)
+		s.prompts.Add(int64(len(all)))
+		for {
+			cur := s.maxBatch.Load()
+			if int64(len(all)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(all))) {
+				break
+			}
+		}
+		off := 0
+		for _, it := range items {
+			r := result{step: p.step, err: err}
+			if err == nil {
+				r.res = res[off : off+len(it.reqs)]
+			}
+			off += len(it.reqs)
+			it.done <- r
+		}
+	}
+}
+
+// httpError is a failure with its status.
+type httpError struct {
+	status int
+	typ    string
+	msg    string
+}
+
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{http.StatusBadRequest, "BadRequestError", fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req openai.CompletionRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON request: "+err.Error(), "BadRequestError")
+		return
+	}
+	p := s.cur.Load()
+	it, herr := s.parse(&req, p.m.Config())
+	if herr != nil {
+		writeError(w, herr.status, herr.msg, herr.typ)
+		return
+	}
+	select {
+	case s.queue <- it:
+	case <-r.Context().Done():
+		return
+	case <-s.stopped:
+		writeError(w, http.StatusServiceUnavailable, "server is shutting down", "ServiceUnavailableError")
+		return
+	}
+	var res result
+	select {
+	case res = <-it.done:
+	case <-r.Context().Done():
+		return
+	case <-s.stopped:
+		writeError(w, http.StatusServiceUnavailable, "server is shutting down", "ServiceUnavailableError")
+		return
+	}
+	if res.err != nil {
+		writeError(w, http.StatusInternalServerError, "sample: "+res.err.Error(), "InternalServerError")
+		return
+	}
+	s.requests.Add(1)
+	asIDs := req.ReturnTokensAsTokenIDs
+	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
+	out := openai.CompletionResponse{
+		ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(),
+		Model: s.o.Name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{}, DrmasPolicyVersion: &res.step,
+	}
+	for i, sr := range res.res {
+		c := openai.CompletionChoice{Index: i, FinishReason: &sr.FinishReason}
+		var text strings.Builder
+		lp := &openai.Logprobs{TextOffset: []int{}, TokenLogprobs: []openai.LogProb{}, Tokens: []string{}, TopLogprobs: []map[string]openai.LogProb{}}
+		for j, t := range sr.Tokens {
+			lp.TextOffset = append(lp.TextOffset, text.Len())
+			piece := model.TokenString(t)
+			if skip && model.IsSpecial(t) {
+				piece = ""
+			}
+			text.WriteString(piece)
+			tok := model.TokenString(t)
+			if asIDs {
+				tok = openai.TokenIDString(t)
+			}
+			v := openai.LogProb{V: sr.LogProbs[j]}
+			lp.Tokens = append(lp.Tokens, tok)
+			lp.TokenLogprobs = append(lp.TokenLogprobs, v)
+			lp.TopLogprobs = append(lp.TopLogprobs, map[string]openai.LogProb{tok: v})
+		}
+		c.Text = text.String()
+		if req.Logprobs != nil {
+			c.Logprobs = lp
+		}
+		out.Choices[i] = c
+		out.Usage.PromptTokens += len(it.reqs[i].Prompt)
+		out.Usage.CompletionTokens += len(sr.Tokens)
+	}
+	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parse validates a completion request and turns it into a queue item.
+func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *httpError) {
+	if req.Model != "" && req.Model != s.o.Name {
+		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", req.Model, s.o.Name)}
+	}
+	if req.Stream {
+		return nil, badRequest("stream is not supported")
+	}
+	if req.Echo {
+		return nil, badRequest("echo is not supported")
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, badRequest("n must be 1 (got %d)", *req.N)
+	}
+	if req.Logprobs != nil && *req.Logprobs < 0 {
+		return nil, badRequest("logprobs must be ≥ 0")
+	}
+	prompts, err := parsePrompt(req.Prompt)
+	if err != nil {
+		return nil, badRequest("prompt: %v", err)
+	}
+	o := model.SampleOptions{Temperature: 1, TopP: 1, MaxTokens: DefaultMaxTokens}
+	if req.Temperature != nil {
+		if *req.Temperature < 0 {
+			return nil, badRequest("temperature must be ≥ 0")
+		}
+		o.Temperature = float32(*req.Temperature)
+	}
+	if req.TopP != nil {
+		if !(*req.TopP > 0 && *req.TopP <= 1) {
+			return nil, badRequest("top_p must be in (0, 1]")
+		}
+		o.TopP = float32(*req.TopP)
+	}
+	if req.MaxTokens != nil {
+		if *req.MaxTokens < 1 {
+			return nil, badRequest("max_tokens must be ≥ 1")
+		}
+		o.MaxTokens = *req.MaxTokens
+	}
+	if req.DrmasSeeds != nil && len(req.DrmasSeeds) != len(prompts) {
+		return nil, badRequest("drmas_seeds has %d seeds for %d prompts", len(req.DrmasSeeds), len(prompts))
+	}
+	it := &item{opts: o, done: make(chan result, 1), reqs: make([]model.SampleRequest, len(prompts))}
+	for i, pr := range prompts {
+		if len(pr) == 0 {
+			return nil, badRequest("prompt %d is empty", i)
+		}
+		if len(pr) >= mc.Context {
+			return nil, badRequest("prompt %d has %d tokens; this model's maximum context length is %d tokens", i, len(pr), mc.Context)
+		}
+		for _, t := range pr {
+			if t < 0 || int(t) >= mc.Vocab {
+				return nil, badRequest("prompt %d: token id %d is out of vocabulary [0, %d)", i, t, mc.Vocab)
+			}
+		}
+		var seed uint64
+		switch {
+		case req.DrmasSeeds != nil:
+			seed = req.DrmasSeeds[i]
+		case req.Seed != nil:
+			seed = uint64(*req.Seed) // as vLLM: one seed for every prompt of the request
+		default:
+			seed = rand.Uint64()
+		}
+		it.reqs[i] = model.SampleRequest{Prompt: pr, Seed: seed}
+	}
+	return it, nil
+}
+
+// parsePrompt accepts a string, a list of strings, a list of token ids or a list of token-id
+// lists. Text is encoded with the built-in byte tokenizer, special-token names recognised.
+func parsePrompt(raw json.RawMessage) ([][]int32, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, errors.New("missing")
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return [][]int32{model.EncodeSpecial(str)}, nil
+	}
+	var ids []int32
+	if json.Unmarshal(raw, &ids) == nil {
+		if len(ids) == 0 {
+			return nil, errors.New("empty")
+		}
+		return [][]int32{ids}, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		out := make([][]int32, len(strs))
+		for i, s := range strs {
+			out[i] = model.EncodeSpecial(s)
+		}
+		if len(out) == 0 {
+			return nil, errors.New("empty")
+		}
+		return out, nil
+	}
+	var lists [][]int32
+	if err := json.Unmarshal(raw, &lists); err != nil {
+		return nil, errors.New("want a string, a list of strings, a list of token ids or a list of token-id lists")
+	}
+	if len(lists) == 0 {
+		return nil, errors.New("empty")
+	}
+	return lists, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg, typ string) {
+	writeJSON(w, status, openai.ErrorResponse{Error: openai.ErrorDetail{Message: msg, Type: typ, Code: status}})
+}

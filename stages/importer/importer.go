@@ -1,0 +1,336 @@
+// Package importer turns trajectories produced elsewhere (another RL framework) into a
+// committed rollout iteration of a run, so they can be reanalysed like drmas's own: normalized
+// with any estimator, joined with DuckDB, compared across runs.
+//
+// The input is one JSONL or Parquet file with one row per agent invocation (DESIGN §2):
+// required uid, traj_uid, agent, step, score; the other trajectory columns are optional with
+// defaults (see Columns). The whole file is validated before anything is written: every
+// problem is reported at once (the first MaxProblems, then a count) naming the file and the
+// JSONL line (from 1) or Parquet row (from 0), and on any problem the store is left untouched.
+//
+// Then rows are sorted by (uid, sample, step, agent in first-seen order), uids are assigned to
+// parts as contiguous ranges balanced by row count (a uid never split), and the parts are
+// written with shards.WriteTrajectories under commit.RolloutDir and committed with a "rollout"
+// manifest whose ConfigDigest is the sha256 of the input file and whose Params record the
+// source, "imported": "true" and the policy_version. Importing the same file again is a no-op;
+// importing other content into a committed iteration is a conflict (commit.ErrConflict), and
+// that is checked before any part is written. (Two imports of different files racing into the
+// same iteration can still both pass that check; the loser's Commit then fails with
+// ErrConflict, but its parts may have overwritten the winner's: commit.Verify detects it.
+// Do not run concurrent imports into one iteration.)
+//
+// Memory: the whole file and all its rows are held in memory (plus the encoded parts, which
+// are compressed): import is meant for files of up to a few GB. The Parquet reader never
+// allocates from the footer's counts beyond what the file size allows.
+package importer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages"
+)
+
+// DefaultDataSource is the data_source of rows whose input has none.
+const DefaultDataSource = "imported"
+
+// Formats.
+const (
+	JSONL   = "jsonl"
+	Parquet = "parquet"
+)
+
+// Options select what to import where.
+type Options struct {
+	// Path is the input file.
+	Path string
+	// Iteration is the iteration of the run (env.Config.Run) to commit the rollout as.
+	Iteration int
+	// Parts is the number of parts to write (0: rollout.parts of the config); fewer are
+	// written when the file has fewer uids.
+	Parts int
+	// Format is "jsonl" or "parquet"; empty: from the extension (.jsonl, .ndjson, .json;
+	// .parquet, .pq).
+	Format string
+	// ScoreColumn names the input column read as score (default "score"), e.g. "reward".
+	ScoreColumn string
+}
+
+// Result summarises an import.
+type Result struct {
+	Dir           string // the committed rollout folder
+	Skipped       bool   // the same file was already imported there: nothing written
+	Rows          int64
+	Parts         int
+	Groups        int // distinct uids
+	Trajectories  int // distinct traj_uids
+	Agents        []string
+	PolicyVersion int64  // the largest policy_version
+	SHA256        string // of the input file
+}
+
+// Column describes an accepted input column, for help texts.
+type Column struct {
+	Name     string
+	Type     string
+	Required bool
+}
+
+// Columns lists the accepted input columns in their canonical order.
+func Columns() []Column {
+	var out []Column
+	for _, c := range columns("score") {
+		out = append(out, Column{Name: c.name, Type: c.kind.String(), Required: c.required})
+	}
+	return out
+}
+
+// DetectFormat resolves the format of path: explicit if given, else from the extension.
+func DetectFormat(path, explicit string) (string, error) {
+	switch strings.ToLower(explicit) {
+	case JSONL:
+		return JSONL, nil
+	case Parquet:
+		return Parquet, nil
+	case "":
+	default:
+		return "", fmt.Errorf("unknown format %q (want jsonl or parquet)", explicit)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl", ".ndjson", ".json":
+		return JSONL, nil
+	case ".parquet", ".pq":
+		return Parquet, nil
+	}
+	return "", fmt.Errorf("%s: cannot tell the format from the extension (want .jsonl or .parquet, or give --format)", path)
+}
+
+// read parses and validates an input file. It returns the records in file order, the agents
+// in first-seen order, or a *ValidationError.
+func read(ctx context.Context, data []byte, path, format, scoreCol string) ([]rec, []string, error) {
+	cols := columns(scoreCol)
+	p := &problems{e: ValidationError{File: path, Unit: "line"}}
+	if format == Parquet {
+		p.e.Unit = "row"
+	}
+	c := newChecker(p.e.Unit, p)
+	var (
+		recs []rec
+		err  error
+	)
+	if format == Parquet {
+		recs, err = readParquet(ctx, data, path, cols, p, c)
+	} else {
+		recs, err = readJSONL(ctx, data, cols, p, c)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.e.Total == 0 && len(recs) == 0 {
+		p.add(-1, "no rows")
+	}
+	if err := p.err(); err != nil {
+		return nil, nil, err
+	}
+	return recs, c.agents, nil
+}
+
+// Run imports o.Path as the rollout of iteration o.Iteration of env.Config.Run.
+func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	cfg := env.Config
+	if err := commit.ValidateRunName(cfg.Run); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	if o.Iteration < 0 || o.Iteration > math.MaxInt32 {
+		return nil, fmt.Errorf("import: iteration %d is out of range", o.Iteration)
+	}
+	if o.Parts < 0 {
+		return nil, fmt.Errorf("import: parts %d is negative", o.Parts)
+	}
+	format, err := DetectFormat(o.Path, o.Format)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	scoreCol := o.ScoreColumn
+	if scoreCol == "" {
+		scoreCol = "score"
+	}
+	for _, c := range columns("score")[1:] {
+		if c.name == scoreCol && c.kind != kFloat {
+			return nil, fmt.Errorf("import: score column %q is an input column of another type (%s)", scoreCol, c.kind)
+		}
+	}
+	data, err := os.ReadFile(o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	recs, agents, err := read(ctx, data, o.Path, format, scoreCol)
+	if err != nil {
+		return nil, err
+	}
+
+	// Sort by (uid, sample, step, agent order); the key is unique (no duplicate
+	// (traj_uid, step, agent), and traj_uid ↔ (uid, sample) is one-to-one).
+	agentCode := make(map[string]int, len(agents))
+	for i, a := range agents {
+		agentCode[a] = i
+	}
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(x, y int) bool {
+		a, b := &recs[idx[x]].row, &recs[idx[y]].row
+		if a.UID != b.UID {
+			return a.UID < b.UID
+		}
+		if a.Sample != b.Sample {
+			return a.Sample < b.Sample
+		}
+		if a.Step != b.Step {
+			return a.Step < b.Step
+		}
+		return agentCode[a.Agent] < agentCode[b.Agent]
+	})
+	rows := make([]shards.Row, len(recs))
+	res := &Result{Dir: commit.RolloutDir(cfg.Run, o.Iteration), Rows: int64(len(rows)), Agents: agents, SHA256: commit.Digest(data)}
+	trajs := map[string]bool{}
+	var groupRows []int // rows per uid, in sorted order
+	for i, j := range idx {
+		rows[i] = recs[j].row
+		rows[i].Run = cfg.Run
+		rows[i].Iteration = int32(o.Iteration)
+		res.PolicyVersion = max(res.PolicyVersion, rows[i].PolicyVersion)
+		trajs[rows[i].TrajUID] = true
+		if i == 0 || rows[i].UID != rows[i-1].UID {
+			groupRows = append(groupRows, 0)
+		}
+		groupRows[len(groupRows)-1]++
+	}
+	recs = nil
+	res.Groups, res.Trajectories = len(groupRows), len(trajs)
+
+	parts := o.Parts
+	if parts == 0 {
+		parts = max(cfg.Rollout.Parts, 1)
+	}
+	parts = min(parts, len(groupRows))
+	res.Parts = parts
+	bounds := Partition(groupRows, parts)
+	var (
+		files   []commit.File
+		encoded [][]byte
+	)
+	lo := 0
+	for p := 0; p < parts; p++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hi := lo
+		for g := bounds[p]; g < bounds[p+1]; g++ {
+			hi += groupRows[g]
+		}
+		part := rows[lo:hi]
+		for i := range part {
+			part[i].RowID = shards.RowID(p, i)
+		}
+		var buf bytes.Buffer
+		if err := shards.WriteTrajectories(&buf, p, part); err != nil {
+			return nil, fmt.Errorf("import %s part %d: %w", o.Path, p, err)
+		}
+		encoded = append(encoded, buf.Bytes())
+		files = append(files, commit.File{Name: shards.PartName(p, parts), Rows: int64(len(part)),
+			Bytes: int64(buf.Len()), SHA256: commit.Digest(buf.Bytes())})
+		lo = hi
+	}
+	iter := o.Iteration
+	m := &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
+		Rows: res.Rows, Files: files, ConfigDigest: res.SHA256,
+		Params: map[string]string{
+			"source": filepath.Base(o.Path), "imported": "true",
+			"policy_version": strconv.FormatInt(res.PolicyVersion, 10),
+		},
+	}
+	want, err := commit.Encode(m)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+	}
+
+	// Check for a committed iteration before writing: overwriting the parts of a committed
+	// folder with other content would corrupt it.
+	old, oldSHA, err := commit.Read(ctx, env.Bucket, res.Dir)
+	switch {
+	case err == nil && oldSHA == commit.Digest(want):
+		env.Logf("import %s: already imported as %s", o.Path, res.Dir)
+		res.Skipped = true
+		return res, nil
+	case err == nil:
+		return nil, fmt.Errorf("import %s: %s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts): import into another --iter or --run: %w",
+			o.Path, res.Dir, describeManifest(old), res.SHA256, res.Rows, parts, commit.ErrConflict)
+	case !errors.Is(err, commit.ErrNotCommitted):
+		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+	}
+	for p, data := range encoded {
+		if _, err := commit.PutFile(ctx, env.Bucket, res.Dir, files[p].Name, data, files[p].Rows); err != nil {
+			return nil, fmt.Errorf("import %s: %w", o.Path, err)
+		}
+	}
+	if _, err := commit.Commit(ctx, env.Bucket, res.Dir, m); err != nil {
+		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+	}
+	env.Logf("import %s: %d rows, %d uids, %d trajectories, agents %s → %s (%d parts)",
+		o.Path, res.Rows, res.Groups, res.Trajectories, strings.Join(agents, ","), res.Dir, parts)
+	return res, nil
+}
+
+func describeManifest(m *commit.Manifest) string {
+	if m.Params["imported"] == "true" {
+		return fmt.Sprintf("imported from %s, sha256 %.12s, %d rows, %d parts", m.Params["source"], m.ConfigDigest, m.Rows, len(m.Files))
+	}
+	return fmt.Sprintf("a %s of %d rows in %d parts, not imported", m.Kind, m.Rows, len(m.Files))
+}
+
+// Partition splits groups (given their row counts, in order) into parts contiguous ranges
+// balanced by row count: part p holds groups [b[p], b[p+1]). Every part gets at least one
+// group; parts must be in [1, len(rows)].
+func Partition(rows []int, parts int) []int {
+	g := len(rows)
+	cum := make([]int64, g+1)
+	for i, n := range rows {
+		cum[i+1] = cum[i] + int64(n)
+	}
+	total := cum[g]
+	b := make([]int, parts+1)
+	b[parts] = g
+	dist := func(j, p int) int64 {
+		d := cum[j]*int64(parts) - int64(p)*total
+		if d < 0 {
+			return -d
+		}
+		return d
+	}
+	for p := 1; p < parts; p++ {
+		best := b[p-1] + 1
+		for j := best; j <= g-(parts-p); j++ {
+			if dist(j, p) < dist(best, p) {
+				best = j
+			}
+			if cum[j]*int64(parts) >= int64(p)*total {
+				break
+			}
+		}
+		b[p] = best
+	}
+	return b
+}
