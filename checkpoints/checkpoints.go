@@ -6,7 +6,8 @@
 // sizes, sha256, step, parent step, config digest) written last: a step is visible only once
 // complete. LATEST names the newest complete step and is written after the manifest; it never
 // moves backwards. Readers verify sizes and hashes and fall back to the previous complete step
-// with a warning when the newest is damaged. Retention never deletes the step LATEST names.
+// with a warning when the newest is damaged. Retention never deletes the step LATEST names, nor
+// step 0.
 package checkpoints
 
 import (
@@ -51,36 +52,56 @@ func (s *Set) ModelNames() []string {
 
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
 // step that is already committed with identical bytes is a no-op (a rerun); with different
-// bytes it is a conflict.
+// bytes it is a conflict, and nothing of the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
-	var files []commit.File
+	type file struct {
+		name string
+		data []byte
+	}
+	var out []file
 	for _, name := range s.ModelNames() {
 		var buf bytes.Buffer
 		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
 			return "", fmt.Errorf("encode model %s: %w", name, err)
 		}
-		f, err := commit.PutFile(ctx, b, dir, name+"/model.safetensors", buf.Bytes(), 0)
-		if err != nil {
-			return "", err
-		}
-		files = append(files, f)
+		out = append(out, file{name + "/model.safetensors", buf.Bytes()})
 		if o := s.Optims[name]; o != nil {
-			buf.Reset()
+			var buf bytes.Buffer
 			if err := o.SaveSafetensors(&buf); err != nil {
 				return "", fmt.Errorf("encode optimizer %s: %w", name, err)
 			}
-			f, err := commit.PutFile(ctx, b, dir, name+"/optim.safetensors", buf.Bytes(), 0)
-			if err != nil {
-				return "", err
-			}
-			files = append(files, f)
+			out = append(out, file{name + "/optim.safetensors", buf.Bytes()})
 		}
 	}
 	step, parent := s.Step, s.Parent
-	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, Files: files, ConfigDigest: configDigest}
+	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest}
 	if parent >= 0 {
 		m.Parent = &parent
+	}
+	for _, f := range out {
+		m.Files = append(m.Files, commit.File{Name: f.name, Bytes: int64(len(f.data)), SHA256: commit.Digest(f.data)})
+	}
+	want, err := commit.Encode(m)
+	if err != nil {
+		return "", err
+	}
+	if old, sha, err := commit.Read(ctx, b, dir); err == nil {
+		have, err := commit.Encode(old)
+		if err != nil {
+			return "", err
+		}
+		if !bytes.Equal(have, want) {
+			return "", fmt.Errorf("publish checkpoint step %d: already committed with different content: %w", s.Step, commit.ErrConflict)
+		}
+		return sha, SetLatest(ctx, b, run, s.Step)
+	} else if !errors.Is(err, commit.ErrNotCommitted) {
+		return "", err
+	}
+	for _, f := range out {
+		if _, err := commit.PutFile(ctx, b, dir, f.name, f.data, 0); err != nil {
+			return "", err
+		}
 	}
 	sha, err := commit.Commit(ctx, b, dir, m)
 	if err != nil {
@@ -246,7 +267,8 @@ func Load(ctx context.Context, b storage.Bucket, run string, withOptim bool, war
 	return nil, fmt.Errorf("run %s: %w (run `drmas run-stage warmup` first)", run, ErrNone)
 }
 
-// Retain deletes committed steps older than the newest keep, never the one LATEST names. A
+// Retain deletes committed steps older than the newest keep, never the one LATEST names and
+// never step 0 (the warm-up checkpoint: the KL reference and the start of every ablation). A
 // step's manifest is deleted first, so a crash mid-delete leaves an uncommitted folder that
 // readers ignore, never a committed one with missing files.
 func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int64, error) {
@@ -261,7 +283,7 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 	var deleted []int64
 	for i := 0; i+keep < len(steps); i++ {
 		s := steps[i]
-		if lerr == nil && s == latest {
+		if s == 0 || (lerr == nil && s == latest) {
 			continue
 		}
 		dir := commit.CheckpointDir(run, s)

@@ -42,7 +42,13 @@ func Config(t testing.TB) *configs.Config {
 	c.Normalize.Estimators = append([]string(nil), Estimators...)
 	c.Learn.Estimator = Estimators[0]
 	c.Evaluate.Every = 1
-	c.Rollout.MaxTokens = 12
+	// Enough warm-up that the policy sometimes answers validly and correctly, so rewards,
+	// advantages and grad norms vary (about 1.5 s).
+	c.Models = map[string]configs.Model{"m1": {Dim: 32, Layers: 1, Heads: 2, Context: 96, FFMult: 2, TiedHead: true}}
+	c.Warmup.Steps = 150
+	c.Warmup.Batch = 16
+	c.Warmup.LR = 1e-2
+	c.Rollout.MaxTokens = 16
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -54,5 +54,6 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	pf.Uint64("seed", 0, "run seed (key: seed)")
 	pf.BoolP("quiet", "q", false, "no progress bars")
 	root.AddCommand(newVersionCmd(), newConfigCmd(), newRunStageCmd(), newRunCmd(), newImportCmd())
+	root.AddCommand(newServeCmd())
 	return root
 }

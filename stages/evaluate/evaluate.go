@@ -11,12 +11,14 @@ import (
 	"strconv"
 
 	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/workflows"
 )
 
@@ -41,18 +43,24 @@ type ResultRow struct {
 func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	cfg := env.Config
 	b := env.Bucket
+	step := o.Step
+	if step < 0 {
+		latest, err := checkpoints.ReadLatest(ctx, b, cfg.Run)
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		step = latest
+	}
+	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
+	// itself may since have been removed by retention).
+	if rows, err := read(ctx, b, commit.EvalDir(cfg.Run, step)); err == nil {
+		return rows, nil
+	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	dir := commit.EvalDir(cfg.Run, set.Step)
-	if m, _, err := commit.Read(ctx, b, dir); err == nil {
-		data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
-		if err != nil {
-			return nil, err
-		}
-		return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
-	}
 	wf, err := stages.Workflow(cfg)
 	if err != nil {
 		return nil, err
@@ -91,7 +99,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	step := set.Step
+	step = set.Step
 	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
 		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows)), Files: []commit.File{f},
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
@@ -101,6 +109,22 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// read returns the committed evaluation in dir.
+func read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error) {
+	m, _, err := commit.Read(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Files) != 1 {
+		return nil, fmt.Errorf("%s: manifest lists %d files, want 1", dir, len(m.Files))
+	}
+	data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
+	if err != nil {
+		return nil, err
+	}
+	return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
 }
 
 // Summarize computes avg@k and pass@k per data source, plus an "all" row.

@@ -3,7 +3,12 @@
 package stagetest
 
 import (
+	"bytes"
+	"context"
 	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/shards"
 
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/stages"
@@ -61,4 +66,40 @@ func EnvAt(t testing.TB, cfg *configs.Config, dir string) *stages.Env {
 	c := *cfg
 	c.Store = dir
 	return &stages.Env{Bucket: b, Config: &c}
+}
+
+// WriteRollout commits parts (already numbered with shards.RowID) as iteration iter's rollout,
+// bypassing the writer's checks when raw is true (to plant malformed rows).
+func WriteRollout(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row, raw bool) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.RolloutDir(env.Config.Run, iter)
+	var files []commit.File
+	var rows int64
+	for p, part := range parts {
+		var data []byte
+		var err error
+		if raw {
+			data, err = shards.EncodeTable(part)
+		} else {
+			var buf bytes.Buffer
+			err = shards.WriteTrajectories(&buf, p, part)
+			data = buf.Bytes()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := commit.PutFile(ctx, env.Bucket, dir, shards.PartName(p, len(parts)), data, int64(len(part)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		rows += int64(len(part))
+	}
+	if _, err := commit.Commit(ctx, env.Bucket, dir, &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: env.Config.Run, Iteration: &iter, Rows: rows, Files: files,
+		Params: map[string]string{"policy_version": "0"},
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,160 @@
+package checkpoints_test
+
+import (
+	"context"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+func newSet(t *testing.T, step int64, seed uint64) *checkpoints.Set {
+	t.Helper()
+	cfg := model.DefaultConfig()
+	cfg.Dim, cfg.Layers, cfg.Heads, cfg.Context, cfg.FFMult = 8, 1, 2, 16, 2
+	m, err := model.New(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &checkpoints.Set{Step: step, Parent: step - 1, Models: map[string]*model.Model{"m1": m},
+		Optims: map[string]*model.AdamW{"m1": model.NewAdamW(m, model.DefaultAdamWConfig())}}
+}
+
+func store(t *testing.T) storage.Bucket {
+	t.Helper()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestPublishLoadAndLatest(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	if _, err := checkpoints.Load(ctx, b, "r", false, nil); err == nil {
+		t.Fatal("loaded from an empty run")
+	}
+	for step := int64(0); step < 3; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, uint64(step)), "digest"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != step {
+			t.Fatalf("LATEST %d %v after publishing %d", got, err, step)
+		}
+	}
+	// Republishing identical bytes is a no-op; different bytes for a committed step conflict.
+	if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 2), "digest"); err != nil {
+		t.Fatalf("identical republish: %v", err)
+	}
+	if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 99), "digest"); err == nil {
+		t.Fatal("a different checkpoint for a committed step was accepted")
+	}
+	// LATEST never moves backwards.
+	if err := checkpoints.SetLatest(ctx, b, "r", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoints.ReadLatest(ctx, b, "r"); got != 2 {
+		t.Fatalf("LATEST moved back to %d", got)
+	}
+	if err := checkpoints.SetLatest(ctx, b, "r", 7); err == nil {
+		t.Fatal("LATEST pointed at an uncommitted step")
+	}
+	s, err := checkpoints.Load(ctx, b, "r", true, nil)
+	if err != nil || s.Step != 2 || s.Parent != 1 || s.Optims["m1"] == nil {
+		t.Fatalf("load: %+v %v", s, err)
+	}
+	want := newSet(t, 2, 2).Models["m1"].Params()
+	for i, p := range s.Models["m1"].Params() {
+		for j := range p.Data {
+			if p.Data[j] != want[i].Data[j] {
+				t.Fatalf("param %s differs after load", p.Name)
+			}
+		}
+	}
+}
+
+func TestLoadFallsBackFromDamagedLatest(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 3; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, uint64(step)), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damage step 2's weights (same size, different bytes).
+	key := path.Join(commit.CheckpointDir("r", 2), "m1/model.safetensors")
+	data, err := storage.ReadAll(ctx, b, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := storage.PutBytes(ctx, b, key, data); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	s, err := checkpoints.Load(ctx, b, "r", false, func(w string) { warnings = append(warnings, w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Step != 1 || len(warnings) != 1 || !strings.Contains(warnings[0], "step 2") {
+		t.Fatalf("loaded step %d with warnings %q; want a fallback to step 1 with one warning about step 2", s.Step, warnings)
+	}
+	// A step whose manifest is missing is invisible, whatever files it has.
+	if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := checkpoints.Steps(ctx, b, "r"); len(steps) != 2 || steps[0] != 0 || steps[1] != 2 {
+		t.Fatalf("steps %v", steps)
+	}
+	if s, err := checkpoints.Load(ctx, b, "r", false, nil); err != nil || s.Step != 0 {
+		t.Fatalf("want fallback to step 0, got %+v %v", s, err)
+	}
+}
+
+func TestRetain(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 6; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, 1), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted, err := checkpoints.Retain(ctx, b, "r", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, _ := checkpoints.Steps(ctx, b, "r")
+	if len(deleted) != 3 || len(steps) != 3 || steps[0] != 0 || steps[1] != 4 || steps[2] != 5 {
+		t.Fatalf("deleted %v, left %v; want step 0 (warm-up) and the last 2 kept", deleted, steps)
+	}
+	var left []string
+	_ = b.Iter(ctx, commit.CheckpointDir("r", 2)+"/", func(k string) error { left = append(left, k); return nil })
+	if len(left) != 0 {
+		t.Fatalf("files of deleted step 2 left: %v", left)
+	}
+	// LATEST is never deleted, even when older than keep allows.
+	b2 := store(t)
+	for step := int64(0); step < 3; step++ {
+		if _, err := checkpoints.Publish(ctx, b2, "r", newSet(t, step, 1), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b2.Delete(ctx, commit.LatestKey("r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoints.SetLatest(ctx, b2, "r", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoints.Retain(ctx, b2, "r", 1); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := checkpoints.Steps(ctx, b2, "r"); len(steps) != 3 {
+		t.Fatalf("retention deleted LATEST or step 0: left %v", steps)
+	}
+}

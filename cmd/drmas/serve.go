@@ -1,0 +1,52 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/drmas-dev/drmas/serve"
+)
+
+func newServeCmd() *cobra.Command {
+	var o serve.Options
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the run's LATEST checkpoint over the OpenAI completions API (as vLLM does)",
+		Long: `Serves one model of the built-in policy — the checkpoint LATEST names in the run's store — on
+an OpenAI-compatible API, as vLLM serves it:
+
+  GET  /v1/models         the served model (max_model_len, drmas_policy_version)
+  POST /v1/completions    prompt: token ids, a list of token-id lists, text or texts;
+                          max_tokens, temperature, top_p, seed, logprobs,
+                          return_tokens_as_token_ids, skip_special_tokens, drmas_seeds
+  GET  /health
+
+Requests that arrive within --window share one batched sampling call (up to --max-batch
+prompts); sampling is seeded per prompt, so results do not depend on batching and equal the
+in-process backend's for the same seed. LATEST is polled every --poll and a new checkpoint is
+swapped in atomically. Point a model's backend at it with backend: openai and
+openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			o.Bucket, o.Run, o.Logf = env.Bucket, env.Config.Run, env.Logf
+			s, err := serve.New(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return s.ListenAndServe(cmd.Context(), addr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "model id of the checkpoint to serve (default: its only model)")
+	f.StringVar(&o.Name, "served-model-name", "", "model name clients send (default: --model)")
+	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address host:port")
+	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request waits for others to batch with")
+	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
+	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never)")
+	return cmd
+}

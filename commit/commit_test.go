@@ -1,0 +1,130 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+func bucket(t *testing.T) storage.Bucket {
+	t.Helper()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func manifest(t *testing.T, ctx context.Context, b storage.Bucket, dir string, payload string) *commit.Manifest {
+	t.Helper()
+	f, err := commit.PutFile(ctx, b, dir, "part-00000-of-00001.parquet", []byte(payload), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := 4
+	return &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, Rows: 3, Files: []commit.File{f}}
+}
+
+func TestCommitIsIdempotentAndDetectsConflicts(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 4)
+	if ok, _ := commit.IsCommitted(ctx, b, dir); ok {
+		t.Fatal("committed before the manifest exists")
+	}
+	if _, _, err := commit.Read(ctx, b, dir); !errors.Is(err, commit.ErrNotCommitted) {
+		t.Fatalf("want ErrNotCommitted, got %v", err)
+	}
+	m := manifest(t, ctx, b, dir, "abc")
+	sha, err := commit.Commit(ctx, b, dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := commit.Commit(ctx, b, dir, manifest(t, ctx, b, dir, "abc"))
+	if err != nil || again != sha {
+		t.Fatalf("identical recommit: %v (sha %s vs %s)", err, again, sha)
+	}
+	other := *m
+	other.Files = []commit.File{{Name: m.Files[0].Name, Rows: 3, Bytes: 3, SHA256: commit.Digest([]byte("abd"))}}
+	if _, err := commit.Commit(ctx, b, dir, &other); !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("want ErrConflict, got %v", err)
+	}
+	got, gotSHA, err := commit.Read(ctx, b, dir)
+	if err != nil || gotSHA != sha || got.Files[0].SHA256 != m.Files[0].SHA256 {
+		t.Fatalf("read back %+v %s %v", got, gotSHA, err)
+	}
+	if err := commit.Verify(ctx, b, dir, got, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyAndReadFileDetectDamage(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 1)
+	m := manifest(t, ctx, b, dir, "abc")
+	if _, err := commit.Commit(ctx, b, dir, m); err != nil {
+		t.Fatal(err)
+	}
+	key := dir + "/" + m.Files[0].Name
+	if err := storage.PutBytes(ctx, b, key, []byte("abd")); err != nil { // same size
+		t.Fatal(err)
+	}
+	if err := commit.Verify(ctx, b, dir, m, false); err != nil {
+		t.Fatalf("shallow verify checks sizes only: %v", err)
+	}
+	if err := commit.Verify(ctx, b, dir, m, true); err == nil || !strings.Contains(err.Error(), key) {
+		t.Fatalf("deep verify missed changed bytes: %v", err)
+	}
+	if _, err := commit.ReadFile(ctx, b, dir, m.Files[0]); err == nil {
+		t.Fatal("ReadFile returned damaged bytes")
+	}
+	if err := storage.PutBytes(ctx, b, key, []byte("abcd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.Verify(ctx, b, dir, m, false); err == nil || !strings.Contains(err.Error(), "4 bytes, manifest says 3") {
+		t.Fatalf("size change not reported: %v", err)
+	}
+}
+
+func TestDecodeRejectsBadManifests(t *testing.T) {
+	good := `{"kind":"rollout","schema_version":1,"run":"r","rows":1,"files":[{"name":"a","rows":1,"bytes":1,"sha256":"` + strings.Repeat("ab", 32) + `"}]}`
+	if _, err := commit.Decode([]byte(good), "m"); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"unknown field": strings.Replace(good, `"rows":1,"files"`, `"rows":1,"extra":2,"files"`, 1),
+		"rows mismatch": strings.Replace(good, `"rows":1,"files"`, `"rows":5,"files"`, 1),
+		"bad sha":       strings.Replace(good, strings.Repeat("ab", 32), "xyz", 1),
+		"bad run":       strings.Replace(good, `"run":"r"`, `"run":"../x"`, 1),
+		"bad key":       strings.Replace(good, `"name":"a"`, `"name":"../a"`, 1),
+		"trailing":      good + "{}",
+		"not json":      "PAR1PAR1",
+		"empty":         "",
+	}
+	for name, in := range cases {
+		if _, err := commit.Decode([]byte(in), "m.json"); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "m.json") {
+			t.Errorf("%s: error does not name the file: %v", name, err)
+		}
+	}
+}
+
+func TestRunNames(t *testing.T) {
+	for _, ok := range []string{"demo", "a.b-c_d", "R2"} {
+		if err := commit.ValidateRunName(ok); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "..", "a/b", "a..b", ".x", "-x", "a b", strings.Repeat("x", 129)} {
+		if err := commit.ValidateRunName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

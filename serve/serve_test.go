@@ -1,0 +1,487 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/actors/openai"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/serve"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/stages/warmup"
+)
+
+// start runs a drmas serve on a free 127.0.0.1 port until the test ends.
+func start(t *testing.T, o serve.Options) (*serve.Server, string) {
+	t.Helper()
+	s, err := serve.New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s, "http://" + ln.Addr().String()
+}
+
+// warm returns an environment on a fresh store with checkpoint step 0 published.
+func warm(t *testing.T, cfg *configs.Config) *stages.Env {
+	t.Helper()
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func viaHTTP(cfg *configs.Config, url string, o configs.OpenAI) *configs.Config {
+	c := *cfg
+	c.Models = map[string]configs.Model{}
+	for id, m := range cfg.Models {
+		m.Backend = configs.BackendOpenAI
+		m.OpenAI = o
+		m.OpenAI.Endpoint = url
+		c.Models[id] = m
+	}
+	return &c
+}
+
+func readRollout(t *testing.T, env *stages.Env) (*commit.Manifest, []shards.Row) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.RolloutDir(env.Config.Run, 0)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []shards.Row
+	for _, f := range m.Files {
+		data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r...)
+	}
+	return m, rows
+}
+
+// TestRolloutThroughServeMatchesLocal rolls out the same iteration in process and through
+// drmas serve (one request per prompt, and batched requests): same rows, same bytes.
+func TestRolloutThroughServeMatchesLocal(t *testing.T) {
+	ctx := context.Background()
+	for _, wf := range []string{"math", "search"} {
+		t.Run(wf, func(t *testing.T) {
+			cfg := stagetest.Config(t, wf)
+			local := warm(t, cfg)
+			if _, err := rollout.Run(ctx, local, rollout.Options{Step: stages.LatestStep}); err != nil {
+				t.Fatal(err)
+			}
+			wantM, want := readRollout(t, local)
+			for _, mode := range []struct {
+				name string
+				o    configs.OpenAI
+			}{
+				{"per-prompt", configs.OpenAI{Concurrency: 8}},
+				{"batched", configs.OpenAI{Batch: true, MaxBatch: 64, Concurrency: 2}},
+			} {
+				t.Run(mode.name, func(t *testing.T) {
+					srv, url := start(t, serve.Options{Bucket: local.Bucket, Run: cfg.Run, Poll: -1})
+					remote := warm(t, viaHTTP(cfg, url, mode.o))
+					if _, err := rollout.Run(ctx, remote, rollout.Options{Step: stages.LatestStep}); err != nil {
+						t.Fatal(err)
+					}
+					gotM, got := readRollout(t, remote)
+					if len(got) != len(want) || len(want) == 0 {
+						t.Fatalf("%d rows through HTTP, %d in process", len(got), len(want))
+					}
+					tokens := 0
+					for i := range want {
+						w, g := want[i], got[i]
+						if !reflect.DeepEqual(w.ResponseIDs, g.ResponseIDs) || !reflect.DeepEqual(w.PromptIDs, g.PromptIDs) {
+							t.Fatalf("row %d: tokens differ:\nlocal %v\nhttp  %v", i, w.ResponseIDs, g.ResponseIDs)
+						}
+						for j := range w.ResponseLogprobs {
+							if w.ResponseLogprobs[j] != g.ResponseLogprobs[j] {
+								t.Fatalf("row %d token %d: log-prob %v through HTTP, %v in process", i, j, g.ResponseLogprobs[j], w.ResponseLogprobs[j])
+							}
+						}
+						if !reflect.DeepEqual(w, g) {
+							t.Fatalf("row %d differs:\nlocal %+v\nhttp  %+v", i, w, g)
+						}
+						tokens += len(g.ResponseIDs)
+					}
+					for i := range wantM.Files {
+						if wantM.Files[i].SHA256 != gotM.Files[i].SHA256 {
+							t.Errorf("part %d: sha256 differs between local and HTTP rollouts", i)
+						}
+					}
+					st := srv.Stats()
+					t.Logf("%s %s: %d rows, %d tokens identical; server: %d requests, %d prompts in %d Sample calls (largest %d)",
+						wf, mode.name, len(got), tokens, st.Requests, st.Prompts, st.Batches, st.MaxBatch)
+					if st.Prompts != int64(len(got)) {
+						t.Errorf("server sampled %d prompts for %d rows", st.Prompts, len(got))
+					}
+					if st.Batches >= st.Prompts || st.MaxBatch < 2 {
+						t.Errorf("no batching: %+v", st)
+					}
+					if mode.o.Batch && st.Requests >= st.Prompts {
+						t.Errorf("batched mode sent %d requests for %d prompts", st.Requests, st.Prompts)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestBackendPlanDescribesSharing(t *testing.T) {
+	env := warm(t, stagetest.Config(t, "math"))
+	cfg := env.Config
+	// An external model (no sizes, no checkpoint) on a vLLM server, next to the local one.
+	cfg.Models["m2"] = configs.Model{Backend: "openai", OpenAI: configs.OpenAI{Endpoint: "http://127.0.0.1:9/v1", Model: "qwen", Concurrency: 4}}
+	cfg.Agents["verifier"] = configs.Agent{Model: "m2"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := stages.LoadPolicy(context.Background(), env, stages.LatestStep, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	env.Log = &log
+	bes, err := stages.BackendsLogged(env, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "model m1 (local, step 0): solver\nmodel m2 (openai http://127.0.0.1:9, model qwen, concurrency 4): verifier\n"
+	if log.String() != want {
+		t.Fatalf("plan:\n%s\nwant:\n%s", log.String(), want)
+	}
+	if bes["solver"].Model() != "m1" || bes["verifier"].Model() != "m2" {
+		t.Fatal("wrong mapping")
+	}
+}
+
+func post(t *testing.T, url string, body any) (int, map[string]any) {
+	t.Helper()
+	data, ok := body.([]byte)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Post(url, "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: not JSON: %s", url, raw)
+	}
+	return resp.StatusCode, m
+}
+
+// shape is a JSON value's structure: object keys (recursively, first array element), types.
+func shape(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = shape(e)
+		}
+		return out
+	case []any:
+		if len(x) == 0 {
+			return []any{}
+		}
+		return []any{shape(x[0])}
+	case nil:
+		return nil
+	default:
+		return reflect.TypeOf(x).String()
+	}
+}
+
+// covers reports the fixture keys (a path) missing from got's shape, ignoring null fixture
+// values (optional fields) and fields vLLM adds that OpenAI clients ignore.
+func covers(want, got any, path string, optional map[string]bool) []string {
+	var missing []string
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{path + " (not an object)"}
+		}
+		for k, wv := range w {
+			if wv == nil || optional[k] || strings.HasPrefix(k, openai.TokenIDPrefix) {
+				continue
+			}
+			gv, ok := g[k]
+			if !ok {
+				missing = append(missing, path+"."+k)
+				continue
+			}
+			missing = append(missing, covers(wv, gv, path+"."+k, optional)...)
+		}
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return []string{path + " (not an array)"}
+		}
+		if len(w) > 0 && len(g) > 0 {
+			missing = append(missing, covers(w[0], g[0], path+"[]", optional)...)
+		}
+	default:
+		if want != got {
+			missing = append(missing, path+" is "+toString(got)+", want "+toString(want))
+		}
+	}
+	return missing
+}
+
+func toString(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "actors", "openai", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func decodeShape(t *testing.T, data []byte) any {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return shape(v)
+}
+
+// TestServerSpeaksVLLM sends the documented vLLM request to drmas serve and checks that the
+// answer has the documented response shape; also /v1/models, /health and errors.
+func TestServerSpeaksVLLM(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	_, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1})
+	optional := map[string]bool{"service_tier": true, "system_fingerprint": true, "kv_transfer_params": true, "stop_reason": true, "prompt_logprobs": true, "prompt_tokens_details": true, "root": true, "permission": true}
+
+	status, got := post(t, url+"/v1/completions", fixture(t, "vllm_completions_request.json"))
+	if status != 200 {
+		t.Fatalf("status %d: %v", status, got)
+	}
+	if miss := covers(decodeShape(t, fixture(t, "vllm_completions_response.json")), shape(got), "", optional); len(miss) > 0 {
+		t.Errorf("response lacks the vLLM shape: %v\n%s", miss, toString(got))
+	}
+	var typed openai.CompletionResponse
+	if err := json.Unmarshal([]byte(toString(got)), &typed); err != nil {
+		t.Fatal(err)
+	}
+	ch := typed.Choices[0]
+	if typed.Object != "text_completion" || ch.Logprobs == nil || len(ch.Logprobs.Tokens) == 0 || !strings.HasPrefix(ch.Logprobs.Tokens[0], "token_id:") ||
+		len(ch.Logprobs.TopLogprobs) != len(ch.Logprobs.Tokens) || *ch.FinishReason == "" || typed.Usage.PromptTokens != 12 {
+		t.Fatalf("unexpected response %s", toString(got))
+	}
+	// The same request again: the seed fixes the answer.
+	_, again := post(t, url+"/v1/completions", fixture(t, "vllm_completions_request.json"))
+	if toString(again["choices"]) != toString(got["choices"]) {
+		t.Fatal("same seed, different answer")
+	}
+
+	// Text prompts, without token ids: tokens are byte strings, text skips special tokens.
+	status, txt := post(t, url+"/v1/completions", map[string]any{"model": "m1", "prompt": []string{"<|bos|>solver<|sep|>1+1<|sep|>", "<|bos|>solver<|sep|>2+2<|sep|>"}, "max_tokens": 4, "logprobs": 0, "seed": -3})
+	if status != 200 || len(txt["choices"].([]any)) != 2 {
+		t.Fatalf("text prompts: %d %v", status, txt)
+	}
+
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if miss := covers(decodeShape(t, fixture(t, "vllm_models.json")), decodeShape(t, raw), "", map[string]bool{"owned_by": true, "created": true, "id": true, "max_model_len": true, "root": true, "permission": true}); len(miss) > 0 || !strings.Contains(string(raw), `"id":"m1"`) || !strings.Contains(string(raw), `"max_model_len":96`) {
+		t.Errorf("/v1/models: %v %s", miss, raw)
+	}
+	resp, err = http.Get(url + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	for _, c := range []struct {
+		body   string
+		status int
+		msg    string
+	}{
+		{`{"model":"m2","prompt":[1,2]}`, 404, "does not exist"},
+		{`{"model":"m1","prompt":[1,2],"n":2}`, 400, "n must be 1"},
+		{`{"model":"m1","prompt":[1,99999]}`, 400, "out of vocabulary"},
+		{`{"model":"m1","prompt":[` + strings.Repeat("1,", 96) + `1]}`, 400, "maximum context length is 96"},
+		{`{"model":"m1","prompt":[1,2]`, 400, "malformed JSON"},
+		{`{"model":"m1","prompt":[[1],[2]],"drmas_seeds":[1]}`, 400, "drmas_seeds has 1 seeds for 2 prompts"},
+	} {
+		status, e := post(t, url+"/v1/completions", []byte(c.body))
+		if status != c.status || !strings.Contains(toString(e), c.msg) {
+			t.Errorf("%s: %d %v, want %d %q", c.body, status, e, c.status, c.msg)
+		}
+		if miss := covers(decodeShape(t, fixture(t, "vllm_error_response.json")), shape(e), "", map[string]bool{"message": true, "code": true, "type": true}); len(miss) > 0 {
+			t.Errorf("error shape: %v", miss)
+		}
+	}
+}
+
+// TestConcurrentRequestsShareOneSample: 16 concurrent single-prompt requests are answered by
+// few Sample calls, each exactly as when sent alone.
+func TestConcurrentRequestsShareOneSample(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, Window: 50 * time.Millisecond})
+	req := func(seed int64) map[string]any {
+		return map[string]any{"model": "m1", "prompt": actors.PromptIDs("solver", "3+4="), "max_tokens": 8, "logprobs": 1, "seed": seed, "return_tokens_as_token_ids": true}
+	}
+	const n = 16
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, r := post(t, url+"/v1/completions", req(int64(i)))
+			got[i] = toString(r["choices"])
+		}()
+	}
+	wg.Wait()
+	st := srv.Stats()
+	t.Logf("%d concurrent requests → %d Sample calls (largest %d prompts)", n, st.Batches, st.MaxBatch)
+	if st.Batches > n/2 || st.MaxBatch < 4 {
+		t.Errorf("requests were not batched: %+v", st)
+	}
+	for i := range n {
+		_, r := post(t, url+"/v1/completions", req(int64(i)))
+		if toString(r["choices"]) != got[i] {
+			t.Fatalf("request %d alone differs from batched:\n%s\n%s", i, toString(r["choices"]), got[i])
+		}
+	}
+}
+
+// TestReloadsLatest publishes a new checkpoint and sees the server swap to it.
+func TestReloadsLatest(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: 20 * time.Millisecond})
+	if srv.Version() != 0 {
+		t.Fatalf("version %d", srv.Version())
+	}
+	ctx := context.Background()
+	set, err := checkpoints.LoadStep(ctx, env.Bucket, cfg.Run, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Step, set.Parent = 1, 0
+	if _, err := checkpoints.Publish(ctx, env.Bucket, cfg.Run, set, "x"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Version() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("server did not reload LATEST")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, r := post(t, url+"/v1/completions", map[string]any{"prompt": []int{257, 1}, "max_tokens": 2, "seed": 1})
+	if r["drmas_policy_version"] != 1.0 || srv.Stats().Reloads != 1 {
+		t.Fatalf("after reload: %v %+v", r, srv.Stats())
+	}
+	// The backend records the version the server reports.
+	be, err := openai.New(openai.Options{ID: "m1", Endpoint: url, Version: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Generate(ctx, []actors.Request{{Agent: "solver", Prompt: actors.PromptIDs("solver", "1"), Seed: 3}}, actors.Sampling{Temperature: 1, TopP: 1, MaxTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if be.Version() != 1 {
+		t.Fatalf("backend version %d, want 1", be.Version())
+	}
+}
+
+// TestGracefulShutdown: cancelling the context ends Serve; later connections are refused.
+func TestGracefulShutdown(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	s, err := serve.New(context.Background(), serve.Options{Bucket: env.Bucket, Run: cfg.Run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	if status, _ := post(t, url+"/v1/completions", map[string]any{"prompt": []int{257, 1}, "max_tokens": 2}); status != 200 {
+		t.Fatal(status)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := http.Get(url + "/health"); err == nil {
+		t.Fatal("server still answers after shutdown")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := stagetest.Env(t, cfg)
+	_, err := serve.New(context.Background(), serve.Options{Bucket: env.Bucket, Run: cfg.Run})
+	if !errors.Is(err, checkpoints.ErrNone) {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	env = warm(t, cfg)
+	if _, err := serve.New(context.Background(), serve.Options{Bucket: env.Bucket, Run: cfg.Run, Model: "zz"}); err == nil || !strings.Contains(err.Error(), `no model "zz"`) {
+		t.Fatalf("unknown model: %v", err)
+	}
+}

@@ -1,0 +1,70 @@
+package evaluate_test
+
+import (
+	"context"
+	"path"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/evaluate"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/stages/warmup"
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+// TestSummarize: task a (easy) succeeds in 1 of 2 samples, task b (easy) in 0 of 2, task c
+// (hard) in 2 of 2. avg@2: easy (0.5+0)/2 = 0.25, hard 1, all (0.5+0+1)/3 = 0.5;
+// pass@2: easy 1/2, hard 1, all 2/3.
+func TestSummarize(t *testing.T) {
+	ep := func(id, src string, sample int, reward float64) *rollout.Episode {
+		return &rollout.Episode{Task: workflows.Task{ID: id, DataSource: src}, Sample: sample, Reward: reward}
+	}
+	rows, err := evaluate.Summarize(3, "math", 2, []*rollout.Episode{
+		ep("a", "easy", 0, 1), ep("a", "easy", 1, 0), ep("b", "easy", 0, 0), ep("b", "easy", 1, 0), ep("c", "hard", 0, 1), ep("c", "hard", 1, 1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][3]float64{"easy": {2, 0.25, 0.5}, "hard": {1, 1, 1}, "all": {3, 0.5, 2.0 / 3}}
+	if len(rows) != 3 {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		w := want[r.DataSource]
+		if float64(r.Prompts) != w[0] || r.AvgAtK != w[1] || r.PassAtK-w[2] > 1e-12 || w[2]-r.PassAtK > 1e-12 || r.Step != 3 || r.K != 2 {
+			t.Errorf("%+v, want prompts %v avg %v pass %v", r, w[0], w[1], w[2])
+		}
+	}
+}
+
+func TestEvaluateCommitsAndRereads(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: stages.LatestStep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all *evaluate.ResultRow
+	for i := range rows {
+		if rows[i].DataSource == "all" {
+			all = &rows[i]
+		}
+	}
+	if all == nil || all.Prompts != 4 || all.K != 2 || all.AvgAtK < 0 || all.AvgAtK > all.PassAtK {
+		t.Fatalf("rows %+v", rows)
+	}
+	// The evaluation is committed under the checkpoint's step, and read back even after the
+	// checkpoint is gone.
+	if err := env.Bucket.Delete(ctx, path.Join(commit.CheckpointDir("t", 0), commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if err != nil || len(again) != len(rows) || again[len(again)-1] != rows[len(rows)-1] {
+		t.Fatalf("reread: %+v %v", again, err)
+	}
+}

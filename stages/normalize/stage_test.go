@@ -1,0 +1,233 @@
+package normalize_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/shards/shardtest"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+func threeParts(seed uint64) [][]shards.Row {
+	var out [][]shards.Row
+	for p := 0; p < 3; p++ {
+		out = append(out, shardtest.Rows(shardtest.Options{Seed: seed, Part: p, Groups: 40, Agents: []string{"router", "searcher", "answerer"}, DropAgent: true, MaxSteps: 3}))
+	}
+	return out
+}
+
+func readSidecars(t *testing.T, env *stages.Env, est string) (map[string][]shards.AdvantageRow, *commit.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.AdvantageDir(env.Config.Run, 0, est)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]shards.AdvantageRow{}
+	for _, f := range m.Files {
+		data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := shards.ReadAdvantages(bytes.NewReader(data), int64(len(data)), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f.Name] = rows
+	}
+	return out, m
+}
+
+// independentColumns builds kernel columns from rows with maps, independently of the stage's
+// page decoding.
+func independentColumns(rows []shards.Row) *kernels.Columns {
+	groups, trajs, agents := map[string]int32{}, map[string]int32{}, map[string]int32{}
+	code := func(m map[string]int32, k string) int32 {
+		c, ok := m[k]
+		if !ok {
+			c = int32(len(m))
+			m[k] = c
+		}
+		return c
+	}
+	c := &kernels.Columns{}
+	for _, r := range rows {
+		c.Group = append(c.Group, code(groups, r.UID))
+		c.Traj = append(c.Traj, code(trajs, r.TrajUID))
+		c.Agent = append(c.Agent, code(agents, r.Agent))
+		c.Score = append(c.Score, r.Score)
+	}
+	c.NumAgents = len(agents)
+	return c
+}
+
+func TestStageSidecarsMatchReference(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "search"))
+	ps := threeParts(1)
+	stagetest.WriteRollout(t, env, 0, ps, false)
+	ests := []string{"drmas", "grpo", "grpo_step", "rloo_agent", "drgrpo"}
+	res, err := normalize.Run(ctx, env, normalize.Options{Estimators: ests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Estimators) != "[drmas grpo grpo_step rloo_agent grpo_nostd]" {
+		t.Fatalf("estimators %v", res.Estimators)
+	}
+	for _, est := range res.Estimators {
+		spec, _ := kernels.ParseSpec(est)
+		got, m := readSidecars(t, env, est)
+		if m.Rows != int64(len(ps[0])+len(ps[1])+len(ps[2])) || m.Params["estimator"] != est {
+			t.Fatalf("%s manifest %+v", est, m)
+		}
+		for p, rows := range ps {
+			want, err := kernels.Reference(spec, independentColumns(rows))
+			if err != nil {
+				t.Fatal(err)
+			}
+			side := got[shards.PartName(p, 3)]
+			if len(side) != len(rows) {
+				t.Fatalf("%s part %d: %d sidecar rows for %d rollout rows", est, p, len(side), len(rows))
+			}
+			for i, r := range rows {
+				s := side[i]
+				if s.RowID != r.RowID || s.UID != r.UID || s.Agent != r.Agent {
+					t.Fatalf("%s part %d row %d: sidecar keys %+v not aligned with %+v", est, p, i, s, r)
+				}
+				if math.Abs(float64(s.Advantage-want.Advantage[i])) > 1e-6 || s.GroupSize != want.GroupSize[i] ||
+					math.Abs(s.BaselineMean-want.BaselineMean[i]) > 1e-12 {
+					t.Fatalf("%s part %d row %d: got %+v, reference A=%v μ=%v n=%d", est, p, i, s, want.Advantage[i], want.BaselineMean[i], want.GroupSize[i])
+				}
+			}
+		}
+		diag := res.Diagnostics[est]
+		if len(diag) != 3 || diag[0].Agent != "answerer" || diag[0].Rows == 0 {
+			t.Fatalf("%s diagnostics %+v", est, diag)
+		}
+	}
+	again, err := normalize.Run(ctx, env, normalize.Options{Estimators: ests})
+	if err != nil || len(again.Skipped) != len(ests) {
+		t.Fatalf("rerun skipped %v, %v", again.Skipped, err)
+	}
+}
+
+// TestStageHandWorked: one group; agent a has scores 1 and 0 in two trajectories, agent b a
+// single row scoring 1.
+//
+//	drmas  a: μ=0.5, σ=√((0.25+0.25)/1)=0.70711 → A = ±0.5/0.70711 = ±0.70711; b: singleton → μ=0, σ=1, A=1/(1+ε)
+//	grpo   trajectory means: t0=(1+1)/2=1, t1=0 → μ=0.5, σ=0.70711 → rows of t0: +0.70711, t1: −0.70711
+func TestStageHandWorked(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	row := func(i int, traj string, sample int32, agent string, score float64) shards.Row {
+		return shards.Row{RowID: shards.RowID(0, i), Run: "t", UID: "u", TrajUID: traj, Sample: sample, Agent: agent, Model: "m1", Score: score, EpisodeReward: score}
+	}
+	stagetest.WriteRollout(t, env, 0, [][]shards.Row{{row(0, "t0", 0, "a", 1), row(1, "t0", 0, "b", 1), row(2, "t1", 1, "a", 0)}}, false)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas", "grpo"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := 0.5 / (math.Sqrt(0.5) + 1e-6)
+	for est, want := range map[string][]float64{"drmas": {s, 1 / (1 + 1e-6), -s}, "grpo": {s, s, -s}} {
+		got, _ := readSidecars(t, env, est)
+		for i, w := range want {
+			if a := float64(got[shards.PartName(0, 1)][i].Advantage); math.Abs(a-w) > 1e-6 {
+				t.Errorf("%s row %d: advantage %v, want %v", est, i, a, w)
+			}
+		}
+	}
+}
+
+func TestStageRerunIsByteIdentical(t *testing.T) {
+	ctx := context.Background()
+	var manifests []string
+	for i := 0; i < 2; i++ {
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		stagetest.WriteRollout(t, env, 0, threeParts(2), false)
+		if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas", "grpo"}}); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.AdvantageDir("t", 0, "grpo"), commit.DiagnosticsDir("t", 0, "drmas")} {
+			data, err := storage.ReadAll(ctx, env.Bucket, path.Join(dir, commit.ManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, commit.Digest(data))
+		}
+		manifests = append(manifests, strings.Join(all, ","))
+	}
+	if manifests[0] != manifests[1] {
+		t.Fatalf("two runs on the same rollout wrote different outputs: %s vs %s", manifests[0], manifests[1])
+	}
+}
+
+func TestStageBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, env *stages.Env, want ...string) {
+		t.Helper()
+		_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}})
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error lacks %q: %v", w, err)
+			}
+		}
+		var keys []string
+		_ = env.Bucket.Iter(ctx, "runs/t/iter=000000/advantage/", func(k string) error { keys = append(keys, k); return nil })
+		_ = env.Bucket.Iter(ctx, "runs/t/iter=000000/diagnostics/", func(k string) error { keys = append(keys, k); return nil })
+		for _, k := range keys {
+			if strings.HasSuffix(k, commit.ManifestName) {
+				t.Fatalf("bad input was committed: %s", k)
+			}
+		}
+	}
+	t.Run("not committed", func(t *testing.T) {
+		check(t, stagetest.Env(t, stagetest.Config(t, "math")), "rollout is not committed", "run-stage rollout")
+	})
+	t.Run("NaN score", func(t *testing.T) {
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		ps := threeParts(3)
+		ps[1][5].Score = math.NaN()
+		stagetest.WriteRollout(t, env, 0, ps, true)
+		check(t, env, "part-00001-of-00003.parquet", "row 5", "not finite")
+	})
+	t.Run("uid split", func(t *testing.T) {
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		ps := threeParts(4)
+		ps[0][len(ps[0])-1].UID = ps[0][0].UID
+		stagetest.WriteRollout(t, env, 0, ps, true)
+		check(t, env, "part-00000-of-00003.parquet", "contiguous")
+	})
+	t.Run("not parquet", func(t *testing.T) {
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		stagetest.WriteRollout(t, env, 0, threeParts(5), false)
+		key := path.Join(commit.RolloutDir("t", 0), shards.PartName(2, 3))
+		attr, _ := env.Bucket.Stat(ctx, key)
+		if err := storage.PutBytes(ctx, env.Bucket, key, bytes.Repeat([]byte("x"), int(attr.Size))); err != nil {
+			t.Fatal(err)
+		}
+		check(t, env, "part-00002-of-00003.parquet")
+	})
+	t.Run("unknown estimator", func(t *testing.T) {
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		stagetest.WriteRollout(t, env, 0, threeParts(6), false)
+		_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas", "bogus"}})
+		if err == nil || !strings.Contains(err.Error(), "bogus") {
+			t.Fatalf("want an error naming the estimator, got %v", err)
+		}
+	})
+}
