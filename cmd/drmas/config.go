@@ -49,8 +49,10 @@ func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 	case "json":
 		var v any
 		_ = json.Unmarshal(data, &v)
-		out, _ := json.MarshalIndent(v, "", "  ")
-		fmt.Fprintln(cmd.OutOrStdout(), string(out))
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
 	case "yaml":
 		var v any
 		_ = yaml.Unmarshal(data, &v)

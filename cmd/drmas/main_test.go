@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// execute runs the CLI in process with args and returns stdout, stderr and the error.
+func execute(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := execute(t, "version")
+	if err != nil || !strings.HasPrefix(out, "drmas ") {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+func TestConfigShowRedactsAndBindsFlags(t *testing.T) {
+	t.Setenv("DRMAS_S3_SECRET_KEY", "very-secret-value")
+	t.Setenv("DRMAS_LEARN_LR", "0.125")
+	out, _, err := execute(t, "--store", "/tmp/somewhere", "--run", "flagrun", "config", "show", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "very-secret-value") || !strings.Contains(out, "<redacted>") {
+		t.Fatalf("secret not redacted:\n%s", out)
+	}
+	for _, want := range []string{`"store": "/tmp/somewhere"`, `"run": "flagrun"`, `"lr": 0.125`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config show lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestUnknownConfigKeyIsNamed(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("rollout:\n  group_sise: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(t, "--config", p, "config", "show")
+	if err == nil || !strings.Contains(err.Error(), "unknown key rollout.group_sise") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("want an error naming rollout.group_sise and %s, got %v", p, err)
+	}
+}
+
+func TestBadRunNamesRejected(t *testing.T) {
+	for _, run := range []string{"../x", "a/b", ""} {
+		_, _, err := execute(t, "--run", run, "--store", t.TempDir(), "run-stage", "rollout")
+		if err == nil || !strings.Contains(err.Error(), "run") {
+			t.Errorf("run %q: %v", run, err)
+		}
+	}
+}
+
+func TestUnreachableS3FailsFastWithoutSecrets(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value-123")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	start := time.Now()
+	out, errOut, err := execute(t, "-q", "--store", "s3://bucket/prefix", "run-stage", "normalize", "--iter", "0")
+	if err == nil {
+		t.Fatal("no error from an unreachable store")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("took %s to report an unreachable store", d)
+	}
+	all := out + errOut + err.Error()
+	if !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("error does not name the endpoint: %v", err)
+	}
+	if strings.Contains(all, "s3cr3t-value-123") {
+		t.Fatalf("secret leaked: %s", all)
+	}
+}
+
+func TestHelpExplains(t *testing.T) {
+	out, _, err := execute(t, "run-stage", "normalize", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"drmas", "grpo_step", "rloo", "--estimator", "--iter"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
