@@ -34,14 +34,22 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) bench-upload
 
+## bench-upload: shard upload to a local MinIO through drmas's Bucket vs raw minio-go PutObject,
+## alternating in one run; prints the median MB/s of each and the ratio (target ≥ 0.90).
 bench-upload:
-	$(GO) test -run '^$$' -bench UploadShard -benchtime 3x ./storage/s3store
+	$(GO) test -run '^$$' -bench UploadShard -benchtime 4x -count 5 ./storage/s3store | tee /tmp/drmas-bench-upload.txt
+	@awk '/UploadShard\/drmas/ {for(i=1;i<=NF;i++) if($$(i+1)=="MB/s") d[nd++]=$$i} \
+	      /UploadShard\/raw/   {for(i=1;i<=NF;i++) if($$(i+1)=="MB/s") r[nr++]=$$i} \
+	      function med(a,n,  i,j,t){for(i=0;i<n;i++)for(j=i+1;j<n;j++)if(a[j]<a[i]){t=a[i];a[i]=a[j];a[j]=t} return n%2?a[int(n/2)]:(a[n/2-1]+a[n/2])/2} \
+	      END {if(nd&&nr){dm=med(d,nd);rm=med(r,nr);printf "upload: drmas %.1f MB/s, raw minio-go %.1f MB/s, ratio %.3f (target >= 0.90)\n",dm,rm,dm/rm} else {print "upload: no benchmark output (is the MinIO binary installed?)"; exit 1}}' /tmp/drmas-bench-upload.txt
 
 bench-normalize:
 	$(GO) run ./bench/normalize
 
+## bench-engine: training tokens/s, the training step's GFLOP/s vs the raw GEMM's (target ≥ 50%),
+## decode tokens/s with and without the KV cache.
 bench-engine:
-	$(GO) test -run TestEngineReport -v -count=1 ./model
+	$(GO) run ./model/cmd/benchengine
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
