@@ -224,7 +224,7 @@ func TestReplaySkipsRetiredCheckpoint(t *testing.T) {
 
 func TestOnPolicy(t *testing.T) {
 	ctx := context.Background()
-	cfg := stagetest.Config(t, "math") // cheap warm-up: rewards may be flat, that is fine here
+	cfg := analysistest.Config(t)
 	cfg.Run = "op"
 	cfg.Evaluate.Every = 1
 	env := stagetest.Env(t, cfg)
@@ -244,6 +244,9 @@ func TestOnPolicy(t *testing.T) {
 	rows := readSummaryRun(t, env.Bucket, "op", ablate.OnPolicy)
 	if len(rows) != 2*3 {
 		t.Fatalf("%d summary rows, want 6", len(rows))
+	}
+	if rows[0].Estimator != "drmas" || rows[3].Estimator != "grpo" || rows[0].Agent != "*" || rows[0].GradNorm == rows[3].GradNorm {
+		t.Errorf("drmas vs grpo model rows: %+v vs %+v", rows[0], rows[3])
 	}
 	for _, x := range rows {
 		if x.Mode != ablate.OnPolicy || x.Seed != 1 || x.Iteration != 0 || x.Step != 1 || x.AvgAtK == nil || x.PassAtK == nil || *x.EvalK != 2 || x.Rows == 0 {

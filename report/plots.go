@@ -27,6 +27,11 @@ type Series struct {
 
 // linePlot renders series as lines with points, one style per series, as a PNG.
 func linePlot(title, xlabel, ylabel string, series []Series) ([]byte, error) {
+	return linePlotY(title, xlabel, ylabel, series, math.NaN(), math.NaN())
+}
+
+// linePlotY is linePlot with a fixed Y range (NaN: from the data).
+func linePlotY(title, xlabel, ylabel string, series []Series, ymin, ymax float64) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -56,7 +61,14 @@ func linePlot(title, xlabel, ylabel string, series []Series) ([]byte, error) {
 		p.Add(l, pts)
 		p.Legend.Add(s.Name, l, pts)
 	}
+	if !math.IsNaN(ymin) {
+		p.Y.Min, p.Y.Max = ymin, ymax
+	}
 	padY(p)
+	// Room for the legend above the data, and half an iteration either side.
+	p.Y.Max += (p.Y.Max - p.Y.Min) * math.Min(0.6, 0.05+0.08*float64(len(series)))
+	p.X.Min -= 0.25
+	p.X.Max += 0.25
 	return render(p)
 }
 
@@ -123,6 +135,9 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 	step := math.Max(1, math.Ceil(span/10))
 	var out []plot.Tick
 	for v := math.Ceil(lo); v <= hi; v += step {
+		if v == 0 {
+			v = 0 // not -0
+		}
 		out = append(out, plot.Tick{Value: v, Label: fmt.Sprintf("%g", v)})
 	}
 	if len(out) == 0 {

@@ -212,7 +212,7 @@ func successFigure(ctx context.Context, s *analysis.Session, _ Options, r *Repor
 	var series []Series
 	series = append(series, seriesBy(t, "data_source", "step", "avg_at_k", func(n string) string { return "avg@" + k + " " + n })...)
 	series = append(series, seriesBy(t, "data_source", "step", "pass_at_k", func(n string) string { return "pass@" + k + " " + n })...)
-	png, err := linePlot("avg@"+k+" and pass@"+k+" per data source", "checkpoint step", "success", series)
+	png, err := linePlotY("avg@"+k+" and pass@"+k+" per data source", "checkpoint step", "success", series, 0, 1)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,11 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 		if err != nil {
 			return err
 		}
-		r.Figures = append(r.Figures, Figure{Name: "ablation-gradnorm-" + a, Caption: fmt.Sprintf("Grad norm of %s per estimator (%s; mean over seeds).", agentLabel(a), o.Ablation), PNG: png})
+		name := a
+		if a == "*" {
+			name = "model"
+		}
+		r.Figures = append(r.Figures, Figure{Name: "ablation-gradnorm-" + name, Caption: fmt.Sprintf("Grad norm of %s per estimator (%s; mean over seeds).", agentLabel(a), o.Ablation), PNG: png})
 	}
 	if whole := agents["*"]; whole != nil && o.Ablation == "onpolicy" {
 		png, err := linePlot("onpolicy ablation: mean score per estimator", "iteration", "score", seriesBy(whole, "estimator", "iteration", "reward", nil))
@@ -294,7 +298,7 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if whole := agents["*"]; whole != nil && evals > 0 {
 		series := seriesBy(whole, "estimator", "iteration", "avg_at_k", func(e string) string { return "avg@k " + e })
 		series = append(series, seriesBy(whole, "estimator", "iteration", "pass_at_k", func(e string) string { return "pass@k " + e })...)
-		png, err := linePlot(o.Ablation+" ablation: avg@k / pass@k per estimator", "iteration", "success", series)
+		png, err := linePlotY(o.Ablation+" ablation: avg@k / pass@k per estimator", "iteration", "success", series, 0, 1)
 		if err != nil {
 			return err
 		}
@@ -365,7 +369,7 @@ figcaption, .note { color: #555; font-size: 0.9em; }
 <h2>Figures</h2>
 {{- range .Figures}}
 <figure id="{{.Name}}">
-<img src="{{.Src}}" alt="{{.Caption}}">
+<img {{.Src}} alt="{{.Caption}}">
 <figcaption>{{.Caption}}</figcaption>
 </figure>
 {{- end}}
@@ -383,7 +387,7 @@ figcaption, .note { color: #555; font-size: 0.9em; }
 
 type figureView struct {
 	Name, Caption string
-	Src           template.URL
+	Src           template.HTMLAttr // src="data:…": base64 needs no escaping in a quoted attribute
 }
 
 // WriteHTML writes the report as one self-contained HTML page (images inline).
@@ -391,7 +395,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	figs := make([]figureView, len(r.Figures))
 	for i, f := range r.Figures {
 		figs[i] = figureView{Name: f.Name, Caption: f.Caption,
-			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(f.PNG))}
+			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(f.PNG) + `"`)}
 	}
 	return page.Execute(w, struct {
 		*Report

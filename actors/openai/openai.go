@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,9 +160,12 @@ func New(o Options) (*Backend, error) {
 }
 
 // FromConfig builds the backend of model id from its config; the API key is read from the
-// environment variable the config names (lookupEnv, default os.LookupEnv semantics are the
-// caller's). version is recorded when the server reports none.
+// environment variable the config names, through lookupEnv (nil: os.LookupEnv). version is
+// recorded when the server reports none; seed seeds the retry jitter.
 func FromConfig(id string, c configs.OpenAI, version int64, seed uint64, lookupEnv func(string) (string, bool)) (*Backend, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
 	var key string
 	if c.APIKeyEnv != "" {
 		v, ok := lookupEnv(c.APIKeyEnv)

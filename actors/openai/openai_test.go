@@ -380,6 +380,8 @@ func keys(t *testing.T, env *stages.Env, prefix string) []string {
 func TestFailedRolloutWritesNothing(t *testing.T) {
 	good := fixture(t, "vllm_completions_response.json")
 	var served atomic.Int64
+	// One warmed-up store for every case: each checks that its failure left it empty.
+	warm := warmEnv(t)
 	for _, c := range []struct {
 		name string
 		h    func(w http.ResponseWriter, r *http.Request, body []byte)
@@ -401,7 +403,7 @@ func TestFailedRolloutWritesNothing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newServer(t, c.h)
-			env := warmEnv(t)
+			env := &stages.Env{Bucket: warm.Bucket, Config: warm.Config}
 			pointAt(env, configs.OpenAI{Endpoint: s.URL, Retries: 1, Backoff: time.Millisecond, Timeout: 150 * time.Millisecond})
 			_, err := rollout.Run(context.Background(), env, rollout.Options{Step: stages.LatestStep})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "rollout iter 0: model m1") {

@@ -54,6 +54,8 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	pf.Uint64("seed", 0, "run seed (key: seed)")
 	pf.BoolP("quiet", "q", false, "no progress bars")
 	root.AddCommand(newVersionCmd(), newConfigCmd(), newRunStageCmd(), newRunCmd(), newImportCmd())
+	root.AddCommand(newAnalyzeCmd(), newAblateCmd(), newReportCmd())
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newJobsCmd(), newDevicesCmd())
 	return root
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -21,8 +23,36 @@ func newRunStageCmd() *cobra.Command {
 _MANIFEST.json written last; rerunning a committed stage is a no-op, and a stage interrupted at
 any point can simply be rerun.`,
 	}
+	cmd.PersistentFlags().String("shard", "", `worker "i/n" of a sharded stage (default: from JOB_COMPLETION_INDEX and DRMAS_SHARD_COUNT,
+else the whole stage). rollout and normalize split their parts; the worker that finds every
+part written commits the folder. warmup, learn and evaluate are not split: worker 0 does them.`)
 	cmd.AddCommand(newWarmupCmd(), newRolloutCmd(), newNormalizeCmd(), newLearnCmd(), newEvaluateCmd())
 	return cmd
+}
+
+// shardOf resolves --shard, falling back to the Kubernetes Indexed Job environment.
+func shardOf(cmd *cobra.Command) (jobs.Shard, error) {
+	if v, _ := cmd.Flags().GetString("shard"); v != "" {
+		return jobs.ParseShard(v)
+	}
+	s, ok, err := jobs.ShardFromEnv(os.LookupEnv)
+	if err != nil || !ok {
+		return jobs.Whole, err
+	}
+	return s, nil
+}
+
+// unsharded reports whether this worker should skip a stage that is not split across shards.
+func unsharded(cmd *cobra.Command, stage string) (bool, error) {
+	s, err := shardOf(cmd)
+	if err != nil {
+		return false, err
+	}
+	if s.Index != 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s is not split across shards: worker %s has nothing to do (worker 0 runs it)\n", stage, s)
+		return true, nil
+	}
+	return false, nil
 }
 
 func newWarmupCmd() *cobra.Command {
@@ -34,6 +64,9 @@ expert generates for its agents, with a share (warmup.noise) of plausible mistak
 starts from a policy that is sometimes right. Publishes checkpoint step 0 and LATEST.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if skip, err := unsharded(cmd, "warmup"); err != nil || skip {
+				return err
+			}
 			env, done, err := openEnv(cmd)
 			if err != nil {
 				return err
@@ -61,8 +94,11 @@ token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identica
 				return err
 			}
 			defer done()
+			if o.Shard, err = shardOf(cmd); err != nil {
+				return err
+			}
 			res, err := rollout.Run(cmd.Context(), env, o)
-			if err != nil || res.Skipped {
+			if err != nil || res.Skipped || !res.Committed {
 				return err
 			}
 			for _, a := range stages.SortedKeys(res.AgentScore) {
@@ -86,6 +122,9 @@ evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), a
 avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if skip, err := unsharded(cmd, "evaluate"); err != nil || skip {
+				return err
+			}
 			env, done, err := openEnv(cmd)
 			if err != nil {
 				return err
@@ -159,6 +198,9 @@ checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, kee
 learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if skip, err := unsharded(cmd, "learn"); err != nil || skip {
+				return err
+			}
 			env, done, err := openEnv(cmd)
 			if err != nil {
 				return err

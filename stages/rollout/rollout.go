@@ -8,15 +8,18 @@ package rollout
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/workflows"
@@ -26,13 +29,19 @@ import (
 type Options struct {
 	Iteration int
 	// Step is the checkpoint to sample from; stages.LatestStep (the default of the CLI) means
-	// LATEST. drmas run passes the step the previous iteration's learner published.
+	// LATEST. drmas run passes the step the previous iteration's learner published; sharded
+	// workers should all pass the same explicit step.
 	Step int64
+	// Shard selects the parts this worker writes (zero value: all of them). The worker that
+	// finds every part written commits the folder.
+	Shard jobs.Shard
 }
 
-// Result summarises a rollout.
+// Result summarises a rollout. The statistics cover the whole iteration once it is committed
+// (they are merged from every part's receipt), else only this worker's parts.
 type Result struct {
 	Skipped       bool // already committed
+	Committed     bool // this call saw the folder committed (false: other shards still pending)
 	Rows          int64
 	Episodes      int
 	Tokens        int64
@@ -40,6 +49,28 @@ type Result struct {
 	// MeanReward is the mean episode reward; AgentScore the mean row score per agent.
 	MeanReward float64
 	AgentScore map[string]float64
+}
+
+// partStats are the statistics a part's receipt carries, merged at finalize.
+type partStats struct {
+	Episodes   int                `json:"episodes"`
+	Tokens     int64              `json:"tokens"`
+	RewardSum  float64            `json:"reward_sum"`
+	AgentSum   map[string]float64 `json:"agent_sum"`
+	AgentCount map[string]int64   `json:"agent_count"`
+}
+
+func (p *partStats) add(o partStats) {
+	p.Episodes += o.Episodes
+	p.Tokens += o.Tokens
+	p.RewardSum += o.RewardSum
+	if p.AgentSum == nil {
+		p.AgentSum, p.AgentCount = map[string]float64{}, map[string]int64{}
+	}
+	for _, a := range stages.SortedKeys(o.AgentSum) {
+		p.AgentSum[a] += o.AgentSum[a]
+		p.AgentCount[a] += o.AgentCount[a]
+	}
 }
 
 // UID is the prompt-group id of a task in an iteration.
@@ -58,16 +89,23 @@ func Digest(cfg *configs.Config) string {
 	}{cfg.Seed, cfg.Workflow, cfg.Tasks, cfg.Rollout, cfg.Agents, cfg.Models})
 }
 
-// Run rolls out one iteration. If its rollout is already committed, Run does nothing.
+// Run rolls out this worker's parts of one iteration and commits the folder if every part is
+// written. If the rollout is already committed, Run does nothing.
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	b := env.Bucket
+	if o.Shard == (jobs.Shard{}) {
+		o.Shard = jobs.Whole
+	}
+	if err := o.Shard.Validate(); err != nil {
+		return nil, err
+	}
 	dir := commit.RolloutDir(cfg.Run, o.Iteration)
 	if done, err := commit.IsCommitted(ctx, b, dir); err != nil {
 		return nil, err
 	} else if done {
 		env.Logf("rollout iter %d: already committed", o.Iteration)
-		return &Result{Skipped: true}, nil
+		return &Result{Skipped: true, Committed: true}, nil
 	}
 	wf, err := stages.Workflow(cfg)
 	if err != nil {
@@ -86,79 +124,142 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		return nil, err
 	}
 	G := cfg.Rollout.GroupSize
-	bar := progress.New(env.Progress, int64(len(tasks)*G), fmt.Sprintf("rollout iter %d", o.Iteration), "episodes")
-	var tokens int64
-	eps, err := Play(ctx, wf, tasks, backends, PlayOptions{
-		Samples:  G,
-		Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
-		Seed: func(t workflows.Task, sample, turn int) uint64 {
-			return seeds.Derive(cfg.Seed, "rollout", o.Iteration, t.ID, sample, turn)
-		},
-		Done: func(n, tok int) { bar.Add(n); tokens += int64(tok) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+	parts := min(cfg.Rollout.Parts, len(tasks))
+	names := make([]string, parts)
+	for p := range names {
+		names[p] = shards.PartName(p, parts)
 	}
-	elapsed := bar.Finish()
-
-	res := &Result{Episodes: len(eps), Tokens: tokens, PolicyVersion: set.Step, AgentScore: map[string]float64{}}
-	parts := cfg.Rollout.Parts
-	if parts > len(tasks) {
-		parts = len(tasks)
-	}
-	var files []commit.File
-	agentN := map[string]int{}
-	for p := 0; p < parts; p++ {
-		lo, hi := p*len(tasks)/parts, (p+1)*len(tasks)/parts
-		type group struct {
-			uid string
-			eps []*Episode
-		}
-		var groups []group
-		for ti := lo; ti < hi; ti++ {
-			groups = append(groups, group{uid: UID(cfg.Run, o.Iteration, tasks[ti].ID), eps: eps[ti*G : (ti+1)*G]})
-		}
-		sort.Slice(groups, func(i, j int) bool { return groups[i].uid < groups[j].uid })
-		var rows []shards.Row
-		for _, g := range groups {
-			rows = append(rows, Rows(cfg.Run, o.Iteration, g.uid, wf, g.eps)...)
-		}
-		for i := range rows {
-			rows[i].RowID = shards.RowID(p, i)
-			res.AgentScore[rows[i].Agent] += rows[i].Score
-			agentN[rows[i].Agent]++
-		}
-		var buf bytes.Buffer
-		if err := shards.WriteTrajectories(&buf, p, rows); err != nil {
-			return nil, fmt.Errorf("rollout iter %d part %d: %w", o.Iteration, p, err)
-		}
-		f, err := commit.PutFile(ctx, b, dir, shards.PartName(p, parts), buf.Bytes(), int64(len(rows)))
-		if err != nil {
+	// The parts this worker still has to write (a receipt marks a finished part).
+	var todo []int
+	var todoTasks []workflows.Task
+	for _, p := range o.Shard.Parts(parts) {
+		if _, ok, err := commit.HavePart(ctx, b, dir, names[p]); err != nil {
 			return nil, err
+		} else if ok {
+			continue
 		}
-		files = append(files, f)
-		res.Rows += int64(len(rows))
+		todo = append(todo, p)
+		todoTasks = append(todoTasks, tasks[p*len(tasks)/parts:(p+1)*len(tasks)/parts]...)
 	}
-	for a, n := range agentN {
-		res.AgentScore[a] /= float64(n)
+	res := &Result{PolicyVersion: set.Step, AgentScore: map[string]float64{}}
+	var mine partStats
+	var elapsed time.Duration
+	if len(todo) > 0 {
+		bar := progress.New(env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", o.Iteration), "episodes")
+		var tokens int64
+		eps, err := Play(ctx, wf, todoTasks, backends, PlayOptions{
+			Samples:  G,
+			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+			Seed: func(t workflows.Task, sample, turn int) uint64 {
+				return seeds.Derive(cfg.Seed, "rollout", o.Iteration, t.ID, sample, turn)
+			},
+			Done: func(n, tok int) {
+				bar.Add(n)
+				tokens += int64(tok)
+				bar.Describe(fmt.Sprintf("rollout iter %d (%d tokens)", o.Iteration, tokens))
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+		}
+		elapsed = bar.Finish()
+		off := 0
+		for _, p := range todo {
+			n := ((p+1)*len(tasks)/parts - p*len(tasks)/parts) * G
+			st, err := writePart(ctx, env, wf, o.Iteration, p, names[p], eps[off:off+n], G)
+			if err != nil {
+				return nil, err
+			}
+			off += n
+			mine.add(st)
+		}
 	}
-	for _, ep := range eps {
-		res.MeanReward += ep.Reward
-	}
-	res.MeanReward /= float64(len(eps))
 	iter := o.Iteration
-	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
-		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-		Rows: res.Rows, Files: files, ConfigDigest: Digest(cfg),
+	var all partStats
+	done, _, err := commit.Finalize(ctx, b, dir, names, &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg),
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{
 			"workflow": wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
 			"tasks": strconv.Itoa(len(tasks)), "group_size": strconv.Itoa(G),
 		},
-	}); err != nil {
+	}, func(recs []commit.Receipt) ([]commit.File, error) {
+		for _, r := range recs {
+			var st partStats
+			if err := commit.DecodeExtra(r, &st); err != nil {
+				return nil, err
+			}
+			all.add(st)
+		}
+		return nil, nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	env.Logf("rollout iter %d: %d tasks × %d samples, %d rows, %d tokens in %s (%.0f tokens/s), mean reward %.3f",
-		iter, len(tasks), G, res.Rows, tokens, elapsed.Round(1e7), float64(tokens)/elapsed.Seconds(), res.MeanReward)
+	st := mine
+	if done {
+		res.Committed = true
+		if all.Episodes > 0 {
+			st = all
+		}
+	}
+	res.Episodes, res.Tokens = st.Episodes, st.Tokens
+	for a, sum := range st.AgentSum {
+		res.AgentScore[a] = sum / float64(st.AgentCount[a])
+		res.Rows += st.AgentCount[a]
+	}
+	if st.Episodes > 0 {
+		res.MeanReward = st.RewardSum / float64(st.Episodes)
+	}
+	what := fmt.Sprintf("%d of %d parts written by shard %s", len(todo), parts, o.Shard)
+	if done {
+		what += ", committed"
+	} else {
+		what += ", waiting for the other shards to write theirs"
+	}
+	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %d tokens in %s (%.0f tokens/s), mean reward %.3f",
+		iter, what, res.Episodes, res.Rows, mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9), res.MeanReward)
 	return res, nil
+}
+
+// writePart writes part p (episodes of its tasks, task-major) and its receipt.
+func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter, p int, name string, eps []*Episode, G int) (partStats, error) {
+	cfg := env.Config
+	type group struct {
+		uid string
+		eps []*Episode
+	}
+	var groups []group
+	for i := 0; i < len(eps); i += G {
+		groups = append(groups, group{uid: UID(cfg.Run, iter, eps[i].Task.ID), eps: eps[i : i+G]})
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].uid < groups[j].uid })
+	var rows []shards.Row
+	for _, g := range groups {
+		rows = append(rows, Rows(cfg.Run, iter, g.uid, wf, g.eps)...)
+	}
+	st := partStats{Episodes: len(eps), AgentSum: map[string]float64{}, AgentCount: map[string]int64{}}
+	for i := range rows {
+		rows[i].RowID = shards.RowID(p, i)
+		st.AgentSum[rows[i].Agent] += rows[i].Score
+		st.AgentCount[rows[i].Agent]++
+		st.Tokens += int64(len(rows[i].ResponseIDs))
+	}
+	for _, ep := range eps {
+		st.RewardSum += ep.Reward
+	}
+	var buf bytes.Buffer
+	if err := shards.WriteTrajectories(&buf, p, rows); err != nil {
+		return st, fmt.Errorf("rollout iter %d part %d: %w", iter, p, err)
+	}
+	dir := commit.RolloutDir(cfg.Run, iter)
+	f, err := commit.PutFile(ctx, env.Bucket, dir, name, buf.Bytes(), int64(len(rows)))
+	if err != nil {
+		return st, err
+	}
+	extra, err := json.Marshal(st)
+	if err != nil {
+		return st, fmt.Errorf("encode part statistics: %w", err)
+	}
+	return st, commit.PutReceipt(ctx, env.Bucket, dir, commit.Receipt{File: f, Extra: extra})
 }

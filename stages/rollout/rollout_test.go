@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -175,5 +177,82 @@ func TestRolloutRefusesUnmappedAgent(t *testing.T) {
 	_, err := stages.Workflow(cfg)
 	if err == nil || !strings.Contains(err.Error(), "agents.verifier") {
 		t.Fatalf("want an error naming agents.verifier, got %v", err)
+	}
+}
+
+// TestShardedRolloutEqualsSingleProcess runs 3 shard workers (plus a duplicate of one index, as
+// Kubernetes may start) on one store and checks the committed iteration equals the
+// single-process one byte for byte, and that receipts are cleaned up.
+func TestShardedRolloutEqualsSingleProcess(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Tasks.PerIteration = 6
+	cfg.Rollout.Parts = 3
+	single := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, single); err != nil {
+		t.Fatal(err)
+	}
+	want, err := rollout.Run(ctx, single, rollout.Options{Step: 0})
+	if err != nil || !want.Committed {
+		t.Fatalf("%+v %v", want, err)
+	}
+	sharded := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, sharded); err != nil {
+		t.Fatal(err)
+	}
+	var committed []bool
+	for _, s := range []jobs.Shard{{Index: 1, Count: 3}, {Index: 0, Count: 3}, {Index: 1, Count: 3}, {Index: 2, Count: 3}} {
+		res, err := rollout.Run(ctx, sharded, rollout.Options{Step: 0, Shard: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed = append(committed, res.Committed)
+		if res.Committed && (res.Rows != want.Rows || res.MeanReward != want.MeanReward) {
+			t.Fatalf("finalizing worker reports %d rows mean %v, single process %d rows mean %v", res.Rows, res.MeanReward, want.Rows, want.MeanReward)
+		}
+	}
+	if fmt.Sprint(committed) != "[false false false true]" {
+		t.Fatalf("committed after each worker: %v; want only the last worker to commit", committed)
+	}
+	a, sa, _ := commit.Read(ctx, single.Bucket, commit.RolloutDir("t", 0))
+	b, sb, _ := commit.Read(ctx, sharded.Bucket, commit.RolloutDir("t", 0))
+	if sa != sb {
+		t.Fatalf("manifests differ:\n%+v\n%+v", a, b)
+	}
+	var receipts []string
+	_ = sharded.Bucket.Iter(ctx, commit.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
+	if len(receipts) != 0 {
+		t.Fatalf("receipts left after commit: %v", receipts)
+	}
+	// A late duplicate worker finds the folder committed and does nothing.
+	late, err := rollout.Run(ctx, sharded, rollout.Options{Step: 0, Shard: jobs.Shard{Index: 2, Count: 3}})
+	if err != nil || !late.Skipped {
+		t.Fatalf("late worker: %+v %v", late, err)
+	}
+}
+
+// TestRolloutResumesFinishedParts: a part whose receipt exists is not regenerated.
+func TestRolloutResumesFinishedParts(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollout.Run(ctx, env, rollout.Options{Step: 0, Shard: jobs.Shard{Index: 0, Count: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	key := commit.RolloutDir("t", 0) + "/" + shards.PartName(0, 2)
+	before, err := env.Bucket.Stat(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rollout.Run(ctx, env, rollout.Options{Step: 0})
+	if err != nil || !res.Committed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	after, _ := env.Bucket.Stat(ctx, key)
+	if !after.LastModified.Equal(before.LastModified) {
+		t.Fatal("a finished part was rewritten")
 	}
 }

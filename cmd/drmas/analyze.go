@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/stages"
+)
+
+func newAnalyzeCmd() *cobra.Command {
+	var (
+		reportName, query, format, cache string
+		showSQL                          bool
+		p                                analysis.ReportParams
+	)
+	cmd := &cobra.Command{
+		Use:   "analyze [--report NAME | --sql QUERY]",
+		Short: "Query a run's committed outputs with an embedded DuckDB (canned reports or any SQL)",
+		Long: `Lists the run's committed folders (those with a _MANIFEST.json), downloads their files through
+the store into a local cache that mirrors the key layout (verified against the manifests' sha256;
+files already cached with the right sha256 are not downloaded again; a store file that does not
+match its manifest is refused), and registers DuckDB views over them:
+
+  rollouts     one row per agent invocation (iter=N/rollout)
+  advantages   advantage sidecars, with iteration and estimator columns (iter=N/advantage/est=E)
+  diagnostics  per-agent μ_k, σ_k, μ, σ and inflation factor per estimator (iter=N/diagnostics/est=E)
+  metrics      learner metrics per model ("*") and agent (iter=N/learn)
+  evals        avg@k / pass@k per data source per checkpoint step (eval/step=N)
+  ablations    drmas ablate summaries (ablations/<mode>)
+
+Canned reports (--report):
+
+  ` + strings.Join(analysis.Reports(), "\n  ") + `
+
+or any SQL (--sql), e.g.
+  drmas analyze --run demo --sql "SELECT agent, avg(advantage) FROM rollouts JOIN advantages USING (iteration, row_id, agent) WHERE estimator = 'drmas' GROUP BY agent"
+
+Without --report or --sql it prints the views and their row counts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if reportName != "" && query != "" {
+				return fmt.Errorf("analyze: give --report or --sql, not both")
+			}
+			if showSQL {
+				if reportName == "" {
+					return fmt.Errorf("analyze: --show-sql needs --report")
+				}
+				q, err := analysis.ReportSQL(reportName, p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), q+";")
+				return nil
+			}
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			s, err := openSession(cmd, env, cache)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var t *analysis.Table
+			switch {
+			case reportName != "":
+				t, err = s.Report(cmd.Context(), reportName, p)
+			case query != "":
+				t, err = s.Query(cmd.Context(), query)
+			default:
+				return s.Describe(cmd.Context(), cmd.OutOrStdout())
+			}
+			if err != nil {
+				return err
+			}
+			return t.Write(cmd.OutOrStdout(), format)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&reportName, "report", "", "canned report: rewards, inflation, gradnorm or success")
+	f.StringVar(&query, "sql", "", "SQL to run over the views")
+	f.StringVar(&format, "format", "table", "output format: table, csv or json")
+	f.StringVar(&cache, "cache", "", "local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")
+	f.BoolVar(&showSQL, "show-sql", false, "print the SQL of --report instead of running it")
+	f.Float64Var(&p.SpikeK, "k", 2, "gradnorm: a spike exceeds k × the rolling median")
+	f.IntVar(&p.Window, "window", 5, "gradnorm: rolling-median window, in iterations")
+	return cmd
+}
+
+// openSession syncs the run of env into the cache and opens the DuckDB views, reporting what it
+// fetched on stderr.
+func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.Session, error) {
+	if cache == "" {
+		var err error
+		if cache, err = analysis.DefaultCacheDir(env.Config.Store); err != nil {
+			return nil, err
+		}
+	}
+	s, err := analysis.Open(cmd.Context(), analysis.Options{Bucket: env.Bucket, Run: env.Config.Run, CacheDir: cache})
+	if err != nil {
+		return nil, err
+	}
+	st := s.Stats
+	env.Logf("analyze: run %s: %d committed folders, %d files (%.1f MB): %d downloaded (%d re-fetched), %d cached in %s; views in %s",
+		s.Run, st.Folders, st.Files, float64(st.Bytes)/1e6, st.Downloaded, st.Refetched, st.Cached, s.SyncTime.Round(1e6), s.ViewTime.Round(1e6))
+	return s, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drmas-dev/drmas/report"
+)
+
+func newReportCmd() *cobra.Command {
+	var (
+		o     report.Options
+		out   string
+		cache string
+	)
+	cmd := &cobra.Command{
+		Use:   "report --run NAME [--ablation replay|onpolicy] -o report.html",
+		Short: "Render a run (and its ablation) as one self-contained HTML file of plots and tables",
+		Long: `Reads the run's committed outputs like 'drmas analyze' (same cache), plots grad norm per agent,
+mean score per agent, avg@k/pass@k per data source and a score histogram per agent (gonum/plot
+PNGs, embedded as data URIs), with tables of the key numbers. --ablation adds the summary of
+'drmas ablate --mode replay|onpolicy': grad norm per estimator per agent, evaluations per
+estimator, and a per-estimator table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, done, err := openEnv(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			s, err := openSession(cmd, env, cache)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var buf bytes.Buffer
+			rep, err := report.Generate(cmd.Context(), s, o, &buf)
+			if err != nil {
+				return err
+			}
+			if out == "-" {
+				_, err = cmd.OutOrStdout().Write(buf.Bytes())
+				return err
+			}
+			if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d figures, %d tables, %d bytes\n", out, len(rep.Figures), len(rep.Tables), buf.Len())
+			for _, n := range rep.Notes {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&out, "output", "o", "report.html", "output HTML file (- for stdout)")
+	f.StringVar(&o.Ablation, "ablation", "", "include an ablation summary: replay or onpolicy")
+	f.StringVar(&o.Title, "title", "", "page title (default: drmas run NAME)")
+	f.StringVar(&cache, "cache", "", "local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")
+	f.Float64Var(&o.Params.SpikeK, "k", 2, "grad-norm spike threshold: k × the rolling median")
+	f.IntVar(&o.Params.Window, "window", 5, "grad-norm rolling-median window, in iterations")
+	return cmd
+}

@@ -1,0 +1,142 @@
+package commit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// ReceiptsDir is the sub-folder of a stage folder where sharded workers leave one receipt per
+// finished part. Receipts are not outputs: DuckDB globs of *.parquet never see them, and
+// Finalize removes them once the folder is committed.
+const ReceiptsDir = "_receipts"
+
+// Receipt says that one part of a folder is written: its manifest entry, and optional
+// stage-specific partial results (e.g. per-agent statistics to merge at finalize).
+type Receipt struct {
+	File  File            `json:"file"`
+	Extra json.RawMessage `json:"extra,omitempty"`
+}
+
+func receiptKey(dir, part string) string { return path.Join(dir, ReceiptsDir, part+".json") }
+
+// PutReceipt records that part f of dir is written. Workers write receipts after the part
+// itself, so a receipt always describes a complete object. Rewriting a receipt with the same
+// content is harmless (deterministic outputs).
+func PutReceipt(ctx context.Context, b storage.Bucket, dir string, r Receipt) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode receipt: %w", err)
+	}
+	if err := storage.PutBytes(ctx, b, receiptKey(dir, r.File.Name), data); err != nil {
+		return fmt.Errorf("write receipt of %s: %w", r.File.Name, err)
+	}
+	return nil
+}
+
+// ReadReceipt returns the receipt of part, and false if there is none (or it is unreadable, in
+// which case the part is simply redone).
+func ReadReceipt(ctx context.Context, b storage.Bucket, dir, part string) (Receipt, bool, error) {
+	data, err := storage.ReadAll(ctx, b, receiptKey(dir, part))
+	if storage.IsNotFound(err) {
+		return Receipt{}, false, nil
+	}
+	if err != nil {
+		return Receipt{}, false, err
+	}
+	var r Receipt
+	if json.Unmarshal(data, &r) != nil || r.File.Name != part {
+		return Receipt{}, false, nil
+	}
+	return r, true, nil
+}
+
+// HavePart reports whether part has a receipt whose file exists with the recorded size: a
+// worker that finds one skips the part (resume).
+func HavePart(ctx context.Context, b storage.Bucket, dir, part string) (Receipt, bool, error) {
+	r, ok, err := ReadReceipt(ctx, b, dir, part)
+	if err != nil || !ok {
+		return r, false, err
+	}
+	attr, err := b.Stat(ctx, path.Join(dir, part))
+	if storage.IsNotFound(err) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	return r, attr.Size == r.File.Bytes, nil
+}
+
+// Finalize commits dir once every part in parts has a receipt: it fills m.Files (and m.Rows)
+// from the receipts in part order, calls merge (if not nil) with the receipts in part order so
+// the caller can complete m (and write summary files, whose entries merge returns), commits
+// the manifest with an only-if-absent put, and removes the receipts. It returns false (and
+// commits nothing) while some part is missing. Finalize is idempotent and may be called by
+// every worker: the first complete call commits, later ones confirm the identical manifest.
+func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string, m *Manifest, merge func([]Receipt) ([]File, error)) (bool, string, error) {
+	if _, sha, err := Read(ctx, b, dir); err == nil {
+		return true, sha, cleanReceipts(ctx, b, dir)
+	} else if !errors.Is(err, ErrNotCommitted) {
+		return false, "", err
+	}
+	var recs []Receipt
+	for _, p := range parts {
+		r, ok, err := HavePart(ctx, b, dir, p)
+		if err != nil {
+			return false, "", err
+		}
+		if !ok {
+			return false, "", nil
+		}
+		recs = append(recs, r)
+	}
+	m.Files, m.Rows = nil, 0
+	for _, r := range recs {
+		m.Files = append(m.Files, r.File)
+		m.Rows += r.File.Rows
+	}
+	if merge != nil {
+		extra, err := merge(recs)
+		if err != nil {
+			return false, "", err
+		}
+		m.Files = append(m.Files, extra...)
+	}
+	sha, err := Commit(ctx, b, dir, m)
+	if err != nil {
+		return false, "", err
+	}
+	return true, sha, cleanReceipts(ctx, b, dir)
+}
+
+// cleanReceipts removes the receipts of a committed folder (best effort: leftovers are
+// harmless and removed by the next Finalize).
+func cleanReceipts(ctx context.Context, b storage.Bucket, dir string) error {
+	var keys []string
+	if err := b.Iter(ctx, path.Join(dir, ReceiptsDir)+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+		return fmt.Errorf("list receipts of %s: %w", dir, err)
+	}
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil {
+			return fmt.Errorf("remove receipt %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// DecodeExtra unmarshals a receipt's extra payload strictly.
+func DecodeExtra(r Receipt, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(r.Extra))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && err != io.EOF {
+		return fmt.Errorf("receipt of %s: %w", r.File.Name, err)
+	}
+	return nil
+}
