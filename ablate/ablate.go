@@ -34,6 +34,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/pipeline"
@@ -328,14 +329,26 @@ func onPolicy(ctx context.Context, env *stages.Env, o Options, ests []string, se
 		return nil, fmt.Errorf("ablate: on-policy needs at least one iteration")
 	}
 	var inputs []commit.Input
+	// The warm-up does not depend on the estimator (warmup.Digest covers seed, workflow, warm-up
+	// and model settings only), so runs with the same seed share it: the first run of a seed
+	// trains it, the others start from a byte-for-byte copy of its step 0 and its evaluation.
+	warmedUp := map[uint64]string{}
 	for _, est := range ests {
 		for _, seed := range seeds {
 			run := RunName(OnPolicy, cfg.Run, est, seed)
 			res.Runs = append(res.Runs, run)
 			penv := &stages.Env{Bucket: env.Bucket, Config: withRun(cfg, run, est, seed), Log: env.Log, Progress: env.Progress}
+			if from, ok := warmedUp[seed]; ok {
+				if err := shareWarmup(ctx, env.Bucket, from, run); err != nil {
+					return nil, fmt.Errorf("ablate %s: %w", run, err)
+				}
+			}
 			env.Logf("ablate: on-policy run %s (%d iterations)", run, n)
 			if _, err := pipeline.Run(ctx, penv, pipeline.Options{Iterations: n, EvalEvery: o.EvalEvery}); err != nil {
 				return nil, fmt.Errorf("ablate %s: %w", run, err)
+			}
+			if _, ok := warmedUp[seed]; !ok {
+				warmedUp[seed] = run
 			}
 			for it := 0; it < n; it++ {
 				if !o.Iterations.Contains(it) {
@@ -351,6 +364,21 @@ func onPolicy(ctx context.Context, env *stages.Env, o Options, ests []string, se
 		}
 	}
 	return inputs, nil
+}
+
+// shareWarmup copies run from's warm-up checkpoint (step 0) and its evaluation into run to,
+// unless to already has a step 0, and points to's LATEST at it.
+func shareWarmup(ctx context.Context, b storage.Bucket, from, to string) error {
+	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(to, 0)); err != nil || ok {
+		return err
+	}
+	if _, err := CopyFolder(ctx, b, commit.CheckpointDir(from, 0), b, commit.CheckpointDir(to, 0)); err != nil {
+		return fmt.Errorf("share the warm-up of %s: %w", from, err)
+	}
+	if _, err := CopyFolder(ctx, b, commit.EvalDir(from, 0), b, commit.EvalDir(to, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+		return fmt.Errorf("share the warm-up evaluation of %s: %w", from, err)
+	}
+	return checkpoints.SetLatest(ctx, b, to, 0)
 }
 
 // summarize builds the summary rows of one iteration of an output run from its committed

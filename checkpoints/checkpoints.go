@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"sort"
 	"strings"
@@ -235,6 +236,9 @@ func Load(ctx context.Context, b storage.Bucket, run string, withOptim bool, war
 	}
 	latest, err := ReadLatest(ctx, b, run)
 	if err != nil && !errors.Is(err, ErrNone) {
+		if unavailable(err) {
+			return nil, err
+		}
 		warn(err.Error())
 	}
 	steps, lerr := Steps(ctx, b, run)
@@ -249,6 +253,9 @@ func Load(ctx context.Context, b storage.Bucket, run string, withOptim bool, war
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if unavailable(lerr) {
+			return nil, lerr
+		}
 		warn(fmt.Sprintf("checkpoint step %d (LATEST) is unusable, falling back: %v", latest, lerr))
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
@@ -262,9 +269,28 @@ func Load(ctx context.Context, b storage.Bucket, run string, withOptim bool, war
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if unavailable(lerr) {
+			return nil, lerr
+		}
 		warn(fmt.Sprintf("checkpoint step %d is unusable, falling back: %v", steps[i], lerr))
 	}
 	return nil, fmt.Errorf("run %s: %w (run `drmas run-stage warmup` first)", run, ErrNone)
+}
+
+// unavailable reports whether err says the store could not be read (a transport or server
+// failure) rather than that a step is missing or damaged. Load returns such errors instead of
+// falling back: an older step would silently be used as the policy while the store hiccups,
+// and once no step loads the failure would read as "no checkpoint".
+func unavailable(err error) bool {
+	var ke *storage.KeyError
+	var ne net.Error
+	switch {
+	case storage.IsNotFound(err) || errors.Is(err, commit.ErrNotCommitted):
+		return false
+	case errors.As(err, &ke), errors.As(err, &ne):
+		return true
+	}
+	return false
 }
 
 // Retain deletes committed steps older than the newest keep, never the one LATEST names and

@@ -153,31 +153,45 @@ func (g *groupDecoder) decode(p parquet.Page, out []int32) []int32 {
 		g.lastIdx = -1
 		g.lastD = d
 	}
-	byteValues(p, func(idx int32, v []byte) {
-		defer func() { g.rows++ }()
+	if d != nil {
+		// Dictionary page: a row whose index equals the previous row's continues its run
+		// without looking at the bytes.
+		data, offs := pageData(d.Page()).ByteArray()
 		cur := int32(len(g.names) - 1)
-		if len(g.names) > 0 {
-			if idx >= 0 && idx == g.lastIdx {
+		for _, ix := range pageData(p).Int32() {
+			if ix == g.lastIdx && ix >= 0 && cur >= 0 {
 				out = append(out, cur)
-				return
+				g.rows++
+				continue
 			}
-			if bytes.Equal(v, g.last) {
-				g.lastIdx = idx
-				out = append(out, cur)
-				return
-			}
+			out = g.value(ix, data[offs[ix]:offs[ix+1]], out)
+			cur = int32(len(g.names) - 1)
 		}
-		s := string(v)
-		if _, dup := g.seen[s]; dup && g.err == nil {
-			g.err = fmt.Errorf("row %d: uid %q reappears after its rows ended: rows of one uid must be contiguous", g.rows, s)
-		}
-		g.seen[s] = int32(len(g.names))
-		g.names = append(g.names, s)
-		g.last = append(g.last[:0], v...)
-		g.lastIdx = idx
-		out = append(out, int32(len(g.names)-1))
-	})
+		return out
+	}
+	data, offs := pageData(p).ByteArray()
+	for i := 0; i+1 < len(offs); i++ {
+		out = g.value(-1, data[offs[i]:offs[i+1]], out)
+	}
 	return out
+}
+
+// value appends the code of one uid (dictionary index idx, or −1 on a plain page).
+func (g *groupDecoder) value(idx int32, v []byte, out []int32) []int32 {
+	g.rows++
+	if len(g.names) > 0 && bytes.Equal(v, g.last) {
+		g.lastIdx = idx
+		return append(out, int32(len(g.names)-1))
+	}
+	s := string(v)
+	if _, dup := g.seen[s]; dup && g.err == nil {
+		g.err = fmt.Errorf("row %d: uid %q reappears after its rows ended: rows of one uid must be contiguous", g.rows-1, s)
+	}
+	g.seen[s] = int32(len(g.names))
+	g.names = append(g.names, s)
+	g.last = append(g.last[:0], v...)
+	g.lastIdx = idx
+	return append(out, int32(len(g.names)-1))
 }
 
 // dictDecoder maps a low-cardinality string column to dense codes in first-seen order.

@@ -49,7 +49,7 @@ func (r *objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return n, fmt.Errorf("read %s at %d: object shorter than its size %d: %w", r.key, off, r.size, io.ErrUnexpectedEOF)
 		}
-		return n, fmt.Errorf("read %s at %d: %w", r.key, off, err)
+		return n, fmt.Errorf("read %s at %d: %w", r.key, off, &KeyError{Op: "read", Bucket: r.b.Name(), Key: r.key, Err: err})
 	}
 	if int64(n) < int64(len(p)) {
 		return n, io.EOF

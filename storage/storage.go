@@ -146,7 +146,8 @@ func ReadAll(ctx context.Context, b Bucket, key string) ([]byte, error) {
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
+		// A failure mid-body (a reset connection) names the store too, like Get's errors.
+		return nil, &KeyError{Op: "read", Bucket: b.Name(), Key: key, Err: err}
 	}
 	return data, nil
 }

@@ -65,7 +65,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	backends, err := stages.Backends(cfg, set)
+	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
 		return nil, err
 	}

@@ -129,6 +129,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}}
 	var metrics []MetricsRow
 	for _, id := range cfg.ModelNames() {
+		if cfg.Models[id].External() {
+			continue // served elsewhere (openai backend without sizes): not trained here
+		}
 		m := set.Models[id]
 		if m == nil {
 			return nil, fmt.Errorf("learn: checkpoint step %d has no model %s", version, id)
@@ -240,7 +243,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			continue
 		}
 		if len(r.ResponseLogprobs) != len(r.ResponseIDs) {
-			return nil, nil, fmt.Errorf("learn: row %d (agent %s) has no behaviour log-probs: its backend did not return them, so it cannot be trained with PPO", r.RowID, r.Agent)
+			return nil, nil, fmt.Errorf("learn: row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
 		}
 		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
 	}

@@ -115,7 +115,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
 	}
-	backends, err := stages.Backends(cfg, set)
+	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 	set := &checkpoints.Set{Step: 0, Parent: checkpoints.NoParent, Models: map[string]*model.Model{}}
 	res := &Result{Loss: map[string]float64{}, Demos: map[string]int{}}
 	for _, id := range cfg.ModelNames() {
+		if cfg.Models[id].External() {
+			continue // served elsewhere (openai backend without sizes): nothing to warm up
+		}
 		var seqs []model.Sequence
 		for _, a := range cfg.AgentsOf(id) {
 			seqs = append(seqs, demos[a]...)
@@ -79,7 +82,7 @@ func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 	if _, err := checkpoints.Publish(ctx, env.Bucket, cfg.Run, set, Digest(cfg)); err != nil {
 		return nil, err
 	}
-	for _, id := range cfg.ModelNames() {
+	for _, id := range set.ModelNames() {
 		env.Logf("warmup: model %s trained on %d demonstrations, final loss %.4f; published step 0", id, res.Demos[id], res.Loss[id])
 	}
 	return res, nil

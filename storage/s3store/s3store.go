@@ -58,6 +58,8 @@ const (
 	MinPartSize = 5 << 20
 	// DefaultConnectTimeout bounds New's reachability check when Config.ConnectTimeout is 0.
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultIdleTimeout is Config.IdleTimeout when it is 0.
+	DefaultIdleTimeout = 30 * time.Second
 	// MaxConditionalSize is the largest object Put accepts with storage.IfAbsent.
 	MaxConditionalSize = 16 << 20
 	// conflictRetries bounds the retries of a conditional put answered 409.
@@ -96,6 +98,11 @@ type Config struct {
 	// Transport replaces the HTTP transport (custom TLS, proxies, fault injection in
 	// tests). nil: minio-go's default transport.
 	Transport http.RoundTripper
+	// IdleTimeout fails a request once its connection has moved no byte in either direction
+	// for this long (a stalled network or server). Without it a stalled response body hangs
+	// forever and a stalled request waits a minute for headers. It applies to the default
+	// transport (Transport nil). 0: DefaultIdleTimeout; < 0: none.
+	IdleTimeout time.Duration
 }
 
 // Bucket is a storage.Bucket over an S3 bucket. It is safe for concurrent use.
@@ -149,6 +156,14 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 		t, err := minio.DefaultTransport(secure)
 		if err != nil {
 			return nil, fmt.Errorf("s3store: transport: %w", err)
+		}
+		if idle := cfg.IdleTimeout; idle >= 0 {
+			if idle == 0 {
+				idle = DefaultIdleTimeout
+			}
+			t.DialContext = idleDialer(t.DialContext, idle)
+			// Let the pool retire idle connections before their deadline fires.
+			t.IdleConnTimeout = min(t.IdleConnTimeout, idle/2)
 		}
 		base = t
 	}
@@ -646,4 +661,34 @@ func (t *trackingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// idleDialer wraps dial so that every connection fails an I/O call once no byte has moved
+// in either direction for idle.
+func idleDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), idle time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: idle}, nil
+	}
+}
+
+// idleConn pushes its read and write deadlines forward on every Read and Write, so a pending
+// read (the transport waits for a response while it uploads) does not expire while the
+// upload progresses, and a stall in either direction ends in a timeout error.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	_ = c.Conn.SetDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(p)
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetDeadline(time.Now().Add(c.idle))
+	return c.Conn.Write(p)
 }
