@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,14 +40,39 @@ evaluate: {every: 1, k: 2}
 learn: {micro_batch: 8, keep_checkpoints: 2}
 `
 
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+// buildDrmas builds the drmas binary once per test process.
 func buildDrmas(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "drmas")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/drmas-dev/drmas/cmd/drmas")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build drmas: %v\n%s", err, out)
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "drmas-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "drmas")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/drmas-dev/drmas/cmd/drmas").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build drmas: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // finalState returns the sha256 of every file of the final checkpoint, keyed by name.
