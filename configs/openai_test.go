@@ -17,7 +17,7 @@ func TestOpenAIBackendSettings(t *testing.T) {
 		t.Fatalf("decoded %+v %+v", big, small)
 	}
 	// Local configs digest as before: the new fields are omitted when unset.
-	if got := string(mustJSON(Default().Models)); got != `{"m1":{"dim":64,"layers":2,"heads":4,"context":128,"ff_mult":4,"tied_head":true}}` {
+	if got := string(mustJSON(Default().Models)); got != `{"m1":{"dim":64,"layers":3,"heads":4,"context":128,"ff_mult":4,"tied_head":true}}` {
 		t.Fatalf("default models encode new fields: %s", got)
 	}
 
