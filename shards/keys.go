@@ -57,7 +57,7 @@ func ReadKeys(ctx context.Context, f *parquet.File, name string) (k *Keys, err e
 		Agent:  make([]int32, 0, n),
 		Score:  make([]float64, 0, n),
 	}
-	g := groupDecoder{seen: map[string]int32{}}
+	var g groupDecoder
 	a := dictDecoder{codes: map[string]int32{}}
 	for rgi, rg := range f.RowGroups() {
 		if err := ctx.Err(); err != nil {
@@ -137,9 +137,13 @@ func byteValues(p parquet.Page, f func(idx int32, v []byte)) {
 }
 
 // groupDecoder turns a uid column into dense codes of contiguous runs.
+//
+// A uid that reappears after its run ended is an error. While uids come in increasing order
+// (as the rollout writer sorts them) none can reappear, so the set of seen uids is only built
+// (from names) once a uid is not greater than the one before.
 type groupDecoder struct {
 	names   []string
-	seen    map[string]int32
+	seen    map[string]int32 // nil while uids are increasing
 	last    []byte
 	lastIdx int32
 	lastD   parquet.Dictionary
@@ -184,10 +188,18 @@ func (g *groupDecoder) value(idx int32, v []byte, out []int32) []int32 {
 		return append(out, int32(len(g.names)-1))
 	}
 	s := string(v)
-	if _, dup := g.seen[s]; dup && g.err == nil {
-		g.err = fmt.Errorf("row %d: uid %q reappears after its rows ended: rows of one uid must be contiguous", g.rows-1, s)
+	if g.seen == nil && len(g.names) > 0 && bytes.Compare(v, g.last) < 0 {
+		g.seen = make(map[string]int32, 2*len(g.names))
+		for i, name := range g.names {
+			g.seen[name] = int32(i)
+		}
 	}
-	g.seen[s] = int32(len(g.names))
+	if g.seen != nil {
+		if _, dup := g.seen[s]; dup && g.err == nil {
+			g.err = fmt.Errorf("row %d: uid %q reappears after its rows ended: rows of one uid must be contiguous", g.rows-1, s)
+		}
+		g.seen[s] = int32(len(g.names))
+	}
 	g.names = append(g.names, s)
 	g.last = append(g.last[:0], v...)
 	g.lastIdx = idx

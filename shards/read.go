@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,15 @@ import (
 func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) {
 	if size < 12 {
 		return nil, fmt.Errorf("%s: %d bytes is too short to be a parquet file", name, size)
+	}
+	// parquet-go allocates the footer length the file's last 8 bytes claim (up to 4 GiB)
+	// before checking it against the file: check it here, as OpenColumns does.
+	var tail [8]byte
+	if _, err := r.ReadAt(tail[:], size-8); err != nil && !(errors.Is(err, io.EOF)) {
+		return nil, fmt.Errorf("%s: read parquet footer: %w", name, err)
+	}
+	if flen := int64(binary.LittleEndian.Uint32(tail[:4])); flen > size-12 {
+		return nil, fmt.Errorf("%s: footer length %d does not fit a %d-byte parquet file", name, flen, size)
 	}
 	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {

@@ -168,6 +168,9 @@ Estimators (several at once, one pass over the data):
 				return err
 			}
 			defer done()
+			if o.Shard, err = shardOf(cmd); err != nil {
+				return err
+			}
 			res, err := normalize.Run(cmd.Context(), env, o)
 			if err != nil {
 				return err

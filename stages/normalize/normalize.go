@@ -3,23 +3,28 @@
 // per part (kernels), and commits one narrow sidecar per part and estimator plus per-agent
 // diagnostics (DESIGN §2, §3).
 //
-// Memory is bounded by one part: parts are processed one at a time. Outputs are byte-identical
+// Parts are processed concurrently, on up to GOMAXPROCS goroutines, and their results merged
+// in part order: memory is bounded by that many parts, and outputs do not depend on the
+// concurrency. Outputs are byte-identical
 // across reruns; an estimator whose folder is already committed is skipped.
 package normalize
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/internal/progress"
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -31,6 +36,9 @@ type Options struct {
 	// Estimators are estimator names (kernels.ParseSpec); default: the config's
 	// normalize.estimators.
 	Estimators []string
+	// Shard selects the parts this worker normalizes (zero value: all of them). The worker that
+	// finds every part's sidecar written commits the estimator's folders.
+	Shard jobs.Shard
 }
 
 // DiagnosticsRow is one row of diagnostics/est=<name>/agents.parquet: the Lemma 4.2 statistics of
@@ -61,6 +69,7 @@ type Result struct {
 	Rows        int64
 	Estimators  []string // canonical names, in request order
 	Skipped     []string // already committed
+	Pending     []string // not committed yet: other shards still have parts to write
 	Diagnostics map[string][]DiagnosticsRow
 }
 
@@ -92,9 +101,19 @@ func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 	return specs, errors.Join(errs...)
 }
 
-// Run normalizes one iteration.
+// Run normalizes this worker's parts of one iteration and, for each estimator whose sidecars
+// are then all written, commits the diagnostics folder and the advantage folder (in that order:
+// a committed advantage folder implies committed diagnostics). Each finished part leaves a
+// receipt carrying its per-agent partial statistics, which the finalize merges in part order,
+// so the outputs are byte-identical whether one process or many shards did the work.
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
+	if o.Shard == (jobs.Shard{}) {
+		o.Shard = jobs.Whole
+	}
+	if err := o.Shard.Validate(); err != nil {
+		return nil, err
+	}
 	names := o.Estimators
 	if len(names) == 0 {
 		names = cfg.Normalize.Estimators
@@ -104,16 +123,17 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		return nil, fmt.Errorf("normalize: %w", err)
 	}
 	b := env.Bucket
-	inDir := commit.RolloutDir(cfg.Run, o.Iteration)
+	iter := o.Iteration
+	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
 	if err != nil {
-		return nil, fmt.Errorf("normalize iteration %d: rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", o.Iteration, o.Iteration, err)
+		return nil, fmt.Errorf("normalize iteration %d: rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", iter, iter, err)
 	}
 	res := &Result{Rows: in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	var todo []kernels.Spec
 	for _, s := range specs {
 		res.Estimators = append(res.Estimators, s.Name())
-		done, err := commit.IsCommitted(ctx, b, commit.DiagnosticsDir(cfg.Run, o.Iteration, s.Name()))
+		done, err := commit.IsCommitted(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -124,82 +144,217 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		todo = append(todo, s)
 	}
 	if len(todo) == 0 {
-		env.Logf("normalize iter %d: %s already committed", o.Iteration, strings.Join(res.Skipped, ","))
+		env.Logf("normalize iter %d: %s already committed", iter, strings.Join(res.Skipped, ","))
 		return res, nil
 	}
-
-	outs := make([]*kernels.Result, len(todo))
-	files := make([][]commit.File, len(todo))
-	for i := range outs {
-		outs[i] = &kernels.Result{}
+	advDirs := make([]string, len(todo))
+	for ei, s := range todo {
+		advDirs[ei] = commit.AdvantageDir(cfg.Run, iter, s.Name())
 	}
-	acc := make([]diagAcc, len(todo))
-	bar := progress.New(env.Progress, in.Rows, fmt.Sprintf("normalize iter %d", o.Iteration), "rows")
-	for _, f := range in.Files {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+
+	// This worker's parts that still lack a sidecar of some estimator (a receipt marks one).
+	var parts []int
+	var rows int64
+	for _, p := range o.Shard.Parts(len(in.Files)) {
+		for _, dir := range advDirs {
+			if _, ok, err := commit.HavePart(ctx, b, dir, in.Files[p].Name); err != nil {
+				return nil, err
+			} else if !ok {
+				parts = append(parts, p)
+				rows += in.Files[p].Rows
+				break
+			}
 		}
+	}
+	bar := progress.New(env.Progress, rows, fmt.Sprintf("normalize iter %d", iter), "rows")
+	err = forEachPart(ctx, len(parts), len(todo), func(ctx context.Context, i int, sl *slot) error {
+		f := in.Files[parts[i]]
 		cols, keys, err := readPart(ctx, env, inDir, f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := kernels.ComputeMany(ctx, todo, cols, outs); err != nil {
-			return nil, fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
+		if err := kernels.ComputeMany(ctx, todo, cols, sl.outs); err != nil {
+			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
 		}
 		diags, err := kernels.Diagnose(cols)
 		if err != nil {
-			return nil, fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
+			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
 		}
-		for ei, s := range todo {
-			data, err := encodeSidecar(keys, outs[ei])
+		sl.keys, sl.cols, sl.diags = keys, cols, diags
+		sl.files = sl.files[:0]
+		for ei := range todo {
+			data, err := sl.enc.encode(keys, sl.outs[ei])
 			if err != nil {
-				return nil, fmt.Errorf("normalize %s: %w", f.Name, err)
+				return fmt.Errorf("normalize %s: %w", f.Name, err)
 			}
-			cf, err := commit.PutFile(ctx, b, commit.AdvantageDir(cfg.Run, o.Iteration, s.Name()), f.Name, data, int64(keys.Len()))
+			cf, err := commit.PutFile(ctx, b, advDirs[ei], f.Name, data, int64(keys.Len()))
 			if err != nil {
-				return nil, err
+				return err
 			}
-			files[ei] = append(files[ei], cf)
-			acc[ei].add(keys, cols, diags, outs[ei])
+			sl.files = append(sl.files, cf)
 		}
-		bar.Add(keys.Len())
+		return nil
+	}, func(i int, sl *slot) error {
+		// The part's receipts, with its per-agent partial statistics, written after its sidecars.
+		for ei := range todo {
+			var part diagAcc
+			part.add(sl.keys, sl.cols, sl.diags, sl.outs[ei])
+			extra, err := json.Marshal(part.export())
+			if err != nil {
+				return fmt.Errorf("encode part statistics: %w", err)
+			}
+			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: sl.files[ei], Extra: extra}); err != nil {
+				return err
+			}
+		}
+		bar.Add(sl.keys.Len())
+		sl.keys, sl.cols, sl.diags = nil, nil, nil
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	elapsed := bar.Finish()
 
-	iter := o.Iteration
+	partNames := make([]string, len(in.Files))
+	for i, f := range in.Files {
+		partNames[i] = f.Name
+	}
+	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}}
+	var committed, pending []string
 	for ei, s := range todo {
 		params := map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)}
-		inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}}
-		advDir := commit.AdvantageDir(cfg.Run, iter, s.Name())
-		advSHA, err := commit.Commit(ctx, b, advDir, &commit.Manifest{
+		done, _, err := commit.Finalize(ctx, b, advDirs[ei], partNames, &commit.Manifest{
 			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-			Rows: in.Rows, Files: files[ei], Inputs: inputs, Params: params,
+			Inputs: inputs, Params: params,
+		}, func(recs []commit.Receipt) ([]commit.File, error) {
+			var acc diagAcc
+			for _, r := range recs {
+				var part diagExport
+				if err := commit.DecodeExtra(r, &part); err != nil {
+					return nil, err
+				}
+				acc.merge(part)
+			}
+			rows := acc.rows(int32(iter), s.Name())
+			data, err := shards.EncodeTable(rows)
+			if err != nil {
+				return nil, fmt.Errorf("encode diagnostics: %w", err)
+			}
+			diagDir := commit.DiagnosticsDir(cfg.Run, iter, s.Name())
+			df, err := commit.PutFile(ctx, b, diagDir, "agents.parquet", data, int64(len(rows)))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := commit.Commit(ctx, b, diagDir, &commit.Manifest{
+				Kind: "diagnostics", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
+				Rows: int64(len(rows)), Files: []commit.File{df}, Inputs: inputs, Params: params,
+			}); err != nil {
+				return nil, err
+			}
+			res.Diagnostics[s.Name()] = rows
+			return nil, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		rows := acc[ei].rows(int32(iter), s.Name())
-		data, err := shards.EncodeTable(rows)
-		if err != nil {
-			return nil, fmt.Errorf("encode diagnostics: %w", err)
+		if done {
+			committed = append(committed, s.Name())
+		} else {
+			pending = append(pending, s.Name())
 		}
-		diagDir := commit.DiagnosticsDir(cfg.Run, iter, s.Name())
-		df, err := commit.PutFile(ctx, b, diagDir, "agents.parquet", data, int64(len(rows)))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := commit.Commit(ctx, b, diagDir, &commit.Manifest{
-			Kind: "diagnostics", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-			Rows: int64(len(rows)), Files: []commit.File{df},
-			Inputs: append(inputs, commit.Input{Dir: advDir, ManifestSHA256: advSHA}), Params: params,
-		}); err != nil {
-			return nil, err
-		}
-		res.Diagnostics[s.Name()] = rows
 	}
-	env.Logf("normalize iter %d: %d rows, %s in %s (%.1f M rows/s)", iter, in.Rows, strings.Join(namesOf(todo), ","),
-		elapsed.Round(1e6), float64(in.Rows)/elapsed.Seconds()/1e6)
+	res.Pending = pending
+	what := fmt.Sprintf("%d of %d parts by shard %s", len(parts), len(in.Files), o.Shard)
+	if len(committed) > 0 {
+		what += ", committed " + strings.Join(committed, ",")
+	}
+	if len(pending) > 0 {
+		what += ", waiting for the other shards: " + strings.Join(pending, ",")
+	}
+	env.Logf("normalize iter %d: %s; %d rows in %s (%.1f M rows/s)", iter, what, rows,
+		elapsed.Round(1e6), float64(rows)/max(elapsed.Seconds(), 1e-9)/1e6)
 	return res, nil
+}
+
+// slot is the working memory of one part in flight: its decoded keys, the estimators' results
+// (reused from part to part), the sidecar encoder's scratch space and the files written.
+type slot struct {
+	keys  *shards.Keys
+	cols  *kernels.Columns
+	diags []kernels.AgentDiagnostics
+	outs  []*kernels.Result
+	enc   sidecarEncoder
+	files []commit.File
+}
+
+// forEachPart runs work(i) for parts 0..n-1 on up to GOMAXPROCS goroutines and then merge(i),
+// on the calling goroutine, strictly in part order. At most that many parts are in flight
+// (being worked on or waiting for their merge), each in its own slot, so memory is bounded by
+// a few parts whatever n is. The first error (in part order) cancels the others' ctx; it is
+// returned once every started part has stopped.
+func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.Context, i int, sl *slot) error, merge func(i int, sl *slot) error) error {
+	workers := max(1, min(n, runtime.GOMAXPROCS(0)))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	free := make(chan *slot, workers)
+	for range workers {
+		sl := &slot{outs: make([]*kernels.Result, estimators)}
+		for i := range sl.outs {
+			sl.outs[i] = &kernels.Result{}
+		}
+		free <- sl
+	}
+	type done struct {
+		sl  *slot
+		err error
+	}
+	results := make([]chan done, n)
+	for i := range results {
+		results[i] = make(chan done, 1)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { // dispatcher: starts part i when a slot is free
+		defer wg.Done()
+		for i := 0; i < n; i++ {
+			var sl *slot
+			select {
+			case sl = <-free:
+			case <-ctx.Done():
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				results[i] <- done{sl, err}
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] <- done{sl, work(ctx, i, sl)}
+			}()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		var d done
+		select {
+		case d = <-results[i]:
+		case <-ctx.Done():
+			// Only reached after a cancel from outside: the dispatcher may not start part i.
+			return ctx.Err()
+		}
+		if d.err != nil {
+			cancel()
+			return d.err
+		}
+		if err := merge(i, d.sl); err != nil {
+			cancel()
+			return err
+		}
+		free <- d.sl
+	}
+	return nil
 }
 
 // readPart fetches the key columns of one committed part (only their column chunks: the token
@@ -221,11 +376,10 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File) (
 	if err != nil {
 		return nil, nil, err
 	}
-	cols := ColumnsOf(keys)
-	if err := cols.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return cols, keys, nil
+	// No separate cols.Validate pass: ReadKeys yields dense codes, contiguous groups and finite
+	// scores, and kernels.ComputeMany checks the same properties as it goes (returning
+	// Validate's *ValidationError, naming the part, should they ever fail).
+	return ColumnsOf(keys), keys, nil
 }
 
 // ColumnsOf turns decoded keys into kernel columns. Trajectories are (uid, sample) runs:
@@ -242,21 +396,6 @@ func ColumnsOf(k *shards.Keys) *kernels.Columns {
 		traj[i] = t
 	}
 	return &kernels.Columns{Group: k.Group, Traj: traj, Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
-}
-
-func encodeSidecar(k *shards.Keys, r *kernels.Result) ([]byte, error) {
-	rows := make([]shards.AdvantageRow, k.Len())
-	for i := range rows {
-		rows[i] = shards.AdvantageRow{
-			RowID: k.RowID[i], UID: k.UIDs[k.Group[i]], Agent: k.Agents[k.Agent[i]],
-			Advantage: r.Advantage[i], BaselineMean: r.BaselineMean[i], BaselineStd: r.BaselineStd[i], GroupSize: r.GroupSize[i],
-		}
-	}
-	var buf bytes.Buffer
-	if err := shards.WriteAdvantages(&buf, rows); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // diagAcc merges per-part diagnostics and advantage statistics per agent name, in a fixed
@@ -314,6 +453,65 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 	}
 }
 
+// diagExport is a diagAcc as JSON (a part receipt's payload). encoding/json writes float64s in
+// their shortest exact form, so merging exported partials is exact.
+type diagExport map[string]agentExport
+
+type agentExport struct {
+	D                        kernels.AgentDiagnostics
+	SumMuK, SumSigK, SumMu   float64
+	SumSig, SumZero, SumInfl float64
+	AdvN                     int64
+	AdvSum, AdvAbsSum, AdvSq float64
+}
+
+func (a *diagAcc) export() diagExport {
+	out := diagExport{}
+	for name, x := range a.byAgent {
+		out[name] = agentExport{D: x.d, SumMuK: x.sumMuK, SumSigK: x.sumSigK, SumMu: x.sumMu, SumSig: x.sumSig,
+			SumZero: x.sumZero, SumInfl: x.sumInfl, AdvN: x.advN, AdvSum: x.advSum, AdvAbsSum: x.advAbsSum, AdvSq: x.advSq}
+	}
+	return out
+}
+
+// merge adds a part's partial statistics; callers merge parts in part order (and agents in
+// name order, below), so sums are reduced in a fixed order.
+func (a *diagAcc) merge(p diagExport) {
+	if a.byAgent == nil {
+		a.byAgent = map[string]*agentAcc{}
+	}
+	names := make([]string, 0, len(p))
+	for name := range p {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e := p[name]
+		x, ok := a.byAgent[name]
+		if !ok {
+			x = &agentAcc{}
+			a.byAgent[name] = x
+			a.order = append(a.order, name)
+		}
+		x.d.Groups += e.D.Groups
+		x.d.Rows += e.D.Rows
+		x.d.SingletonGroups += e.D.SingletonGroups
+		x.d.InflationGroups += e.D.InflationGroups
+		x.d.ZeroSigmaGroups += e.D.ZeroSigmaGroups
+		x.d.InflationMax = math.Max(x.d.InflationMax, e.D.InflationMax)
+		x.sumMuK += e.SumMuK
+		x.sumSigK += e.SumSigK
+		x.sumMu += e.SumMu
+		x.sumSig += e.SumSig
+		x.sumZero += e.SumZero
+		x.sumInfl += e.SumInfl
+		x.advN += e.AdvN
+		x.advSum += e.AdvSum
+		x.advAbsSum += e.AdvAbsSum
+		x.advSq += e.AdvSq
+	}
+}
+
 func (a *diagAcc) rows(iter int32, est string) []DiagnosticsRow {
 	names := append([]string(nil), a.order...)
 	sort.Strings(names)
@@ -338,14 +536,6 @@ func (a *diagAcc) rows(iter int32, est string) []DiagnosticsRow {
 			InflationGroups: x.d.InflationGroups, ZeroSigmaGroups: x.d.ZeroSigmaGroups,
 			AdvMean: mean, AdvAbsMean: div(x.advAbsSum, x.advN), AdvStd: math.Sqrt(math.Max(variance, 0)),
 		})
-	}
-	return out
-}
-
-func namesOf(specs []kernels.Spec) []string {
-	out := make([]string, len(specs))
-	for i, s := range specs {
-		out[i] = s.Name()
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
@@ -230,4 +231,58 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 			t.Fatalf("want an error naming the estimator, got %v", err)
 		}
 	})
+}
+
+// TestShardedNormalizeEqualsSingleProcess: two shard workers (and a late duplicate) produce the
+// same committed folders as one process, and only the worker that completes the set commits.
+func TestShardedNormalizeEqualsSingleProcess(t *testing.T) {
+	ctx := context.Background()
+	ests := []string{"drmas", "grpo"}
+	digests := func(env *stages.Env) string {
+		var all []string
+		for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.AdvantageDir("t", 0, "grpo"),
+			commit.DiagnosticsDir("t", 0, "drmas"), commit.DiagnosticsDir("t", 0, "grpo")} {
+			data, err := storage.ReadAll(ctx, env.Bucket, path.Join(dir, commit.ManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, commit.Digest(data))
+		}
+		return strings.Join(all, ",")
+	}
+	single := stagetest.Env(t, stagetest.Config(t, "math"))
+	stagetest.WriteRollout(t, single, 0, threeParts(8), false)
+	if _, err := normalize.Run(ctx, single, normalize.Options{Estimators: ests}); err != nil {
+		t.Fatal(err)
+	}
+	sharded := stagetest.Env(t, stagetest.Config(t, "math"))
+	stagetest.WriteRollout(t, sharded, 0, threeParts(8), false)
+	first, err := normalize.Run(ctx, sharded, normalize.Options{Estimators: ests, Shard: jobs.Shard{Index: 1, Count: 2}})
+	if err != nil || len(first.Pending) != 2 {
+		t.Fatalf("first shard: %+v %v; want both estimators pending", first, err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, sharded.Bucket, commit.AdvantageDir("t", 0, "drmas")); ok {
+		t.Fatal("committed before every part was written")
+	}
+	second, err := normalize.Run(ctx, sharded, normalize.Options{Estimators: ests, Shard: jobs.Shard{Index: 0, Count: 2}})
+	if err != nil || len(second.Pending) != 0 || len(second.Diagnostics["drmas"]) == 0 {
+		t.Fatalf("second shard: %+v %v", second, err)
+	}
+	late, err := normalize.Run(ctx, sharded, normalize.Options{Estimators: ests, Shard: jobs.Shard{Index: 1, Count: 2}})
+	if err != nil || len(late.Skipped) != 2 {
+		t.Fatalf("late duplicate: %+v %v", late, err)
+	}
+	if a, b := digests(single), digests(sharded); a != b {
+		t.Fatalf("sharded outputs differ from the single process:\n%s\n%s", a, b)
+	}
+	var receipts []string
+	_ = sharded.Bucket.Iter(ctx, "runs/t/iter=000000/advantage/", func(k string) error {
+		if strings.Contains(k, commit.ReceiptsDir) {
+			receipts = append(receipts, k)
+		}
+		return nil
+	})
+	if len(receipts) != 0 {
+		t.Fatalf("receipts left: %v", receipts)
+	}
 }

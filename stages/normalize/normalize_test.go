@@ -1,0 +1,355 @@
+package normalize
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/shards/shardtest"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage/filestore"
+)
+
+// writeIteration commits a rollout iteration of `parts` parts of about rowsPerPart rows each
+// (groups of 8 samples × 3 agents × 1–2 steps, tiny token columns) under root.
+func writeIteration(tb testing.TB, root, run string, iter, parts, rowsPerPart int) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	b, err := filestore.New(root)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := commit.RolloutDir(run, iter)
+	var files []commit.File
+	var rows int64
+	for p := 0; p < parts; p++ {
+		rs := shardtest.Rows(shardtest.Options{Seed: 5, Part: p, Groups: max(1, rowsPerPart/34), Samples: 8,
+			Agents: []string{"router", "searcher", "answerer"}, DropAgent: true, Tokens: 1, Run: run, Iteration: int32(iter)})
+		var buf bytes.Buffer
+		if err := shards.WriteTrajectories(&buf, p, rs); err != nil {
+			tb.Fatal(err)
+		}
+		f, err := commit.PutFile(ctx, b, dir, shards.PartName(p, parts), buf.Bytes(), int64(len(rs)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files = append(files, f)
+		rows += int64(len(rs))
+	}
+	it := iter
+	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{Kind: "rollout", SchemaVersion: shards.SchemaVersion,
+		Run: run, Iteration: &it, Rows: rows, Files: files}); err != nil {
+		tb.Fatal(err)
+	}
+	return rows
+}
+
+func testEnv(tb testing.TB, root string) *stages.Env {
+	b, err := filestore.New(root)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := configs.Default()
+	cfg.Run = "t"
+	cfg.Store = root
+	return &stages.Env{Bucket: b, Config: cfg}
+}
+
+// rowSidecar is the sidecar as the row writer (shards.WriteAdvantages) encodes it.
+func rowSidecar(k *shards.Keys, r *kernels.Result) []shards.AdvantageRow {
+	rows := make([]shards.AdvantageRow, k.Len())
+	for i := range rows {
+		rows[i] = shards.AdvantageRow{
+			RowID: k.RowID[i], UID: k.UIDs[k.Group[i]], Agent: k.Agents[k.Agent[i]],
+			Advantage: r.Advantage[i], BaselineMean: r.BaselineMean[i], BaselineStd: r.BaselineStd[i], GroupSize: r.GroupSize[i],
+		}
+	}
+	return rows
+}
+
+// TestSidecarEncoding checks the columnar sidecar encoder against the row writer for every
+// estimator (dictionary and PLAIN statistics columns), over several row groups: parquet-go,
+// Arrow-free DuckDB and the shards reader all read back the same rows, and the bytes are
+// deterministic.
+func TestSidecarEncoding(t *testing.T) {
+	ctx := context.Background()
+	rs := shardtest.Rows(shardtest.Options{Seed: 3, Part: 2, Groups: 2500, Samples: 8,
+		Agents: []string{"router", "searcher", "answerer"}, DropAgent: true, Tokens: 1})
+	var buf bytes.Buffer
+	if err := shards.WriteTrajectories(&buf, 2, rs); err != nil {
+		t.Fatal(err)
+	}
+	f, err := shards.OpenParquet(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := shards.ReadKeys(ctx, f, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys.Len() <= 2*shards.RowGroupRows {
+		t.Fatalf("want several row groups, have %d rows", keys.Len())
+	}
+	cols := ColumnsOf(keys)
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	dir := t.TempDir()
+	for _, name := range []string{"drmas", "grpo", "grpo_step", "drmas_nostd", "rloo", "rloo_agent", "random"} {
+		var res kernels.Result
+		if name == "random" {
+			// Statistics with a distinct value a row: the PLAIN fallback of the encoder.
+			r := rand.New(rand.NewPCG(1, 2))
+			for range keys.Len() {
+				res.Advantage = append(res.Advantage, float32(r.NormFloat64()))
+				res.BaselineMean = append(res.BaselineMean, r.NormFloat64())
+				res.BaselineStd = append(res.BaselineStd, r.Float64())
+				res.GroupSize = append(res.GroupSize, r.Int32())
+			}
+		} else {
+			sp, err := kernels.ParseSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kernels.Compute(ctx, sp, cols, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := rowSidecar(keys, &res)
+		var e sidecarEncoder
+		data, err := e.encode(keys, &res)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		again, err := encodeSidecar(keys, &res)
+		if err != nil || !bytes.Equal(data, again) {
+			t.Fatalf("%s: encoding not deterministic (err %v)", name, err)
+		}
+		got, err := shards.ReadAdvantages(bytes.NewReader(data), int64(len(data)), name)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s: row %d: got %+v, want %+v", name, i, got[i], want[i])
+				}
+			}
+			t.Fatalf("%s: %d rows read, want %d", name, len(got), len(want))
+		}
+		pf, err := shards.OpenParquet(bytes.NewReader(data), int64(len(data)), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := shards.CheckSchema(pf, shards.AdvantageSchema(), name); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(pf.Schema().String(), shards.AdvantageSchema().String()) {
+			t.Fatalf("%s: schema\n%s\nwant\n%s", name, pf.Schema(), shards.AdvantageSchema())
+		}
+		// Column statistics are the exact bounds of each row group's values.
+		for rgi, rg := range pf.Metadata().RowGroups {
+			rows := want[rgi*shards.RowGroupRows : rgi*shards.RowGroupRows+int(rg.NumRows)]
+			for ci, c := range rg.Columns {
+				var lo, hi float64
+				for i, r := range rows {
+					v := []float64{float64(r.RowID), 0, 0, float64(r.Advantage), r.BaselineMean, r.BaselineStd, float64(r.GroupSize)}[ci]
+					if i == 0 || v < lo {
+						lo = v
+					}
+					if i == 0 || v > hi {
+						hi = v
+					}
+				}
+				st := c.MetaData.Statistics
+				dec := func(b []byte) float64 {
+					switch ci {
+					case 0:
+						return float64(int64(binary.LittleEndian.Uint64(b)))
+					case 3:
+						return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+					case 4, 5:
+						return math.Float64frombits(binary.LittleEndian.Uint64(b))
+					case 6:
+						return float64(int32(binary.LittleEndian.Uint32(b)))
+					}
+					return 0
+				}
+				if ci != 1 && ci != 2 && (dec(st.MinValue) != lo || dec(st.MaxValue) != hi) {
+					t.Fatalf("%s: row group %d column %d: statistics [%v, %v], values in [%v, %v]", name, rgi, ci, dec(st.MinValue), dec(st.MaxValue), lo, hi)
+				}
+			}
+		}
+		// DuckDB reads the same values, and its statistics-based filters agree with a scan.
+		p := filepath.Join(dir, name+".parquet")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var n, bad int64
+		var sumAdv, sumGS float64
+		if err := db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE uid IS NULL OR agent IS NULL), sum(advantage), sum(group_size) FROM read_parquet('`+p+`')`).Scan(&n, &bad, &sumAdv, &sumGS); err != nil {
+			t.Fatal(name, err)
+		}
+		var wantAdv, wantGS float64
+		for _, r := range want {
+			wantAdv += float64(r.Advantage)
+			wantGS += float64(r.GroupSize)
+		}
+		if n != int64(len(want)) || bad != 0 || wantGS != sumGS || abs(sumAdv-wantAdv) > 1e-6*float64(n) {
+			t.Fatalf("%s: DuckDB reads %d rows (%d null keys), Σadv %v Σgs %v; want %d, %v, %v", name, n, bad, sumAdv, sumGS, len(want), wantAdv, wantGS)
+		}
+		r := want[len(want)/3]
+		var m int64
+		if err := db.QueryRow(`SELECT count(*) FROM read_parquet('`+p+`') WHERE row_id = ? AND uid = ? AND agent = ? AND baseline_mean = ? AND baseline_std = ?`,
+			r.RowID, r.UID, r.Agent, r.BaselineMean, r.BaselineStd).Scan(&m); err != nil || m != 1 {
+			t.Fatalf("%s: DuckDB point lookup found %d rows (err %v)", name, m, err)
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// TestRunConcurrencyDeterministic runs the stage with 1 and several goroutines: the sidecars,
+// diagnostics and manifests must be byte-identical.
+func TestRunConcurrencyDeterministic(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeIteration(t, root, "t", 3, 5, 20000)
+	read := func() map[string][]byte {
+		out := map[string][]byte{}
+		iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 3)))
+		for _, d := range []string{"advantage", "diagnostics"} {
+			filepath.Walk(filepath.Join(iterDir, d), func(p string, info os.FileInfo, err error) error {
+				if err == nil && !info.IsDir() {
+					data, _ := os.ReadFile(p)
+					out[p] = data
+				}
+				return nil
+			})
+		}
+		return out
+	}
+	clean := func() {
+		iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 3)))
+		os.RemoveAll(filepath.Join(iterDir, "advantage"))
+		os.RemoveAll(filepath.Join(iterDir, "diagnostics"))
+	}
+	var first map[string][]byte
+	for _, procs := range []int{1, 3} {
+		prev := runtime.GOMAXPROCS(procs)
+		clean()
+		res, err := Run(ctx, testEnv(t, root), Options{Iteration: 3, Estimators: []string{"drmas", "grpo", "rloo"}})
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Diagnostics["drmas"]) != 3 {
+			t.Fatalf("diagnostics: %+v", res.Diagnostics)
+		}
+		got := read()
+		if first == nil {
+			first = got
+			if len(got) != 3*5+3*2+3 { // sidecars + manifests, diagnostics + manifests
+				t.Fatalf("%d files written", len(got))
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got, first) {
+			for k := range first {
+				if !bytes.Equal(first[k], got[k]) {
+					t.Errorf("%s differs between GOMAXPROCS 1 and %d", k, procs)
+				}
+			}
+		}
+	}
+	// The sidecars read back to the estimator's columns.
+	b, _ := filestore.New(root)
+	m, _, err := commit.Read(ctx, b, commit.AdvantageDir("t", 3, "drmas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := commit.Read(ctx, b, commit.RolloutDir("t", 3))
+	sp, _ := kernels.ParseSpec("drmas")
+	for i, f := range m.Files {
+		data, err := commit.ReadFile(ctx, b, commit.AdvantageDir("t", 3, "drmas"), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := shards.ReadAdvantages(bytes.NewReader(data), int64(len(data)), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := shards.OpenColumns(ctx, b, path.Join(commit.RolloutDir("t", 3), in.Files[i].Name), in.Files[i].Bytes, shards.KeyColumns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := shards.ReadKeys(ctx, pf, f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res kernels.Result
+		if err := kernels.Compute(ctx, sp, ColumnsOf(keys), &res); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, rowSidecar(keys, &res)) {
+			t.Fatalf("%s: sidecar differs from the kernel's result", f.Name)
+		}
+	}
+}
+
+// TestRunCancelled checks that a cancelled ctx stops the stage with ctx's error.
+func TestRunCancelled(t *testing.T) {
+	root := t.TempDir()
+	writeIteration(t, root, "t", 1, 4, 5000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, testEnv(t, root), Options{Iteration: 1, Estimators: []string{"drmas"}}); err == nil {
+		t.Fatal("cancelled run succeeded")
+	}
+}
+
+// BenchmarkNormalize times the stage (estimator drmas) over a committed iteration of about
+// 1 M rows in 8 parts, without real token columns, on a local folder store.
+func BenchmarkNormalize(b *testing.B) {
+	ctx := context.Background()
+	root := b.TempDir()
+	rows := writeIteration(b, root, "t", 1, 8, 125_000)
+	env := testEnv(b, root)
+	iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 1)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		os.RemoveAll(filepath.Join(iterDir, "advantage"))
+		os.RemoveAll(filepath.Join(iterDir, "diagnostics"))
+		b.StartTimer()
+		if _, err := Run(ctx, env, Options{Iteration: 1, Estimators: []string{"drmas"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(rows), "rows")
+	_ = fmt.Sprint()
+}
