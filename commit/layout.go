@@ -17,6 +17,7 @@ import (
 //	runs/<run>/iter=000007/diagnostics/est=drmas/agents.parquet, _MANIFEST.json
 //	runs/<run>/iter=000007/learn/metrics.parquet, _MANIFEST.json
 //	runs/<run>/eval/step=000008/results.parquet, _MANIFEST.json   (evaluation of a checkpoint)
+//	runs/<run>/eval-train/step=000008/results.parquet, …          (the same on training prompts)
 //	runs/<run>/checkpoints/step=000008/<model>/model.safetensors, optim.safetensors; _MANIFEST.json
 //	runs/<run>/checkpoints/LATEST
 
@@ -61,6 +62,12 @@ func LearnDir(run string, iter int) string { return path.Join(IterDir(run, iter)
 // EvalDir holds the evaluation results of a checkpoint step. Evaluations are keyed by the
 // checkpoint they measure (step 0 is the warm-up), not by iteration.
 func EvalDir(run string, step int64) string { return fmt.Sprintf("runs/%s/eval/step=%06d", run, step) }
+
+// TrainEvalDir holds the evaluation of a checkpoint step on training-split prompts (the
+// in-distribution check; EvalDir holds the held-out one).
+func TrainEvalDir(run string, step int64) string {
+	return fmt.Sprintf("runs/%s/eval-train/step=%06d", run, step)
+}
 
 // CheckpointsDir holds a run's checkpoints and LATEST.
 func CheckpointsDir(run string) string { return path.Join(RunDir(run), "checkpoints") }

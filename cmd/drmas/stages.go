@@ -141,6 +141,7 @@ avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
 		},
 	}
 	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to evaluate (-1: LATEST)")
+	cmd.Flags().BoolVar(&o.Train, "train-split", false, "evaluate on training-split prompts (in-distribution) instead of the held-out split")
 	return cmd
 }
 

@@ -25,6 +25,10 @@ import (
 // Options select the checkpoint to evaluate.
 type Options struct {
 	Step int64 // stages.LatestStep: the newest usable checkpoint
+	// Train evaluates on tasks.eval_size prompts of the training split instead of the held-out
+	// split: the in-distribution check that RL improves what it trains on. Written under
+	// eval-train/step=N/.
+	Train bool
 }
 
 // ResultRow is one row of eval/step=N/results.parquet. DataSource "all" aggregates every
@@ -53,14 +57,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
 	// itself may since have been removed by retention).
-	if rows, err := read(ctx, b, commit.EvalDir(cfg.Run, step)); err == nil {
+	evalDir := commit.EvalDir
+	if o.Train {
+		evalDir = commit.TrainEvalDir
+	}
+	if rows, err := read(ctx, b, evalDir(cfg.Run, step)); err == nil {
 		return rows, nil
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	dir := commit.EvalDir(cfg.Run, set.Step)
+	dir := evalDir(cfg.Run, set.Step)
 	wf, err := stages.Workflow(cfg)
 	if err != nil {
 		return nil, err
@@ -70,11 +78,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		return nil, err
 	}
 	tasks := stages.EvalTasks(cfg, wf)
+	if o.Train {
+		tasks = wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize)
+	}
 	if len(tasks) == 0 {
 		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
 	}
 	k := cfg.Evaluate.K
-	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d", set.Step), "episodes")
+	split := "eval"
+	if o.Train {
+		split = "train"
+	}
+	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
 	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
 		Samples:  k,
 		Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
@@ -104,7 +119,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows)), Files: []commit.File{f},
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
-			"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks))},
+			"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split},
 	}); err != nil {
 		return nil, err
 	}

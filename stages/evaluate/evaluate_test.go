@@ -68,3 +68,21 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 		t.Fatalf("reread: %+v %v", again, err)
 	}
 }
+
+func TestTrainSplitEvaluation(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0, Train: true}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := commit.Read(ctx, env.Bucket, commit.TrainEvalDir("t", 0))
+	if err != nil || m.Params["split"] != "train" {
+		t.Fatalf("train-split evaluation: %+v %v", m, err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir("t", 0)); ok {
+		t.Fatal("a train-split evaluation was written as the held-out one")
+	}
+}
