@@ -26,7 +26,7 @@ fuzz:
 	@set -e; for spec in $$($(GO) test -list 'Fuzz.*' ./... 2>/dev/null | awk '/^Fuzz/ {names[n++]=$$1} /^ok/ {for (i = 0; i < n; i++) print $$2":"names[i]; n = 0}' ); do \
 	  pkg=$${spec%%:*}; name=$${spec##*:}; \
 	  echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x $$pkg; exit 1; }; \
 	done
 
 ## bench: every Go benchmark once (short); the comparisons below print ratios against anchors.

@@ -134,6 +134,12 @@ func ReadLatest(ctx context.Context, b storage.Bucket, run string) (int64, error
 
 // SetLatest points LATEST at step, which must be committed. LATEST never moves backwards: if
 // it already names a later step, SetLatest leaves it.
+//
+// The store has no compare-and-swap, so two writers publishing different steps could each read
+// LATEST before the other writes and the lower one write last. SetLatest closes that window by
+// re-listing the committed steps after its write: if a later step is committed than the one it
+// wrote, it writes again. Every writer re-checks after its own write, and a step is committed
+// before its writer's LATEST write, so the last write to settle names the newest step.
 func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) error {
 	ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(run, step))
 	if err != nil {
@@ -142,17 +148,29 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 	if !ok {
 		return fmt.Errorf("set LATEST to step %d: the step is not committed", step)
 	}
-	cur, err := ReadLatest(ctx, b, run)
-	switch {
-	case err == nil && cur >= step:
-		return nil
-	case err != nil && !errors.Is(err, ErrNone):
-		// A damaged LATEST is replaced: the manifests are the source of truth.
+	target := step
+	for attempt := 0; attempt < 8; attempt++ {
+		cur, err := ReadLatest(ctx, b, run)
+		if err == nil && cur >= target {
+			return nil
+		}
+		if err != nil && !errors.Is(err, ErrNone) && ctx.Err() != nil {
+			return err
+		}
+		// A damaged or missing LATEST is replaced: the manifests are the source of truth.
+		if err := storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(target)); err != nil {
+			return fmt.Errorf("update LATEST: %w", err)
+		}
+		steps, err := Steps(ctx, b, run)
+		if err != nil {
+			return err
+		}
+		if len(steps) == 0 || steps[len(steps)-1] <= target {
+			return nil
+		}
+		target = steps[len(steps)-1]
 	}
-	if err := storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(step)); err != nil {
-		return fmt.Errorf("update LATEST: %w", err)
-	}
-	return nil
+	return fmt.Errorf("update LATEST: committed steps kept changing")
 }
 
 // Steps lists the committed steps of run in increasing order.

@@ -145,10 +145,8 @@ func TestRetain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b2.Delete(ctx, commit.LatestKey("r")); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoints.SetLatest(ctx, b2, "r", 1); err != nil {
+	// (SetLatest would settle on the newest step: write an older LATEST by hand.)
+	if err := storage.PutBytes(ctx, b2, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := checkpoints.Retain(ctx, b2, "r", 1); err != nil {
@@ -156,5 +154,36 @@ func TestRetain(t *testing.T) {
 	}
 	if steps, _ := checkpoints.Steps(ctx, b2, "r"); len(steps) != 3 {
 		t.Fatalf("retention deleted LATEST or step 0: left %v", steps)
+	}
+}
+
+// TestSetLatestRaceSettlesOnNewest: writers publishing different steps at once leave LATEST at
+// the newest committed step, whatever the interleaving.
+func TestSetLatestRaceSettlesOnNewest(t *testing.T) {
+	ctx := context.Background()
+	for round := 0; round < 20; round++ {
+		b := store(t)
+		for step := int64(0); step < 4; step++ {
+			s := newSet(t, step, 1)
+			// Commit without moving LATEST, to race the pointer updates alone.
+			if _, err := checkpoints.Publish(ctx, b, "r", s, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Delete(ctx, commit.LatestKey("r")); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 4)
+		for step := int64(0); step < 4; step++ {
+			go func() { done <- checkpoints.SetLatest(ctx, b, "r", step) }()
+		}
+		for i := 0; i < 4; i++ {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != 3 {
+			t.Fatalf("round %d: LATEST %d %v, want 3", round, got, err)
+		}
 	}
 }

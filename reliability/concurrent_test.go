@@ -18,9 +18,9 @@ import (
 // storeUnderTest is a store both the binary (through --store and the environment) and the
 // test (through a Bucket) can reach.
 type storeUnderTest struct {
-	name  string
-	url   string
-	env   []string
+	name string
+	url  string
+	env  []string
 	open func(t testing.TB) storage.Bucket
 }
 
@@ -45,6 +45,7 @@ func minioStore(t *testing.T, srv *miniotest.Server) storeUnderTest {
 // found identical committed content) or report a conflict; afterwards every committed folder
 // verifies and the committed bytes equal a run without contention.
 func TestConcurrentStageProcesses(t *testing.T) {
+	t.Parallel()
 	want := inspect(t, openDir(t, prepare(t, "learn")), "runs/")
 	srv := miniotest.Start(t)
 	rounds := 3
@@ -104,6 +105,7 @@ func TestConcurrentStageProcesses(t *testing.T) {
 // commits of the same manifest both succeed. Concurrent Puts of one key with different bytes
 // leave one complete version, never a mix.
 func TestRacingCommits(t *testing.T) {
+	t.Parallel()
 	srv := miniotest.Start(t)
 	bucket := srv.NewBucket(t)
 	dir := t.TempDir()

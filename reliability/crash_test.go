@@ -97,6 +97,7 @@ var crashCases = []crashCase{
 // folder verifies, LATEST loads), reruns the command to completion and checks that every
 // committed file, manifest and LATEST is byte-identical to an uninterrupted run.
 func TestCrashAnywhere(t *testing.T) {
+	t.Parallel()
 	trials := 20
 	if testing.Short() {
 		trials = 4
@@ -105,21 +106,36 @@ func TestCrashAnywhere(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			from := prepare(t, c.from)
 
-			// The uninterrupted run: the reference bytes and the duration to spread kills over.
-			clean := copyDir(t, from)
-			start := time.Now()
-			if out, err := drmas(t, clean, c.args...).CombinedOutput(); err != nil {
-				t.Fatalf("uninterrupted %s: %v\n%s", c.name, err, out)
-			}
-			full := time.Since(start)
-			want := inspect(t, openDir(t, clean), "runs/")
-			if len(want.Leftovers) > 0 {
-				t.Fatalf("uninterrupted run left uncommitted objects: %v", want.Leftovers)
+			// Uninterrupted runs: the reference bytes (three runs must agree) and the duration
+			// to spread kills over (the fastest of the three: the machine is shared).
+			var want state
+			var full time.Duration
+			for i := 0; i < 3; i++ {
+				clean := copyDir(t, from)
+				start := time.Now()
+				if out, err := drmas(t, clean, c.args...).CombinedOutput(); err != nil {
+					t.Fatalf("uninterrupted %s: %v\n%s", c.name, err, out)
+				}
+				if d := time.Since(start); i == 0 || d < full {
+					full = d
+				}
+				got := inspect(t, openDir(t, clean), "runs/")
+				if len(got.Leftovers) > 0 {
+					t.Fatalf("uninterrupted run left uncommitted objects: %v", got.Leftovers)
+				}
+				if i == 0 {
+					want = got
+				} else if d := diff(got.Committed, want.Committed); d != "" {
+					t.Fatalf("two uninterrupted runs differ:\n%s", d)
+				}
 			}
 
 			rng := rand.New(rand.NewPCG(2026, uint64(len(c.name))))
-			landed, leftovers := 0, 0
-			for trial := 0; trial < trials; trial++ {
+			// A trial is a kill that landed; a command that finished before its kill time
+			// (the machine was quicker than the measurement) is checked and retried.
+			landed, leftovers, attempts := 0, 0, 0
+			for ; landed < trials && attempts < 4*trials; attempts++ {
+				trial := landed
 				store := copyDir(t, from)
 				at := time.Duration(rng.Float64() * float64(full))
 				cmd := drmas(t, store, c.args...)
@@ -148,9 +164,9 @@ func TestCrashAnywhere(t *testing.T) {
 					t.Errorf("trial %d: objects outside committed folders after the rerun: %v", trial, got.Leftovers)
 				}
 			}
-			t.Logf("%s: uninterrupted %v; %d trials, %d killed mid-way (%d uncommitted objects seen right after kills), all reruns byte-identical",
-				c.name, full.Round(time.Millisecond), trials, landed, leftovers)
-			if landed < trials/2 {
+			t.Logf("%s: uninterrupted %v; %d kills landed in %d attempts (%d uncommitted objects seen right after kills); every rerun byte-identical",
+				c.name, full.Round(time.Millisecond), landed, attempts, leftovers)
+			if landed < trials {
 				t.Errorf("only %d of %d kills landed before the command finished", landed, trials)
 			}
 		})

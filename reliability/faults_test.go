@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/normalize"
@@ -84,6 +85,7 @@ func (s *signalAfter) Read(p []byte) (int, error) {
 // within failFast with an error naming the key and the endpoint; after a restart the same Put
 // must succeed and store the exact bytes, and no incomplete multipart upload may be left.
 func TestMultipartPutServerStopped(t *testing.T) {
+	t.Parallel()
 	srv := miniotest.Start(t)
 	bucket := srv.NewBucket(t)
 	cfg := s3config(srv.Endpoint, srv)
@@ -211,6 +213,7 @@ func runBounded(t testing.TB, limit time.Duration, f func() error) (error, time.
 // the fault heals must finish. At the end the store must be consistent, its committed bytes
 // identical to a fault-free run on the folder store, and no multipart upload left incomplete.
 func TestStagesSurviveStorageFaults(t *testing.T) {
+	t.Parallel()
 	srv := miniotest.Start(t)
 	bucket := srv.NewBucket(t)
 	px := startProxy(t, srv.Endpoint)
@@ -270,6 +273,9 @@ func TestStagesSurviveStorageFaults(t *testing.T) {
 				t.Logf("%s: failed after %v: %v", s.name, took.Round(time.Millisecond), err)
 				if took > failFast {
 					t.Errorf("%s took %v to report the fault, want < %v", s.name, took, failFast)
+				}
+				if errors.Is(err, checkpoints.ErrNone) {
+					t.Errorf("%s: a storage fault reads as \"no checkpoint\": %v", s.name, err)
 				}
 				if !strings.Contains(err.Error(), px.Addr()) {
 					t.Errorf("%s: error does not name the endpoint %s: %v", s.name, px.Addr(), err)

@@ -13,6 +13,7 @@ import (
 // nothing listens, with the secret key in AWS_SECRET_ACCESS_KEY: the secret must appear in
 // neither stdout nor stderr, and the stage must fail within 15 s naming the endpoint.
 func TestSecretsNeverPrinted(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-value"
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
