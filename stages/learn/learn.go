@@ -23,6 +23,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/devices"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/model"
@@ -58,6 +59,11 @@ type MetricsRow struct {
 	MeanAbsAdv   float64 `parquet:"mean_abs_adv"`
 	RatioMax     float64 `parquet:"ratio_max"`
 	BehaviourGap float64 `parquet:"behaviour_gap"` // mean |stored − recomputed| log-prob
+	// GPU telemetry (NVML) sampled after the model's updates, the most loaded device: bytes in
+	// use and utilisation in percent. 0 on a machine without a GPU (CPU engine), so CPU runs stay
+	// byte-identical; on a GPU machine these two columns are measurements, not deterministic.
+	GPUMemoryUsed  int64 `parquet:"gpu_memory_used"`
+	GPUUtilization int32 `parquet:"gpu_utilization"`
 }
 
 // Result summarises a learner run.
@@ -145,8 +151,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			return nil, err
 		}
 		out.Optims[id] = opt
+		mem, util := gpuTelemetry(ctx)
 		for i := range mrows {
 			mrows[i].Step = out.Step
+			mrows[i].GPUMemoryUsed, mrows[i].GPUUtilization = mem, util
 		}
 		metrics = append(metrics, mrows...)
 	}
@@ -181,6 +189,22 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 	}
 	return &Result{Step: step, Metrics: metrics}, nil
+}
+
+// gpuTelemetry returns the most loaded device's memory in use and utilisation, or zeros in CPU
+// mode (devices.Telemetry never calls NVML after a failed init).
+func gpuTelemetry(ctx context.Context) (int64, int32) {
+	samples, err := devices.Telemetry(ctx)
+	if err != nil || len(samples) == 0 {
+		return 0, 0
+	}
+	var mem int64
+	var util int32
+	for _, s := range samples {
+		mem = max(mem, int64(s.MemoryUsed))
+		util = max(util, int32(s.Utilization))
+	}
+	return mem, util
 }
 
 // readIteration loads every rollout part (sha256-verified) and its sidecar, checking that they

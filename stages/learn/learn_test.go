@@ -184,6 +184,9 @@ func TestLearnStagePublishesAndIsIdempotent(t *testing.T) {
 	agents := map[string]bool{}
 	for _, r := range res.Metrics {
 		agents[r.Agent] = true
+		if r.GPUMemoryUsed != 0 || r.GPUUtilization != 0 {
+			t.Fatalf("GPU telemetry on a machine without a GPU: %+v", r)
+		}
 		if r.ClipFrac != 0 || r.RatioMax != 1 {
 			t.Fatalf("one epoch, one mini-batch: want ratio 1 and no clipping, got %+v", r)
 		}
