@@ -85,7 +85,7 @@ type measured struct {
 
 func runBench(o options) error {
 	ctx := context.Background()
-	root := filepath.Join(o.dir, fmt.Sprintf("rows=%d-parts=%d-tokens=%d-v1", o.rows, o.parts, o.tokens))
+	root := filepath.Join(o.dir, fmt.Sprintf("rows=%d-parts=%d-tokens=%d-v2", o.rows, o.parts, o.tokens))
 	rows, bytes, err := ensureDataset(ctx, root, o)
 	if err != nil {
 		return err
