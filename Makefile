@@ -9,13 +9,14 @@ BIN      := bin/drmas
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
 
-## test: the whole suite (storage acceptance against a real MinIO and the local folder,
-## DuckDB shard checks, estimator goldens, engine gradient checks, stage and pipeline tests),
-## then the race detector on the storage, shard and commit packages, then short fuzz runs.
+## test: short fuzz runs of every fuzz target, the race detector on the storage, shard, commit,
+## config and checkpoint packages, then the whole suite (storage acceptance against a real MinIO
+## and the local folder, DuckDB shard checks, estimator goldens, engine gradient checks, stage,
+## pipeline and reliability tests), summarised by internal/testreport.
 test:
-	$(GO) test -count=1 -timeout 20m $(PKGS)
-	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
 	$(MAKE) fuzz FUZZTIME=5s
+	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testreport
 
 test-race:
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
