@@ -81,3 +81,16 @@ func openEnv(cmd *cobra.Command) (*stages.Env, func(), error) {
 	env := &stages.Env{Bucket: b, Config: cfg, Log: cmd.ErrOrStderr(), Progress: prog}
 	return env, func() { _ = b.Close() }, nil
 }
+
+// withEnv adapts a command body that needs the store and config into a cobra RunE: it loads
+// the config, opens the store, and closes it when the body returns.
+func withEnv(body func(cmd *cobra.Command, env *stages.Env) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		env, done, err := openEnv(cmd)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return body(cmd, env)
+	}
+}

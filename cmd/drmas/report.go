@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/report"
+	"github.com/drmas-dev/drmas/stages"
 )
 
 func newReportCmd() *cobra.Command {
@@ -25,12 +26,8 @@ PNGs, embedded as data URIs), with tables of the key numbers. --ablation adds th
 'drmas ablate --mode replay|onpolicy': grad norm per estimator per agent, evaluations per
 estimator, and a per-estimator table.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			var err error
 			s, err := openSession(cmd, env, cache)
 			if err != nil {
 				return err
@@ -53,7 +50,7 @@ estimator, and a per-estimator table.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
 			}
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "report.html", "output HTML file (- for stdout)")

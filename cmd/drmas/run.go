@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/pipeline"
+	"github.com/drmas-dev/drmas/stages"
 )
 
 func newRunCmd() *cobra.Command {
@@ -18,16 +19,12 @@ normalize → learn (iteration i samples from checkpoint step i and publishes st
 evaluates every --eval-every iterations and at the end. Committed work is never redone: a
 killed run resumes where it stopped when started again with the same config.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			var err error
 			o.Summary = func(s pipeline.IterationSummary) { fmt.Fprintln(cmd.OutOrStdout(), s) }
 			_, err = pipeline.Run(cmd.Context(), env, o)
 			return err
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&o.Iterations, "iters", 0, "iterations (default: the config's iterations)")
 	cmd.Flags().IntVar(&o.EvalEvery, "eval-every", 0, "evaluate every N iterations (default: evaluate.every)")

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/serve"
+	"github.com/drmas-dev/drmas/stages"
 )
 
 func newServeCmd() *cobra.Command {
@@ -27,19 +28,15 @@ in-process backend's for the same seed. LATEST is polled every --poll and a new 
 swapped in atomically. Point a model's backend at it with backend: openai and
 openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down gracefully.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			var err error
 			o.Bucket, o.Run, o.Logf = env.Bucket, env.Config.Run, env.Logf
 			s, err := serve.New(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			return s.ListenAndServe(cmd.Context(), addr)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "model id of the checkpoint to serve (default: its only model)")

@@ -63,18 +63,14 @@ func newWarmupCmd() *cobra.Command {
 expert generates for its agents, with a share (warmup.noise) of plausible mistakes, so that RL
 starts from a policy that is sometimes right. Publishes checkpoint step 0 and LATEST.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "warmup"); err != nil || skip {
 				return err
 			}
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+			var err error
 			_, err = warmup.Run(cmd.Context(), env)
 			return err
-		},
+		}),
 	}
 }
 
@@ -88,12 +84,8 @@ samples of the configured workflow (agents sharing a model are batched together 
 commits Parquet parts under runs/<run>/iter=N/rollout/ — one row per agent invocation with
 token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identical parts.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			var err error
 			if o.Shard, err = shardOf(cmd); err != nil {
 				return err
 			}
@@ -105,7 +97,7 @@ token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identica
 				fmt.Fprintf(cmd.OutOrStdout(), "%-10s mean score %.3f\n", a, res.AgentScore[a])
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to roll out")
 	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to sample from (-1: LATEST)")
@@ -121,15 +113,11 @@ func newEvaluateCmd() *cobra.Command {
 evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), and commits
 avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "evaluate"); err != nil || skip {
 				return err
 			}
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+			var err error
 			rows, err := evaluate.Run(cmd.Context(), env, o)
 			if err != nil {
 				return err
@@ -138,7 +126,7 @@ avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "step %d %-12s prompts=%-4d avg@%d=%.3f pass@%d=%.3f\n", r.Step, r.DataSource, r.Prompts, r.K, r.AvgAtK, r.K, r.PassAtK)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to evaluate (-1: LATEST)")
 	cmd.Flags().BoolVar(&o.Train, "train-split", false, "evaluate on training-split prompts (in-distribution) instead of the held-out split")
@@ -163,12 +151,8 @@ Estimators (several at once, one pass over the data):
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
   any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			var err error
 			if o.Shard, err = shardOf(cmd); err != nil {
 				return err
 			}
@@ -183,7 +167,7 @@ Estimators (several at once, one pass over the data):
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to normalize")
 	cmd.Flags().StringSliceVar(&o.Estimators, "estimator", nil, "estimators, comma-separated (default: normalize.estimators)")
@@ -201,15 +185,11 @@ trained together with per-agent statistics, including each agent's own gradient 
 checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, keeps the last
 learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "learn"); err != nil || skip {
 				return err
 			}
-			env, done, err := openEnv(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+			var err error
 			res, err := learn.Run(cmd.Context(), env, o)
 			if err != nil || res.Skipped {
 				return err
@@ -219,7 +199,7 @@ learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
 					m.Model, m.Agent, m.Loss, m.GradNorm, m.GradNormMax, m.ClipFrac, m.Entropy, m.MeanAbsAdv, m.Tokens)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to learn from")
 	cmd.Flags().StringVar(&o.Estimator, "estimator", "", "advantage estimator whose sidecars to use (default: learn.estimator)")
