@@ -82,7 +82,7 @@ func HavePart(ctx context.Context, b storage.Bucket, dir, part string) (Receipt,
 // every worker: the first complete call commits, later ones confirm the identical manifest.
 func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string, m *Manifest, merge func([]Receipt) ([]File, error)) (bool, string, error) {
 	if _, sha, err := Read(ctx, b, dir); err == nil {
-		return true, sha, cleanReceipts(ctx, b, dir)
+		return true, sha, CleanReceipts(ctx, b, dir)
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return false, "", err
 	}
@@ -113,12 +113,12 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 	if err != nil {
 		return false, "", err
 	}
-	return true, sha, cleanReceipts(ctx, b, dir)
+	return true, sha, CleanReceipts(ctx, b, dir)
 }
 
-// cleanReceipts removes the receipts of a committed folder (best effort: leftovers are
+// CleanReceipts removes the receipts of a committed folder (best effort: leftovers are
 // harmless and removed by the next Finalize).
-func cleanReceipts(ctx context.Context, b storage.Bucket, dir string) error {
+func CleanReceipts(ctx context.Context, b storage.Bucket, dir string) error {
 	var keys []string
 	if err := b.Iter(ctx, path.Join(dir, ReceiptsDir)+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		return fmt.Errorf("list receipts of %s: %w", dir, err)

@@ -49,8 +49,11 @@ func main() {
 				fmt.Printf("%-4s %s\t%.1fs\n", map[string]string{"pass": "ok", "fail": "FAIL", "skip": "?"}[e.Action], e.Package, e.Elapsed)
 				continue
 			}
-			if strings.Contains(e.Test, "/") {
-				continue // subtests are counted through their parents
+			if strings.Contains(e.Test, "/") { // subtests are counted through their parents
+				if e.Action == "fail" {
+					fmt.Print(strings.Join(lines, ""))
+				}
+				continue
 			}
 			switch e.Action {
 			case "pass":

@@ -138,6 +138,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			return nil, err
 		}
 		if done {
+			// A worker killed between the commit and the receipts' removal leaves them behind.
+			if err := commit.CleanReceipts(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name())); err != nil {
+				return nil, err
+			}
 			res.Skipped = append(res.Skipped, s.Name())
 			continue
 		}

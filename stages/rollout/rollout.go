@@ -104,6 +104,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if done, err := commit.IsCommitted(ctx, b, dir); err != nil {
 		return nil, err
 	} else if done {
+		// A worker killed between the commit and the receipts' removal leaves them behind.
+		if err := commit.CleanReceipts(ctx, b, dir); err != nil {
+			return nil, err
+		}
 		env.Logf("rollout iter %d: already committed", o.Iteration)
 		return &Result{Skipped: true, Committed: true}, nil
 	}

@@ -224,10 +224,20 @@ func TestShardedRolloutEqualsSingleProcess(t *testing.T) {
 	if len(receipts) != 0 {
 		t.Fatalf("receipts left after commit: %v", receipts)
 	}
-	// A late duplicate worker finds the folder committed and does nothing.
+	// A late duplicate worker finds the folder committed and does nothing but remove receipts a
+	// worker killed after the commit left behind.
+	stray := commit.Receipt{File: b.Files[0]}
+	if err := commit.PutReceipt(ctx, sharded.Bucket, commit.RolloutDir("t", 0), stray); err != nil {
+		t.Fatal(err)
+	}
 	late, err := rollout.Run(ctx, sharded, rollout.Options{Step: 0, Shard: jobs.Shard{Index: 2, Count: 3}})
 	if err != nil || !late.Skipped {
 		t.Fatalf("late worker: %+v %v", late, err)
+	}
+	receipts = nil
+	_ = sharded.Bucket.Iter(ctx, commit.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
+	if len(receipts) != 0 {
+		t.Fatalf("stray receipts left: %v", receipts)
 	}
 }
 
