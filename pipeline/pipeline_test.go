@@ -25,20 +25,7 @@ import (
 	"github.com/drmas-dev/drmas/storage/s3store"
 )
 
-const tinyConfig = `run: t
-seed: 5
-iterations: 2
-models:
-  m1: {dim: 16, layers: 1, heads: 2, context: 96, ff_mult: 2, tied_head: true}
-agents:
-  solver: {model: m1}
-  verifier: {model: m1}
-tasks: {per_iteration: 4, eval_size: 4}
-rollout: {group_size: 4, parts: 2, max_tokens: 12}
-warmup: {steps: 20, batch: 8, demos: 40}
-evaluate: {every: 1, k: 2}
-learn: {micro_batch: 8, keep_checkpoints: 2}
-`
+const tinyConfig = stagetest.TinyConfigYAML
 
 var (
 	binOnce sync.Once
