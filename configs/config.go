@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/model"
 )
 
 //go:embed default.yaml
@@ -151,6 +152,13 @@ type OpenAI struct {
 	// plus deterministic jitter.
 	Retries int           `mapstructure:"retries" json:"retries,omitempty"`
 	Backoff time.Duration `mapstructure:"backoff" json:"backoff,omitempty"`
+}
+
+// Engine is the built-in policy engine's config for this model size.
+func (m Model) Engine() model.Config {
+	c := model.DefaultConfig()
+	c.Context, c.Dim, c.Layers, c.Heads, c.FFMult, c.TiedHead = m.Context, m.Dim, m.Layers, m.Heads, m.FFMult, m.TiedHead
+	return c
 }
 
 // Agent maps an agent role to a model and, optionally, its own optimizer settings. Zero

@@ -210,7 +210,7 @@ func TestPlan(t *testing.T) {
 	if len(learners) != 2 || learners[0].Name != "learner/m1" || learners[1].Name != "learner/m2" || learners[0].Memory <= actors[0].Memory {
 		t.Errorf("learners %+v", learners)
 	}
-	want := EstimateMemory(ModelConfig(cfg.Models["m1"]), cfg.Tasks.PerIteration*cfg.Rollout.GroupSize, false)
+	want := EstimateMemory(cfg.Models["m1"].Engine(), cfg.Tasks.PerIteration*cfg.Rollout.GroupSize, false)
 	if actors[0].Memory != want {
 		t.Errorf("actor memory %d, want %d", actors[0].Memory, want)
 	}

@@ -157,14 +157,6 @@ func EstimateMemory(c model.Config, batch int, learner bool) uint64 {
 	return params*f32*4 + act*f32
 }
 
-// ModelConfig converts a configured model into the engine's config, as stages.ModelConfig
-// does (not imported: stages may import this package for telemetry).
-func ModelConfig(m configs.Model) model.Config {
-	c := model.DefaultConfig()
-	c.Context, c.Dim, c.Layers, c.Heads, c.FFMult, c.TiedHead = m.Context, m.Dim, m.Layers, m.Heads, m.FFMult, m.TiedHead
-	return c
-}
-
 // Plan lists the jobs of cfg: one actor per model served in process (backend local; models
 // served by an OpenAI-compatible server run wherever that server runs) and one learner per
 // model drmas trains (every model with sizes). Actors hold the KV cache of one iteration's
@@ -176,7 +168,7 @@ func Plan(cfg *configs.Config) (actors, learners []Job) {
 		if m.External() {
 			continue
 		}
-		mc := ModelConfig(m)
+		mc := m.Engine()
 		if !m.IsOpenAI() {
 			batch := cfg.Tasks.PerIteration * cfg.Rollout.GroupSize
 			actors = append(actors, Job{Name: "actor/" + id, Kind: Actor, Model: id, Memory: EstimateMemory(mc, batch, false)})

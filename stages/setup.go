@@ -56,13 +56,6 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 	return wf, nil
 }
 
-// ModelConfig converts a configured model size into the engine's config.
-func ModelConfig(m configs.Model) model.Config {
-	c := model.DefaultConfig()
-	c.Context, c.Dim, c.Layers, c.Heads, c.FFMult, c.TiedHead = m.Context, m.Dim, m.Layers, m.Heads, m.FFMult, m.TiedHead
-	return c
-}
-
 // Backends maps every configured agent to the backend serving its model: in process from set
 // (backend local), or an OpenAI-compatible server (backend openai: vLLM, SGLang, drmas serve;
 // the API key from the environment variable models.<id>.openai.api_key_env). Agents that share
@@ -87,7 +80,7 @@ func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Back
 				return nil, fmt.Errorf("checkpoint step %d has no model %q (it has %s): the config's models changed since it was written",
 					set.Step, id, strings.Join(set.ModelNames(), ", "))
 			}
-			if got, want := m.Config(), ModelConfig(cfg.Models[id]); got != want {
+			if got, want := m.Config(), cfg.Models[id].Engine(); got != want {
 				return nil, fmt.Errorf("checkpoint step %d: model %s has size %+v but the config says %+v", set.Step, id, got, want)
 			}
 			be = actors.NewLocal(id, set.Step, m)

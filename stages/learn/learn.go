@@ -259,8 +259,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	hp := cfg.OptimOf(agents[0])
 	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
 	var exs []Example
-	var behaviourGap float64
-	stored := 0
+	var behaviour [][]float32 // the stored log-probs of exs[i], to compare with the recomputed ones
 	for i := range rows {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
@@ -270,6 +269,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			return nil, nil, fmt.Errorf("learn: row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
 		}
 		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
+		behaviour = append(behaviour, r.ResponseLogprobs)
 	}
 	// Old (and reference) log-probs from the pre-update policy, in micro-batches.
 	for lo := 0; lo < len(exs); lo += h.MicroBatch {
@@ -295,17 +295,13 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			}
 		}
 	}
-	k := 0
-	for i := range rows {
-		r := &rows[i]
-		if r.Model != id || len(r.ResponseIDs) == 0 {
-			continue
+	var behaviourGap float64
+	stored := 0
+	for i, lps := range behaviour {
+		for t, lp := range lps {
+			behaviourGap += math.Abs(float64(lp) - float64(exs[i].Old[t]))
 		}
-		for t, lp := range r.ResponseLogprobs {
-			behaviourGap += math.Abs(float64(lp) - float64(exs[k].Old[t]))
-			stored++
-		}
-		k++
+		stored += len(lps)
 	}
 	if opt == nil {
 		ocfg := model.DefaultAdamWConfig()

@@ -104,7 +104,7 @@ func Demonstrations(cfg *configs.Config, wf workflows.Workflow) map[string][]mod
 // Train fits a fresh model to seqs with token-mean cross-entropy, AdamW (cosine decay) and
 // grad clipping at 1. It returns the model and the mean loss of the last 10% of steps.
 func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config, seqs []model.Sequence) (*model.Model, float64, error) {
-	mc := stages.ModelConfig(cfg.Models[id])
+	mc := cfg.Models[id].Engine()
 	for i, s := range seqs {
 		if len(s.Prompt)+len(s.Response) > mc.Context {
 			return nil, 0, fmt.Errorf("warmup: demonstration %d of model %s has %d tokens, more than its context %d: raise models.%s.context",
