@@ -66,14 +66,17 @@ func (o *AdamW) Step(g *Grads) error {
 		}
 		p, gr := part, g.buf[off:off+n]
 		mm, vv := o.mom[off:off+n], o.vel[off:off+n]
-		for j := range p {
-			gj := gr[j]
-			mj := b1*mm[j] + (1-b1)*gj
-			vj := b2*vv[j] + (1-b2)*gj*gj
-			mm[j], vv[j] = mj, vj
-			den := float32(math.Sqrt(float64(vj)))*invBc2 + eps
-			p[j] = p[j]*decay - stepSize*mj/den
-		}
+		// Element-wise: the split over cores cannot change any result.
+		parallelRows(n, 1<<13, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				gj := gr[j]
+				mj := b1*mm[j] + (1-b1)*gj
+				vj := b2*vv[j] + (1-b2)*gj*gj
+				mm[j], vv[j] = mj, vj
+				den := float32(math.Sqrt(float64(vj)))*invBc2 + eps
+				p[j] = p[j]*decay - stepSize*mj/den
+			}
+		})
 		off += n
 	}
 	return nil

@@ -30,14 +30,26 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *Grads) error {
 	invT := 1 / float64(p.temp)
 
 	// d loss / d logits.
-	dZ := make([]float32, M*V)
+	dZb := getScratch(M * V)
+	defer putScratch(dZb)
+	dZ := *dZb
+	dlps := make([]float32, M)
+	var des []float32
+	if dEntropy != nil {
+		des = make([]float32, M)
+	}
 	for i, si := range p.seqs {
-		for t := 0; t < si.rlen; t++ {
-			k := si.resp + t
-			dlp := float64(dLogProb[i][t])
+		copy(dlps[si.resp:si.resp+si.rlen], dLogProb[i])
+		if dEntropy != nil {
+			copy(des[si.resp:si.resp+si.rlen], dEntropy[i])
+		}
+	}
+	parallelRows(M, 32, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			dlp := float64(dlps[k])
 			var de float64
-			if dEntropy != nil {
-				de = float64(dEntropy[i][t])
+			if des != nil {
+				de = float64(des[k])
 			}
 			z := p.logits[k*V : (k+1)*V]
 			pr := p.probs[k*V : (k+1)*V]
@@ -54,13 +66,19 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *Grads) error {
 			}
 			dz[p.targets[k]] += float32(dlp * invT)
 		}
-	}
-	dX := make([]float32, N*D)
+	})
+	dXb := getScratch(N * D)
+	defer putScratch(dXb)
+	dX := *dXb
+	clear(dX)
 	if M > 0 {
-		dHf := make([]float32, M*D)
+		dHfb, dXgb := getScratch(M*D), getScratch(M*D)
+		defer putScratch(dHfb)
+		defer putScratch(dXgb)
+		dHf, dXg := *dHfb, *dXgb
+		clear(dXg)
 		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
 		m.gemm.Sgemm(true, false, V, D, M, 1, dZ, V, p.hf, D, 1, gw.head, D)
-		dXg := make([]float32, M*D)
 		layerNormBackward(dHf, p.lnfXhat, p.lnfRstd, M, D, w.lnfW, dXg, gw.lnfW, gw.lnfB)
 		for k, r := range p.respRows {
 			addInto(dX[int(r)*D:(int(r)+1)*D], dXg[k*D:(k+1)*D])
@@ -69,9 +87,11 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *Grads) error {
 	if N == 0 {
 		return nil
 	}
-	dF := make([]float32, N*F)
-	dT := make([]float32, N*D)
-	dQKV := make([]float32, N*3*D)
+	dFb, dTb, dQKVb := getScratch(N*F), getScratch(N*D), getScratch(N*3*D)
+	defer putScratch(dFb)
+	defer putScratch(dTb)
+	defer putScratch(dQKVb)
+	dF, dT, dQKV := *dFb, *dTb, *dQKVb
 	for l := c.Layers - 1; l >= 0; l-- {
 		lw, gl, a := &w.layers[l], &gw.layers[l], &p.acts[l]
 		// MLP.
@@ -129,9 +149,11 @@ func (m *Model) attentionBackward(p *Pass, a *layerAct, dO, dQKV []float32) {
 		maxL = max(maxL, si.n)
 	}
 	scratch := make([][]float32, workers())
-	parallelTasks(len(p.seqs)*H, func(worker, task int) {
-		si := p.seqs[task/H]
-		h := task % H
+	// As in attentionForward: whole sequences (their activations first
+	// streamed into cache) when there are enough, else single heads.
+	perSeq, hs := attnSplit(len(p.seqs), H)
+	parallelTasks(len(p.seqs)*H/hs, func(worker, t int) {
+		si := p.seqs[t*hs/H]
 		L := si.n
 		if L == 0 {
 			return
@@ -139,29 +161,44 @@ func (m *Model) attentionBackward(p *Pass, a *layerAct, dO, dQKV []float32) {
 		if scratch[worker] == nil {
 			scratch[worker] = make([]float32, maxL*maxL)
 		}
-		dP := scratch[worker][:L*L]
-		P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
-		base := si.start * ld
-		q, k, v := a.qkv[base+h*hd:], a.qkv[base+D+h*hd:], a.qkv[base+2*D+h*hd:]
-		dq, dk, dv := dQKV[base+h*hd:], dQKV[base+D+h*hd:], dQKV[base+2*D+h*hd:]
-		do := dO[si.start*D+h*hd:]
-		m.gemm.Sgemm(false, true, L, L, hd, 1, do, D, v, ld, 0, dP, L)
-		m.gemm.Sgemm(true, false, L, hd, L, 1, P, L, do, D, 0, dv, ld)
-		for i := 0; i < L; i++ {
-			pr := P[i*L : i*L+i+1]
-			dr := dP[i*L : (i+1)*L]
-			var s float32
-			for j, pv := range pr {
-				s += pv * dr[j]
-			}
-			for j, pv := range pr {
-				dr[j] = pv * (dr[j] - s)
-			}
-			for j := i + 1; j < L; j++ {
-				dr[j] = 0
-			}
+		if perSeq {
+			touch(a.qkv[si.start*ld : (si.start+L)*ld])
+			touch(dO[si.start*D : (si.start+L)*D])
+			touch(a.att[si.att : si.att+H*L*L])
 		}
-		m.gemm.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
-		m.gemm.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, 0, dk, ld)
+		for h := t * hs % H; h < t*hs%H+hs; h++ {
+			attentionHeadBackward(m, a, dO, dQKV, si, h, scratch[worker][:L*L], scale)
+		}
 	})
+}
+
+// attentionHeadBackward is attentionBackward for one sequence and head.
+func attentionHeadBackward(m *Model, a *layerAct, dO, dQKV []float32, si seqInfo, h int, dP []float32, scale float32) {
+	D, H := m.cfg.Dim, m.cfg.Heads
+	hd := D / H
+	ld := 3 * D
+	L := si.n
+	P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
+	base := si.start * ld
+	q, k, v := a.qkv[base+h*hd:], a.qkv[base+D+h*hd:], a.qkv[base+2*D+h*hd:]
+	dq, dk, dv := dQKV[base+h*hd:], dQKV[base+D+h*hd:], dQKV[base+2*D+h*hd:]
+	do := dO[si.start*D+h*hd:]
+	m.gemm.Sgemm(false, true, L, L, hd, 1, do, D, v, ld, 0, dP, L)
+	m.gemm.Sgemm(true, false, L, hd, L, 1, P, L, do, D, 0, dv, ld)
+	for i := 0; i < L; i++ {
+		pr := P[i*L : i*L+i+1]
+		dr := dP[i*L : (i+1)*L]
+		var s float32
+		for j, pv := range pr {
+			s += pv * dr[j]
+		}
+		for j, pv := range pr {
+			dr[j] = pv * (dr[j] - s)
+		}
+		for j := i + 1; j < L; j++ {
+			dr[j] = 0
+		}
+	}
+	m.gemm.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
+	m.gemm.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, 0, dk, ld)
 }

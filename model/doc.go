@@ -10,7 +10,14 @@
 //     weights (and therefore identical checkpoint bytes); the same inputs give
 //     bit-identical outputs run to run. Work is split across goroutines only
 //     in ways whose floating-point reduction order does not depend on
-//     scheduling.
+//     scheduling, nor on the number of cores (column sums over fixed chunks
+//     of rows, GEMM tiles each accumulated in one fixed order).
+//   - Element-wise math: GELU, the softmax exponentials and LayerNorm run as
+//     AVX2/FMA kernels (float32 Cephes-polynomial exp, float32 row
+//     statistics) where the CPU has them, each with a plain Go reference it is
+//     tested against (elem.go); every element goes through the same
+//     instructions whatever its position, so batch composition cannot change
+//     a result.
 //   - Scoring: Forward / Score return, for every response token, the log-prob
 //     log softmax(logits/temperature)[token] and the entropy of the same
 //     distribution, given the prompt and the previous response tokens.

@@ -2,29 +2,38 @@ package model
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
-// BlockedGEMM is a packed, cache-blocked GEMM around a 6×16 register-tile
+// BlockedGEMM is a cache-blocked GEMM around a 6×16 register-tile
 // micro-kernel: AVX2/FMA assembly on amd64 CPUs that have it, portable Go
-// elsewhere. op(B) is packed once; blocks of rows of C are packed and
-// computed by a pool of goroutines, each block owned by one goroutine. Every
-// element of C is accumulated over k in the same order (k blocks of 256, each
-// a sequential FMA chain) whatever m, n and the scheduling: results are
-// deterministic and each row of C depends only on the matching row of op(A).
+// elsewhere. op(B) is packed once per call into strips of 16 columns, and a
+// transposed A into strips of 6 rows, by all cores; a plain (row-major) A is
+// read in place through its stride (only a ragged last strip of rows is
+// copied into a zero-padded tile). Tiles of C (blocks of rows × blocks of
+// columns) are then computed by a pool of goroutines, each tile owned by one
+// goroutine. Every element of C is accumulated over k in the same order (k
+// blocks of 256, each a sequential FMA chain) whatever m, n, the layout and
+// the scheduling: results are deterministic and each row of C depends only on
+// the matching row of op(A).
 type BlockedGEMM struct{}
 
 const (
 	mr = 6
 	nr = 16
-	kc = 256 // depth of a packed panel
-	mc = 48  // rows of a packed A block (multiple of mr)
+	kc = 256 // depth of a k block
+	mc = 48  // rows of a block of C (multiple of mr)
 )
 
-var packPool = sync.Pool{New: func() any { s := make([]float32, 0, mc*kc); return &s }}
+// Scratch: packed operands (one per call) and edge strips (one per tile
+// task), pooled separately so that small and large buffers do not evict each
+// other.
+var (
+	packPoolB = sync.Pool{New: func() any { s := make([]float32, 0, 64*kc); return &s }}
+	packPoolA = sync.Pool{New: func() any { s := make([]float32, 0, mr*kc); return &s }}
+)
 
-func getBuf(n int) *[]float32 {
-	p := packPool.Get().(*[]float32)
+func getBuf(pool *sync.Pool, n int) *[]float32 {
+	p := pool.Get().(*[]float32)
 	if cap(*p) < n {
 		*p = make([]float32, n)
 	}
@@ -37,7 +46,10 @@ func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 	if m <= 0 || n <= 0 {
 		return
 	}
-	if beta != 1 {
+	// With beta = 0 and work to do, the first k block overwrites C instead
+	// of clearing it first.
+	overwrite := beta == 0 && k > 0 && alpha != 0
+	if beta != 1 && !overwrite {
 		for i := 0; i < m; i++ {
 			row := c[i*ldc : i*ldc+n]
 			if beta == 0 {
@@ -54,153 +66,212 @@ func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 	}
 	nstrips := (n + nr - 1) / nr
 	npad := nstrips * nr
-	// Packed B: for each k block, nstrips strips of kcur×nr.
-	bp := getBuf(npad * k)
-	defer packPool.Put(bp)
-	for pc := 0; pc < k; pc += kc {
-		kcur := min(kc, k-pc)
-		packB((*bp)[pc*npad:pc*npad+kcur*npad], transB, b, ldb, pc, kcur, 0, n)
+	kBlocks := (k + kc - 1) / kc
+	mBlocks := (m + mc - 1) / mc
+	par := 2*m*n*k >= 1<<20 && workers() > 1
+	// Split columns too when there are few row blocks, so every core gets
+	// work (tiles never share an element of C).
+	nBlocks := 1
+	if par {
+		for mBlocks*nBlocks < 4*workers() && (nstrips+nBlocks)/(nBlocks+1) >= 4 {
+			nBlocks++
+		}
 	}
-	nBlocks := (m + mc - 1) / mc
-	block := func(ib int) {
+	stripsPer := (nstrips + nBlocks - 1) / nBlocks
+	nBlocks = (nstrips + stripsPer - 1) / stripsPer
+	run := func(tasks int, fn func(t int)) {
+		if !par || tasks == 1 {
+			for t := 0; t < tasks; t++ {
+				fn(t)
+			}
+			return
+		}
+		parallelTasks(tasks, func(_, t int) { fn(t) })
+	}
+
+	// Phase 1, packing. B: for each k block pc, nstrips strips of kcur×nr
+	// at pc*npad. A (transposed only): row block ib, k block pc at
+	// ib*mc*k + msr(ib)*mr*pc, msr(ib) strips of kcur×mr.
+	bp := getBuf(&packPoolB, npad*k)
+	defer packPoolB.Put(bp)
+	var ap *[]float32
+	// B is packed per k block over ranges of strips (a plain B row by row,
+	// sequential access; a transposed B strip by strip).
+	bSplit := 1
+	for par && kBlocks*bSplit < 2*workers() && bSplit < nstrips {
+		bSplit++
+	}
+	stripsPerB := (nstrips + bSplit - 1) / bSplit
+	packTasks := kBlocks * bSplit
+	// A transposed is packed per k block over ranges of row blocks, reading
+	// whole rows of the stored k×m matrix (sequential access).
+	aSplit := 1
+	if transA {
+		ap = getBuf(&packPoolB, mBlocks*mc*k)
+		defer packPoolB.Put(ap)
+		for par && kBlocks*aSplit < 2*workers() && aSplit < mBlocks {
+			aSplit++
+		}
+		packTasks += kBlocks * aSplit
+	}
+	blocksPer := (mBlocks + aSplit - 1) / aSplit
+	run(packTasks, func(t int) {
+		if t < kBlocks*bSplit {
+			pc, part := t/bSplit*kc, t%bSplit
+			kcur := min(kc, k-pc)
+			js0, js1 := part*stripsPerB, min(nstrips, (part+1)*stripsPerB)
+			if js0 < js1 {
+				off := pc*npad + js0*nr*kcur
+				packB((*bp)[off:off+(js1-js0)*nr*kcur], transB, b, ldb, pc, kcur, js0*nr, min(n, js1*nr)-js0*nr)
+			}
+			return
+		}
+		t -= kBlocks * bSplit
+		pc, part := t/aSplit*kc, t%aSplit
+		kcur := min(kc, k-pc)
+		ib0, ib1 := part*blocksPer, min(mBlocks, (part+1)*blocksPer)
+		for p := 0; p < kcur; p++ {
+			row := a[(pc+p)*lda:]
+			for ib := ib0; ib < ib1; ib++ {
+				ic := ib * mc
+				mcur := min(mc, m-ic)
+				msr := (mcur + mr - 1) / mr
+				base := ib*mc*k + msr*mr*pc + p*mr
+				src := row[ic : ic+mcur]
+				full := mcur / mr
+				scatterRows((*ap)[base:], mr*kcur, src, mr, full)
+				if full < msr {
+					q := (*ap)[base+full*mr*kcur:][:mr:mr]
+					clear(q)
+					copy(q, src[full*mr:])
+				}
+			}
+		}
+	})
+
+	// Phase 2, tiles of C.
+	run(mBlocks*nBlocks, func(t int) {
+		ib, jb := t/nBlocks, t%nBlocks
 		ic := ib * mc
 		mcur := min(mc, m-ic)
 		msr := (mcur + mr - 1) / mr
-		ap := getBuf(msr * mr * kc)
+		js0, js1 := jb*stripsPer, min(nstrips, (jb+1)*stripsPer)
+		var sp *[]float32
 		var edge [mr * nr]float32
 		for pc := 0; pc < k; pc += kc {
 			kcur := min(kc, k-pc)
-			packA((*ap)[:msr*mr*kcur], transA, a, lda, ic, mcur, pc, kcur)
-			bpc := (*bp)[pc*npad:]
-			for js := 0; js < nstrips; js++ {
-				bs := bpc[js*nr*kcur : (js+1)*nr*kcur]
+			for js := js0; js < js1; js++ {
 				ncols := min(nr, n-js*nr)
+				bs := (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+1)*nr*kcur]
 				for is := 0; is < msr; is++ {
-					as := (*ap)[is*mr*kcur : (is+1)*mr*kcur]
 					nrows := min(mr, mcur-is*mr)
-					c0 := (ic+is*mr)*ldc + js*nr
+					i0 := ic + is*mr
+					var as []float32
+					var rs, cs int
+					switch {
+					case transA:
+						off := ib*mc*k + msr*mr*pc + is*mr*kcur
+						as, rs, cs = (*ap)[off:off+mr*kcur], 1, mr
+					case nrows < mr:
+						if sp == nil {
+							sp = getBuf(&packPoolA, mr*kc)
+						}
+						if js == js0 {
+							packAEdge((*sp)[:mr*kcur], a, lda, i0, nrows, pc, kcur)
+						}
+						as, rs, cs = (*sp)[:mr*kcur], 1, mr
+					default:
+						as, rs, cs = a[i0*lda+pc:], lda, 1
+					}
+					c0 := i0*ldc + js*nr
+					store := overwrite && pc == 0
 					if nrows == mr && ncols == nr {
-						kernel6x16(kcur, as, bs, c[c0:c0+(mr-1)*ldc+nr], ldc, alpha)
+						kernel6x16(kcur, as, rs, cs, bs, nr, c[c0:c0+(mr-1)*ldc+nr], ldc, alpha, store)
 						continue
 					}
-					clear(edge[:])
-					for r := 0; r < nrows; r++ {
-						copy(edge[r*nr:r*nr+ncols], c[c0+r*ldc:c0+r*ldc+ncols])
+					if !store {
+						for r := 0; r < nrows; r++ {
+							copy(edge[r*nr:r*nr+ncols], c[c0+r*ldc:c0+r*ldc+ncols])
+						}
 					}
-					kernel6x16(kcur, as, bs, edge[:], nr, alpha)
+					kernel6x16(kcur, as, rs, cs, bs, nr, edge[:], nr, alpha, store)
 					for r := 0; r < nrows; r++ {
 						copy(c[c0+r*ldc:c0+r*ldc+ncols], edge[r*nr:r*nr+ncols])
 					}
 				}
 			}
 		}
-		packPool.Put(ap)
-	}
-	if nBlocks == 1 || 2*m*n*k < 1<<20 || workers() == 1 {
-		for ib := 0; ib < nBlocks; ib++ {
-			block(ib)
+		if sp != nil {
+			packPoolA.Put(sp)
 		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := min(workers(), nBlocks); w > 0; w-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				ib := int(next.Add(1) - 1)
-				if ib >= nBlocks {
-					return
-				}
-				block(ib)
-			}
-		}()
-	}
-	wg.Wait()
+	})
 }
 
-// packA packs rows [ic, ic+mcur) × depth [pc, pc+kcur) of op(A) into strips
-// of mr rows: dst[s*mr*kcur + p*mr + r] = A(ic+s*mr+r, pc+p), zero-padded.
-func packA(dst []float32, trans bool, a []float32, lda, ic, mcur, pc, kcur int) {
-	msr := (mcur + mr - 1) / mr
-	if trans {
-		full := mcur / mr
-		if full < msr {
-			clear(dst[full*mr*kcur : msr*mr*kcur])
-		}
-		for p := 0; p < kcur; p++ {
-			src := a[(pc+p)*lda+ic:][:mcur]
-			for s := 0; s < full; s++ {
-				q := dst[s*mr*kcur+p*mr:][:mr:mr]
-				v := src[s*mr : s*mr+mr : s*mr+mr]
-				q[0], q[1], q[2], q[3], q[4], q[5] = v[0], v[1], v[2], v[3], v[4], v[5]
-			}
-			if full < msr {
-				copy(dst[full*mr*kcur+p*mr:], src[full*mr:])
-			}
-		}
-		return
-	}
-	for s := 0; s < msr; s++ {
-		d := dst[s*mr*kcur : (s+1)*mr*kcur]
-		rows := min(mr, mcur-s*mr)
-		i0 := ic + s*mr
-		if rows == mr {
-			r0 := a[(i0+0)*lda+pc:][:kcur]
-			r1 := a[(i0+1)*lda+pc:][:kcur]
-			r2 := a[(i0+2)*lda+pc:][:kcur]
-			r3 := a[(i0+3)*lda+pc:][:kcur]
-			r4 := a[(i0+4)*lda+pc:][:kcur]
-			r5 := a[(i0+5)*lda+pc:][:kcur]
-			for p := range r0 {
-				q := d[p*mr : p*mr+mr : p*mr+mr]
-				q[0], q[1], q[2], q[3], q[4], q[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
-			}
-			continue
-		}
-		clear(d)
-		for r := 0; r < rows; r++ {
-			for p, v := range a[(i0+r)*lda+pc:][:kcur] {
-				d[p*mr+r] = v
-			}
+// packAEdge packs the last, ragged strip of a plain (row-major) A: rows
+// [i0, i0+rows), rows < mr, × depth [pc, pc+kcur) into a zero-padded strip:
+// dst[p*mr + r] = A(i0+r, pc+p).
+func packAEdge(dst []float32, a []float32, lda, i0, rows, pc, kcur int) {
+	clear(dst[:mr*kcur])
+	for r := 0; r < rows; r++ {
+		for p, v := range a[(i0+r)*lda+pc:][:kcur] {
+			dst[p*mr+r] = v
 		}
 	}
 }
 
 // packB packs depth [pc, pc+kcur) × columns [jc, jc+ncur) of op(B) into
-// strips of nr columns: dst[s*nr*kcur + p*nr + c] = B(pc+p, jc+s*nr+c).
+// strips of nr columns: dst[s*nr*kcur + p*nr + c] = B(pc+p, jc+s*nr+c),
+// zero-padded. A plain B is read row by row (sequential access).
 func packB(dst []float32, trans bool, b []float32, ldb, pc, kcur, jc, ncur int) {
 	nstrips := (ncur + nr - 1) / nr
-	for s := 0; s < nstrips; s++ {
-		d := dst[s*nr*kcur : (s+1)*nr*kcur]
-		cols := min(nr, ncur-s*nr)
-		j0 := jc + s*nr
-		if cols < nr {
-			clear(d)
-		}
-		if !trans {
-			for p := 0; p < kcur; p++ {
-				copy(d[p*nr:p*nr+cols], b[(pc+p)*ldb+j0:][:cols])
+	full := ncur / nr
+	if trans {
+		for s := 0; s < nstrips; s++ {
+			d := dst[s*nr*kcur : (s+1)*nr*kcur]
+			cols := min(nr, ncur-s*nr)
+			if cols < nr {
+				clear(d)
 			}
-		} else {
-			for c := 0; c < cols; c++ {
+			j0 := jc + s*nr
+			c := 0
+			for ; c+4 <= cols; c += 4 {
+				r0 := b[(j0+c)*ldb+pc:][:kcur]
+				r1 := b[(j0+c+1)*ldb+pc:][:len(r0)]
+				r2 := b[(j0+c+2)*ldb+pc:][:len(r0)]
+				r3 := b[(j0+c+3)*ldb+pc:][:len(r0)]
+				for p := range r0 {
+					q := d[p*nr+c:][:4:4]
+					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
+				}
+			}
+			for ; c < cols; c++ {
 				for p, v := range b[(j0+c)*ldb+pc:][:kcur] {
 					d[p*nr+c] = v
 				}
 			}
 		}
+		return
+	}
+	if full < nstrips {
+		clear(dst[full*nr*kcur : nstrips*nr*kcur])
+	}
+	for p := 0; p < kcur; p++ {
+		row := b[(pc+p)*ldb+jc:][:ncur]
+		scatterRows(dst[p*nr:], nr*kcur, row, nr, full)
+		if full < nstrips {
+			copy(dst[full*nr*kcur+p*nr:], row[full*nr:])
+		}
 	}
 }
 
 // kernel6x16Go is the portable micro-kernel:
-// C[r*ldc+j] += alpha · Σ_p a[p*mr+r]·b[p*nr+j].
-func kernel6x16Go(kcur int, a, b, c []float32, ldc int, alpha float32) {
+// C[r*ldc+j] += alpha · Σ_p a[r*rs+p*cs]·b[p*ldb+j] (store: C = alpha · Σ).
+func kernel6x16Go(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []float32, ldc int, alpha float32, store bool) {
 	var acc [mr * nr]float32
 	for p := 0; p < kcur; p++ {
-		ap := a[p*mr : p*mr+mr]
-		bp := b[p*nr : p*nr+nr]
-		for r, av := range ap {
+		bp := b[p*ldb : p*ldb+nr]
+		for r := 0; r < mr; r++ {
+			av := a[r*rs+p*cs]
 			row := acc[r*nr : r*nr+nr]
 			for j, bv := range bp {
 				row[j] += av * bv
@@ -210,7 +281,17 @@ func kernel6x16Go(kcur int, a, b, c []float32, ldc int, alpha float32) {
 	for r := 0; r < mr; r++ {
 		cr := c[r*ldc : r*ldc+nr]
 		for j, v := range acc[r*nr : r*nr+nr] {
-			cr[j] += alpha * v
+			if store {
+				cr[j] = alpha * v
+			} else {
+				cr[j] += alpha * v
+			}
 		}
+	}
+}
+
+func scatterRowsGo(dst []float32, dstStride int, src []float32, w, count int) {
+	for s := 0; s < count; s++ {
+		copy(dst[s*dstStride:s*dstStride+w], src[s*w:s*w+w])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // Sequence is one scoring/training example: log-probs are of the Response
@@ -126,7 +127,10 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 		}
 	}
 	w := &m.w
-	x := make([]float32, N*D)
+	xb, tmpb := getScratch(N*D), getScratch(N*D)
+	defer putScratch(xb)
+	defer putScratch(tmpb)
+	x, tmp := *xb, *tmpb
 	for r := 0; r < N; r++ {
 		te := w.tok[int(p.tokens[r])*D:][:D]
 		pe := w.pos[int(p.pos[r])*D:][:D]
@@ -136,7 +140,6 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 		}
 	}
 	p.acts = make([]layerAct, c.Layers)
-	tmp := make([]float32, N*D)
 	for l := range p.acts {
 		lw := &w.layers[l]
 		a := &p.acts[l]
@@ -148,17 +151,19 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 		a.attOut = make([]float32, N*D)
 		m.attentionForward(p, a)
 		m.linear(a.attOut, N, D, lw.projW, lw.projB, D, tmp)
-		addInto(x, tmp)
+		addIntoPar(x, tmp)
 		a.ln2out, a.ln2xhat, a.ln2rstd = make([]float32, N*D), make([]float32, N*D), make([]float32, N)
 		layerNorm(x, N, D, lw.ln2w, lw.ln2b, a.ln2out, a.ln2xhat, a.ln2rstd)
 		a.fcPre, a.fcAct = make([]float32, N*F), make([]float32, N*F)
 		m.linear(a.ln2out, N, D, lw.fcW, lw.fcB, F, a.fcPre)
 		gelu(a.fcPre, a.fcAct)
 		m.linear(a.fcAct, N, F, lw.fc2W, lw.fc2B, D, tmp)
-		addInto(x, tmp)
+		addIntoPar(x, tmp)
 	}
 	// Final LayerNorm and head only on the rows that predict response tokens.
-	xg := make([]float32, M*D)
+	xgb := getScratch(M * D)
+	defer putScratch(xgb)
+	xg := *xgb
 	for k, r := range p.respRows {
 		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
 	}
@@ -186,9 +191,16 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 }
 
 func addInto(x, y []float32) {
-	for i, v := range y {
+	n := addVec(x, y)
+	x = x[n:len(y)]
+	for i, v := range y[n:] {
 		x[i] += v
 	}
+}
+
+// addIntoPar is addInto split over the cores (element-wise: same result).
+func addIntoPar(x, y []float32) {
+	parallelRows(len(y), 1<<15, func(lo, hi int) { addInto(x[lo:hi], y[lo:hi]) })
 }
 
 // attentionForward computes causal self-attention per (sequence, head).
@@ -198,21 +210,54 @@ func (m *Model) attentionForward(p *Pass, a *layerAct) {
 	hd := D / H
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	ld := 3 * D
-	parallelTasks(len(p.seqs)*H, func(_, task int) {
-		si := p.seqs[task/H]
-		h := task % H
+	// One task per sequence when there are enough of them: its Q/K/V rows
+	// are first streamed into cache in one sequential pass, then every head
+	// works on them. Otherwise one task per (sequence, head).
+	perSeq, hs := attnSplit(len(p.seqs), H)
+	parallelTasks(len(p.seqs)*H/hs, func(_, t int) {
+		si := p.seqs[t*hs/H]
 		L := si.n
 		if L == 0 {
 			return
 		}
-		P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
-		q := a.qkv[si.start*ld+h*hd:]
-		k := a.qkv[si.start*ld+D+h*hd:]
-		v := a.qkv[si.start*ld+2*D+h*hd:]
-		m.gemm.Sgemm(false, true, L, L, hd, scale, q, ld, k, ld, 0, P, L)
-		causalSoftmax(P, L)
-		m.gemm.Sgemm(false, false, L, hd, L, 1, P, L, v, ld, 0, a.attOut[si.start*D+h*hd:], D)
+		if perSeq {
+			touch(a.qkv[si.start*ld : (si.start+L)*ld])
+		}
+		for h := t * hs % H; h < t*hs%H+hs; h++ {
+			P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
+			q := a.qkv[si.start*ld+h*hd:]
+			k := a.qkv[si.start*ld+D+h*hd:]
+			v := a.qkv[si.start*ld+2*D+h*hd:]
+			m.gemm.Sgemm(false, true, L, L, hd, scale, q, ld, k, ld, 0, P, L)
+			causalSoftmax(P, L)
+			m.gemm.Sgemm(false, false, L, hd, L, 1, P, L, v, ld, 0, a.attOut[si.start*D+h*hd:], D)
+		}
 	})
+}
+
+// attnSplit chooses the attention task shape: whole sequences (hs = H heads
+// per task) when there are at least two per core, else single heads.
+func attnSplit(seqs, H int) (perSeq bool, hs int) {
+	if seqs >= 2*workers() {
+		return true, H
+	}
+	return false, 1
+}
+
+// touchSink keeps touch's loads from being optimised away.
+var touchSink atomic.Uint32
+
+// touch reads one float per cache line of x, in order: a sequential pass
+// that the hardware prefetcher turns into a fast stream, so that later
+// strided accesses to x hit the cache.
+func touch(x []float32) {
+	var s float32
+	for i := 0; i < len(x); i += 16 {
+		s += x[i]
+	}
+	if s == 1.2345e-38 { // practically never; the store only defeats dead-code elimination
+		touchSink.Store(math.Float32bits(s))
+	}
 }
 
 // causalSoftmax applies a row softmax over j ≤ i to the L×L scores S in
@@ -226,10 +271,12 @@ func causalSoftmax(S []float32, L int) {
 				mx = v
 			}
 		}
-		var s float32
 		for j := 0; j <= i; j++ {
-			e := exp32(row[j] - mx)
-			row[j] = e
+			row[j] -= mx
+		}
+		expSpan(row[:i+1])
+		var s float32
+		for _, e := range row[:i+1] {
 			s += e
 		}
 		inv := 1 / s

@@ -114,45 +114,75 @@ func TestGEMMRowIndependence(t *testing.T) {
 	}
 }
 
-func TestPortableKernelMatches(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for _, kcur := range []int{1, 7, 256} {
-		a := make([]float32, kcur*mr)
-		b := make([]float32, kcur*nr)
-		for i := range a {
-			a[i] = r.Float32()*2 - 1
-		}
-		for i := range b {
-			b[i] = r.Float32()*2 - 1
-		}
-		var t1, t2 [mr * nr]float32
-		for i := range t1 {
-			t1[i] = float32(i)
-			t2[i] = float32(i)
-		}
-		kernel6x16(kcur, a, b, t1[:], nr, 0.5)
-		kernel6x16Go(kcur, a, b, t2[:], nr, 0.5)
-		for i := range t1 {
-			if math.Abs(float64(t1[i]-t2[i])) > 1e-4 {
-				t.Fatalf("kc=%d: element %d: %v vs %v", kcur, i, t1[i], t2[i])
+// TestGEMMRowIndependenceLayouts: the same for every transpose combination
+// and shapes that split C by columns too (few row blocks).
+func TestGEMMRowIndependenceLayouts(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}} {
+		m, n, k := s[0], s[1], s[2]
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				a := make([]float32, m*k)
+				b := make([]float32, n*k)
+				for i := range a {
+					a[i] = r.Float32()*2 - 1
+				}
+				for i := range b {
+					b[i] = r.Float32()*2 - 1
+				}
+				lda, ldb := k, n
+				if ta {
+					lda = m
+				}
+				if tb {
+					ldb = k
+				}
+				full := make([]float32, m*n)
+				BlockedGEMM{}.Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, full, n)
+				for _, sub := range [][2]int{{0, 1}, {5, 7}, {13, 40}, {m - 1, m}} {
+					rows := sub[1] - sub[0]
+					off := sub[0] * lda
+					if ta {
+						off = sub[0]
+					}
+					part := make([]float32, rows*n)
+					BlockedGEMM{}.Sgemm(ta, tb, rows, n, k, 1, a[off:], lda, b, ldb, 0, part, n)
+					for i := 0; i < rows*n; i++ {
+						if math.Float32bits(part[i]) != math.Float32bits(full[sub[0]*n+i]) {
+							t.Fatalf("%v ta=%v tb=%v: rows %v differ from the full product", s, ta, tb, sub)
+						}
+					}
+				}
 			}
 		}
 	}
 }
 
-func TestExp32(t *testing.T) {
-	worst := 0.0
-	for x := -87.0; x < 88; x += 0.01137 {
-		got := float64(exp32(float32(x)))
-		want := math.Exp(float64(float32(x)))
-		if e := math.Abs(got-want) / want; e > worst {
-			worst = e
+func TestPortableKernelMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, kcur := range []int{1, 7, 256} {
+		for _, store := range []bool{false, true} {
+			// A through strides (rows 3·kcur+1 apart), B with a row stride.
+			a := make([]float32, mr*(3*kcur+1))
+			b := make([]float32, kcur*(nr+5))
+			for i := range a {
+				a[i] = r.Float32()*2 - 1
+			}
+			for i := range b {
+				b[i] = r.Float32()*2 - 1
+			}
+			var t1, t2 [mr * (nr + 2)]float32
+			for i := range t1 {
+				t1[i] = float32(i)
+				t2[i] = float32(i)
+			}
+			kernel6x16(kcur, a, 3*kcur+1, 3, b, nr+5, t1[:], nr+2, 0.5, store)
+			kernel6x16Go(kcur, a, 3*kcur+1, 3, b, nr+5, t2[:], nr+2, 0.5, store)
+			for i := range t1 {
+				if math.Abs(float64(t1[i]-t2[i])) > 1e-4 {
+					t.Fatalf("kc=%d store=%v: element %d: %v vs %v", kcur, store, i, t1[i], t2[i])
+				}
+			}
 		}
-	}
-	if worst > 5e-7 {
-		t.Fatalf("exp32 max relative error %.3g", worst)
-	}
-	if exp32(-100) != 0 || !math.IsInf(float64(exp32(100)), 1) {
-		t.Fatal("exp32 range limits")
 	}
 }

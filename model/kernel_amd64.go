@@ -3,7 +3,7 @@
 package model
 
 //go:noescape
-func kern6x16AVX2(kc int, a, b, c *float32, ldc int, alpha float32)
+func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
 
 func cpuid(eax, ecx uint32) (a, b, c, d uint32)
 func xgetbv() (eax, edx uint32)
@@ -28,18 +28,49 @@ var hasAVX2FMA = func() bool {
 	return b7&(1<<5) != 0
 }()
 
-// kernel6x16 computes C[r*ldc+j] += alpha · Σ_p a[p*6+r]·b[p*16+j] for a
-// 6×16 tile of C (c must hold (6-1)*ldc+16 elements).
-func kernel6x16(kcur int, a, b, c []float32, ldc int, alpha float32) {
+// kernel6x16 computes C[r*ldc+j] += alpha · Σ_p a[r*rs+p*cs]·b[p*ldb+j]
+// for a 6×16 tile of C (c must hold (6-1)*ldc+16 elements); with store set
+// it overwrites C with alpha · Σ instead (C is not read).
+func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []float32, ldc int, alpha float32, store bool) {
 	if hasAVX2FMA && kcur > 0 {
-		_ = a[kcur*mr-1]
-		_ = b[kcur*nr-1]
+		st := 0
+		if store {
+			st = 1
+		}
+		_ = a[(mr-1)*rs+(kcur-1)*cs]
+		_ = b[(kcur-1)*ldb+nr-1]
 		_ = c[(mr-1)*ldc+nr-1]
-		kern6x16AVX2(kcur, &a[0], &b[0], &c[0], ldc, alpha)
+		kern6x16AVX2(kcur, &a[0], rs, cs, &b[0], ldb, &c[0], ldc, alpha, st)
 		return
 	}
-	kernel6x16Go(kcur, a, b, c, ldc, alpha)
+	kernel6x16Go(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
 }
 
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
 func FastGEMMAvailable() bool { return hasAVX2FMA }
+
+//go:noescape
+func scatter6(dst *float32, dstStride int, src *float32, count int)
+
+//go:noescape
+func scatter16(dst *float32, dstStride int, src *float32, count int)
+
+// scatterRows copies count consecutive groups of w floats (w = 6 or 16)
+// from src into dst at a stride of dstStride: dst[s*dstStride+i] =
+// src[s*w+i]. hasAVX2FMA must be checked by the caller for w = 16.
+func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
+	if count <= 0 {
+		return
+	}
+	_ = src[count*w-1]
+	_ = dst[(count-1)*dstStride+w-1]
+	if w == mr {
+		scatter6(&dst[0], dstStride, &src[0], count)
+		return
+	}
+	if w == nr && hasAVX2FMA {
+		scatter16(&dst[0], dstStride, &src[0], count)
+		return
+	}
+	scatterRowsGo(dst, dstStride, src, w, count)
+}

@@ -2,14 +2,24 @@
 
 #include "textflag.h"
 
-// func kern6x16AVX2(kc int, a, b, c *float32, ldc int, alpha float32)
-// C[r*ldc + j] += alpha * Σ_p a[p*6 + r] * b[p*16 + j]
-// (a: packed 6-row strip, b: packed 16-column strip, C row-major with stride ldc)
-TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-44
+// func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
+// C[r*ldc + j] += alpha * Σ_p a[r*rs + p*cs] * b[p*ldb + j]
+// (store != 0: C[r*ldc + j] = alpha * Σ_p …, C is not read)
+// (a: 6 rows of op(A) through strides, b: 16 columns of op(B) with row
+// stride ldb, C row-major with stride ldc; strides in elements)
+TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-80
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
+	MOVQ rs+16(FP), R9
+	SHLQ $2, R9
+	MOVQ cs+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ ldb+40(FP), R12
+	SHLQ $2, R12
+	MOVQ c+48(FP), DX
+	LEAQ (SI)(R9*2), R11
+	ADDQ R9, R11
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
@@ -29,32 +39,36 @@ loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS (SI), Y2
-	VBROADCASTSS 4(SI), Y3
+	VBROADCASTSS (SI)(R9*1), Y3
 	VFMADD231PS Y0, Y2, Y4
 	VFMADD231PS Y1, Y2, Y5
 	VFMADD231PS Y0, Y3, Y6
 	VFMADD231PS Y1, Y3, Y7
-	VBROADCASTSS 8(SI), Y2
-	VBROADCASTSS 12(SI), Y3
+	VBROADCASTSS (SI)(R9*2), Y2
+	VBROADCASTSS (R11), Y3
 	VFMADD231PS Y0, Y2, Y8
 	VFMADD231PS Y1, Y2, Y9
 	VFMADD231PS Y0, Y3, Y10
 	VFMADD231PS Y1, Y3, Y11
-	VBROADCASTSS 16(SI), Y2
-	VBROADCASTSS 20(SI), Y3
+	VBROADCASTSS (R11)(R9*1), Y2
+	VBROADCASTSS (R11)(R9*2), Y3
 	VFMADD231PS Y0, Y2, Y12
 	VFMADD231PS Y1, Y2, Y13
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
-	ADDQ $24, SI
-	ADDQ $64, DI
+	ADDQ R10, SI
+	ADDQ R10, R11
+	ADDQ R12, DI
 	DECQ CX
 	JNE loop
 
 done:
-	MOVQ ldc+32(FP), R8
+	MOVQ ldc+56(FP), R8
 	SHLQ $2, R8
-	VBROADCASTSS alpha+40(FP), Y2
+	VBROADCASTSS alpha+64(FP), Y2
+	MOVQ store+72(FP), AX
+	TESTQ AX, AX
+	JNE  storeonly
 	VMOVUPS (DX), Y0
 	VMOVUPS 32(DX), Y1
 	VFMADD231PS Y4, Y2, Y0
@@ -99,6 +113,39 @@ done:
 	VZEROUPPER
 	RET
 
+storeonly:
+	VMULPS Y4, Y2, Y0
+	VMULPS Y5, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y6, Y2, Y0
+	VMULPS Y7, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y8, Y2, Y0
+	VMULPS Y9, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y10, Y2, Y0
+	VMULPS Y11, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y12, Y2, Y0
+	VMULPS Y13, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y14, Y2, Y0
+	VMULPS Y15, Y2, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VZEROUPPER
+	RET
+
 // func cpuid(eax, ecx uint32) (a, b, c, d uint32)
 TEXT ·cpuid(SB), NOSPLIT, $0-24
 	MOVL eax+0(FP), AX
@@ -116,4 +163,53 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	XGETBV
 	MOVL AX, eax+0(FP)
 	MOVL DX, edx+4(FP)
+	RET
+
+// func scatter6(dst *float32, dstStride int, src *float32, count int)
+// for s < count: dst[s*dstStride : s*dstStride+6] = src[6*s : 6*s+6]
+TEXT ·scatter6(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ count+24(FP), CX
+	TESTQ CX, CX
+	JE s6done
+
+s6loop:
+	MOVUPS (SI), X0
+	MOVQ 16(SI), X1
+	MOVUPS X0, (DI)
+	MOVQ X1, 16(DI)
+	ADDQ $24, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNE s6loop
+
+s6done:
+	RET
+
+// func scatter16(dst *float32, dstStride int, src *float32, count int)
+// for s < count: dst[s*dstStride : s*dstStride+16] = src[16*s : 16*s+16]
+TEXT ·scatter16(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ count+24(FP), CX
+	TESTQ CX, CX
+	JE s16done
+
+s16loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $64, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNE s16loop
+
+s16done:
+	VZEROUPPER
 	RET

@@ -2,9 +2,13 @@
 
 package model
 
-func kernel6x16(kcur int, a, b, c []float32, ldc int, alpha float32) {
-	kernel6x16Go(kcur, a, b, c, ldc, alpha)
+func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []float32, ldc int, alpha float32, store bool) {
+	kernel6x16Go(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
 }
 
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
 func FastGEMMAvailable() bool { return false }
+
+func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
+	scatterRowsGo(dst, dstStride, src, w, count)
+}

@@ -297,10 +297,12 @@ func (m *Model) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 						mx = dot
 					}
 				}
-				var sum float32
 				for j := 0; j <= p; j++ {
-					e := exp32(s[j] - mx)
-					s[j] = e
+					s[j] -= mx
+				}
+				expSpan(s[:p+1])
+				var sum float32
+				for _, e := range s[:p+1] {
 					sum += e
 				}
 				inv := 1 / sum

@@ -1,0 +1,124 @@
+package model
+
+import "math"
+
+// Element-wise kernels of the training and decoding paths. Each has a plain
+// scalar Go reference (used where the CPU lacks AVX2+FMA, and by the tests to
+// bound the vector version's error) and, on amd64, an AVX2/FMA version that
+// evaluates the same formula eight lanes at a time. Every element goes
+// through the same instructions whatever its position (ragged tails are
+// padded, not computed by a scalar loop), so results depend only on the
+// element's value: no batch-composition or chunking effects.
+
+const (
+	geluK     = 0.044715
+	expClampH = 89    // exp input clamp: the scale 2^128 is +Inf (as exp overflows)
+	expClampL = -87.3 // 2^-126: the smallest normal
+)
+
+// expClamped32 is the scalar reference of the vector exp: the Cephes expf
+// polynomial (~1 ulp) on the input clamped to [expClampL, expClampH]: a
+// normal number ≥ 2^-126 below the overflow threshold (~88.72, above which
+// it is +Inf), and never NaN for a non-NaN input.
+func expClamped32(t float32) float32 {
+	t = min(max(t, expClampL), expClampH)
+	fx := float32(math.Floor(float64(t*1.44269504088896341 + 0.5)))
+	r := t - fx*0.693359375
+	r = r - fx*-2.12194440e-4
+	y := float32(1.9875691500e-4)
+	y = y*r + 1.3981999507e-3
+	y = y*r + 8.3334519073e-3
+	y = y*r + 4.1665795894e-2
+	y = y*r + 1.6666665459e-1
+	y = y*r + 5.0000001201e-1
+	y = y*(r*r) + r
+	y += 1
+	return y * math.Float32frombits(uint32(int32(fx)+127)<<23)
+}
+
+// geluT is -2z for z = sqrt(2/pi)·(v + 0.044715v³), the exponent of
+// gelu(v) = v·sigmoid(2z) = v / (1 + exp(-2z)).
+func geluT(v float32) float32 { return (v*v*geluK*v + v) * (-2 * geluC) }
+
+// gelu32 is the scalar reference of the tanh-approximation GELU.
+func gelu32(v float32) float32 { return v / (1 + expClamped32(geluT(v))) }
+
+// geluGrad32 is the scalar reference of d gelu(v) / dv.
+func geluGrad32(v float32) float32 {
+	g := v*v*(3*geluK) + 1
+	s := 1 / (1 + expClamped32(geluT(v)))
+	return v*s*(1-s)*g*(2*geluC) + s
+}
+
+func geluRef(x, y []float32) {
+	for i, v := range x {
+		y[i] = gelu32(v)
+	}
+}
+
+func geluBackwardRef(x, dy []float32) {
+	for i, v := range x {
+		dy[i] *= geluGrad32(v)
+	}
+}
+
+// geluSpan applies GELU to x into y (same length).
+func geluSpan(x, y []float32) {
+	if !hasAVX2FMA {
+		geluRef(x, y)
+		return
+	}
+	n := len(x) &^ 7
+	if n > 0 {
+		geluVec(x[:n], y[:n])
+	}
+	if n < len(x) {
+		var bx, by [8]float32
+		copy(bx[:], x[n:])
+		geluVec(bx[:], by[:])
+		copy(y[n:], by[:len(x)-n])
+	}
+}
+
+// geluBackwardSpan multiplies dy by gelu'(x) (same length).
+func geluBackwardSpan(x, dy []float32) {
+	if !hasAVX2FMA {
+		geluBackwardRef(x, dy)
+		return
+	}
+	n := len(x) &^ 7
+	if n > 0 {
+		geluBwdVec(x[:n], dy[:n])
+	}
+	if n < len(x) {
+		var bx, bd [8]float32
+		copy(bx[:], x[n:])
+		copy(bd[:], dy[n:])
+		geluBwdVec(bx[:], bd[:])
+		copy(dy[n:], bd[:len(x)-n])
+	}
+}
+
+func expRef(x []float32) {
+	for i, v := range x {
+		x[i] = expClamped32(v)
+	}
+}
+
+// expSpan sets x[i] = expClamped32(x[i]) (vectorised where available).
+func expSpan(x []float32) {
+	if !hasAVX2FMA {
+		expRef(x)
+		return
+	}
+	n := len(x) &^ 7
+	if n > 0 {
+		expVec(x[:n])
+	}
+	if n < len(x) {
+		var b [8]float32
+		copy(b[:], x[n:])
+		expVec(b[:])
+		copy(x[n:], b[:len(x)-n])
+	}
+}

@@ -1,0 +1,67 @@
+//go:build amd64 && !purego
+
+package model
+
+//go:noescape
+func geluAVX2(x, y *float32, n int)
+
+//go:noescape
+func geluBwdAVX2(x, dy *float32, n int)
+
+// geluVec: len(x) == len(y), a multiple of 8, AVX2+FMA present.
+func geluVec(x, y []float32) {
+	_ = y[len(x)-1]
+	geluAVX2(&x[0], &y[0], len(x))
+}
+
+func geluBwdVec(x, dy []float32) {
+	_ = dy[len(x)-1]
+	geluBwdAVX2(&x[0], &dy[0], len(x))
+}
+
+//go:noescape
+func expAVX2(x *float32, n int)
+
+// expVec: len(x) a multiple of 8, AVX2+FMA present.
+func expVec(x []float32) { expAVX2(&x[0], len(x)) }
+
+//go:noescape
+func lnFwdAVX2(x, gam, b, y, xhat *float32, d int, wx int, eps float32) (rstd float32)
+
+//go:noescape
+func lnBwdAVX2(dy, xhat, gam, dx *float32, d int, rstd float32)
+
+// lnRowVec: one LayerNorm row (len(x) a positive multiple of 8; xhat may be
+// nil); returns rstd.
+func lnRowVec(x, g, b, y, xhat []float32) float32 {
+	d := len(x)
+	_, _, _ = g[d-1], b[d-1], y[d-1]
+	xp, wx := &y[0], 0
+	if xhat != nil {
+		_ = xhat[d-1]
+		xp, wx = &xhat[0], 1
+	}
+	return lnFwdAVX2(&x[0], &g[0], &b[0], &y[0], xp, d, wx, lnEps)
+}
+
+// lnRowBwdVec: dx += the input gradient of one LayerNorm row.
+func lnRowBwdVec(dy, xhat, g, dx []float32, rstd float32) {
+	d := len(dy)
+	_, _, _ = xhat[d-1], g[d-1], dx[d-1]
+	lnBwdAVX2(&dy[0], &xhat[0], &g[0], &dx[0], d, rstd)
+}
+
+//go:noescape
+func addAVX2(x, y *float32, n int)
+
+// addVec: x[i] += y[i] for the leading multiple of 32 elements of y; returns
+// how many it did (element-wise IEEE adds: the same bits as a scalar loop).
+func addVec(x, y []float32) int {
+	n := len(y) &^ 31
+	if n == 0 || !hasAVX2FMA {
+		return 0
+	}
+	_ = x[n-1]
+	addAVX2(&x[0], &y[0], n)
+	return n
+}

@@ -1,0 +1,314 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Constants of the vector GELU (see gelu32 in elem.go, its scalar reference).
+DATA geluK<>+0(SB)/4, $0.044715        // 0
+DATA geluK<>+4(SB)/4, $-1.5957691216057308 // -2·sqrt(2/pi)
+DATA geluK<>+8(SB)/4, $89.0            // exp input clamp, high (2^128 = +Inf)
+DATA geluK<>+12(SB)/4, $-87.3          // exp input clamp, low
+DATA geluK<>+16(SB)/4, $1.44269504088896341 // log2(e)
+DATA geluK<>+20(SB)/4, $0.5
+DATA geluK<>+24(SB)/4, $0.693359375    // ln2 high part
+DATA geluK<>+28(SB)/4, $-2.12194440e-4 // ln2 low part
+DATA geluK<>+32(SB)/4, $1.9875691500e-4 // Cephes expf polynomial
+DATA geluK<>+36(SB)/4, $1.3981999507e-3
+DATA geluK<>+40(SB)/4, $8.3334519073e-3
+DATA geluK<>+44(SB)/4, $4.1665795894e-2
+DATA geluK<>+48(SB)/4, $1.6666665459e-1
+DATA geluK<>+52(SB)/4, $5.0000001201e-1
+DATA geluK<>+56(SB)/4, $1.0
+DATA geluK<>+60(SB)/4, $127            // exponent bias (integer)
+DATA geluK<>+64(SB)/4, $0.134145       // 3·0.044715
+DATA geluK<>+68(SB)/4, $1.5957691216057308 // 2·sqrt(2/pi)
+GLOBL geluK<>(SB), RODATA|NOPTR, $72
+
+// EXPT computes Y5 = exp(Y1) for Y1 already clamped to [-87.3, 89];
+// clobbers Y1, Y3, Y4, Y6.
+#define EXPT \
+	VBROADCASTSS geluK<>+16(SB), Y3; \
+	VBROADCASTSS geluK<>+20(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y3; \
+	VROUNDPS $1, Y3, Y3; \
+	VBROADCASTSS geluK<>+24(SB), Y4; \
+	VFNMADD231PS Y4, Y3, Y1; \
+	VBROADCASTSS geluK<>+28(SB), Y4; \
+	VFNMADD231PS Y4, Y3, Y1; \
+	VBROADCASTSS geluK<>+32(SB), Y5; \
+	VBROADCASTSS geluK<>+36(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y5; \
+	VBROADCASTSS geluK<>+40(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y5; \
+	VBROADCASTSS geluK<>+44(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y5; \
+	VBROADCASTSS geluK<>+48(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y5; \
+	VBROADCASTSS geluK<>+52(SB), Y4; \
+	VFMADD213PS Y4, Y1, Y5; \
+	VMULPS Y1, Y1, Y6; \
+	VFMADD213PS Y1, Y6, Y5; \
+	VBROADCASTSS geluK<>+56(SB), Y4; \
+	VADDPS Y4, Y5, Y5; \
+	VCVTPS2DQ Y3, Y3; \
+	VPBROADCASTD geluK<>+60(SB), Y4; \
+	VPADDD Y4, Y3, Y3; \
+	VPSLLD $23, Y3, Y3; \
+	VMULPS Y3, Y5, Y5
+
+// GELUT computes, from x in Y0, Y1 = clamp(-2·sqrt(2/pi)·(x + 0.044715x³))
+// (clobbers Y1, Y2).
+#define GELUT \
+	VMULPS Y0, Y0, Y1; \
+	VBROADCASTSS geluK<>+0(SB), Y2; \
+	VMULPS Y2, Y1, Y1; \
+	VFMADD213PS Y0, Y0, Y1; \
+	VBROADCASTSS geluK<>+4(SB), Y2; \
+	VMULPS Y2, Y1, Y1; \
+	VBROADCASTSS geluK<>+8(SB), Y2; \
+	VMINPS Y2, Y1, Y1; \
+	VBROADCASTSS geluK<>+12(SB), Y2; \
+	VMAXPS Y2, Y1, Y1
+
+// func geluAVX2(x, y *float32, n int)
+// y[i] = x[i] / (1 + exp(-2z)), z = sqrt(2/pi)·(x + 0.044715x³); n % 8 == 0.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   gdone
+
+gloop:
+	VMOVUPS (SI), Y0
+	GELUT
+	EXPT
+	VBROADCASTSS geluK<>+56(SB), Y4
+	VADDPS Y4, Y5, Y5
+	VDIVPS Y5, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  gloop
+
+gdone:
+	VZEROUPPER
+	RET
+
+// func geluBwdAVX2(x, dy *float32, n int)
+// dy[i] *= s + 2·sqrt(2/pi)·x·s·(1-s)·(1 + 3·0.044715x²), s = 1/(1+exp(-2z)); n % 8 == 0.
+TEXT ·geluBwdAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ dy+8(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   bdone
+
+bloop:
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y1
+	VBROADCASTSS geluK<>+56(SB), Y7
+	VBROADCASTSS geluK<>+64(SB), Y2
+	VFMADD231PS Y2, Y1, Y7
+	GELUT
+	EXPT
+	VBROADCASTSS geluK<>+56(SB), Y4
+	VADDPS Y4, Y5, Y5
+	VDIVPS Y5, Y4, Y5
+	VSUBPS Y5, Y4, Y6
+	VMULPS Y5, Y0, Y0
+	VMULPS Y6, Y0, Y0
+	VMULPS Y7, Y0, Y0
+	VBROADCASTSS geluK<>+68(SB), Y2
+	VFMADD213PS Y5, Y2, Y0
+	VMULPS (DI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  bloop
+
+bdone:
+	VZEROUPPER
+	RET
+
+// func expAVX2(x *float32, n int)
+// x[i] = exp(clamp(x[i], -87.3, 89)) in place; n % 8 == 0.
+TEXT ·expAVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	JZ   edone
+
+eloop:
+	VMOVUPS (SI), Y1
+	VBROADCASTSS geluK<>+8(SB), Y2
+	VMINPS Y2, Y1, Y1
+	VBROADCASTSS geluK<>+12(SB), Y2
+	VMAXPS Y2, Y1, Y1
+	EXPT
+	VMOVUPS Y5, (SI)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  eloop
+
+edone:
+	VZEROUPPER
+	RET
+
+DATA lnOne<>+0(SB)/4, $1.0
+GLOBL lnOne<>(SB), RODATA|NOPTR, $4
+
+// HSUM folds the 8 lanes of Y0 into X0 (fixed order); clobbers X1.
+#define HSUM \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVHLPS X0, X0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVSHDUP X0, X1; \
+	VADDSS X1, X0, X0
+
+// func lnFwdAVX2(x, gam, b, y, xhat *float32, d int, wx int, eps float32) (rstd float32)
+// One LayerNorm row, d % 8 == 0, d > 0: mean and variance as 8-lane float32
+// sums, h = (x-mean)·rstd (stored to xhat when wx != 0), y = h·g + b.
+TEXT ·lnFwdAVX2(SB), NOSPLIT, $0-68
+	MOVQ x+0(FP), SI
+	MOVQ gam+8(FP), R8
+	MOVQ b+16(FP), R9
+	MOVQ y+24(FP), DI
+	MOVQ xhat+32(FP), R10
+	MOVQ d+40(FP), CX
+	MOVQ wx+48(FP), R11
+	VCVTSI2SSQ CX, X2, X2
+	SHRQ $3, CX
+
+	VXORPS Y0, Y0, Y0
+	XORQ AX, AX
+	MOVQ CX, DX
+lf1:
+	VADDPS (SI)(AX*1), Y0, Y0
+	ADDQ $32, AX
+	DECQ DX
+	JNZ  lf1
+	HSUM
+	VDIVSS X2, X0, X0
+	VBROADCASTSS X0, Y3
+
+	VXORPS Y0, Y0, Y0
+	XORQ AX, AX
+	MOVQ CX, DX
+lf2:
+	VMOVUPS (SI)(AX*1), Y4
+	VSUBPS Y3, Y4, Y4
+	VFMADD231PS Y4, Y4, Y0
+	ADDQ $32, AX
+	DECQ DX
+	JNZ  lf2
+	HSUM
+	VDIVSS X2, X0, X0
+	VADDSS eps+56(FP), X0, X0
+	VSQRTSS X0, X0, X0
+	VMOVSS lnOne<>(SB), X5
+	VDIVSS X0, X5, X5
+	VMOVSS X5, rstd+64(FP)
+	VBROADCASTSS X5, Y5
+
+	XORQ AX, AX
+	MOVQ CX, DX
+lf3:
+	VMOVUPS (SI)(AX*1), Y4
+	VSUBPS Y3, Y4, Y4
+	VMULPS Y5, Y4, Y4
+	TESTQ R11, R11
+	JZ   lf3n
+	VMOVUPS Y4, (R10)(AX*1)
+lf3n:
+	VMOVUPS (R9)(AX*1), Y7
+	VFMADD231PS (R8)(AX*1), Y4, Y7
+	VMOVUPS Y7, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ DX
+	JNZ  lf3
+	VZEROUPPER
+	RET
+
+// func lnBwdAVX2(dy, xhat, gam, dx *float32, d int, rstd float32)
+// One LayerNorm row, d % 8 == 0, d > 0: dh = dy·g,
+// dx += rstd·(dh - mean(dh) - xhat·mean(dh·xhat)).
+TEXT ·lnBwdAVX2(SB), NOSPLIT, $0-44
+	MOVQ dy+0(FP), SI
+	MOVQ xhat+8(FP), R9
+	MOVQ gam+16(FP), R8
+	MOVQ dx+24(FP), DI
+	MOVQ d+32(FP), CX
+	VCVTSI2SSQ CX, X2, X2
+	SHRQ $3, CX
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y6, Y6, Y6
+	XORQ AX, AX
+	MOVQ CX, DX
+lb1:
+	VMOVUPS (SI)(AX*1), Y4
+	VMULPS (R8)(AX*1), Y4, Y4
+	VADDPS Y4, Y0, Y0
+	VFMADD231PS (R9)(AX*1), Y4, Y6
+	ADDQ $32, AX
+	DECQ DX
+	JNZ  lb1
+	HSUM
+	VDIVSS X2, X0, X0
+	VBROADCASTSS X0, Y3
+	VMOVAPS Y6, Y0
+	HSUM
+	VDIVSS X2, X0, X0
+	VBROADCASTSS X0, Y5
+	VBROADCASTSS rstd+40(FP), Y7
+
+	XORQ AX, AX
+	MOVQ CX, DX
+lb2:
+	VMOVUPS (SI)(AX*1), Y4
+	VMULPS (R8)(AX*1), Y4, Y4
+	VSUBPS Y3, Y4, Y4
+	VMOVUPS (R9)(AX*1), Y1
+	VFNMADD231PS Y5, Y1, Y4
+	VMOVUPS (DI)(AX*1), Y1
+	VFMADD231PS Y7, Y4, Y1
+	VMOVUPS Y1, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ DX
+	JNZ  lb2
+	VZEROUPPER
+	RET
+
+// func addAVX2(x, y *float32, n int)
+// x[i] += y[i]; n % 32 == 0.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	JZ   adone
+
+aloop:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VADDPS (SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	VADDPS 64(SI), Y2, Y2
+	VADDPS 96(SI), Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	DECQ CX
+	JNZ  aloop
+
+adone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,17 @@
+//go:build !amd64 || purego
+
+package model
+
+// hasAVX2FMA is false without the assembly kernels.
+const hasAVX2FMA = false
+
+func geluVec(x, y []float32)     { geluRef(x, y) }
+func geluBwdVec(x, dy []float32) { geluBackwardRef(x, dy) }
+
+func expVec(x []float32) { expRef(x) }
+
+func lnRowVec(x, g, b, y, xhat []float32) float32 { return lnRowRef(x, g, b, y, xhat) }
+
+func lnRowBwdVec(dy, xhat, g, dx []float32, rstd float32) { lnRowBwdRef(dy, xhat, g, dx, rstd) }
+
+func addVec(x, y []float32) int { return 0 }

@@ -1,0 +1,232 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// geluExact is GELU's tanh approximation in float64.
+func geluExact(v float64) float64 {
+	return 0.5 * v * (1 + math.Tanh(geluC*(v+geluK*v*v*v)))
+}
+
+func geluGradExact(v float64) float64 {
+	z := geluC * (v + geluK*v*v*v)
+	th := math.Tanh(z)
+	return 0.5*(1+th) + 0.5*v*(1-th*th)*geluC*(1+3*geluK*v*v)
+}
+
+func elemInputs() []float32 {
+	r := rand.New(rand.NewPCG(5, 5))
+	xs := []float32{0, -0, 1, -1, 1e-30, -1e-30, 1e-7, 5, -5, 9.9, -9.9, 30, -30, 1e4, -1e4, 1e15, -1e15}
+	for x := float32(-12); x <= 12; x += 0.001173 {
+		xs = append(xs, x)
+	}
+	for i := 0; i < 20000; i++ {
+		xs = append(xs, float32(r.NormFloat64()*3))
+	}
+	return xs
+}
+
+func TestExpClamped32(t *testing.T) {
+	worst := 0.0
+	for x := -87.0; x < 88; x += 0.01137 {
+		got := float64(expClamped32(float32(x)))
+		want := math.Exp(float64(float32(x)))
+		if e := math.Abs(got-want) / want; e > worst {
+			worst = e
+		}
+	}
+	if worst > 5e-7 {
+		t.Fatalf("expClamped32 max relative error %.3g", worst)
+	}
+	for _, x := range []float32{-1e30, -100, float32(math.Inf(-1))} {
+		if e := expClamped32(x); e < 0x1p-126 || e > 0x1p-125 {
+			t.Fatalf("expClamped32(%v) = %v: want the smallest normals", x, e)
+		}
+	}
+	for _, x := range []float32{88.8, 100, 1e30, float32(math.Inf(1))} {
+		if e := expClamped32(x); !math.IsInf(float64(e), 1) {
+			t.Fatalf("expClamped32(%v) = %v: want +Inf", x, e)
+		}
+	}
+}
+
+// TestGELUFast bounds the vector GELU (and its gradient) against the scalar
+// reference and against the float64 formula, and checks that an element's
+// result does not depend on where it sits (offset, tail, chunking).
+func TestGELUFast(t *testing.T) {
+	xs := elemInputs()
+	n := len(xs)
+	fast, ref := make([]float32, n), make([]float32, n)
+	geluSpan(xs, fast)
+	geluRef(xs, ref)
+	dFast, dRef := make([]float32, n), make([]float32, n)
+	for i := range dFast {
+		dFast[i], dRef[i] = 1, 1
+	}
+	geluBackwardSpan(xs, dFast)
+	geluBackwardRef(xs, dRef)
+	var wRef, wExact, wdRef, wdExact float64
+	for i, x := range xs {
+		v := float64(x)
+		scale := math.Max(1, math.Abs(v)) * 1e-6 // absolute tolerance unit
+		if math.Abs(v) > 1e4 {
+			scale = math.Abs(v) * 1e-6
+		}
+		wRef = math.Max(wRef, math.Abs(float64(fast[i])-float64(ref[i]))/scale)
+		wExact = math.Max(wExact, math.Abs(float64(fast[i])-geluExact(v))/scale)
+		gs := math.Max(1, math.Abs(geluGradExact(v))) * 1e-6
+		wdRef = math.Max(wdRef, math.Abs(float64(dFast[i])-float64(dRef[i]))/gs)
+		wdExact = math.Max(wdExact, math.Abs(float64(dFast[i])-geluGradExact(v))/gs)
+		if math.IsNaN(float64(fast[i])) || math.IsNaN(float64(dFast[i])) {
+			t.Fatalf("NaN at x=%v", x)
+		}
+	}
+	t.Logf("AVX2: %v; gelu: max err vs reference %.2f, vs float64 %.2f (units of 1e-6·max(1,|x|)); grad: %.2f, %.2f (units of 1e-6·max(1,|g|))",
+		hasAVX2FMA, wRef, wExact, wdRef, wdExact)
+	if wRef > 1 || wExact > 2 || wdRef > 2 || wdExact > 4 {
+		t.Fatal("fast GELU outside its error bound")
+	}
+	// Position independence: every offset and length gives the same bits.
+	for off := 0; off < 9; off++ {
+		for _, ln := range []int{1, 7, 8, 9, 17, 100} {
+			y := make([]float32, ln)
+			geluSpan(xs[off:off+ln], y)
+			d := make([]float32, ln)
+			for i := range d {
+				d[i] = 1
+			}
+			geluBackwardSpan(xs[off:off+ln], d)
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(fast[off+i]) || math.Float32bits(d[i]) != math.Float32bits(dFast[off+i]) {
+					t.Fatalf("offset %d length %d element %d: result depends on position", off, ln, i)
+				}
+			}
+		}
+	}
+	// The parallel wrapper equals the span kernel.
+	y := make([]float32, n)
+	gelu(xs, y)
+	for i := range y {
+		if math.Float32bits(y[i]) != math.Float32bits(fast[i]) {
+			t.Fatalf("gelu wrapper differs at %d", i)
+		}
+	}
+}
+
+// TestExpFast: the vector exp against its scalar reference and math.Exp,
+// independent of position.
+func TestExpFast(t *testing.T) {
+	var xs []float32
+	for x := float32(-90); x < 90; x += 0.0137 {
+		xs = append(xs, x)
+	}
+	xs = append(xs, 0, -0, 1e-30, -1e30, 1e30, float32(math.Inf(-1)), float32(math.Inf(1)))
+	fast := append([]float32(nil), xs...)
+	expSpan(fast)
+	ref := append([]float32(nil), xs...)
+	expRef(ref)
+	worstRef, worstExact := 0.0, 0.0
+	for i, x := range xs {
+		f, r := float64(fast[i]), float64(ref[i])
+		if math.IsInf(r, 1) || math.IsInf(f, 1) {
+			if f != r {
+				t.Fatalf("exp(%v): fast %v reference %v", x, f, r)
+			}
+			continue
+		}
+		worstRef = math.Max(worstRef, math.Abs(f-r)/r)
+		if x > -87 && x < 88 {
+			w := math.Exp(float64(x))
+			worstExact = math.Max(worstExact, math.Abs(f-w)/w)
+		}
+	}
+	t.Logf("vector exp: max rel err vs reference %.3g, vs math.Exp %.3g", worstRef, worstExact)
+	if worstRef > 3e-7 || worstExact > 5e-7 {
+		t.Fatal("fast exp outside its error bound")
+	}
+	for off := 0; off < 9; off++ {
+		for _, ln := range []int{1, 5, 8, 13, 40} {
+			y := append([]float32(nil), xs[off:off+ln]...)
+			expSpan(y)
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(fast[off+i]) {
+					t.Fatalf("offset %d length %d: result depends on position", off, ln)
+				}
+			}
+		}
+	}
+}
+
+// TestLayerNormFast bounds the vector LayerNorm row kernels (float32
+// statistics) against the float64 reference rows.
+func TestLayerNormFast(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, d := range []int{8, 16, 128, 136} {
+		for trial := 0; trial < 50; trial++ {
+			x, g, b := make([]float32, d), make([]float32, d), make([]float32, d)
+			off := r.Float64()*20 - 10
+			sc := math.Exp(r.Float64()*6 - 3)
+			for j := range x {
+				x[j] = float32(off + sc*r.NormFloat64())
+				g[j] = float32(1 + 0.3*r.NormFloat64())
+				b[j] = float32(0.3 * r.NormFloat64())
+			}
+			y1, h1, y2, h2 := make([]float32, d), make([]float32, d), make([]float32, d), make([]float32, d)
+			rs1 := lnRowVec(x, g, b, y1, h1)
+			rs2 := lnRowRef(x, g, b, y2, h2)
+			y3 := make([]float32, d)
+			if rs3 := lnRowVec(x, g, b, y3, nil); rs3 != rs1 || !slices.Equal(y3, y1) {
+				t.Fatal("xhat = nil changes the result")
+			}
+			if math.Abs(float64(rs1-rs2)) > 1e-5*float64(rs2) {
+				t.Fatalf("d=%d: rstd %v vs reference %v", d, rs1, rs2)
+			}
+			for j := range y1 {
+				if math.Abs(float64(h1[j]-h2[j])) > 2e-5*(1+math.Abs(float64(h2[j]))) || math.Abs(float64(y1[j]-y2[j])) > 2e-5*(1+math.Abs(float64(y2[j]))) {
+					t.Fatalf("d=%d j=%d: xhat %v/%v y %v/%v", d, j, h1[j], h2[j], y1[j], y2[j])
+				}
+			}
+			dy := make([]float32, d)
+			for j := range dy {
+				dy[j] = float32(r.NormFloat64())
+			}
+			dx1, dx2 := make([]float32, d), make([]float32, d)
+			for j := range dx1 {
+				dx1[j] = float32(j)
+				dx2[j] = float32(j)
+			}
+			lnRowBwdVec(dy, h2, g, dx1, rs2)
+			lnRowBwdRef(dy, h2, g, dx2, rs2)
+			for j := range dx1 {
+				if math.Abs(float64(dx1[j]-dx2[j])) > 2e-5*(float64(rs2)+math.Abs(float64(dx2[j]))) {
+					t.Fatalf("d=%d j=%d: dx %v vs reference %v", d, j, dx1[j], dx2[j])
+				}
+			}
+		}
+	}
+}
+
+func TestAddIntoVector(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, n := range []int{0, 1, 31, 32, 33, 100, 128, 1000} {
+		x, y := make([]float32, n+3), make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		for i := range y {
+			y[i] = float32(r.NormFloat64())
+		}
+		want := slices.Clone(x)
+		for i, v := range y {
+			want[i] += v
+		}
+		addInto(x, y)
+		if !slices.Equal(x, want) {
+			t.Fatalf("n=%d: addInto differs from the scalar sum", n)
+		}
+	}
+}
