@@ -30,6 +30,13 @@ type Result struct {
 	BaselineStd  []float64
 	GroupSize    []int32
 
+	// SparseStats, when > 0 (set by the caller), lets ComputeMany write BaselineMean,
+	// BaselineStd and GroupSize of drmas specs only on the first row of each (group, agent)
+	// pair within each block of SparseStats rows (blocks start at row 0, SparseStats,
+	// 2×SparseStats, …); the other rows' statistics are then unspecified. Advantage is always
+	// written in full. For writers that store statistics once per pair and block (Spec.PerPair).
+	SparseStats int
+
 	ws *workspace
 }
 
@@ -64,6 +71,7 @@ type workspace struct {
 	aFirst         []float64 // first score of the agent in the group
 	aDev           []float64 // Σ|score − aFirst|: > 0 iff some score differs (branch-free test)
 	touched        []int32   // agents present in the current group, in order of appearance
+	aSeen          []bool    // agents whose statistics a sparse write has written in the block
 	pooledN        int
 	pooledMu       float64
 	pooledSd       float64
@@ -92,6 +100,8 @@ func (w *workspace) prepare(numAgents int) {
 	w.aSd = grow(w.aSd, numAgents)
 	w.aFirst = grow(w.aFirst, numAgents)
 	w.aDev = grow(w.aDev, numAgents)
+	w.aSeen = grow(w.aSeen, numAgents)
+	clear(w.aSeen)
 	clear(w.aDev)
 	clear(w.aCnt)
 	clear(w.aSum)
@@ -322,6 +332,10 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 		ag := c.Agent[s:e]
 		ag = ag[:n]
 		aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
+		if out.SparseStats > 0 {
+			w.writeDrMASSparse(sp, sc, ag, s, out.SparseStats, adv, bm, bs, gs)
+			return
+		}
 		if sp.NormStd {
 			for i, x := range sc {
 				k := ag[i]
@@ -392,6 +406,43 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 	}
 }
 
+// writeDrMASSparse is the DrMAS case of write for a Result with SparseStats = block > 0: every
+// advantage, and the statistics only on the first row of each agent in each block of the group
+// (rows s+i of the column; blocks start at multiples of block).
+func (w *workspace) writeDrMASSparse(sp Spec, sc []float64, ag []int32, s, block int, adv []float32, bm, bs []float64, gs []int32) {
+	aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
+	ag = ag[:len(sc)]
+	adv = adv[:len(sc)]
+	if sp.NormStd {
+		eps := sp.eps()
+		for i, x := range sc {
+			k := ag[i]
+			adv[i] = float32((x - aMu[k]) / (aSd[k] + eps))
+		}
+	} else {
+		for i, x := range sc {
+			adv[i] = float32(x - aMu[ag[i]])
+		}
+	}
+	seen := w.aSeen
+	next := (s/block + 1) * block // the next block's first row
+	for i := range sc {
+		if s+i == next {
+			for _, k := range w.touched {
+				seen[k] = false
+			}
+			next += block
+		}
+		if k := ag[i]; !seen[k] {
+			seen[k] = true
+			bm[i], bs[i], gs[i] = aMu[k], aSd[k], aCnt[k]
+		}
+	}
+	for _, k := range w.touched {
+		seen[k] = false
+	}
+}
+
 func fill[T any](s []T, v T) {
 	for i := range s {
 		s[i] = v
@@ -421,13 +472,39 @@ func Compute(ctx context.Context, spec Spec, cols *Columns, out *Result) error {
 // an invalid input returns a *ValidationError (see Columns.Validate). ctx is checked on entry and
 // every 64 Ki rows; a cancelled ctx returns ctx.Err().
 func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result) error {
+	return computeMany(ctx, specs, cols, outs, nil)
+}
+
+// ComputeWithDiagnostics is ComputeMany that also returns the per-agent diagnostics of cols,
+// equal to Diagnose(cols), computed in the same pass over the data (each group's statistics
+// are computed once for both). It is meant for the normalize stage, which needs both; the
+// diagnostics are appended to diags[:0] (reusing its capacity).
+func ComputeWithDiagnostics(ctx context.Context, specs []Spec, cols *Columns, outs []*Result, diags []AgentDiagnostics) ([]AgentDiagnostics, error) {
+	if cols.NumAgents < 0 {
+		return nil, invalid(cols)
+	}
+	acc := make([]diagAcc, cols.NumAgents)
+	if err := computeMany(ctx, specs, cols, outs, acc); err != nil {
+		return nil, err
+	}
+	diags = diags[:0]
+	for k := range acc {
+		diags = append(diags, acc[k].result(int32(k)))
+	}
+	return diags, nil
+}
+
+// computeMany is ComputeMany; with a non-nil acc (len NumAgents) it also accumulates each
+// group's per-agent diagnostics, as Diagnose does.
+func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result, acc []diagAcc) error {
 	if len(specs) != len(outs) {
 		return fmt.Errorf("kernels: %d specs but %d results", len(specs), len(outs))
 	}
-	if len(specs) == 0 {
+	if len(specs) == 0 && acc == nil {
 		return nil
 	}
 	var nd needs
+	nd.agent = acc != nil
 	for i, sp := range specs {
 		if err := sp.Validate(); err != nil {
 			return err
@@ -453,10 +530,15 @@ func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 	for _, o := range outs {
 		o.resize(n)
 	}
-	if outs[0].ws == nil {
-		outs[0].ws = new(workspace)
+	var w *workspace
+	if len(outs) > 0 {
+		if outs[0].ws == nil {
+			outs[0].ws = new(workspace)
+		}
+		w = outs[0].ws
+	} else {
+		w = new(workspace)
 	}
-	w := outs[0].ws
 	w.prepare(cols.NumAgents)
 	grp := cols.Group
 	runCodes := w.runCodes[:0]
@@ -474,6 +556,11 @@ func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 		}
 		runCodes = append(runCodes, g)
 		maxCode = max(maxCode, g)
+		if acc != nil {
+			for _, k := range w.touched {
+				acc[k].add(int(w.aCnt[k]), w.aMu[k], w.aSd[k], w.pooledMu, w.pooledSd)
+			}
+		}
 		for i, sp := range specs {
 			w.write(sp, cols, s, e, outs[i])
 		}

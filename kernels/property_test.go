@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -143,6 +144,37 @@ func TestComputeMatchesReference(t *testing.T) {
 			if err := Compute(ctx, spec, cols, outs[j]); err != nil {
 				t.Fatalf("iteration %d %s: %v", iter, spec.Name(), err)
 			}
+			if !spec.UsesTraj() {
+				// Any Traj gives the same result.
+				flat := *cols
+				flat.Traj = make([]int32, len(cols.Traj))
+				var r Result
+				if err := Compute(ctx, spec, &flat, &r); err != nil {
+					t.Fatal(err)
+				}
+				o := outs[j]
+				if !reflect.DeepEqual(r.Advantage, o.Advantage) || !reflect.DeepEqual(r.BaselineMean, o.BaselineMean) ||
+					!reflect.DeepEqual(r.BaselineStd, o.BaselineStd) || !reflect.DeepEqual(r.GroupSize, o.GroupSize) {
+					t.Fatalf("iteration %d %s: !UsesTraj, but the result depends on Traj", iter, spec.Name())
+				}
+			}
+			if spec.PerPair() {
+				// The statistics are the same on every row of a (group, agent) pair.
+				type pk struct{ g, a int32 }
+				first := map[pk]int{}
+				o := outs[j]
+				for i := range cols.Score {
+					k := pk{cols.Group[i], cols.Agent[i]}
+					f, ok := first[k]
+					if !ok {
+						first[k] = i
+						continue
+					}
+					if o.BaselineMean[i] != o.BaselineMean[f] || o.BaselineStd[i] != o.BaselineStd[f] || o.GroupSize[i] != o.GroupSize[f] {
+						t.Fatalf("iteration %d %s: PerPair, but row %d's statistics differ from row %d's", iter, spec.Name(), i, f)
+					}
+				}
+			}
 			ref, err := Reference(spec, cols)
 			if err != nil {
 				t.Fatalf("iteration %d %s reference: %v", iter, spec.Name(), err)
@@ -157,6 +189,26 @@ func TestComputeMatchesReference(t *testing.T) {
 		fd, err := Diagnose(cols)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The fused pass gives exactly Diagnose's statistics and ComputeMany's results.
+		fused := make([]*Result, len(specs))
+		for i := range fused {
+			fused[i] = new(Result)
+		}
+		n := 1 + iter%len(specs)
+		cd, err := ComputeWithDiagnostics(ctx, specs[:n], cols, fused[:n], nil)
+		if err != nil {
+			t.Fatalf("iteration %d: ComputeWithDiagnostics: %v", iter, err)
+		}
+		if !reflect.DeepEqual(cd, fd) {
+			t.Fatalf("iteration %d: ComputeWithDiagnostics diagnostics differ from Diagnose:\n got %+v\nwant %+v", iter, cd, fd)
+		}
+		for j := range n {
+			a, b := fused[j], many[j]
+			if !reflect.DeepEqual(a.Advantage, b.Advantage) || !reflect.DeepEqual(a.BaselineMean, b.BaselineMean) ||
+				!reflect.DeepEqual(a.BaselineStd, b.BaselineStd) || !reflect.DeepEqual(a.GroupSize, b.GroupSize) {
+				t.Fatalf("iteration %d %s: ComputeWithDiagnostics and ComputeMany results differ", iter, specs[j].Name())
+			}
 		}
 		rd, err := DiagnoseReference(cols)
 		if err != nil {
@@ -361,5 +413,45 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("ComputeMany: %v allocations per run", n)
+	}
+}
+
+// TestSparseStats: a Result with SparseStats has every advantage and, on the first row of each
+// (group, agent) pair in each block, the statistics of the full result.
+func TestSparseStats(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 6))
+	for iter := range 200 {
+		cols := randomColumns(r, 1+r.IntN(30))
+		for _, name := range []string{"drmas", "drmas_nostd", "grpo", "rloo_agent"} {
+			spec, err := ParseSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var full Result
+			if err := Compute(ctx, spec, cols, &full); err != nil {
+				t.Fatal(err)
+			}
+			block := []int{1, 3, 7, 64, 1 << 20}[iter%5]
+			sparse := Result{SparseStats: block}
+			if _, err := ComputeWithDiagnostics(ctx, []Spec{spec}, cols, []*Result{&sparse}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(sparse.Advantage, full.Advantage) {
+				t.Fatalf("iteration %d %s block %d: advantages differ", iter, name, block)
+			}
+			type key struct{ b, g, a int32 }
+			seen := map[key]bool{}
+			for i := range cols.Score {
+				k := key{int32(i / block), cols.Group[i], cols.Agent[i]}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				if sparse.BaselineMean[i] != full.BaselineMean[i] || sparse.BaselineStd[i] != full.BaselineStd[i] || sparse.GroupSize[i] != full.GroupSize[i] {
+					t.Fatalf("iteration %d %s block %d: row %d (first of its pair in the block): statistics differ", iter, name, block, i)
+				}
+			}
+		}
 	}
 }

@@ -111,6 +111,15 @@ func (s Spec) Name() string {
 
 func (s Spec) String() string { return s.Name() }
 
+// PerPair reports whether the BaselineMean, BaselineStd and GroupSize the spec writes are the
+// same on every row of a (group, agent) pair, as they are for every estimator but rloo (whose
+// baseline leaves the row's own score out). Writers may store them once per pair.
+func (s Spec) PerPair() bool { return s.Estimator != RLOO }
+
+// UsesTraj reports whether the estimator reads Columns.Traj (only grpo, whose statistics are
+// over trajectory means); for the others any Traj of the right length gives the same result.
+func (s Spec) UsesTraj() bool { return s.Estimator == GRPO }
+
 // ParseSpec parses an estimator name. The scheme (lowercase, '_'-separated) is
 //
 //	grpo | drmas | grpo_step     [_nostd | _eps<float>]

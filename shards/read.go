@@ -24,7 +24,15 @@ func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) 
 	if flen := int64(binary.LittleEndian.Uint32(tail[:4])); flen > size-12 {
 		return nil, fmt.Errorf("%s: footer length %d does not fit a %d-byte parquet file", name, flen, size)
 	}
-	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := func() (f *parquet.File, err error) {
+		defer func() {
+			// parquet-go panics on some malformed footers.
+			if p := recover(); p != nil {
+				f, err = nil, fmt.Errorf("malformed parquet footer: %v", p)
+			}
+		}()
+		return parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("%s: open parquet: %w", name, err)
 	}

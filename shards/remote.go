@@ -20,56 +20,19 @@ const maxFooterBytes = 64 << 20
 // group's chunks of those columns with one ranged read per chunk, and serves the Parquet
 // reader from memory. Reading any other column of the returned file fails.
 func OpenColumns(ctx context.Context, b storage.Bucket, key string, size int64, columns []string) (*parquet.File, error) {
-	if size < 12 {
-		return nil, fmt.Errorf("%s: %d bytes is too short to be a parquet file", key, size)
-	}
-	ra := &rangeReaderAt{key: key}
-	tail, err := getRange(ctx, b, key, size-8, 8)
+	f, ra, dataEnd, err := openFooter(ctx, b, key, size)
 	if err != nil {
 		return nil, err
 	}
-	if string(tail[4:]) != "PAR1" {
-		return nil, fmt.Errorf("%s: not a parquet file (no PAR1 trailer)", key)
-	}
-	flen := int64(binary.LittleEndian.Uint32(tail[:4]))
-	if flen > maxFooterBytes || flen+12 > size {
-		return nil, fmt.Errorf("%s: footer length %d does not fit a %d-byte file", key, flen, size)
-	}
-	footer, err := getRange(ctx, b, key, size-8-flen, flen+8)
+	idx, err := columnIndexes(f, key, columns)
 	if err != nil {
 		return nil, err
 	}
-	head, err := getRange(ctx, b, key, 0, 4)
-	if err != nil {
-		return nil, err
-	}
-	ra.add(0, head)
-	ra.add(size-8-flen, footer)
-	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true), parquet.ReadBufferSize(1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: open parquet: %w", key, err)
-	}
-	var idx []int
-	for _, c := range columns {
-		leaf, ok := f.Schema().Lookup(c)
-		if !ok {
-			return nil, fmt.Errorf("%s: missing column %s", key, c)
-		}
-		idx = append(idx, leaf.ColumnIndex)
-	}
-	for rgi, rg := range f.Metadata().RowGroups {
+	for rgi := range f.Metadata().RowGroups {
 		for _, ci := range idx {
-			if ci >= len(rg.Columns) {
-				return nil, fmt.Errorf("%s: row group %d has %d columns", key, rgi, len(rg.Columns))
-			}
-			md := rg.Columns[ci].MetaData
-			off := md.DataPageOffset
-			if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < off {
-				off = md.DictionaryPageOffset
-			}
-			n := md.TotalCompressedSize
-			if off < 4 || n < 0 || off+n > size-8-flen {
-				return nil, fmt.Errorf("%s: row group %d column %d: chunk [%d, +%d) outside the data region", key, rgi, ci, off, n)
+			off, n, err := chunkRange(f, key, rgi, ci, dataEnd)
+			if err != nil {
+				return nil, err
 			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -82,6 +45,83 @@ func OpenColumns(ctx context.Context, b storage.Bucket, key string, size int64, 
 		}
 	}
 	return f, nil
+}
+
+// openFooter fetches the first bytes and the footer of the Parquet object key and opens it
+// over them; dataEnd is where the footer starts (column chunks lie before it).
+func openFooter(ctx context.Context, b storage.Bucket, key string, size int64) (f *parquet.File, ra *rangeReaderAt, dataEnd int64, err error) {
+	if size < 12 {
+		return nil, nil, 0, fmt.Errorf("%s: %d bytes is too short to be a parquet file", key, size)
+	}
+	ra = &rangeReaderAt{key: key}
+	tail, err := getRange(ctx, b, key, size-8, 8)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if string(tail[4:]) != "PAR1" {
+		return nil, nil, 0, fmt.Errorf("%s: not a parquet file (no PAR1 trailer)", key)
+	}
+	flen := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if flen > maxFooterBytes || flen+12 > size {
+		return nil, nil, 0, fmt.Errorf("%s: footer length %d does not fit a %d-byte file", key, flen, size)
+	}
+	footer, err := getRange(ctx, b, key, size-8-flen, flen+8)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	head, err := getRange(ctx, b, key, 0, 4)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ra.add(0, head)
+	ra.add(size-8-flen, footer)
+	f, err = openFile(ra, size)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%s: open parquet: %w", key, err)
+	}
+	return f, ra, size - 8 - flen, nil
+}
+
+// openFile is parquet.OpenFile, with a panic on a malformed footer turned into an error.
+func openFile(ra io.ReaderAt, size int64) (f *parquet.File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, fmt.Errorf("malformed parquet footer: %v", p)
+		}
+	}()
+	return parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true), parquet.ReadBufferSize(1<<20))
+}
+
+// columnIndexes returns the leaf column indexes of the named top-level columns.
+func columnIndexes(f *parquet.File, key string, columns []string) ([]int, error) {
+	var idx []int
+	for _, c := range columns {
+		leaf, ok := f.Schema().Lookup(c)
+		if !ok {
+			return nil, fmt.Errorf("%s: missing column %s", key, c)
+		}
+		idx = append(idx, leaf.ColumnIndex)
+	}
+	return idx, nil
+}
+
+// chunkRange returns the byte range of row group rgi's chunk of leaf column ci, checked to lie
+// in the data region [4, dataEnd).
+func chunkRange(f *parquet.File, key string, rgi, ci int, dataEnd int64) (off, n int64, err error) {
+	rg := f.Metadata().RowGroups[rgi]
+	if ci >= len(rg.Columns) {
+		return 0, 0, fmt.Errorf("%s: row group %d has %d columns", key, rgi, len(rg.Columns))
+	}
+	md := rg.Columns[ci].MetaData
+	off = md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < off {
+		off = md.DictionaryPageOffset
+	}
+	n = md.TotalCompressedSize
+	if off < 4 || n < 0 || off > dataEnd || n > dataEnd-off {
+		return 0, 0, fmt.Errorf("%s: row group %d column %d: chunk [%d, +%d) outside the data region", key, rgi, ci, off, n)
+	}
+	return off, n, nil
 }
 
 func getRange(ctx context.Context, b storage.Bucket, key string, off, n int64) ([]byte, error) {

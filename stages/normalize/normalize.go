@@ -171,48 +171,67 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 	}
 	bar := progress.New(env.Progress, rows, fmt.Sprintf("normalize iter %d", iter), "rows")
+	needTraj := false
+	for _, s := range todo {
+		needTraj = needTraj || s.UsesTraj()
+	}
 	err = forEachPart(ctx, len(parts), len(todo), func(ctx context.Context, i int, sl *slot) error {
 		f := in.Files[parts[i]]
-		cols, keys, err := readPart(ctx, env, inDir, f)
+		sl.kr.NoSample = !needTraj
+		cols, keys, err := readPart(ctx, env, inDir, f, sl)
 		if err != nil {
 			return err
 		}
-		if err := kernels.ComputeMany(ctx, todo, cols, sl.outs); err != nil {
-			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
+		// The advantages and the per-agent diagnostics, in one pass over the groups. The
+		// encoder reads per-pair statistics once per pair and row group: the kernel need not
+		// write them on the other rows.
+		for ei, s := range todo {
+			sl.outs[ei].SparseStats = 0
+			if s.PerPair() {
+				sl.outs[ei].SparseStats = shards.RowGroupRows
+			}
 		}
-		diags, err := kernels.Diagnose(cols)
+		diags, err := kernels.ComputeWithDiagnostics(ctx, todo, cols, sl.outs, sl.diags)
 		if err != nil {
 			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
 		}
 		sl.keys, sl.cols, sl.diags = keys, cols, diags
-		sl.files = sl.files[:0]
+		sl.files, sl.extras = sl.files[:0], sl.extras[:0]
 		for ei := range todo {
-			data, err := sl.enc.encode(keys, sl.outs[ei])
+			data, err := sl.enc.encode(keys, sl.outs[ei], todo[ei].PerPair())
 			if err != nil {
 				return fmt.Errorf("normalize %s: %w", f.Name, err)
+			}
+			if ei == len(todo)-1 {
+				// The last write (an fsync, on a local store) needs no CPU: another part may
+				// start meanwhile.
+				sl.yield()
 			}
 			cf, err := commit.PutFile(ctx, b, advDirs[ei], f.Name, data, int64(keys.Len()))
 			if err != nil {
 				return err
 			}
 			sl.files = append(sl.files, cf)
-		}
-		return nil
-	}, func(i int, sl *slot) error {
-		// The part's receipts, with its per-agent partial statistics, written after its sidecars.
-		for ei := range todo {
+			// The part's per-agent partial statistics (a function of the part alone), for its
+			// receipt.
 			var part diagAcc
-			part.add(sl.keys, sl.cols, sl.diags, sl.outs[ei])
+			part.add(keys, cols, diags, sl.outs[ei])
 			extra, err := json.Marshal(part.export())
 			if err != nil {
 				return fmt.Errorf("encode part statistics: %w", err)
 			}
-			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: sl.files[ei], Extra: extra}); err != nil {
+			sl.extras = append(sl.extras, extra)
+		}
+		return nil
+	}, func(i int, sl *slot) error {
+		// The part's receipts, written after its sidecars, in part order.
+		for ei := range todo {
+			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: sl.files[ei], Extra: sl.extras[ei]}); err != nil {
 				return err
 			}
 		}
 		bar.Add(sl.keys.Len())
-		sl.keys, sl.cols, sl.diags = nil, nil, nil
+		sl.keys, sl.cols = nil, nil // sl.diags keeps its memory for the next part
 		return nil
 	})
 	if err != nil {
@@ -284,25 +303,36 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 // slot is the working memory of one part in flight: its decoded keys, the estimators' results
 // (reused from part to part), the sidecar encoder's scratch space and the files written.
 type slot struct {
-	keys  *shards.Keys
-	cols  *kernels.Columns
-	diags []kernels.AgentDiagnostics
-	outs  []*kernels.Result
-	enc   sidecarEncoder
-	files []commit.File
+	kr       shards.KeyReader
+	colBuf   kernels.Columns
+	keys     *shards.Keys
+	cols     *kernels.Columns
+	diags    []kernels.AgentDiagnostics
+	outs     []*kernels.Result
+	enc      sidecarEncoder
+	files    []commit.File
+	extras   [][]byte // receipt payloads, one per estimator
+	zeroTraj []int32  // all zeros: the Traj column when no estimator needs trajectories
+	// yield gives up the part's CPU token (see forEachPart) before it waits on I/O.
+	yield func()
 }
 
-// forEachPart runs work(i) for parts 0..n-1 on up to GOMAXPROCS goroutines and then merge(i),
-// on the calling goroutine, strictly in part order. At most that many parts are in flight
-// (being worked on or waiting for their merge), each in its own slot, so memory is bounded by
-// a few parts whatever n is. The first error (in part order) cancels the others' ctx; it is
-// returned once every started part has stopped.
+// forEachPart runs work(i) for parts 0..n-1 on up to GOMAXPROCS goroutines at a time and then
+// merge(i), on the calling goroutine, strictly in part order. A part stops counting against
+// that limit once work calls sl.yield (before waiting on I/O). At most one part more than
+// GOMAXPROCS is in flight (being worked on or waiting for its merge), each in its own slot, so
+// memory is bounded by a few parts whatever n is. The first error (in part order) cancels the
+// others' ctx; it is returned once every started part has stopped.
 func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.Context, i int, sl *slot) error, merge func(i int, sl *slot) error) error {
 	workers := max(1, min(n, runtime.GOMAXPROCS(0)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	free := make(chan *slot, workers)
-	for range workers {
+	// One slot more than workers: while the merge of a finished part writes its receipts
+	// (I/O), every worker still has a slot to start the next part in.
+	slots := min(n, workers+1)
+	running := make(chan struct{}, workers)
+	free := make(chan *slot, slots)
+	for range slots {
 		sl := &slot{outs: make([]*kernels.Result, estimators)}
 		for i := range sl.outs {
 			sl.outs[i] = &kernels.Result{}
@@ -336,7 +366,17 @@ func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.C
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] <- done{sl, work(ctx, i, sl)}
+				running <- struct{}{}
+				held := true
+				sl.yield = func() { // work's writes (I/O) need no CPU token
+					if held {
+						held = false
+						<-running
+					}
+				}
+				err := work(ctx, i, sl)
+				sl.yield()
+				results[i] <- done{sl, err}
 			}()
 		}
 	}()
@@ -362,8 +402,9 @@ func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.C
 }
 
 // readPart fetches the key columns of one committed part (only their column chunks: the token
-// columns are never downloaded) after checking its size against the manifest, and decodes them.
-func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File) (*kernels.Columns, *shards.Keys, error) {
+// columns are never downloaded) after checking its size against the manifest, and decodes them
+// into the slot's reusable buffers (sl.keys, sl.cols stay valid until the slot's next part).
+func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, sl *slot) (*kernels.Columns, *shards.Keys, error) {
 	name := path.Join(dir, f.Name)
 	attr, err := env.Bucket.Stat(ctx, name)
 	if err != nil {
@@ -372,34 +413,54 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File) (
 	if attr.Size != f.Bytes {
 		return nil, nil, fmt.Errorf("normalize: %s has %d bytes, its manifest says %d", name, attr.Size, f.Bytes)
 	}
-	pf, err := shards.OpenColumns(ctx, env.Bucket, name, f.Bytes, shards.KeyColumns)
-	if err != nil {
-		return nil, nil, err
-	}
-	keys, err := shards.ReadKeys(ctx, pf, name)
+	keys, err := sl.kr.Read(ctx, env.Bucket, name, f.Bytes)
 	if err != nil {
 		return nil, nil, err
 	}
 	// No separate cols.Validate pass: ReadKeys yields dense codes, contiguous groups and finite
 	// scores, and kernels.ComputeMany checks the same properties as it goes (returning
 	// Validate's *ValidationError, naming the part, should they ever fail).
-	return ColumnsOf(keys), keys, nil
+	if sl.kr.NoSample {
+		// No estimator needs trajectories (kernels.Spec.UsesTraj): one trajectory code for
+		// all rows, from a slice that is never written.
+		if cap(sl.zeroTraj) < keys.Len() {
+			sl.zeroTraj = make([]int32, keys.Len())
+		}
+		sl.colBuf.Traj = sl.zeroTraj[:keys.Len()]
+	} else {
+		sl.colBuf.Traj = trajCodes(sl.colBuf.Traj, keys)
+	}
+	sl.colBuf.Group, sl.colBuf.Agent, sl.colBuf.Score, sl.colBuf.NumAgents = keys.Group, keys.Agent, keys.Score, len(keys.Agents)
+	return &sl.colBuf, keys, nil
 }
 
 // ColumnsOf turns decoded keys into kernel columns. Trajectories are (uid, sample) runs:
 // rows are sorted by (uid, sample, step, agent), so a new trajectory starts wherever the group
 // or the sample changes.
 func ColumnsOf(k *shards.Keys) *kernels.Columns {
+	return &kernels.Columns{Group: k.Group, Traj: trajCodes(nil, k), Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
+}
+
+// trajCodes returns the trajectory code of each row (see ColumnsOf), in traj's memory when it
+// is large enough.
+func trajCodes(traj []int32, k *shards.Keys) []int32 {
 	n := k.Len()
-	traj := make([]int32, n)
+	if cap(traj) < n {
+		traj = make([]int32, n)
+	}
+	traj = traj[:n]
+	grp, smp := k.Group[:n], k.Sample[:n]
 	t := int32(-1)
-	for i := 0; i < n; i++ {
-		if i == 0 || k.Group[i] != k.Group[i-1] || k.Sample[i] != k.Sample[i-1] {
+	pg, ps := int32(-1), int32(0)
+	for i := range traj {
+		g, s := grp[i], smp[i]
+		if i == 0 || g != pg || s != ps {
 			t++
 		}
+		pg, ps = g, s
 		traj[i] = t
 	}
-	return &kernels.Columns{Group: k.Group, Traj: traj, Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
+	return traj
 }
 
 // diagAcc merges per-part diagnostics and advantage statistics per agent name, in a fixed

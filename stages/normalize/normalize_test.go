@@ -115,6 +115,7 @@ func TestSidecarEncoding(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"drmas", "grpo", "grpo_step", "drmas_nostd", "rloo", "rloo_agent", "random"} {
 		var res kernels.Result
+		perPair := false
 		if name == "random" {
 			// Statistics with a distinct value a row: the PLAIN fallback of the encoder.
 			r := rand.New(rand.NewPCG(1, 2))
@@ -132,13 +133,15 @@ func TestSidecarEncoding(t *testing.T) {
 			if err := kernels.Compute(ctx, sp, cols, &res); err != nil {
 				t.Fatal(err)
 			}
+			perPair = sp.PerPair()
 		}
 		want := rowSidecar(keys, &res)
 		var e sidecarEncoder
-		data, err := e.encode(keys, &res)
+		data, err := e.encode(keys, &res, perPair)
 		if err != nil {
 			t.Fatal(name, err)
 		}
+		// The same bytes again, and without the per-pair promise (every row checked).
 		again, err := encodeSidecar(keys, &res)
 		if err != nil || !bytes.Equal(data, again) {
 			t.Fatalf("%s: encoding not deterministic (err %v)", name, err)

@@ -7,11 +7,11 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/delta"
-	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
@@ -27,24 +27,29 @@ import (
 // orders, version) and row-group size of shards.WriteAdvantages; each column chunk is one
 // (dictionary page and) data page (v1) per row group, with min/max statistics. Encodings:
 //
-//   - row_id: DELTA_BINARY_PACKED (consecutive ids cost a few bits a row group);
+//   - row_id: DELTA_BINARY_PACKED (consecutive ids, the normal case, are written directly: a
+//     few bytes a block of 128);
 //   - uid: dictionary of the row group's uids, taken from the contiguous group codes (no
-//     hashing), RLE/bit-packed indices: a run of a group costs a few bytes;
-//   - agent: dictionary of the part's agent names, bit-packed indices;
-//   - advantage, baseline_mean, baseline_std, group_size: dictionary-encoded when the row group
-//     has at most a quarter as many distinct values as rows (statistics are one value per
-//     (uid, agent) pair: one lookup per pair; advantages one per pair and score: a two-entry
-//     cache per agent spares most lookups), else PLAIN.
+//     hashing); the indices are one RLE run per run of a group (a few bytes a group);
+//   - agent: dictionary of the part's agent names, indices bit-packed;
+//   - advantage: PLAIN, uncompressed (4 bytes a row). It takes about one value per (uid,
+//     agent, score): a dictionary would cost a hash lookup a row to save two or three bytes;
+//   - baseline_mean, baseline_std, group_size: dictionary-encoded when the row group has at
+//     most a quarter as many distinct values as rows, with indices bit-packed, else PLAIN and
+//     zstd-compressed. These statistics are one value per (uid, agent) pair for every
+//     estimator but rloo (kernels.Spec.PerPair): then each pair's value is read once and looked
+//     up once; otherwise every row is checked (and a per-agent cache spares most lookups).
 //
-// Dictionary-encoded and delta-encoded chunks are stored uncompressed: the indices are already
-// a few bits a row and nearly incompressible, and zstd (at the level of shards' writer) costs
-// ~50–100 ns a byte on such input here, more than the rest of the stage. PLAIN chunks are
-// zstd-compressed like shards' files. The output is a deterministic function of the inputs
-// (about 5.3 bytes a row for drmas on realistic scores, against 3.8 for the row writer); any
-// Parquet reader reads back the rows shards.WriteAdvantages would have written.
+// Indices are written as one bit-packed run of the RLE/bit-packed hybrid encoding (their
+// values seldom repeat eight times in a row: agents alternate within a group). Dictionary,
+// delta and advantage chunks are stored uncompressed: zstd (at the level of shards' writer)
+// costs more on them than the rest of the stage. The output is a deterministic function of
+// the inputs (about 8.1 bytes a row for drmas on the benchmark's scores, against 3.8 for the
+// row writer); any Parquet reader reads back the rows shards.WriteAdvantages would have
+// written.
 
 // sidecarCodec is the compression of shards' writers (zstd, default level), used for PLAIN
-// chunks.
+// statistics chunks.
 var sidecarCodec = &zstd.Codec{Level: zstd.SpeedDefault}
 
 // sidecarColumns is the leaf column order the encoder writes; it must be the schema's.
@@ -104,23 +109,37 @@ type sidecarEncoder struct {
 	rowGrps []format.RowGroup
 
 	// (group, agent) pairs of the current row group
-	pair     []int32 // pair of each row
-	npairs   int32
-	slot     []int32 // per agent code: its pair in the current group, −1 none
-	touched  []int32
-	pairVal  []uint64
-	pairSeen []bool
-	pairIdx  []int32
-	bits     []uint64
+	perPair bool         // statistics are constant per pair (see encode)
+	fill    func([]byte) // when set, writes the next data page's body (fillLen bytes) in place
+	fillLen int
+	pair    []int32 // pair of each row
+	first   []int32 // first row of each pair
+	npairs  int32
+	slot    []int32 // per agent code: its pair in the current group, −1 none
+	touched []int32
+	pairVal []uint64
+	runs    []run   // (group code, rows) runs of the current row group
+	idxMap  []int32 // when set, row i's index is idxMap[pair[i]] (pairDictIndex), not idx[i]
+	pairIdx []int32
+	bits    []uint64
 }
+
+// run is a run of rows of one group code.
+type run struct{ code, n int32 }
 
 // encodeSidecar encodes the sidecar of one part: row i describes keys row i with result row i.
 func encodeSidecar(k *shards.Keys, r *kernels.Result) ([]byte, error) {
 	var e sidecarEncoder
-	return e.encode(k, r)
+	return e.encode(k, r, false)
 }
 
-func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result) ([]byte, error) {
+// encode encodes the sidecar of one part; the bytes are valid until the next call. perPair
+// promises that r's BaselineMean, BaselineStd and GroupSize are one value per (uid, agent)
+// pair (kernels.Spec.PerPair): the encoder then reads them once per pair and row group, at
+// the pair's first row in the row group, and no other row's statistics (so r may have been
+// computed with kernels.Result.SparseStats = shards.RowGroupRows).
+func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool) ([]byte, error) {
+	e.perPair = perPair
 	tmpl, err := template()
 	if err != nil {
 		return nil, fmt.Errorf("sidecar encoder: %w", err)
@@ -132,13 +151,16 @@ func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result) ([]byte, erro
 			len(r.Advantage), len(r.BaselineMean), len(r.BaselineStd), len(r.GroupSize))
 	}
 	for i, a := range r.Advantage {
-		if a != a || math.IsInf(float64(a), 0) {
+		if !(a >= -math.MaxFloat32 && a <= math.MaxFloat32) { // NaN fails both
 			return nil, fmt.Errorf("advantage row %d (row_id %d): advantage %v is not finite", i, k.RowID[i], a)
 		}
 	}
 	e.hdr.Reset(e.proto.NewWriter(&e.hdrBuf))
-	// About 6 bytes a row; grown as needed.
-	e.out = append(make([]byte, 0, 6*n+64<<10), "PAR1"...)
+	// About 8 bytes a row; the buffer is reused from call to call.
+	if want := 9*n + 64<<10; cap(e.out) < want {
+		e.out = make([]byte, 0, want)
+	}
+	e.out = append(e.out[:0], "PAR1"...)
 	e.rowGrps = e.rowGrps[:0]
 	for off := 0; off < n; off += shards.RowGroupRows {
 		end := min(off+shards.RowGroupRows, n)
@@ -156,9 +178,7 @@ func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result) ([]byte, erro
 	e.out = append(e.out, footer...)
 	e.out = binary.LittleEndian.AppendUint32(e.out, uint32(len(footer)))
 	e.out = append(e.out, "PAR1"...)
-	out := e.out
-	e.out = nil // the caller owns the bytes
-	return out, nil
+	return e.out, nil
 }
 
 // rowGroup appends rows [s, e) as one row group.
@@ -178,47 +198,60 @@ func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *kernels.Result, s, t int) e
 
 	// row_id
 	ids := k.RowID[s:t]
-	lo, hi := ids[0], ids[0]
-	for _, v := range ids {
-		lo, hi = min(lo, v), max(hi, v)
+	lo, hi := ids[0], ids[n-1]
+	if consecutive(ids) {
+		e.raw = appendConsecutiveDelta(e.raw[:0], ids[0], n)
+	} else {
+		for _, v := range ids {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		e.raw, _ = (&delta.BinaryPackedEncoding{}).EncodeInt64(e.raw[:0], ids)
 	}
-	e.raw, _ = (&delta.BinaryPackedEncoding{}).EncodeInt64(e.raw[:0], ids)
 	if err := add(e.column("row_id", format.Int64, n, nil, 0, format.DeltaBinaryPacked, e.raw,
 		le64(uint64(lo)), le64(uint64(hi)))); err != nil {
 		return err
 	}
 
-	// uid: the dictionary is the uids of the group codes [g0, g1] spanned by the row group.
+	// uid: the dictionary is the uids of the group codes [g0, g1] spanned by the row group;
+	// the indices are one RLE run per run of a group code.
 	grp := k.Group[s:t]
+	e.runs = e.runs[:0]
 	g0, g1 := grp[0], grp[0]
-	for _, g := range grp {
+	for i := 0; i < n; {
+		g := grp[i]
+		j := i + 1
+		for j < n && grp[j] == g {
+			j++
+		}
+		e.runs = append(e.runs, run{g, int32(j - i)})
 		g0, g1 = min(g0, g), max(g1, g)
+		i = j
 	}
 	if g0 < 0 || int(g1) >= len(k.UIDs) {
 		return fmt.Errorf("sidecar: group code outside [0, %d)", len(k.UIDs))
 	}
-	e.idx = e.idx[:0]
-	for _, g := range grp {
-		e.idx = append(e.idx, g-g0)
-	}
 	dict := e.byteArrayDict(k.UIDs[g0 : g1+1])
 	umin, umax := minMaxString(k.UIDs[g0 : g1+1])
-	if err := add(e.dictColumn("uid", format.ByteArray, n, dict, int(g1-g0+1), []byte(umin), []byte(umax))); err != nil {
+	w := bits.Len32(uint32(g1 - g0))
+	e.tmp = append(e.tmp[:0], byte(w))
+	for _, r := range e.runs {
+		e.tmp = appendRLERun(e.tmp, uint32(r.code-g0), int(r.n), w)
+	}
+	if err := add(e.column("uid", format.ByteArray, n, dict, int(g1-g0+1), format.RLEDictionary, e.tmp, []byte(umin), []byte(umax))); err != nil {
 		return err
 	}
 
 	// agent: the part's agent names.
 	ag := k.Agent[s:t]
-	e.idx = e.idx[:0]
+	na := uint32(len(k.Agents))
 	for _, a := range ag {
-		if a < 0 || int(a) >= len(k.Agents) {
+		if uint32(a) >= na {
 			return fmt.Errorf("sidecar: agent code %d outside [0, %d)", a, len(k.Agents))
 		}
-		e.idx = append(e.idx, a)
 	}
 	dict = e.byteArrayDict(k.Agents)
 	amin, amax := minMaxString(k.Agents)
-	if err := add(e.dictColumn("agent", format.ByteArray, n, dict, len(k.Agents), []byte(amin), []byte(amax))); err != nil {
+	if err := add(e.indexColumn("agent", format.ByteArray, n, dict, len(k.Agents), ag, []byte(amin), []byte(amax))); err != nil {
 		return err
 	}
 
@@ -251,60 +284,98 @@ func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *kernels.Result, s, t int) e
 // as rows, else PLAIN and compressed.
 func (e *sidecarEncoder) valueColumn(name string, typ format.Type, grp, ag []int32, f32 []float32, f64 []float64, i32 []int32) (format.ColumnChunk, error) {
 	n := len(grp)
-	// The values' bits, the dictionary's keys.
-	vb := grow(e.bits, n)
-	e.bits = vb
-	switch {
-	case f32 != nil:
-		for i, v := range f32[:n] {
-			vb[i] = uint64(math.Float32bits(v))
-		}
-	case f64 != nil:
-		for i, v := range f64[:n] {
-			vb[i] = math.Float64bits(v)
-		}
-	default:
-		for i, v := range i32[:n] {
-			vb[i] = uint64(uint32(v))
-		}
-	}
-	// Advantages vary within a pair (with the score); statistics usually do not.
-	dense := (f32 == nil && e.pairDictIndex(vb)) || e.dictIndex(grp, ag, vb)
-	// Statistics: over the dictionary when there is one (a quarter of the rows at most).
-	var lo, hi []byte
-	if dense {
-		lo, hi = minMax(typ, e.cache.values)
-	} else {
-		lo, hi = minMax(typ, vb)
-	}
-	if dense {
-		vals := e.cache.values
-		dict := make([]byte, 0, len(vals)*8)
-		for _, v := range vals {
-			if f64 != nil {
-				dict = binary.LittleEndian.AppendUint64(dict, v)
-			} else {
-				dict = binary.LittleEndian.AppendUint32(dict, uint32(v))
+	if f32 != nil {
+		// Advantages: one value per (uid, agent, score), so a dictionary would hold about one
+		// entry per (uid, agent) pair and cost a lookup a row for a byte or two a row. PLAIN,
+		// uncompressed: a copy.
+		f32 = f32[:n]
+		mn, mx := f32[0], f32[0]
+		for _, v := range f32 { // finite (checked by encode): plain comparisons
+			if v < mn {
+				mn = v
+			}
+			if v > mx {
+				mx = v
 			}
 		}
-		return e.dictColumn(name, typ, n, dict, len(vals), lo, hi)
+		e.fillLen = 4 * n
+		e.fill = func(dst []byte) {
+			if littleEndian {
+				copy(dst, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f32))), 4*len(f32)))
+				return
+			}
+			for i, v := range f32 {
+				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+			}
+		}
+		return e.column(name, typ, n, nil, 0, format.Plain, nil, le32(math.Float32bits(mn)), le32(math.Float32bits(mx)))
 	}
+	e.idxMap = nil
+	// The values' bits (the dictionary's keys).
+	vb := grow(e.bits, n)
+	e.bits = vb
+	if e.perPair {
+		// The kernel wrote one value per (uid, agent) pair and row group: read it at the
+		// pair's first row (the other rows' values may not be written at all:
+		// kernels.Result.SparseStats).
+		pv := grow(e.pairVal, int(e.npairs))
+		e.pairVal = pv
+		for p, i := range e.first[:len(pv)] {
+			if f64 != nil {
+				pv[p] = math.Float64bits(f64[i])
+			} else {
+				pv[p] = uint64(uint32(i32[i]))
+			}
+		}
+		if e.pairDict(pv, n) {
+			return e.dictValues(name, typ, n, f64 != nil)
+		}
+		// Too many distinct values for a dictionary: PLAIN, each row its pair's value.
+		for i, p := range e.pair[:n] {
+			vb[i] = pv[p]
+		}
+	} else {
+		if f64 != nil {
+			for i, v := range f64[:n] {
+				vb[i] = math.Float64bits(v)
+			}
+		} else {
+			for i, v := range i32[:n] {
+				vb[i] = uint64(uint32(v))
+			}
+		}
+		// Statistics are usually constant per pair.
+		if e.pairDictIndex(vb) || e.dictIndex(grp, ag, vb) {
+			return e.dictValues(name, typ, n, f64 != nil)
+		}
+	}
+	lo, hi := minMax(typ, vb)
 	e.raw = e.raw[:0]
-	switch {
-	case f32 != nil:
-		for _, v := range f32 {
-			e.raw = binary.LittleEndian.AppendUint32(e.raw, math.Float32bits(v))
-		}
-	case f64 != nil:
-		for _, v := range f64 {
-			e.raw = binary.LittleEndian.AppendUint64(e.raw, math.Float64bits(v))
-		}
-	default:
-		for _, v := range i32 {
+	for _, v := range vb {
+		if f64 != nil {
+			e.raw = binary.LittleEndian.AppendUint64(e.raw, v)
+		} else {
 			e.raw = binary.LittleEndian.AppendUint32(e.raw, uint32(v))
 		}
 	}
 	return e.column(name, typ, n, nil, 0, format.Plain, e.raw, lo, hi)
+}
+
+// dictValues writes a dictionary-encoded column whose dictionary is e.cache.values (8-byte
+// values when wide, else 4-byte) and whose indices are set (e.idx or e.idxMap); its
+// statistics are over the dictionary (a quarter of the rows at most).
+func (e *sidecarEncoder) dictValues(name string, typ format.Type, n int, wide bool) (format.ColumnChunk, error) {
+	vals := e.cache.values
+	lo, hi := minMax(typ, vals)
+	dict := make([]byte, 0, len(vals)*8)
+	for _, v := range vals {
+		if wide {
+			dict = binary.LittleEndian.AppendUint64(dict, v)
+		} else {
+			dict = binary.LittleEndian.AppendUint32(dict, uint32(v))
+		}
+	}
+	return e.dictColumn(name, typ, n, dict, len(vals), lo, hi)
 }
 
 // minMax returns the PLAIN encodings of the least and greatest of values of type typ (FLOAT,
@@ -339,6 +410,7 @@ func minMax(typ format.Type, vb []uint64) ([]byte, []byte) {
 // e.pair (one per row); e.npairs is their count.
 func (e *sidecarEncoder) pairs(grp, ag []int32) {
 	e.pair = e.pair[:0]
+	e.first = e.first[:0]
 	e.npairs = 0
 	ag = ag[:len(grp)]
 	slot := e.slot
@@ -363,6 +435,7 @@ func (e *sidecarEncoder) pairs(grp, ag []int32) {
 		if p < 0 {
 			p = e.npairs
 			e.npairs++
+			e.first = append(e.first, int32(i))
 			slot[a] = p
 			touched = append(touched, a)
 			e.touched = touched
@@ -381,19 +454,25 @@ func (e *sidecarEncoder) pairDictIndex(vals []uint64) bool {
 	n := len(vals)
 	pv := grow(e.pairVal, int(e.npairs))
 	e.pairVal = pv
-	seen := grow(e.pairSeen, int(e.npairs))
-	e.pairSeen = seen
-	clear(seen)
 	pair := e.pair[:n]
+	// Pairs are numbered in order of first appearance: a row's pair is either the next new
+	// one or one seen before.
+	next := int32(0)
 	for i, v := range vals {
 		p := pair[i]
-		if !seen[p] {
-			seen[p] = true
+		if p == next {
 			pv[p] = v
+			next++
 		} else if pv[p] != v {
 			return false
 		}
 	}
+	return e.pairDict(pv, n)
+}
+
+// pairDict numbers the distinct values of pv (one per pair) for a dictionary (in c.values)
+// and sets e.idxMap; it reports false when the dictionary would hold more than n/4 values.
+func (e *sidecarEncoder) pairDict(pv []uint64, n int) bool {
 	c := &e.cache
 	c.reset()
 	limit := n / 4
@@ -405,11 +484,7 @@ func (e *sidecarEncoder) pairDictIndex(vals []uint64) bool {
 			return false
 		}
 	}
-	out := e.idx[:0]
-	for _, p := range pair {
-		out = append(out, pd[p])
-	}
-	e.idx = out
+	e.idxMap = pd // row i's index is pd[e.pair[i]]
 	return true
 }
 
@@ -583,26 +658,35 @@ func (e *sidecarEncoder) byteArrayDict(vals []string) []byte {
 // dictColumn writes a dictionary page (dict, PLAIN, dictN values) and a data page of the
 // indices in e.idx (RLE_DICTIONARY).
 func (e *sidecarEncoder) dictColumn(name string, typ format.Type, n int, dict []byte, dictN int, lo, hi []byte) (format.ColumnChunk, error) {
-	// Indices are below dictN: its bit length is the page's bit width (no scan for the
-	// maximum, as rle.DictionaryEncoding would do).
-	w := bits.Len32(uint32(max(dictN-1, 0)))
-	var err error
-	e.tmp, err = (&rle.Encoding{BitWidth: w}).EncodeInt32(e.tmp[:0], e.idx)
-	if err != nil {
-		return format.ColumnChunk{MetaData: format.ColumnMetaData{PathInSchema: []string{name}}}, err
+	if e.idxMap != nil {
+		out := grow(e.idx, n)
+		m := e.idxMap
+		for i, p := range e.pair[:n] {
+			out[i] = m[p]
+		}
+		e.idx, e.idxMap = out, nil
 	}
-	e.raw = append(append(e.raw[:0], byte(w)), e.tmp...)
-	return e.column(name, typ, n, dict, dictN, format.RLEDictionary, e.raw, lo, hi)
+	return e.indexColumn(name, typ, n, dict, dictN, e.idx, lo, hi)
+}
+
+// indexColumn writes a dictionary page (dict, PLAIN, dictN values) and a data page of the
+// indices idx (all below dictN), bit-packed in one run of the RLE/bit-packed hybrid encoding
+// (RLE_DICTIONARY): the indices of these columns seldom repeat in runs of eight.
+func (e *sidecarEncoder) indexColumn(name string, typ format.Type, n int, dict []byte, dictN int, idx []int32, lo, hi []byte) (format.ColumnChunk, error) {
+	// Indices are below dictN: its bit length is the page's bit width.
+	w := bits.Len32(uint32(max(dictN-1, 0)))
+	e.tmp = appendBitPacked(append(e.tmp[:0], byte(w)), idx, uint(w))
+	return e.column(name, typ, n, dict, dictN, format.RLEDictionary, e.tmp, lo, hi)
 }
 
 // column appends one column chunk: an optional dictionary page, then one data page holding
 // the encoded values data.
 func (e *sidecarEncoder) column(name string, typ format.Type, n int, dict []byte, dictN int, enc format.Encoding, data, lo, hi []byte) (format.ColumnChunk, error) {
 	// Dictionary indices and delta-encoded ids are already compact (and nearly incompressible):
-	// zstd would spend more time on them than on everything else. Only PLAIN values are
-	// compressed.
+	// zstd would spend more time on them than on everything else. Only PLAIN statistics
+	// columns (too many distinct values for a dictionary) are compressed.
 	codec := format.Uncompressed
-	if enc == format.Plain {
+	if enc == format.Plain && typ != format.Float {
 		codec = format.Zstd
 	}
 	md := format.ColumnMetaData{
@@ -640,6 +724,22 @@ func (e *sidecarEncoder) column(name string, typ format.Type, n int, dict []byte
 // page compresses body and appends its header and the compressed bytes; it returns the
 // uncompressed and compressed sizes, headers included.
 func (e *sidecarEncoder) page(h *format.PageHeader, body []byte, codec format.CompressionCodec) (int64, int64, error) {
+	if body == nil && e.fill != nil && codec == format.Uncompressed {
+		// The body is written in place after the header: e.fill writes its e.fillLen bytes.
+		size := e.fillLen
+		h.UncompressedPageSize, h.CompressedPageSize = int32(size), int32(size)
+		e.hdrBuf.Reset()
+		if err := e.hdr.Encode(h); err != nil {
+			return 0, 0, err
+		}
+		hl := int64(e.hdrBuf.Len())
+		e.out = append(e.out, e.hdrBuf.Bytes()...)
+		at := len(e.out)
+		e.out = extendBytes(e.out, size)
+		e.fill(e.out[at:])
+		e.fill = nil
+		return hl + int64(size), hl + int64(size), nil
+	}
 	if codec == format.Zstd {
 		var err error
 		e.comp, err = sidecarCodec.Encode(e.comp[:0], body)
@@ -677,4 +777,113 @@ func minMaxString(vals []string) (string, string) {
 		lo, hi = min(lo, v), max(hi, v)
 	}
 	return lo, hi
+}
+
+// consecutive reports whether ids count up by one.
+func consecutive(ids []int64) bool {
+	if len(ids) == 0 {
+		return true
+	}
+	base := ids[0]
+	ok := true
+	for i, v := range ids {
+		ok = ok && v == base+int64(i)
+	}
+	return ok
+}
+
+// Block layout of the DELTA_BINARY_PACKED pages appendConsecutiveDelta writes (parquet-go's).
+const (
+	deltaBlock      = 128
+	deltaMiniBlocks = 4
+)
+
+// appendConsecutiveDelta appends the DELTA_BINARY_PACKED encoding of the n values first,
+// first+1, …: every delta is 1, so each block is its minimum delta and four zero bit widths.
+func appendConsecutiveDelta(dst []byte, first int64, n int) []byte {
+	dst = binary.AppendUvarint(dst, deltaBlock)
+	dst = binary.AppendUvarint(dst, deltaMiniBlocks)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = binary.AppendVarint(dst, first)
+	for left := n - 1; left > 0; left -= deltaBlock {
+		dst = binary.AppendVarint(dst, 1)
+		dst = append(dst, 0, 0, 0, 0)
+	}
+	return dst
+}
+
+// appendRLERun appends an RLE run of the hybrid encoding: count repetitions of v, stored in
+// ceil(w/8) bytes.
+func appendRLERun(dst []byte, v uint32, count, w int) []byte {
+	dst = binary.AppendUvarint(dst, uint64(count)<<1)
+	for b := 0; b < (w+7)/8; b++ {
+		dst = append(dst, byte(v>>(8*b)))
+	}
+	return dst
+}
+
+// appendBitPacked appends vals (each below 2^w, w ≤ 32) as one bit-packed run of the
+// RLE/bit-packed hybrid encoding: the header, then ceil(len/8) groups of eight values packed
+// LSB first in w bytes each (the last group padded with zeros).
+func appendBitPacked(dst []byte, vals []int32, w uint) []byte {
+	n := len(vals)
+	groups := (n + 7) / 8
+	dst = binary.AppendUvarint(dst, uint64(groups)<<1|1)
+	if w == 0 || groups == 0 {
+		return dst
+	}
+	start := len(dst)
+	size := groups * int(w)
+	// 16 bytes of slack: a group is written as two 8-byte words.
+	if cap(dst)-start < size+16 {
+		dst = append(dst, make([]byte, size+16)...)
+	}
+	out := dst[start : start+size+16]
+	full := n &^ 7
+	pos := 0
+	if w <= 16 {
+		// Eight values: the first four in lo (4w ≤ 64 bits), the last four in hi, which
+		// continues at bit 4w (shifts by 64 give 0 in Go, which covers w = 16).
+		sh := 4 * w
+		for i := 0; i < full; i += 8 {
+			v := vals[i : i+8 : i+8]
+			lo := uint64(uint32(v[0])) | uint64(uint32(v[1]))<<w | uint64(uint32(v[2]))<<(2*w) | uint64(uint32(v[3]))<<(3*w)
+			hi := uint64(uint32(v[4])) | uint64(uint32(v[5]))<<w | uint64(uint32(v[6]))<<(2*w) | uint64(uint32(v[7]))<<(3*w)
+			binary.LittleEndian.PutUint64(out[pos:], lo|hi<<sh)
+			binary.LittleEndian.PutUint64(out[pos+8:], hi>>(64-sh))
+			pos += int(w)
+		}
+	} else {
+		full = 0
+	}
+	// The rest (and every value when w > 16) bit by bit through an accumulator.
+	var acc uint64
+	var nb uint
+	for _, v := range vals[full:] {
+		x := uint64(uint32(v))
+		acc |= x << nb
+		nb += w
+		if nb >= 64 {
+			binary.LittleEndian.PutUint64(out[pos:], acc)
+			pos += 8
+			nb -= 64
+			acc = x >> (w - nb)
+		}
+	}
+	binary.LittleEndian.PutUint64(out[pos:], acc)
+	if end := pos + 8; end < len(out) {
+		clear(out[end:])
+	}
+	return dst[:start+size]
+}
+
+// littleEndian reports whether this machine stores a float32 as PLAIN pages do.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// extendBytes returns b with n more bytes (their values unspecified).
+func extendBytes(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b[:len(b)+n]
+	}
+	return append(b, make([]byte, n)...)
 }
