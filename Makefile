@@ -4,7 +4,7 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build test test-race fuzz bench bench-normalize bench-engine lint demo clean
+.PHONY: build test test-race fuzz bench bench-normalize bench-engine gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
@@ -57,6 +57,12 @@ bench-normalize:
 ## decode tokens/s with and without the KV cache.
 bench-engine:
 	$(GO) run ./model/cmd/benchengine
+
+## gpu-check: build the GPU checks of the learner (equivalence tests, learn stage on the GPU, the
+## learner-step benchmark GPU vs CPU at d=512, 8 layers, B=64, T=256) into .gpucheck/ for a machine
+## with an NVIDIA driver and no Go toolchain; there: `bash gpu/devicecheck.sh run`.
+gpu-check:
+	bash gpu/devicecheck.sh build
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

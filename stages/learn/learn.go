@@ -9,6 +9,11 @@
 // temperature (as verl does), so the ratio is exactly 1 on the first mini-batch; the stored
 // behaviour log-probs are compared with them and the gap is reported (behaviour_gap), which
 // exposes backends whose log-probs do not match the trained policy.
+//
+// The forward and backward passes run on an Engine: the GPU engine (gpu/engine) when NVML
+// places the model's learner on a GPU and the CUDA driver opens it, the CPU engine (package
+// model) otherwise; one line per model says which and why ("learner m1: CPU engine (...)").
+// Weights, AdamW and checkpoints stay on the host either way.
 package learn
 
 import (
@@ -271,6 +276,11 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
 		behaviour = append(behaviour, r.ResponseLogprobs)
 	}
+	eng, release, err := engineFor(cfg, id, m, env.Logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
 	// Old (and reference) log-probs from the pre-update policy, in micro-batches.
 	for lo := 0; lo < len(exs); lo += h.MicroBatch {
 		hi := min(lo+h.MicroBatch, len(exs))
@@ -278,13 +288,13 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		for j := range seqs {
 			seqs[j] = exs[lo+j].Seq
 		}
-		old, _, err := m.Score(seqs, h.Temperature)
+		old, err := eng.Score(m, seqs, h.Temperature)
 		if err != nil {
 			return nil, nil, fmt.Errorf("learn: score model %s: %w", id, err)
 		}
 		var refLP [][]float32
 		if ref != nil {
-			if refLP, _, err = ref.Score(seqs, h.Temperature); err != nil {
+			if refLP, err = eng.Score(ref, seqs, h.Temperature); err != nil {
 				return nil, nil, fmt.Errorf("learn: score reference %s: %w", id, err)
 			}
 		}
@@ -335,7 +345,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			for _, i := range perm[lo:hi] {
 				batch = append(batch, exs[i])
 			}
-			st, err := Update(m, opt, batch, h, hp.GradClip)
+			st, err := UpdateOn(eng, m, opt, batch, h, hp.GradClip)
 			if err != nil {
 				return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
 			}

@@ -50,8 +50,14 @@ type Stats struct {
 
 // Gradients computes the PPO-clip loss of batch with token-mean aggregation over the whole
 // batch and its gradient, accumulating each agent's micro-batches into that agent's own Grads.
-// total is the sum of the agents' gradients, added in sorted agent order.
+// total is the sum of the agents' gradients, added in sorted agent order. It runs on the CPU
+// engine; GradientsOn takes the engine.
 func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
+	return GradientsOn(CPU, m, batch, h)
+}
+
+// GradientsOn is Gradients with the forward and backward passes on eng.
+func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
 	if h.MicroBatch < 1 {
 		return nil, nil, st, errors.New("micro_batch must be ≥ 1")
 	}
@@ -85,7 +91,7 @@ func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, pe
 			for j, i := range mb {
 				seqs[j] = batch[i].Seq
 			}
-			pass, err := m.Forward(seqs, h.Temperature)
+			pass, err := eng.Forward(m, seqs, h.Temperature)
 			if err != nil {
 				return nil, nil, st, fmt.Errorf("forward: %w", err)
 			}
@@ -140,9 +146,15 @@ func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, pe
 }
 
 // Update runs one optimizer step on batch: gradients, global grad-norm clipping at gradClip,
-// AdamW.
+// AdamW, on the CPU engine; UpdateOn takes the engine.
 func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
-	g, _, st, err := Gradients(m, batch, h)
+	return UpdateOn(CPU, m, opt, batch, h, gradClip)
+}
+
+// UpdateOn is Update with the forward and backward passes on eng (the optimizer step runs on
+// the host either way, so checkpoints do not depend on the engine).
+func UpdateOn(eng Engine, m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
+	g, _, st, err := GradientsOn(eng, m, batch, h)
 	if err != nil {
 		return st, err
 	}
@@ -153,5 +165,6 @@ func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip
 	if err := opt.Step(g); err != nil {
 		return st, fmt.Errorf("adamw: %w", err)
 	}
+	eng.Stepped(m)
 	return st, nil
 }

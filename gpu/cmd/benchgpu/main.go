@@ -1,0 +1,190 @@
+// Command benchgpu times one PPO learner step (forward, backward, grad-norm clipping, AdamW:
+// stages/learn.UpdateOn) on the GPU engine and on the CPU engine, from the same weights and
+// batch, and prints tokens/s of each and their ratio. Defaults are issue #11's shape:
+// d=512, 8 layers, B=64 sequences of T=256 tokens.
+//
+//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -gpu-steps 5 -cpu-steps 2]
+//
+// Without a usable CUDA driver it prints the one-line reason and times the CPU engine only.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/drmas-dev/drmas/gpu/cuda"
+	"github.com/drmas-dev/drmas/gpu/engine"
+	"github.com/drmas-dev/drmas/model"
+	"github.com/drmas-dev/drmas/stages/learn"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchgpu:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dim := flag.Int("dim", 512, "model width")
+	layers := flag.Int("layers", 8, "transformer blocks")
+	heads := flag.Int("heads", 8, "attention heads")
+	B := flag.Int("batch", 64, "sequences per step")
+	T := flag.Int("seq", 256, "tokens per sequence (prompt + response)")
+	P := flag.Int("prompt", 128, "prompt tokens per sequence")
+	gpuSteps := flag.Int("gpu-steps", 5, "timed GPU steps (after one warm-up)")
+	cpuSteps := flag.Int("cpu-steps", 1, "timed CPU steps; 0 skips the CPU")
+	cpuWarm := flag.Bool("cpu-warmup", false, "run an untimed CPU step first (the CPU engine has no JIT to warm up)")
+	flag.Parse()
+	if *P < 1 || *P >= *T {
+		return fmt.Errorf("-prompt %d must be in [1, seq)", *P)
+	}
+	cfg := model.Config{Vocab: model.VocabSize, Context: *T, Dim: *dim, Layers: *layers, Heads: *heads, FFMult: 4, TiedHead: true}
+	base, err := model.New(cfg, 1)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	exs := make([]learn.Example, *B)
+	for i := range exs {
+		s := model.Sequence{Prompt: make([]int32, *P), Response: make([]int32, *T-*P)}
+		for j := range s.Prompt {
+			s.Prompt[j] = int32(rng.IntN(256))
+		}
+		for j := range s.Response {
+			s.Response[j] = int32(rng.IntN(256))
+		}
+		exs[i] = learn.Example{Agent: fmt.Sprintf("a%d", i%2), Seq: s, Advantage: float32(rng.NormFloat64())}
+	}
+	h := learn.Hyper{ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1, MicroBatch: *B}
+	tokens := *B * *T
+	fmt.Printf("learner step: d=%d layers=%d heads=%d B=%d T=%d (%d tokens, %d params), GOMAXPROCS=%d\n",
+		*dim, *layers, *heads, *B, *T, tokens, cfg.NumParams(), runtime.GOMAXPROCS(0))
+
+	seqs := make([]model.Sequence, len(exs))
+	for i := range exs {
+		seqs[i] = exs[i].Seq
+	}
+	// Old log-probs (not timed): from the GPU engine when there is one, else the CPU engine.
+	score := func(eng learn.Engine, name string) error {
+		t0 := time.Now()
+		old, err := eng.Score(base, seqs, 1)
+		if err != nil {
+			return err
+		}
+		for i := range exs {
+			exs[i].Old = old[i]
+		}
+		fmt.Printf("%s score (forward only, old log-probs): %.2fs\n", name, time.Since(t0).Seconds())
+		return nil
+	}
+
+	type result struct {
+		name  string
+		times []float64
+		loss  float64
+	}
+	var tr *engine.Trainer // the GPU trainer, for the per-phase times
+	bench := func(name string, eng learn.Engine, steps int, warm bool) (result, error) {
+		m := base.Clone()
+		opt := model.NewAdamW(m, model.DefaultAdamWConfig())
+		r := result{name: name, loss: math.NaN()}
+		first := 1
+		if warm {
+			first = 0
+		}
+		for s := first; s <= steps; s++ {
+			if tr != nil && name == "gpu" {
+				tr.ResetTimings()
+			}
+			t := time.Now()
+			st, err := learn.UpdateOn(eng, m, opt, exs, h, 1)
+			if err != nil {
+				return r, fmt.Errorf("%s step %d: %w", name, s, err)
+			}
+			el := time.Since(t).Seconds()
+			if math.IsNaN(r.loss) {
+				r.loss = st.Loss
+			}
+			if s == 0 {
+				fmt.Printf("%s warm-up step: %.3fs, loss %.6f, grad norm %.6f\n", name, el, st.Loss, st.GradNorm)
+				continue
+			}
+			r.times = append(r.times, el)
+			fmt.Printf("%s step %d: %.3fs (%.0f tokens/s), loss %.6f, grad norm %.6f\n", name, s, el, float64(tokens)/el, st.Loss, st.GradNorm)
+			if tr != nil && name == "gpu" {
+				tm := tr.Timings()
+				fmt.Printf("  gpu phases: forward %.3fs, backward+grad download %.3fs, weight upload %.3fs, host (grad sums, clip, AdamW) %.3fs\n",
+					tm.Forward.Seconds(), tm.Backward.Seconds(), tm.Upload.Seconds(), el-(tm.Forward+tm.Backward+tm.Upload).Seconds())
+			}
+		}
+		return r, nil
+	}
+	median := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		if len(s) == 0 {
+			return math.NaN()
+		}
+		return s[len(s)/2]
+	}
+	report := func(r *result) {
+		if r != nil && len(r.times) > 0 {
+			md := median(r.times)
+			fmt.Printf("RESULT %s: median step %.3fs, %.0f tokens/s\n", r.name, md, float64(tokens)/md)
+		}
+	}
+	var gpuRes, cpuRes *result
+	dev, err := cuda.Open(0)
+	switch {
+	case errors.Is(err, cuda.ErrNoCUDA):
+		fmt.Printf("GPU: none (%v): CPU engine only\n", err)
+	case err != nil:
+		return err
+	default:
+		defer dev.Close()
+		fmt.Printf("GPU: %s (%s)\n", dev.Name(), dev.UUID())
+		tr, err = engine.New(dev, base)
+		if err != nil {
+			return err
+		}
+		if err := score(learn.GPUEngine(tr), "gpu"); err != nil {
+			return err
+		}
+		r, err := bench("gpu", learn.GPUEngine(tr), *gpuSteps, true)
+		if err != nil {
+			return err
+		}
+		report(&r)
+		if free, total, err := dev.MemInfo(); err == nil {
+			fmt.Printf("gpu memory in use: %.2f GiB of %.2f GiB\n", float64(total-free)/(1<<30), float64(total)/(1<<30))
+		}
+		_ = tr.Close()
+		gpuRes = &r
+	}
+	if gpuRes == nil {
+		if err := score(learn.CPU, "cpu"); err != nil {
+			return err
+		}
+	}
+	if *cpuSteps > 0 {
+		r, err := bench("cpu", learn.CPU, *cpuSteps, *cpuWarm)
+		if err != nil {
+			return err
+		}
+		cpuRes = &r
+		report(cpuRes)
+	}
+	if gpuRes != nil && cpuRes != nil && len(gpuRes.times) > 0 && len(cpuRes.times) > 0 {
+		fmt.Printf("RESULT gpu/cpu speed-up: %.1fx; first-step loss gpu %.6f cpu %.6f (|diff| %.2e)\n",
+			median(cpuRes.times)/median(gpuRes.times), gpuRes.loss, cpuRes.loss, math.Abs(gpuRes.loss-cpuRes.loss))
+	}
+	return nil
+}

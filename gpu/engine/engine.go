@@ -1,0 +1,283 @@
+// Package engine is the GPU learner: it runs the model's forward and backward passes (the
+// same math as model.Forward and model.Pass.Backward) with the kernels of gpu/kernels on a
+// Device, which is a GPU (gpu/cuda) or, in tests, the CPU interpreter of gpu/ir.
+//
+// What the package promises:
+//
+//   - Same results as the CPU engine within float32 tolerance: per-token log-probs and
+//     entropies from Forward, gradients from Backward accumulated into a *model.Grads, for
+//     the same weights and batch. Tests check this against model.Model through the
+//     interpreter on every machine, and on the GPU where one exists.
+//   - The weights live on the host in the *model.Model (checkpoints, AdamW state and the
+//     optimizer step stay the CPU engine's); the Trainer uploads them before a Forward when
+//     the model changed (another model, or MarkDirty after an optimizer step).
+//   - Deterministic: the kernels use no atomics and fixed reduction orders, so a batch gives
+//     the same bits run to run on the same GPU and driver. They are not the CPU engine's bits
+//     (different summation orders and exp/log approximations).
+//   - Batch independence: sequences are packed as in the CPU engine and attention never
+//     crosses sequences; every GEMM element is one sequential FMA chain, so a sequence's
+//     results do not depend on the rest of the batch except through the
+//     reduction-free packing.
+//
+// A Pass is valid until the next Forward on the same Trainer (activations live in reused
+// device buffers). A Trainer is not safe for concurrent use.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/model"
+)
+
+// Device is what the Trainer needs from a GPU: word-addressed buffers (4-byte words) and
+// kernel launches by name. *cuda.Device and *ir.Interp implement it.
+type Device interface {
+	Alloc(words int) (ir.Ptr, error)
+	Free(p ir.Ptr) error
+	WriteF32(dst ir.Ptr, src []float32) error
+	WriteI32(dst ir.Ptr, src []int32) error
+	ReadF32(dst []float32, src ir.Ptr) error
+	Zero(p ir.Ptr, words int) error
+	Launch(name string, grid, block [3]int, args ...ir.Arg) error
+	Sync() error
+}
+
+type devBuf struct {
+	p     ir.Ptr
+	words int
+}
+
+// Trainer holds one model's weights and gradients on a device.
+type Trainer struct {
+	dev    Device
+	cfg    model.Config
+	off    []int // word offset of each parameter
+	sizes  []int
+	total  int
+	w, g   ir.Ptr
+	idx    map[string]int
+	src    *model.Model
+	dirty  bool
+	bufs   map[string]devBuf
+	host   []float32
+	closed bool
+	gen    int // Forward calls so far: a Pass is valid while gen is its own
+	times  Timings
+}
+
+// Timings are the wall-clock times a Trainer spent, summed since the last ResetTimings. Every
+// phase ends with a device-to-host copy, so each includes its kernels.
+type Timings struct {
+	Upload   time.Duration // weights to the device
+	Forward  time.Duration // Forward, log-probs and entropies back on the host
+	Backward time.Duration // Backward, gradients back and added on the host
+}
+
+// Timings returns the times since the last ResetTimings.
+func (t *Trainer) Timings() Timings { return t.times }
+
+// ResetTimings zeroes the Timings.
+func (t *Trainer) ResetTimings() { t.times = Timings{} }
+
+// New allocates a Trainer for models shaped like m on dev and uploads m's weights.
+func New(dev Device, m *model.Model) (*Trainer, error) {
+	c := m.Config()
+	if c.Vocab > 65535 || c.Context > 65535 {
+		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
+	}
+	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}}
+	for i, p := range m.Params() {
+		t.off = append(t.off, t.total)
+		t.sizes = append(t.sizes, len(p.Data))
+		t.idx[p.Name] = i
+		t.total += len(p.Data)
+	}
+	var err error
+	if t.w, err = dev.Alloc(t.total); err != nil {
+		return nil, fmt.Errorf("gpu engine: weights: %w", err)
+	}
+	if t.g, err = dev.Alloc(t.total); err != nil {
+		_ = dev.Free(t.w)
+		return nil, fmt.Errorf("gpu engine: gradients: %w", err)
+	}
+	if err := t.upload(m); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Close frees every device buffer of the Trainer.
+func (t *Trainer) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var errs []error
+	for _, b := range t.bufs {
+		errs = append(errs, t.dev.Free(b.p))
+	}
+	errs = append(errs, t.dev.Free(t.w), t.dev.Free(t.g))
+	t.bufs = nil
+	return errors.Join(errs...)
+}
+
+// MarkDirty says the host weights changed (an optimizer step): the next Forward uploads them.
+func (t *Trainer) MarkDirty() { t.dirty = true }
+
+func (t *Trainer) upload(m *model.Model) error {
+	start := time.Now()
+	defer func() { t.times.Upload += time.Since(start) }()
+	if m.Config() != t.cfg {
+		return fmt.Errorf("gpu engine: model config differs from the trainer's")
+	}
+	for i, p := range m.Params() {
+		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Data); err != nil {
+			return fmt.Errorf("gpu engine: upload %s: %w", p.Name, err)
+		}
+	}
+	t.src, t.dirty = m, false
+	return nil
+}
+
+// buf returns the device buffer called name with room for words words, reusing it when it
+// is large enough.
+func (t *Trainer) buf(name string, words int) (ir.Ptr, error) {
+	words = max(words, 1)
+	if b, ok := t.bufs[name]; ok {
+		if b.words >= words {
+			return b.p, nil
+		}
+		if err := t.dev.Free(b.p); err != nil {
+			return 0, err
+		}
+		delete(t.bufs, name)
+	}
+	p, err := t.dev.Alloc(words)
+	if err != nil {
+		return 0, fmt.Errorf("gpu engine: alloc %s (%d words): %w", name, words, err)
+	}
+	t.bufs[name] = devBuf{p, words}
+	return p, nil
+}
+
+func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.idx[name]]) }
+func (t *Trainer) gp(name string) ir.Ptr { return t.g.Add(t.off[t.idx[name]]) }
+
+func (t *Trainer) headName() string {
+	if t.cfg.TiedHead {
+		return "tok_emb.weight"
+	}
+	return "head.weight"
+}
+
+// launcher collects the first error of a sequence of launches.
+type launcher struct {
+	dev Device
+	err error
+}
+
+func (l *launcher) launch(name string, grid, block [3]int, args ...ir.Arg) {
+	if l.err != nil {
+		return
+	}
+	if err := l.dev.Launch(name, grid, block, args...); err != nil {
+		l.err = fmt.Errorf("gpu engine: %s: %w", name, err)
+	}
+}
+
+func ceil(a, b int) int { return (a + b - 1) / b }
+
+func (l *launcher) elementwise(name string, total int, args ...ir.Arg) {
+	if total == 0 {
+		return
+	}
+	args = append(args, ir.ArgI(total))
+	l.launch(name, [3]int{ceil(total, kernels.RowThreads), 1, 1}, [3]int{kernels.RowThreads, 1, 1}, args...)
+}
+
+// gemm runs C[m×n] = alpha·op(A)·op(B) + beta·C (row-major, leading dimensions in words).
+func (l *launcher) gemm(ta, tb bool, m, n, k int, alpha float32, a ir.Ptr, lda int, b ir.Ptr, ldb int, beta float32, c ir.Ptr, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	l.launch(kernels.GemmName(ta, tb, false),
+		[3]int{ceil(n, kernels.Tile), ceil(m, kernels.Tile), 1}, [3]int{kernels.GemmThreads, kernels.GemmThreads, 1},
+		ir.ArgP(a), ir.ArgP(b), ir.ArgP(c), ir.ArgI(m), ir.ArgI(n), ir.ArgI(k), ir.ArgI(lda), ir.ArgI(ldb), ir.ArgI(ldc), ir.ArgF(alpha), ir.ArgF(beta))
+}
+
+// batch is one batched-GEMM table on the device.
+type batch struct {
+	tab        ir.Ptr
+	n          int
+	maxM, maxN int
+}
+
+func (l *launcher) gemmBatched(ta, tb bool, bt batch, alpha, beta float32, a, b, c ir.Ptr) {
+	if bt.n == 0 {
+		return
+	}
+	l.launch(kernels.GemmName(ta, tb, true),
+		[3]int{ceil(bt.maxN, kernels.Tile), ceil(bt.maxM, kernels.Tile), bt.n}, [3]int{kernels.GemmThreads, kernels.GemmThreads, 1},
+		ir.ArgP(a), ir.ArgP(b), ir.ArgP(c), ir.ArgP(bt.tab), ir.ArgF(alpha), ir.ArgF(beta))
+}
+
+// colSum adds the column sums of x[n×d] (times y when y != 0) to out.
+func (t *Trainer) colSum(l *launcher, x, y ir.Ptr, n, d int, out ir.Ptr) {
+	if n == 0 || l.err != nil {
+		return
+	}
+	chunks := ceil(n, kernels.ColChunk)
+	part, err := t.buf("colsum", chunks*d)
+	if err != nil {
+		l.err = err
+		return
+	}
+	grid := [3]int{ceil(d, kernels.RowThreads), chunks, 1}
+	block := [3]int{kernels.RowThreads, 1, 1}
+	if y != 0 {
+		l.launch("colsum2_part", grid, block, ir.ArgP(x), ir.ArgP(y), ir.ArgP(part), ir.ArgI(n), ir.ArgI(d))
+	} else {
+		l.launch("colsum_part", grid, block, ir.ArgP(x), ir.ArgP(part), ir.ArgI(n), ir.ArgI(d))
+	}
+	l.elementwise("colsum_final", d, ir.ArgP(part), ir.ArgP(out), ir.ArgI(chunks), ir.ArgI(d))
+}
+
+// AdamStep runs model.AdamW.Step's arithmetic on one tensor of n words on the device (p, g
+// and the moments mom, vel), for callers that keep the optimizer state on the device; the
+// learner keeps it on the host.
+func AdamStep(dev Device, p, g, mom, vel ir.Ptr, n int, decay, b1, b2, step, invBc2, eps float32) error {
+	l := &launcher{dev: dev}
+	l.elementwise("adamw", n, ir.ArgP(p), ir.ArgP(g), ir.ArgP(mom), ir.ArgP(vel),
+		ir.ArgF(decay), ir.ArgF(b1), ir.ArgF(b2), ir.ArgF(step), ir.ArgF(invBc2), ir.ArgF(eps))
+	return l.err
+}
+
+// checkSeqs is model.checkSeqs: the same validation, so the GPU engine rejects what the CPU
+// engine rejects.
+func checkSeqs(c model.Config, seqs []model.Sequence, temperature float32) error {
+	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
+		return fmt.Errorf("gpu engine: temperature %v must be > 0", temperature)
+	}
+	for i, s := range seqs {
+		if len(s.Response) > 0 && len(s.Prompt) == 0 {
+			return fmt.Errorf("gpu engine: sequence %d: empty prompt", i)
+		}
+		if len(s.Prompt)+len(s.Response) > c.Context {
+			return fmt.Errorf("gpu engine: sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), c.Context)
+		}
+		for _, part := range [][]int32{s.Prompt, s.Response} {
+			for _, tok := range part {
+				if tok < 0 || int(tok) >= c.Vocab {
+					return fmt.Errorf("gpu engine: sequence %d: token %d out of range [0,%d)", i, tok, c.Vocab)
+				}
+			}
+		}
+	}
+	return nil
+}

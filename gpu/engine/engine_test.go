@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/model"
+)
+
+func interp(t testing.TB) *ir.Interp {
+	t.Helper()
+	ks, err := kernels.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ir.NewInterp(ks)
+}
+
+func testBatch(c model.Config, seed uint64, lens [][2]int) []model.Sequence {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var seqs []model.Sequence
+	for _, l := range lens {
+		s := model.Sequence{Prompt: make([]int32, l[0]), Response: make([]int32, l[1])}
+		for i := range s.Prompt {
+			s.Prompt[i] = int32(r.IntN(c.Vocab))
+		}
+		for i := range s.Response {
+			s.Response[i] = int32(r.IntN(c.Vocab))
+		}
+		seqs = append(seqs, s)
+	}
+	return seqs
+}
+
+// compareEngines runs the CPU engine and the GPU engine on dev with the same weights and
+// batch and checks log-probs, entropies and gradients.
+func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool) {
+	t.Helper()
+	m, err := model.New(c, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Non-trivial LayerNorm and bias parameters, and weights 5× the init scale so that
+	// attention maps are far from uniform and every path carries a visible gradient.
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, p := range m.Params() {
+		switch {
+		case !p.Decay && len(p.Shape) == 1:
+			for i := range p.Data {
+				p.Data[i] += float32(0.1 * r.NormFloat64())
+			}
+		case p.Decay:
+			for i := range p.Data {
+				p.Data[i] *= 5
+			}
+		}
+	}
+	seqs := testBatch(c, 11, lens)
+	const temp = 0.8
+	cpu, err := m.Forward(seqs, temp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(dev, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	gp, err := tr.Forward(m, seqs, temp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, a, b [][]float32, tol float64) {
+		t.Helper()
+		worst := 0.0
+		for i := range a {
+			if len(a[i]) != len(b[i]) {
+				t.Fatalf("%s[%d]: %d vs %d tokens", what, i, len(a[i]), len(b[i]))
+			}
+			for j := range a[i] {
+				worst = max(worst, math.Abs(float64(a[i][j]-b[i][j])))
+			}
+		}
+		if worst > tol || math.IsNaN(worst) {
+			t.Errorf("%s: max |cpu-gpu| = %.3g > %.3g", what, worst, tol)
+		}
+		t.Logf("%s: max |cpu-gpu| = %.3g", what, worst)
+	}
+	check("log-probs", cpu.LogProbs(), gp.LogProbs(), 2e-4)
+	check("entropy", cpu.Entropy(), gp.Entropy(), 2e-4)
+	dlp := make([][]float32, len(seqs))
+	var dent [][]float32
+	if withEntropy {
+		dent = make([][]float32, len(seqs))
+	}
+	for i, s := range seqs {
+		dlp[i] = make([]float32, len(s.Response))
+		for j := range dlp[i] {
+			dlp[i][j] = float32(r.NormFloat64())
+		}
+		if withEntropy {
+			dent[i] = make([]float32, len(s.Response))
+			for j := range dent[i] {
+				dent[i][j] = float32(0.3 * r.NormFloat64())
+			}
+		}
+	}
+	gc, gg := m.NewGrads(), m.NewGrads()
+	if err := cpu.Backward(dlp, dent, gc); err != nil {
+		t.Fatal(err)
+	}
+	// Accumulation: two GPU backward calls with half the upstream gradient each.
+	half := func(d [][]float32) [][]float32 {
+		if d == nil {
+			return nil
+		}
+		out := make([][]float32, len(d))
+		for i := range d {
+			out[i] = make([]float32, len(d[i]))
+			for j, v := range d[i] {
+				out[i][j] = v / 2
+			}
+		}
+		return out
+	}
+	for k := 0; k < 2; k++ {
+		if err := gp.Backward(half(dlp), half(dent), gg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Per row of each weight matrix (a whole vector for 1-D tensors): the largest difference
+	// relative to the row's largest gradient, so that small rows (e.g. the query and key
+	// rows of qkv) are held to the same relative precision as large ones.
+	worstRel := 0.0
+	for i, p := range m.Params() {
+		a, b := gc.Tensor(i), gg.Tensor(i)
+		cols := len(a)
+		if len(p.Shape) == 2 {
+			cols = p.Shape[1]
+		}
+		for r := 0; r < len(a); r += cols {
+			var scale, worst float64
+			for j := r; j < r+cols; j++ {
+				scale = max(scale, math.Abs(float64(a[j])))
+				worst = max(worst, math.Abs(float64(a[j]-b[j])))
+			}
+			if scale < 1e-7 {
+				continue // no gradient (an unused embedding row)
+			}
+			rel := worst / scale
+			worstRel = max(worstRel, rel)
+			if rel > gradTol || math.IsNaN(worst) {
+				t.Errorf("grad %s row %d: max |cpu-gpu| = %.3g, max |cpu| %.3g (relative %.2g > %.2g)", p.Name, r/cols, worst, scale, rel, gradTol)
+				return
+			}
+		}
+	}
+	t.Logf("gradients: max |cpu-gpu| / row max = %.3g", worstRel)
+}
+
+// gradTol bounds the per-row relative gradient difference between the engines.
+const gradTol = 1e-3
+
+var interpCases = []struct {
+	name string
+	cfg  model.Config
+	lens [][2]int
+	ent  bool
+}{
+	{"tied", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, false},
+	{"untied-entropy", model.Config{Vocab: model.VocabSize + 3, Context: 80, Dim: 24, Layers: 1, Heads: 3, FFMult: 3}, [][2]int{{10, 60}, {2, 3}}, true},
+}
+
+// TestInterpMatchesCPU runs the whole GPU engine on the ir interpreter: the kernels' math,
+// the launch shapes and the host glue, against model.Model.
+func TestInterpMatchesCPU(t *testing.T) {
+	for _, tc := range interpCases {
+		t.Run(tc.name, func(t *testing.T) { compareEngines(t, interp(t), tc.cfg, tc.lens, tc.ent) })
+	}
+}
+
+func TestStalePassAndValidation(t *testing.T) {
+	c := interpCases[0].cfg
+	m, err := model.New(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(interp(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := testBatch(c, 2, [][2]int{{2, 2}})
+	p1, err := tr.Forward(m, seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Forward(m, seqs, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Backward([][]float32{{1, 1}}, nil, m.NewGrads()); err == nil {
+		t.Error("Backward on a stale pass succeeded")
+	}
+	for _, bad := range [][]model.Sequence{
+		{{Prompt: nil, Response: []int32{1}}},
+		{{Prompt: []int32{int32(c.Vocab)}, Response: []int32{1}}},
+		{{Prompt: make([]int32, c.Context), Response: []int32{1}}},
+	} {
+		if _, err := tr.Forward(m, bad, 1); err == nil {
+			t.Errorf("Forward(%v) succeeded", bad)
+		}
+	}
+	if _, err := tr.Forward(m, seqs, 0); err == nil {
+		t.Error("temperature 0 accepted")
+	}
+	p, err := tr.Forward(m, seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Backward([][]float32{{1}}, nil, m.NewGrads()); err == nil {
+		t.Error("wrong dLogProb shape accepted")
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Forward(m, seqs, 1); err == nil {
+		t.Error("Forward after Close succeeded")
+	}
+}
+
+func TestCSR(t *testing.T) {
+	ptr, idx := csr([]int32{2, 0, 2, 1, 2}, 4)
+	if fmt.Sprint(ptr, idx) != "[0 1 2 5 5] [1 3 0 2 4]" {
+		t.Errorf("csr = %v %v", ptr, idx)
+	}
+}
+
+func TestAdamStep(t *testing.T) {
+	in := interp(t)
+	const n = 300
+	p, g := make([]float32, n), make([]float32, n)
+	for i := range p {
+		p[i], g[i] = float32(i)/n, float32(math.Cos(float64(i)))
+	}
+	var bufs [4]ir.Ptr
+	for i := range bufs {
+		b, err := in.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = b
+	}
+	if err := in.WriteF32(bufs[0], p); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.WriteF32(bufs[1], g); err != nil {
+		t.Fatal(err)
+	}
+	if err := AdamStep(in, bufs[0], bufs[1], bufs[2], bufs[3], n, 0.99, 0.9, 0.999, 0.01, 1.2, 1e-8); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, n)
+	if err := in.ReadF32(got, bufs[0]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range p {
+		b1, b2 := float32(0.9), float32(0.999)
+		m := (1 - b1) * g[i]
+		v := (1 - b2) * g[i] * g[i]
+		den := float32(math.Sqrt(float64(v)))*1.2 + 1e-8
+		want := p[i]*0.99 - 0.01*m/den
+		if math.Float32bits(got[i]) != math.Float32bits(want) {
+			t.Fatalf("p[%d] = %v, want %v", i, got[i], want)
+		}
+	}
+}

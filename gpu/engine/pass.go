@@ -1,0 +1,424 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/model"
+)
+
+type seqInfo struct {
+	start, n, plen, rlen, resp, att int
+}
+
+// Pass is the result of Forward, like *model.Pass: log-probs and entropies on the host, the
+// activations on the device.
+type Pass struct {
+	t     *Trainer
+	gen   int
+	temp  float32
+	seqs  []seqInfo
+	n, m  int
+	maxL  int
+	nsh   int // (sequence, head) pairs with L > 0
+	att   int // attention floats per layer
+	logp  []float32
+	ent   []float32
+	toks  []int32
+	pos   []int32
+	rows  []int32
+	tgts  []int32
+	tabs  map[string]batch
+	attTb ir.Ptr
+}
+
+// Tokens is the number of response tokens scored.
+func (p *Pass) Tokens() int { return p.m }
+
+// LogProbs returns, per sequence and response token, log softmax(logits/T)[token].
+func (p *Pass) LogProbs() [][]float32 { return p.split(p.logp) }
+
+// Entropy returns, per sequence and response token, the entropy of the same distribution.
+func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
+
+func (p *Pass) split(v []float32) [][]float32 {
+	out := make([][]float32, len(p.seqs))
+	for i, si := range p.seqs {
+		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
+	}
+	return out
+}
+
+// Forward runs the batch on the device for model m (uploading its weights first when m is
+// not the model last uploaded, or after MarkDirty). Log-probs and entropies come back to the
+// host; the activations stay on the device for Backward until the next Forward.
+func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (*Pass, error) {
+	if t.closed {
+		return nil, fmt.Errorf("gpu engine: trainer closed")
+	}
+	if err := checkSeqs(t.cfg, seqs, temperature); err != nil {
+		return nil, err
+	}
+	if m != t.src || t.dirty {
+		if err := t.upload(m); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	defer func() { t.times.Forward += time.Since(start) }()
+	c := t.cfg
+	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
+	hd := D / H
+	t.gen++
+	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: make([]seqInfo, len(seqs)), tabs: map[string]batch{}}
+	for i, s := range seqs {
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m, att: p.att}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		p.n += si.n
+		p.m += si.rlen
+		p.att += H * si.n * si.n
+		p.maxL = max(p.maxL, si.n)
+		if si.n > 0 {
+			p.nsh += H
+		}
+		p.seqs[i] = si
+	}
+	if p.nsh > 65535 {
+		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
+	}
+	N, M := p.n, p.m
+	p.toks, p.pos = make([]int32, N), make([]int32, N)
+	p.rows, p.tgts = make([]int32, M), make([]int32, M)
+	for i, s := range seqs {
+		si := p.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(p.toks[si.start:], s.Prompt)
+		copy(p.toks[si.start+si.plen:si.start+si.n], s.Response)
+		for k := 0; k < si.n; k++ {
+			p.pos[si.start+k] = int32(k)
+		}
+		for k := 0; k < si.rlen; k++ {
+			p.rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
+			p.tgts[si.resp+k] = s.Response[k]
+		}
+	}
+	p.logp, p.ent = make([]float32, M), make([]float32, M)
+	if M == 0 {
+		return p, nil
+	}
+	// Integer inputs and the attention tables, in one upload.
+	ints := append(append(append(append([]int32(nil), p.toks...), p.pos...), p.rows...), p.tgts...)
+	tables := []string{"s", "o", "dp", "dv", "dq", "dk"}
+	var attTab []int32
+	tabEntries := map[string][]int32{}
+	ld := 3 * D
+	for _, si := range p.seqs {
+		if si.n == 0 {
+			continue
+		}
+		L := si.n
+		for h := 0; h < H; h++ {
+			q, k, v := si.start*ld+h*hd, si.start*ld+D+h*hd, si.start*ld+2*D+h*hd
+			o := si.start*D + h*hd
+			a := si.att + h*L*L
+			attTab = append(attTab, int32(L), int32(a))
+			add := func(name string, vals ...int) {
+				for _, x := range vals {
+					tabEntries[name] = append(tabEntries[name], int32(x))
+				}
+			}
+			// m, n, k, aOff, bOff, cOff, lda, ldb, ldc
+			add("s", L, L, hd, q, k, a, ld, ld, L)  // S = Q·Kᵀ
+			add("o", L, hd, L, a, v, o, L, ld, D)   // O = P·V
+			add("dp", L, L, hd, o, v, a, D, ld, L)  // dP = dO·Vᵀ
+			add("dv", L, hd, L, a, o, v, L, D, ld)  // dV = Pᵀ·dO
+			add("dq", L, hd, L, a, k, q, L, ld, ld) // dQ = dP·K
+			add("dk", L, hd, L, a, q, k, L, ld, ld) // dK = dPᵀ·Q
+		}
+	}
+	base := len(ints)
+	ints = append(ints, attTab...)
+	offs := map[string]int{}
+	for _, name := range tables {
+		offs[name] = len(ints)
+		ints = append(ints, tabEntries[name]...)
+	}
+	ib, err := t.buf("ints", len(ints))
+	if err != nil {
+		return nil, err
+	}
+	if err := t.dev.WriteI32(ib, ints); err != nil {
+		return nil, fmt.Errorf("gpu engine: upload inputs: %w", err)
+	}
+	tokP, posP, rowsP, tgtP := ib, ib.Add(N), ib.Add(2*N), ib.Add(2*N+M)
+	p.attTb = ib.Add(base)
+	for _, name := range tables {
+		bt := batch{tab: ib.Add(offs[name]), n: p.nsh}
+		for e := 0; e < p.nsh; e++ {
+			bt.maxM = max(bt.maxM, int(tabEntries[name][e*kernels.TabWords]))
+			bt.maxN = max(bt.maxN, int(tabEntries[name][e*kernels.TabWords+1]))
+		}
+		p.tabs[name] = bt
+	}
+
+	l := &launcher{dev: t.dev}
+	need := func(name string, words int) ir.Ptr {
+		b, err := t.buf(name, words)
+		if err != nil && l.err == nil {
+			l.err = err
+		}
+		return b
+	}
+	x := need("x", N*D)
+	tmp := need("tmp", N*D)
+	l.elementwise("embed", N*D, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(tokP), ir.ArgP(posP), ir.ArgP(x), ir.ArgI(D))
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	rowGrid := func(rows int) [3]int { return [3]int{rows, 1, 1} }
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	for li := 0; li < c.Layers; li++ {
+		pre := fmt.Sprintf("blocks.%d.", li)
+		a := fmt.Sprintf("L%d.", li)
+		ln1out, ln1xhat, ln1rstd := need(a+"ln1out", N*D), need(a+"ln1xhat", N*D), need(a+"ln1rstd", N)
+		qkv, att, attOut := need(a+"qkv", N*3*D), need(a+"att", p.att), need(a+"attOut", N*D)
+		ln2out, ln2xhat, ln2rstd := need(a+"ln2out", N*D), need(a+"ln2xhat", N*D), need(a+"ln2rstd", N)
+		fcPre, fcAct := need(a+"fcPre", N*F), need(a+"fcAct", N*F)
+		if l.err != nil {
+			return nil, l.err
+		}
+		l.launch("ln_fwd", rowGrid(N), rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(t.wp(pre+"ln1.bias")), ir.ArgP(ln1out), ir.ArgP(ln1xhat), ir.ArgP(ln1rstd), ir.ArgI(D))
+		t.linear(l, ln1out, N, D, pre+"attn.qkv", 3*D, qkv)
+		l.gemmBatched(false, true, p.tabs["s"], scale, 0, qkv, qkv, att)
+		l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(p.attTb))
+		l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, attOut)
+		t.linear(l, attOut, N, D, pre+"attn.proj", D, tmp)
+		l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+		l.launch("ln_fwd", rowGrid(N), rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(t.wp(pre+"ln2.bias")), ir.ArgP(ln2out), ir.ArgP(ln2xhat), ir.ArgP(ln2rstd), ir.ArgI(D))
+		t.linear(l, ln2out, N, D, pre+"mlp.fc", F, fcPre)
+		l.elementwise("gelu_fwd", N*F, ir.ArgP(fcPre), ir.ArgP(fcAct))
+		t.linear(l, fcAct, N, F, pre+"mlp.proj", D, tmp)
+		l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	}
+	xg, lnfXhat, lnfRstd, hf := need("xg", M*D), need("lnfXhat", M*D), need("lnfRstd", M), need("hf", M*D)
+	logits, probs := need("logits", M*V), need("probs", M*V)
+	lse, logp, ent := need("lse", M), need("logp", M), need("ent", M)
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.elementwise("gather_rows", M*D, ir.ArgP(x), ir.ArgP(rowsP), ir.ArgP(xg), ir.ArgI(D))
+	l.launch("ln_fwd", rowGrid(M), rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
+	l.gemm(false, true, M, V, D, 1, hf, D, t.wp(t.headName()), D, 0, logits, V)
+	l.launch("log_softmax", rowGrid(M), rowBlock, ir.ArgP(logits), ir.ArgP(tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(temperature))))
+	if l.err != nil {
+		return nil, l.err
+	}
+	if err := t.dev.ReadF32(p.logp, logp); err != nil {
+		return nil, fmt.Errorf("gpu engine: read log-probs: %w", err)
+	}
+	if err := t.dev.ReadF32(p.ent, ent); err != nil {
+		return nil, fmt.Errorf("gpu engine: read entropies: %w", err)
+	}
+	return p, nil
+}
+
+// linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight, name.bias.
+func (t *Trainer) linear(l *launcher, x ir.Ptr, n, in int, name string, out int, y ir.Ptr) {
+	l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
+	l.gemm(false, true, n, out, in, 1, x, in, t.wp(name+".weight"), in, 1, y, out)
+}
+
+// csr lists, for each of rows ids, the positions in ids that hold it (in order).
+func csr(ids []int32, rows int) (ptr, idx []int32) {
+	ptr = make([]int32, rows+1)
+	for _, v := range ids {
+		ptr[v+1]++
+	}
+	for i := 0; i < rows; i++ {
+		ptr[i+1] += ptr[i]
+	}
+	idx = make([]int32, len(ids))
+	fill := append([]int32(nil), ptr[:rows]...)
+	for r, v := range ids {
+		idx[fill[v]] = int32(r)
+		fill[v]++
+	}
+	return ptr, idx
+}
+
+// Backward accumulates into g the gradient of Σ dLogProb·logprob + Σ dEntropy·entropy, as
+// model.Pass.Backward does. dEntropy may be nil.
+func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
+	t := p.t
+	if t.closed || p.gen != t.gen {
+		return fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
+	}
+	if g == nil || len(g.Tensor(0)) != t.sizes[0] {
+		return fmt.Errorf("gpu engine: Backward: grads do not match the model config")
+	}
+	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
+		out := make([]float32, p.m)
+		if d == nil && optional {
+			return out, nil
+		}
+		if len(d) != len(p.seqs) {
+			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
+		}
+		for i, si := range p.seqs {
+			if len(d[i]) != si.rlen {
+				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
+			}
+			copy(out[si.resp:], d[i])
+		}
+		return out, nil
+	}
+	start := time.Now()
+	defer func() { t.times.Backward += time.Since(start) }()
+	dlp, err := flat("dLogProb", dLogProb, false)
+	if err != nil {
+		return err
+	}
+	dent, err := flat("dEntropy", dEntropy, true)
+	if err != nil {
+		return err
+	}
+	if p.m == 0 {
+		return nil
+	}
+	c := t.cfg
+	D, F, V := c.Dim, c.FFMult*c.Dim, c.Vocab
+	H := c.Heads
+	hd := D / H
+	N, M := p.n, p.m
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	l := &launcher{dev: t.dev}
+	need := func(name string, words int) ir.Ptr {
+		b, err := t.buf(name, words)
+		if err != nil && l.err == nil {
+			l.err = err
+		}
+		return b
+	}
+	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
+	tptr, tidx := csr(p.toks, V)
+	pptr, pidx := csr(p.pos, c.Context)
+	ints := append(append(append(append([]int32(nil), tptr...), tidx...), pptr...), pidx...)
+	ib := need("bints", len(ints))
+	fb := need("bfloats", 2*M)
+	if l.err != nil {
+		return l.err
+	}
+	if err := t.dev.WriteI32(ib, ints); err != nil {
+		return fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
+		return fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dev.Zero(t.g, t.total); err != nil {
+		return fmt.Errorf("gpu engine: zero grads: %w", err)
+	}
+	rowsP, tgtP := t.bufs["ints"].p.Add(2*N), t.bufs["ints"].p.Add(2*N+M)
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	invT := float32(1 / float64(p.temp))
+
+	dZ := need("dZ", M*V)
+	dHf, dXg, dX := need("dHf", M*D), need("dXg", M*D), need("dX", N*D)
+	dF, dT, dQKV, dP := need("dF", N*F), need("dT", N*D), need("dQKV", N*3*D), need("dP", p.att)
+	if l.err != nil {
+		return l.err
+	}
+	b := t.bufs
+	l.elementwise("d_logits", M*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgtP),
+		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(invT))
+	head := t.headName()
+	l.gemm(false, false, M, D, V, 1, dZ, V, t.wp(head), D, 0, dHf, D)
+	l.gemm(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, t.gp(head), D)
+	if l.err == nil {
+		l.err = t.dev.Zero(dXg, M*D)
+	}
+	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
+	t.colSum(l, dHf, b["lnfXhat"].p, M, D, t.gp("ln_f.weight"))
+	t.colSum(l, dHf, 0, M, D, t.gp("ln_f.bias"))
+	if l.err == nil {
+		l.err = t.dev.Zero(dX, N*D)
+	}
+	l.elementwise("scatter_rows_add", M*D, ir.ArgP(dXg), ir.ArgP(rowsP), ir.ArgP(dX), ir.ArgI(D))
+	for li := c.Layers - 1; li >= 0; li-- {
+		pre := fmt.Sprintf("blocks.%d.", li)
+		a := fmt.Sprintf("L%d.", li)
+		act := func(name string) ir.Ptr { return b[a+name].p }
+		// MLP.
+		l.gemm(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, t.gp(pre+"mlp.proj.weight"), F)
+		t.colSum(l, dX, 0, N, D, t.gp(pre+"mlp.proj.bias"))
+		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
+		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
+		l.gemm(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, t.gp(pre+"mlp.fc.weight"), D)
+		t.colSum(l, dF, 0, N, F, t.gp(pre+"mlp.fc.bias"))
+		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
+		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
+		t.colSum(l, dT, act("ln2xhat"), N, D, t.gp(pre+"ln2.weight"))
+		t.colSum(l, dT, 0, N, D, t.gp(pre+"ln2.bias"))
+		// Attention.
+		l.gemm(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, t.gp(pre+"attn.proj.weight"), D)
+		t.colSum(l, dX, 0, N, D, t.gp(pre+"attn.proj.bias"))
+		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
+		if l.err == nil {
+			l.err = t.dev.Zero(dQKV, N*3*D)
+		}
+		qkv, att := act("qkv"), act("att")
+		l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dT, qkv, dP)
+		l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dT, dQKV)
+		l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
+		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
+		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
+		l.gemm(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, t.gp(pre+"attn.qkv.weight"), D)
+		t.colSum(l, dQKV, 0, N, 3*D, t.gp(pre+"attn.qkv.bias"))
+		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
+		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
+		t.colSum(l, dT, act("ln1xhat"), N, D, t.gp(pre+"ln1.weight"))
+		t.colSum(l, dT, 0, N, D, t.gp(pre+"ln1.bias"))
+	}
+	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
+	o := len(tptr) + len(tidx)
+	l.launch("csr_rows_add", csrGrid(V), rowBlock, ir.ArgP(dX), ir.ArgP(ib), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(t.gp("tok_emb.weight")), ir.ArgI(D))
+	l.launch("csr_rows_add", csrGrid(c.Context), rowBlock, ir.ArgP(dX), ir.ArgP(ib.Add(o)), ir.ArgP(ib.Add(o+len(pptr))), ir.ArgP(t.gp("pos_emb.weight")), ir.ArgI(D))
+	if l.err != nil {
+		return l.err
+	}
+	if len(t.host) < t.total {
+		t.host = make([]float32, t.total)
+	}
+	if err := t.dev.ReadF32(t.host[:t.total], t.g); err != nil {
+		return fmt.Errorf("gpu engine: read gradients: %w", err)
+	}
+	// Add into g in parallel over fixed chunks (element-wise, so the split does not change
+	// the result).
+	const chunk = 1 << 16
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range t.off {
+		dst := g.Tensor(i)
+		src := t.host[t.off[i] : t.off[i]+t.sizes[i]]
+		for lo := 0; lo < len(src); lo += chunk {
+			hi := min(lo+chunk, len(src))
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(d, s []float32) {
+				defer wg.Done()
+				for j, v := range s {
+					d[j] += v
+				}
+				<-sem
+			}(dst[lo:hi], src[lo:hi])
+		}
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,4 @@
+package learn
+
+// EngineFor exposes engineFor to the external tests.
+var EngineFor = engineFor
