@@ -309,14 +309,17 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if o.Ablation == "replay" {
 		r.Notes = append(r.Notes, "replay trains every estimator on the same stored rollouts, so rewards are equal across estimators by construction; compare grad norms, losses and (with --eval) the evaluations")
 	}
-	st, err := s.Query(ctx, `SELECT estimator, agent, count(DISTINCT seed) AS seeds, count(DISTINCT iteration) AS iterations,
+	// last avg@k / pass@k: the mean over seeds at the last iteration any seed evaluated.
+	st, err := s.Query(ctx, `WITH a AS (SELECT * FROM ablations WHERE mode = ?),
+		last AS (SELECT estimator, agent, max(iteration) FILTER (WHERE avg_at_k IS NOT NULL) AS last_it FROM a GROUP BY estimator, agent)
+		SELECT estimator, agent, count(DISTINCT seed) AS seeds, count(DISTINCT iteration) AS iterations,
 		avg(grad_norm) AS gn_mean, median(grad_norm) AS gn_median, max(grad_norm) AS gn_max, avg(loss) AS loss, avg(reward) AS reward,
-		arg_max(avg_at_k, iteration) FILTER (WHERE avg_at_k IS NOT NULL) AS last_avg, arg_max(pass_at_k, iteration) FILTER (WHERE pass_at_k IS NOT NULL) AS last_pass
-		FROM ablations WHERE mode = ? GROUP BY estimator, agent ORDER BY agent = '*' DESC, agent, estimator`, o.Ablation)
+		avg(avg_at_k) FILTER (WHERE iteration = last_it) AS last_avg, avg(pass_at_k) FILTER (WHERE iteration = last_it) AS last_pass
+		FROM a JOIN last USING (estimator, agent) GROUP BY estimator, agent ORDER BY agent = '*' DESC, agent, estimator`, o.Ablation)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	tb := Table{Title: fmt.Sprintf("Ablation (%s) per estimator", o.Ablation), Note: "grad norm statistics over iterations (and seeds); last avg@k/pass@k = the last evaluated iteration",
+	tb := Table{Title: fmt.Sprintf("Ablation (%s) per estimator", o.Ablation), Note: "grad norm statistics over iterations (and seeds); last avg@k/pass@k = mean over seeds at the last evaluated iteration",
 		Columns: []string{"agent", "estimator", "seeds", "iterations", "grad norm mean", "median", "max", "loss mean", "reward mean", "last avg@k", "last pass@k"}}
 	for i := range st.Rows {
 		tb.Rows = append(tb.Rows, []string{agentLabel(st.String(i, "agent")), st.String(i, "estimator"), st.String(i, "seeds"), st.String(i, "iterations"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/shards"
@@ -124,6 +125,11 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 	return all, nil
 }
 
+// validText is the stored form of a prompt or response: Parquet strings must be UTF-8 (DuckDB
+// refuses to read a column that is not), but a policy samples arbitrary bytes. Invalid
+// sequences become U+FFFD; the token-id columns keep the exact bytes.
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
 // Rows turns a group's episodes into trajectory rows (without row ids), sorted by
 // (sample, step, agent order).
 func Rows(run string, iter int, uid string, wf workflows.Workflow, eps []*Episode) []shards.Row {
@@ -140,7 +146,7 @@ func Rows(run string, iter int, uid string, wf workflows.Workflow, eps []*Episod
 				DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, UID: uid, TrajUID: traj,
 				Sample: int32(ep.Sample), Step: int32(t.Step), Agent: t.Agent, Model: t.Model,
 				PromptIDs: t.PromptIDs, ResponseIDs: t.Response.Tokens, ResponseLogprobs: t.Response.LogProbs,
-				PromptText: t.PromptText, ResponseText: t.ResponseText, Valid: t.Valid,
+				PromptText: validText(t.PromptText), ResponseText: validText(t.ResponseText), Valid: t.Valid,
 				Score:         workflows.RowScore(ep.Reward, t.Valid, wf.InvalidPenalty()),
 				EpisodeReward: ep.Reward, FinishReason: t.Response.FinishReason,
 			})

@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/shards"
@@ -264,5 +265,36 @@ func TestRolloutResumesFinishedParts(t *testing.T) {
 	after, _ := env.Bucket.Stat(ctx, key)
 	if !after.LastModified.Equal(before.LastModified) {
 		t.Fatal("a finished part was rewritten")
+	}
+}
+
+// A policy samples arbitrary bytes; the stored text must still be UTF-8 (DuckDB refuses a
+// Parquet string column that is not), while the token ids keep the exact bytes.
+func TestRowsStoreValidUTF8(t *testing.T) {
+	wf, err := workflows.New("math", workflows.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := "ans \xff\xfe7"
+	ids := make([]int32, len(raw))
+	for i := range len(raw) {
+		ids[i] = int32(raw[i])
+	}
+	ep := &rollout.Episode{Task: workflows.Task{ID: "t1", DataSource: workflows.SourceMathEasy}, Turns: []rollout.Turn{{
+		Agent: workflows.AgentSolver, Model: "m1", PromptText: "solver\nQ 1+\xc3\n", ResponseText: raw,
+		Response: actors.Response{Tokens: ids, LogProbs: make([]float32, len(ids))},
+	}}}
+	rows := rollout.Rows("r", 0, "u", wf, []*rollout.Episode{ep})
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	if r.ResponseText != "ans \uFFFD7" || r.PromptText != "solver\nQ 1+\uFFFD\n" {
+		t.Fatalf("stored text %q / %q, want invalid bytes replaced by U+FFFD", r.PromptText, r.ResponseText)
+	}
+	for i := range ids {
+		if r.ResponseIDs[i] != ids[i] {
+			t.Fatalf("response id %d = %d, want %d (ids keep the exact bytes)", i, r.ResponseIDs[i], ids[i])
+		}
 	}
 }
