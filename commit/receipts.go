@@ -34,7 +34,9 @@ func PutReceipt(ctx context.Context, b storage.Bucket, dir string, r Receipt) er
 	if err != nil {
 		return fmt.Errorf("encode receipt: %w", err)
 	}
-	if err := storage.PutBytes(ctx, b, receiptKey(dir, r.File.Name), data); err != nil {
+	// A receipt need not be durable: the sidecar it vouches for already is, and a receipt lost
+	// in a crash only makes a rerun redo its part.
+	if err := storage.PutBytes(ctx, b, receiptKey(dir, r.File.Name), data, storage.NoSync()); err != nil {
 		return fmt.Errorf("write receipt of %s: %w", r.File.Name, err)
 	}
 	return nil

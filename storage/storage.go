@@ -73,6 +73,11 @@ type PutOptions struct {
 	// IfAbsent makes the Put conditional on no object existing under the key.
 	// Default false.
 	IfAbsent bool
+	// NoSync lets Put return before the object is durable where the provider would otherwise
+	// wait for it (the folder provider's fsyncs): a crash may lose the object, never tear it
+	// (a reader sees the old object, the new one, or none). For data that is cheap to redo,
+	// such as receipts. Default false; objects on S3 are durable when Put returns either way.
+	NoSync bool
 }
 
 type putOptionFunc func(*PutOptions)
@@ -81,6 +86,9 @@ func (f putOptionFunc) applyPut(o *PutOptions) { f(o) }
 
 // IfAbsent makes Put fail with ErrAlreadyExists when the key already holds an object.
 func IfAbsent() PutOption { return putOptionFunc(func(o *PutOptions) { o.IfAbsent = true }) }
+
+// NoSync lets Put skip waiting for durability (see PutOptions.NoSync).
+func NoSync() PutOption { return putOptionFunc(func(o *PutOptions) { o.NoSync = true }) }
 
 // ResolvePutOptions applies opts to the defaults.
 func ResolvePutOptions(opts []PutOption) PutOptions {

@@ -208,8 +208,10 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600 files
 		return b.keyErr("put", key, fmt.Errorf("chmod: %w", err))
 	}
-	if err := f.Sync(); err != nil {
-		return b.keyErr("put", key, fmt.Errorf("fsync: %w", err))
+	if !o.NoSync {
+		if err := f.Sync(); err != nil {
+			return b.keyErr("put", key, fmt.Errorf("fsync: %w", err))
+		}
 	}
 	if err := f.Close(); err != nil {
 		return b.keyErr("put", key, fmt.Errorf("close: %w", err))
@@ -235,6 +237,9 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			return b.keyErr("put", key, fmt.Errorf("rename: %w", err))
 		}
 		committed = true
+	}
+	if o.NoSync {
+		return nil
 	}
 	if err := syncDir(dir); err != nil && !notFound(err) { // gone: a concurrent Delete won
 		return b.keyErr("put", key, fmt.Errorf("fsync folder: %w", err))

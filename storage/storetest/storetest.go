@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
 		{"Delete", testDelete},
 		{"Iter", testIter},
 		{"IfAbsent", testIfAbsent},
+		{"NoSync", testNoSync},
 		{"ConcurrentIfAbsent", testConcurrentIfAbsent},
 		{"Cancel", testCancel},
 		{"InvalidKeys", testInvalidKeys},
@@ -394,6 +395,23 @@ func testIter(t *testing.T, b storage.Bucket) {
 	}
 	if got := listKeys(t, b, "a/"); !slices.Equal(got, []string{"a/b/c", "a/c"}) {
 		t.Fatalf("Iter after delete = %q", got)
+	}
+}
+
+// NoSync only relaxes durability: the object is written, replaces the old one, is listed,
+// and combines with IfAbsent.
+func testNoSync(t *testing.T, b storage.Bucket) {
+	ctx := ctxT(t)
+	mustPut(t, b, "r/_receipts/part-0.json", []byte("old"))
+	mustPut(t, b, "r/_receipts/part-0.json", []byte("new receipt"), storage.NoSync())
+	checkContent(t, b, "r/_receipts/part-0.json", []byte("new receipt"))
+	mustPut(t, b, "r/_receipts/part-1.json", randomBytes(1<<16, 3), storage.NoSync(), storage.IfAbsent())
+	checkContent(t, b, "r/_receipts/part-1.json", randomBytes(1<<16, 3))
+	if err := storage.PutBytes(ctx, b, "r/_receipts/part-1.json", []byte("x"), storage.NoSync(), storage.IfAbsent()); !storage.IsAlreadyExists(err) {
+		t.Fatalf("NoSync+IfAbsent over an existing key: %v, want already exists", err)
+	}
+	if got := listKeys(t, b, "r/"); !slices.Equal(got, []string{"r/_receipts/part-0.json", "r/_receipts/part-1.json"}) {
+		t.Fatalf("Iter = %q", got)
 	}
 }
 
