@@ -1,5 +1,7 @@
 package kernels
 
+import "context"
+
 import "math"
 
 // AgentDiagnostics are the gradient-norm diagnostics of Dr. MAS (Lemma 4.2) for one agent,
@@ -83,38 +85,10 @@ func (a *diagAcc) result(agent int32) AgentDiagnostics {
 // (len = NumAgents), in one pass over the contiguous groups (same kernel as Compute). Groups are
 // aggregated in row order. Invalid input returns a *ValidationError.
 func Diagnose(cols *Columns) ([]AgentDiagnostics, error) {
-	n := len(cols.Score)
-	if len(cols.Group) != n || len(cols.Traj) != n || len(cols.Agent) != n || cols.NumAgents < 0 {
+	if cols.NumAgents < 0 {
 		return nil, invalid(cols)
 	}
-	w := new(workspace)
-	w.prepare(cols.NumAgents)
-	acc := make([]diagAcc, cols.NumAgents)
-	var maxCode int32
-	for s := 0; s < n; {
-		g := cols.Group[s]
-		e := s + 1
-		for e < n && cols.Group[e] == g {
-			e++
-		}
-		if g < 0 || !w.group(cols, s, e, needs{agent: true}) {
-			return nil, invalid(cols)
-		}
-		w.runCodes = append(w.runCodes, g)
-		maxCode = max(maxCode, g)
-		for _, k := range w.touched {
-			acc[k].add(int(w.aCnt[k]), w.aMu[k], w.aSd[k], w.pooledMu, w.pooledSd)
-		}
-		s = e
-	}
-	if !checkRunCodes(w.runCodes, maxCode, n, &w.bits, &w.sorted) {
-		return nil, invalid(cols)
-	}
-	out := make([]AgentDiagnostics, cols.NumAgents)
-	for k := range out {
-		out[k] = acc[k].result(int32(k))
-	}
-	return out, nil
+	return ComputeWithDiagnostics(context.Background(), nil, cols, nil, make([]AgentDiagnostics, 0, cols.NumAgents))
 }
 
 // DiagnoseReference is the map-based oracle of Diagnose: it groups rows by uid and by

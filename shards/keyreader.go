@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -135,11 +136,11 @@ func (r *KeyReader) read(ctx context.Context, b storage.Bucket, key string, size
 	}
 
 	k = &r.keys
-	k.RowID = grow(k.RowID, int(n))[:0]
-	k.Group = grow(k.Group, int(n))[:0]
-	k.Sample = grow(k.Sample, int(n))[:0]
-	k.Agent = grow(k.Agent, int(n))[:0]
-	k.Score = grow(k.Score, int(n))[:0]
+	k.RowID = slices.Grow(k.RowID[:0], int(n))
+	k.Group = slices.Grow(k.Group[:0], int(n))
+	k.Sample = slices.Grow(k.Sample[:0], int(n))
+	k.Agent = slices.Grow(k.Agent[:0], int(n))
+	k.Score = slices.Grow(k.Score[:0], int(n))
 	r.arena, r.ends, r.seen, r.uidBad = r.arena[:0], r.ends[:0], nil, false
 	r.agentCodes = map[string]int32{}
 	r.agents = nil
@@ -193,7 +194,7 @@ func (r *KeyReader) read(ctx context.Context, b storage.Bucket, key string, size
 		}
 	}
 	names := string(r.arena)
-	k.UIDs = grow(k.UIDs, len(r.ends))
+	k.UIDs = extend(k.UIDs[:0], len(r.ends))
 	start := 0
 	for i, e := range r.ends {
 		k.UIDs[i] = names[start:e]
@@ -213,7 +214,7 @@ func (r *KeyReader) fetch(ctx context.Context, b storage.Bucket, key string, off
 		return err
 	}
 	defer rc.Close()
-	r.buf = grow(r.buf, int(n))
+	r.buf = extend(r.buf[:0], int(n))
 	if _, err := io.ReadFull(rc, r.buf); err != nil {
 		return fmt.Errorf("read %s [%d, +%d): %w", key, off, n, err)
 	}
@@ -644,12 +645,7 @@ func unpackBits(out []int32, data []byte, width uint, m int) []int32 {
 }
 
 // extend returns s with n more elements, whose values are unspecified (the caller sets them).
-func extend[T any](s []T, n int) []T {
-	if cap(s)-len(s) >= n {
-		return s[:len(s)+n]
-	}
-	return append(s, make([]T, n)...)
-}
+func extend[T any](s []T, n int) []T { return slices.Grow(s, n)[:len(s)+n] }
 
 // appendDelta64 appends the count values of a DELTA_BINARY_PACKED page (int64 arithmetic,
 // wrapping as the format specifies).
@@ -743,13 +739,6 @@ func load64(data []byte, at int) uint64 {
 		copy(pad[:], data[at:])
 	}
 	return binary.LittleEndian.Uint64(pad[:])
-}
-
-func grow[T any](s []T, n int) []T {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]T, n)
 }
 
 // littleEndian reports whether this machine stores numbers as PLAIN pages do.

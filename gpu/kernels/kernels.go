@@ -112,6 +112,31 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 	row0 := b.Mul(b.Special(ir.CtaidY), b.I(Tile))
 	col0 := b.Mul(b.Special(ir.CtaidX), b.I(Tile))
 	zero := b.F(0)
+	// stage copies element e of a Tile×TileK tile of op(X) into the k-major shared tile sh:
+	// sh[kk*stride + r] = op(X)[x0+r][kt+kk], zero outside bound×K. kMajor: X is stored with k
+	// as its row index (X[kt+kk][x0+r]); threads then walk r fastest, otherwise kk, so that
+	// consecutive threads read consecutive words.
+	stage := func(sh int, p, e, x0, bound, kt, off, ld ir.Reg, kMajor bool) {
+		var r, kk ir.Reg
+		if !kMajor {
+			r, kk = b.Shr(e, b.I(4)), b.And(e, b.I(15))
+		} else {
+			kk, r = b.Shr(e, b.I(6)), b.And(e, b.I(63))
+		}
+		gr, gk := b.Add(x0, r), b.Add(kt, kk)
+		ok := b.And(b.Setp(ir.LT, gr, bound), b.Setp(ir.LT, gk, K))
+		v := b.Var(zero)
+		b.If(ok, func() {
+			var idx ir.Reg
+			if !kMajor {
+				idx = b.Add(off, b.Add(b.Mul(gr, ld), gk))
+			} else {
+				idx = b.Add(off, b.Add(b.Mul(gk, ld), gr))
+			}
+			b.Set(v, b.Ld(ir.F32, p, idx))
+		})
+		b.StS(sh, b.Add(b.Mul(kk, b.I(stride)), r), v)
+	}
 	inRange := b.And(b.Setp(ir.LT, row0, M), b.Setp(ir.LT, col0, N))
 	b.If(inRange, func() {
 		var acc [4][4]ir.Reg
@@ -124,46 +149,10 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 			nth := GemmThreads * GemmThreads
 			for i := 0; i < Tile*TileK/nth; i++ {
 				e := b.Add(tid, b.I(nth*i))
-				// A tile: op(A)[row0+r][kt+kk] into as[kk*stride + r].
-				var r, kk ir.Reg
-				if !transA {
-					r, kk = b.Shr(e, b.I(4)), b.And(e, b.I(15))
-				} else {
-					kk, r = b.Shr(e, b.I(6)), b.And(e, b.I(63))
-				}
-				gr, gk := b.Add(row0, r), b.Add(kt, kk)
-				ok := b.And(b.Setp(ir.LT, gr, M), b.Setp(ir.LT, gk, K))
-				v := b.Var(zero)
-				b.If(ok, func() {
-					var idx ir.Reg
-					if !transA {
-						idx = b.Add(aOff, b.Add(b.Mul(gr, lda), gk))
-					} else {
-						idx = b.Add(aOff, b.Add(b.Mul(gk, lda), gr))
-					}
-					b.Set(v, b.Ld(ir.F32, pa, idx))
-				})
-				b.StS(as, b.Add(b.Mul(kk, b.I(stride)), r), v)
-				// B tile: op(B)[kt+kk][col0+c] into bs[kk*stride + c].
-				var c ir.Reg
-				if !transB {
-					kk, c = b.Shr(e, b.I(6)), b.And(e, b.I(63))
-				} else {
-					c, kk = b.Shr(e, b.I(4)), b.And(e, b.I(15))
-				}
-				gc, gk2 := b.Add(col0, c), b.Add(kt, kk)
-				ok2 := b.And(b.Setp(ir.LT, gc, N), b.Setp(ir.LT, gk2, K))
-				w := b.Var(zero)
-				b.If(ok2, func() {
-					var idx ir.Reg
-					if !transB {
-						idx = b.Add(bOff, b.Add(b.Mul(gk2, ldb), gc))
-					} else {
-						idx = b.Add(bOff, b.Add(b.Mul(gc, ldb), gk2))
-					}
-					b.Set(w, b.Ld(ir.F32, pb, idx))
-				})
-				b.StS(bs, b.Add(b.Mul(kk, b.I(stride)), c), w)
+				// A tile: op(A)[row0+r][kt+kk] into as[kk*stride + r]; A is k-major when transposed.
+				stage(as, pa, e, row0, M, kt, aOff, lda, transA)
+				// B tile: op(B)[kt+kk][col0+c] into bs[kk*stride + c]; B is k-major unless transposed.
+				stage(bs, pb, e, col0, N, kt, bOff, ldb, !transB)
 			}
 			b.Barrier()
 			for kk := 0; kk < TileK; kk++ {
