@@ -281,28 +281,31 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		return nil, nil, err
 	}
 	defer release()
-	// Old (and reference) log-probs from the pre-update policy, in micro-batches.
-	for lo := 0; lo < len(exs); lo += h.MicroBatch {
-		hi := min(lo+h.MicroBatch, len(exs))
-		seqs := make([]model.Sequence, hi-lo)
-		for j := range seqs {
-			seqs[j] = exs[lo+j].Seq
-		}
-		old, err := eng.Score(m, seqs, h.Temperature)
-		if err != nil {
-			return nil, nil, fmt.Errorf("learn: score model %s: %w", id, err)
-		}
-		var refLP [][]float32
-		if ref != nil {
-			if refLP, err = eng.Score(ref, seqs, h.Temperature); err != nil {
-				return nil, nil, fmt.Errorf("learn: score reference %s: %w", id, err)
+	// Old (and reference) log-probs from the pre-update policy, in micro-batches: one sweep per
+	// model, so an engine that holds one model's weights on a device loads each once.
+	score := func(sm *model.Model, what string, set func(ex *Example, lp []float32)) error {
+		for lo := 0; lo < len(exs); lo += h.MicroBatch {
+			hi := min(lo+h.MicroBatch, len(exs))
+			seqs := make([]model.Sequence, hi-lo)
+			for j := range seqs {
+				seqs[j] = exs[lo+j].Seq
+			}
+			lps, err := eng.Score(sm, seqs, h.Temperature)
+			if err != nil {
+				return fmt.Errorf("learn: score %s %s: %w", what, id, err)
+			}
+			for j := range seqs {
+				set(&exs[lo+j], lps[j])
 			}
 		}
-		for j := range seqs {
-			exs[lo+j].Old = old[j]
-			if refLP != nil {
-				exs[lo+j].Ref = refLP[j]
-			}
+		return nil
+	}
+	if err := score(m, "model", func(ex *Example, lp []float32) { ex.Old = lp }); err != nil {
+		return nil, nil, err
+	}
+	if ref != nil {
+		if err := score(ref, "reference", func(ex *Example, lp []float32) { ex.Ref = lp }); err != nil {
+			return nil, nil, err
 		}
 	}
 	var behaviourGap float64
