@@ -284,7 +284,7 @@ func TestStagesSurviveStorageFaults(t *testing.T) {
 					t.Errorf("%s: error shows the secret key", s.name)
 				}
 				if mode == "server-stopped" {
-					srv.Stop() // the hook runs asynchronously: make sure it is done
+					px.WaitHook() // the hook (srv.Stop) runs asynchronously: a late one would stop the restarted server
 					srv.Restart()
 				}
 				px.Heal()

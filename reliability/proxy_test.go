@@ -25,12 +25,13 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
-	moved   atomic.Int64 // bytes forwarded, both directions
-	trigger atomic.Int64 // fault when moved reaches this; < 0: never
-	faulted atomic.Bool  // the fault is active
-	mode    atomic.Int32
-	onFault func() // called once, in its own goroutine, when the fault fires
-	once    *sync.Once
+	moved    atomic.Int64 // bytes forwarded, both directions
+	trigger  atomic.Int64 // fault when moved reaches this; < 0: never
+	faulted  atomic.Bool  // the fault is active
+	mode     atomic.Int32
+	onFault  func() // called once, in its own goroutine, when the fault fires
+	once     *sync.Once
+	hookDone chan struct{} // closed once the armed fault's hook (if any) has returned
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -43,7 +44,7 @@ func startProxy(t testing.TB, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, once: &sync.Once{}}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, once: &sync.Once{}, hookDone: make(chan struct{})}
 	p.trigger.Store(-1)
 	p.wg.Add(1)
 	go p.serve()
@@ -63,6 +64,7 @@ func (p *proxy) FailAfter(n int64, mode faultMode, hook func()) {
 	p.mu.Lock()
 	p.onFault = hook
 	p.once = &sync.Once{}
+	p.hookDone = make(chan struct{})
 	p.mu.Unlock()
 	p.mode.Store(int32(mode))
 	p.trigger.Store(p.moved.Load() + n)
@@ -70,6 +72,18 @@ func (p *proxy) FailAfter(n int64, mode faultMode, hook func()) {
 
 // Fired reports whether the armed fault fired.
 func (p *proxy) Fired() bool { return p.faulted.Load() }
+
+// WaitHook waits until the hook of a fault that fired has returned (it runs in its own
+// goroutine: a test that restarts the server must not have a late hook stop it again).
+func (p *proxy) WaitHook() {
+	if !p.Fired() {
+		return
+	}
+	p.mu.Lock()
+	done := p.hookDone
+	p.mu.Unlock()
+	<-done
+}
 
 // Heal disarms the fault and drops every connection, so clients reconnect to a working proxy.
 func (p *proxy) Heal() {
@@ -84,14 +98,19 @@ func (p *proxy) fire() {
 		return
 	}
 	p.mu.Lock()
-	hook, once := p.onFault, p.once
+	hook, once, done := p.onFault, p.once, p.hookDone
 	p.mu.Unlock()
 	if faultMode(p.mode.Load()) == reset {
 		p.dropAll()
 	}
-	if hook != nil {
-		once.Do(func() { go hook() })
-	}
+	once.Do(func() {
+		go func() {
+			defer close(done)
+			if hook != nil {
+				hook()
+			}
+		}()
+	})
 }
 
 func (p *proxy) dropAll() {
