@@ -14,7 +14,8 @@ type Columns struct {
 	// uid); codes need not be increasing.
 	Group []int32
 	// Traj is the dense trajectory code. A trajectory is identified by (Group, Traj), so a code
-	// may be reused in another group.
+	// may be reused in another group. Nil when no estimator reads trajectories (only grpo does:
+	// Spec.UsesTraj); ComputeMany refuses a grpo spec then.
 	Traj []int32
 	// Agent is the dense agent code, 0..NumAgents-1.
 	Agent []int32
@@ -65,7 +66,7 @@ func (l *rowList) String() string {
 func (c *Columns) Validate() error {
 	var probs []string
 	n := len(c.Score)
-	if len(c.Group) != n || len(c.Traj) != n || len(c.Agent) != n {
+	if len(c.Group) != n || (c.Traj != nil && len(c.Traj) != n) || len(c.Agent) != n {
 		probs = append(probs, fmt.Sprintf("column lengths differ: Score has %d rows, Group %d, Traj %d, Agent %d",
 			n, len(c.Group), len(c.Traj), len(c.Agent)))
 	}

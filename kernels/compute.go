@@ -30,22 +30,37 @@ type Result struct {
 	BaselineStd  []float64
 	GroupSize    []int32
 
-	// SparseStats, when > 0 (set by the caller), lets ComputeMany write BaselineMean,
-	// BaselineStd and GroupSize of drmas specs only on the first row of each (group, agent)
-	// pair within each block of SparseStats rows (blocks start at row 0, SparseStats,
-	// 2×SparseStats, …); the other rows' statistics are then unspecified. Advantage is always
-	// written in full. For writers that store statistics once per pair and block (Spec.PerPair).
+	// SparseStats, when > 0 (set by the caller), makes ComputeMany store the statistics of a
+	// spec whose statistics are constant per (group, agent) pair (Spec.PerPair) compactly: one
+	// entry per pair and block of SparseStats rows (blocks start at row 0, SparseStats,
+	// 2×SparseStats, …), in the order of the pairs' first rows in the block. BaselineMean,
+	// BaselineStd and GroupSize then hold one entry per (pair, block), not per row, and
+	// PairRow[j] is the row that entry j describes (its pair's first row in the block).
+	// Advantage is always one value per row; a spec that is not PerPair (rloo) ignores
+	// SparseStats. For writers that store statistics once per pair and block: the per-row
+	// statistics would be 20 bytes a row of memory touched for a few bytes a pair.
 	SparseStats int
+	PairRow     []int32
 
 	ws *workspace
 }
 
-func (r *Result) resize(n int) {
+// resize sizes r for n rows: per-row statistics, or none yet when they are compact.
+func (r *Result) resize(n int, compact bool) {
 	r.Advantage = grow(r.Advantage, n)
+	if compact {
+		r.BaselineMean, r.BaselineStd, r.GroupSize = r.BaselineMean[:0], r.BaselineStd[:0], r.GroupSize[:0]
+		r.PairRow = r.PairRow[:0]
+		return
+	}
 	r.BaselineMean = grow(r.BaselineMean, n)
 	r.BaselineStd = grow(r.BaselineStd, n)
 	r.GroupSize = grow(r.GroupSize, n)
+	r.PairRow = r.PairRow[:0]
 }
+
+// compact reports whether ComputeMany stores r's statistics of sp compactly (see SparseStats).
+func (r *Result) compact(sp Spec) bool { return r.SparseStats > 0 && sp.PerPair() }
 
 func grow[T any](s []T, n int) []T {
 	if cap(s) >= n {
@@ -71,7 +86,8 @@ type workspace struct {
 	aFirst         []float64 // first score of the agent in the group
 	aDev           []float64 // Σ|score − aFirst|: > 0 iff some score differs (branch-free test)
 	touched        []int32   // agents present in the current group, in order of appearance
-	aSeen          []bool    // agents whose statistics a sparse write has written in the block
+	aSeen          []bool    // agents whose statistics a compact write has written in the block
+	seenList       []int32   // the agents set in aSeen
 	pooledN        int
 	pooledMu       float64
 	pooledSd       float64
@@ -136,8 +152,6 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 	sc := c.Score[s:e]
 	ag := c.Agent[s:e]
 	ag = ag[:len(sc)]
-	tr := c.Traj[s:e]
-	tr = tr[:len(sc)]
 	na := uint32(len(w.aCnt))
 	x0 := sc[0]
 
@@ -145,7 +159,6 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 	// Whether values vary is tracked as Σ|x − first| (x − y == 0 iff x == y for finite floats,
 	// subnormals included), not with a branch that random scores would mispredict.
 	var sum, chk, dev float64
-	var tor int32
 	if nd.agent {
 		aCnt, aSum, aFirst, aDev := w.aCnt, w.aSum, w.aFirst, w.aDev
 		for i, x := range sc {
@@ -155,7 +168,6 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 			}
 			chk += x * 0
 			sum += x
-			tor |= tr[i]
 			if aCnt[a] == 0 {
 				w.touched = append(w.touched, a)
 				aFirst[a] = x
@@ -174,12 +186,23 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 			}
 			chk += x * 0
 			sum += x
-			tor |= tr[i]
 			dev += math.Abs(x - x0)
 		}
 	}
-	if chk != 0 || tor < 0 {
+	if chk != 0 {
 		return false
+	}
+	var tr []int32 // nil when the columns have no trajectories (only grpo reads them)
+	if len(c.Traj) > 0 {
+		tr = c.Traj[s:e]
+		tr = tr[:len(sc)]
+		var tor int32
+		for _, t := range tr {
+			tor |= t
+		}
+		if tor < 0 {
+			return false
+		}
 	}
 	n := len(sc)
 	mu := sum / float64(n)
@@ -320,65 +343,29 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 	n := len(sc)
 	adv := out.Advantage[s:e]
 	adv = adv[:n]
+	if out.compact(sp) {
+		w.writeAdvantages(sp, c, s, e, adv)
+		w.appendPairStats(sp, c.Agent[s:e], s, out)
+		return
+	}
 	bm := out.BaselineMean[s:e]
 	bm = bm[:n]
 	bs := out.BaselineStd[s:e]
 	bs = bs[:n]
 	gs := out.GroupSize[s:e]
 	gs = gs[:n]
-	eps := sp.eps()
 	switch sp.Estimator {
 	case DrMAS:
 		ag := c.Agent[s:e]
 		ag = ag[:n]
 		aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
-		if out.SparseStats > 0 {
-			w.writeDrMASSparse(sp, sc, ag, s, out.SparseStats, adv, bm, bs, gs)
-			return
+		w.writeAdvantages(sp, c, s, e, adv)
+		for i, k := range ag {
+			bm[i], bs[i], gs[i] = aMu[k], aSd[k], aCnt[k]
 		}
-		if sp.NormStd {
-			for i, x := range sc {
-				k := ag[i]
-				mu, sd := aMu[k], aSd[k]
-				adv[i] = float32((x - mu) / (sd + eps))
-				bm[i], bs[i], gs[i] = mu, sd, aCnt[k]
-			}
-		} else {
-			for i, x := range sc {
-				k := ag[i]
-				mu := aMu[k]
-				adv[i] = float32(x - mu)
-				bm[i], bs[i], gs[i] = mu, aSd[k], aCnt[k]
-			}
-		}
-	case GRPOStep:
-		mu, sd, gn := w.pooledMu, w.pooledSd, int32(w.pooledN)
-		if sp.NormStd {
-			den := sd + eps
-			for i, x := range sc {
-				adv[i] = float32((x - mu) / den)
-			}
-		} else {
-			for i, x := range sc {
-				adv[i] = float32(x - mu)
-			}
-		}
-		fill(bm, mu)
-		fill(bs, sd)
-		fill(gs, gn)
-	case GRPO:
-		mu, sd, gn := w.trajMu, w.trajSd, int32(w.trajN)
-		rs := w.rowSlot[:n]
-		rbar := w.tSum
-		den := sd + eps
-		for i := range adv {
-			r := rbar[rs[i]]
-			if sp.NormStd {
-				adv[i] = float32((r - mu) / den)
-			} else {
-				adv[i] = float32(r - mu)
-			}
-		}
+	case GRPOStep, GRPO:
+		w.writeAdvantages(sp, c, s, e, adv)
+		mu, sd, gn := w.groupStats(sp)
 		fill(bm, mu)
 		fill(bs, sd)
 		fill(gs, gn)
@@ -406,41 +393,98 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 	}
 }
 
-// writeDrMASSparse is the DrMAS case of write for a Result with SparseStats = block > 0: every
-// advantage, and the statistics only on the first row of each agent in each block of the group
-// (rows s+i of the column; blocks start at multiples of block).
-func (w *workspace) writeDrMASSparse(sp Spec, sc []float64, ag []int32, s, block int, adv []float32, bm, bs []float64, gs []int32) {
-	aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
-	ag = ag[:len(sc)]
+// groupStats returns the group-level baseline of a grpo or grpo_step spec: (μ, σ, n) over
+// trajectory means or over the pooled rows.
+func (w *workspace) groupStats(sp Spec) (float64, float64, int32) {
+	if sp.Estimator == GRPO {
+		return w.trajMu, w.trajSd, int32(w.trajN)
+	}
+	return w.pooledMu, w.pooledSd, int32(w.pooledN)
+}
+
+// writeAdvantages fills adv (rows [s, e)) for a PerPair spec (drmas, grpo, grpo_step).
+func (w *workspace) writeAdvantages(sp Spec, c *Columns, s, e int, adv []float32) {
+	sc := c.Score[s:e]
 	adv = adv[:len(sc)]
-	if sp.NormStd {
-		eps := sp.eps()
-		for i, x := range sc {
-			k := ag[i]
-			adv[i] = float32((x - aMu[k]) / (aSd[k] + eps))
+	eps := sp.eps()
+	switch sp.Estimator {
+	case DrMAS:
+		ag := c.Agent[s:e]
+		ag = ag[:len(sc)]
+		aMu, aSd := w.aMu, w.aSd
+		if sp.NormStd {
+			for i, x := range sc {
+				k := ag[i]
+				adv[i] = float32((x - aMu[k]) / (aSd[k] + eps))
+			}
+		} else {
+			for i, x := range sc {
+				adv[i] = float32(x - aMu[ag[i]])
+			}
 		}
-	} else {
-		for i, x := range sc {
-			adv[i] = float32(x - aMu[ag[i]])
+	case GRPOStep:
+		mu, sd := w.pooledMu, w.pooledSd
+		if sp.NormStd {
+			den := sd + eps
+			for i, x := range sc {
+				adv[i] = float32((x - mu) / den)
+			}
+		} else {
+			for i, x := range sc {
+				adv[i] = float32(x - mu)
+			}
+		}
+	case GRPO:
+		mu, sd := w.trajMu, w.trajSd
+		rs := w.rowSlot[:len(sc)]
+		rbar := w.tSum
+		den := sd + eps
+		for i := range adv {
+			r := rbar[rs[i]]
+			if sp.NormStd {
+				adv[i] = float32((r - mu) / den)
+			} else {
+				adv[i] = float32(r - mu)
+			}
 		}
 	}
-	seen := w.aSeen
+}
+
+// appendPairStats appends to out's compact statistics one entry per (agent, block) first seen
+// in the group's rows ag (rows s, s+1, … of the column; blocks start at multiples of
+// out.SparseStats): the agent's statistics for drmas, the group's for grpo and grpo_step.
+func (w *workspace) appendPairStats(sp Spec, ag []int32, s int, out *Result) {
+	block := out.SparseStats
+	perAgent := sp.Estimator == DrMAS
+	mu, sd, gn := w.groupStats(sp)
+	aMu, aSd, aCnt := w.aMu, w.aSd, w.aCnt
+	seen, list := w.aSeen, w.seenList[:0]
 	next := (s/block + 1) * block // the next block's first row
-	for i := range sc {
+	for i, k := range ag {
 		if s+i == next {
-			for _, k := range w.touched {
+			for _, k := range list {
 				seen[k] = false
 			}
+			list = list[:0]
 			next += block
 		}
-		if k := ag[i]; !seen[k] {
-			seen[k] = true
-			bm[i], bs[i], gs[i] = aMu[k], aSd[k], aCnt[k]
+		if seen[k] {
+			continue
 		}
+		seen[k] = true
+		list = append(list, k)
+		if perAgent {
+			mu, sd, gn = aMu[k], aSd[k], aCnt[k]
+		}
+		out.PairRow = append(out.PairRow, int32(s+i))
+		out.BaselineMean = append(out.BaselineMean, mu)
+		out.BaselineStd = append(out.BaselineStd, sd)
+		out.GroupSize = append(out.GroupSize, gn)
 	}
-	for _, k := range w.touched {
+	for _, k := range list {
 		seen[k] = false
 	}
+	w.seenList = list
 }
 
 func fill[T any](s []T, v T) {
@@ -524,11 +568,14 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 		return err
 	}
 	n := len(cols.Score)
-	if len(cols.Group) != n || len(cols.Traj) != n || len(cols.Agent) != n || cols.NumAgents < 0 {
+	if len(cols.Group) != n || (cols.Traj != nil && len(cols.Traj) != n) || len(cols.Agent) != n || cols.NumAgents < 0 {
 		return invalid(cols)
 	}
-	for _, o := range outs {
-		o.resize(n)
+	if nd.traj && cols.Traj == nil && n > 0 {
+		return errors.New("kernels: grpo needs trajectory codes, but Columns.Traj is nil")
+	}
+	for i, o := range outs {
+		o.resize(n, o.compact(specs[i]))
 	}
 	var w *workspace
 	if len(outs) > 0 {

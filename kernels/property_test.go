@@ -416,14 +416,16 @@ func TestNoAllocs(t *testing.T) {
 	}
 }
 
-// TestSparseStats: a Result with SparseStats has every advantage and, on the first row of each
-// (group, agent) pair in each block, the statistics of the full result.
+// TestSparseStats: a Result with SparseStats has every advantage and, for a PerPair spec, one
+// statistics entry per (group, agent) pair and block, in the order of the pairs' first rows,
+// equal to the full result's statistics on that row; a spec that is not PerPair keeps per-row
+// statistics.
 func TestSparseStats(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(5, 6))
 	for iter := range 200 {
 		cols := randomColumns(r, 1+r.IntN(30))
-		for _, name := range []string{"drmas", "drmas_nostd", "grpo", "rloo_agent"} {
+		for _, name := range []string{"drmas", "drmas_nostd", "grpo", "grpo_step", "rloo_agent"} {
 			spec, err := ParseSpec(name)
 			if err != nil {
 				t.Fatal(err)
@@ -434,24 +436,73 @@ func TestSparseStats(t *testing.T) {
 			}
 			block := []int{1, 3, 7, 64, 1 << 20}[iter%5]
 			sparse := Result{SparseStats: block}
-			if _, err := ComputeWithDiagnostics(ctx, []Spec{spec}, cols, []*Result{&sparse}, nil); err != nil {
-				t.Fatal(err)
+			// Twice: a reused Result must not keep the previous call's entries.
+			for range 2 {
+				if _, err := ComputeWithDiagnostics(ctx, []Spec{spec}, cols, []*Result{&sparse}, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if !reflect.DeepEqual(sparse.Advantage, full.Advantage) {
 				t.Fatalf("iteration %d %s block %d: advantages differ", iter, name, block)
 			}
+			if !spec.PerPair() {
+				if !reflect.DeepEqual(sparse.BaselineMean, full.BaselineMean) || !reflect.DeepEqual(sparse.GroupSize, full.GroupSize) || len(sparse.PairRow) != 0 {
+					t.Fatalf("iteration %d %s: a spec that is not PerPair changed its statistics", iter, name)
+				}
+				continue
+			}
+			// The expected entries, by an independent scan: first row of each (block, group,
+			// agent), in row order.
 			type key struct{ b, g, a int32 }
 			seen := map[key]bool{}
+			var rows []int32
 			for i := range cols.Score {
 				k := key{int32(i / block), cols.Group[i], cols.Agent[i]}
-				if seen[k] {
-					continue
-				}
-				seen[k] = true
-				if sparse.BaselineMean[i] != full.BaselineMean[i] || sparse.BaselineStd[i] != full.BaselineStd[i] || sparse.GroupSize[i] != full.GroupSize[i] {
-					t.Fatalf("iteration %d %s block %d: row %d (first of its pair in the block): statistics differ", iter, name, block, i)
+				if !seen[k] {
+					seen[k] = true
+					rows = append(rows, int32(i))
 				}
 			}
+			if !reflect.DeepEqual(sparse.PairRow, rows) {
+				t.Fatalf("iteration %d %s block %d: PairRow %v, want %v", iter, name, block, sparse.PairRow, rows)
+			}
+			if len(sparse.BaselineMean) != len(rows) || len(sparse.BaselineStd) != len(rows) || len(sparse.GroupSize) != len(rows) {
+				t.Fatalf("iteration %d %s block %d: %d/%d/%d entries, want %d", iter, name, block,
+					len(sparse.BaselineMean), len(sparse.BaselineStd), len(sparse.GroupSize), len(rows))
+			}
+			for j, i := range rows {
+				if sparse.BaselineMean[j] != full.BaselineMean[i] || sparse.BaselineStd[j] != full.BaselineStd[i] || sparse.GroupSize[j] != full.GroupSize[i] {
+					t.Fatalf("iteration %d %s block %d: entry %d (row %d): statistics differ", iter, name, block, j, i)
+				}
+			}
+		}
+	}
+}
+
+// TestNilTraj: without trajectory codes every estimator but grpo gives the same result, and
+// grpo is refused with an error that says why.
+func TestNilTraj(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 50 {
+		cols := randomColumns(r, 1+r.IntN(20))
+		noTraj := *cols
+		noTraj.Traj = nil
+		for _, name := range []string{"drmas", "grpo_step", "rloo", "rloo_agent"} {
+			spec, _ := ParseSpec(name)
+			var a, b Result
+			if err := Compute(ctx, spec, cols, &a); err != nil {
+				t.Fatal(err)
+			}
+			if err := Compute(ctx, spec, &noTraj, &b); err != nil {
+				t.Fatalf("%s without Traj: %v", name, err)
+			}
+			if !reflect.DeepEqual(a.Advantage, b.Advantage) || !reflect.DeepEqual(a.BaselineMean, b.BaselineMean) {
+				t.Fatalf("%s: results differ without Traj", name)
+			}
+		}
+		if err := Compute(ctx, Spec{Estimator: GRPO, NormStd: true}, &noTraj, &Result{}); err == nil || !strings.Contains(err.Error(), "Traj") {
+			t.Fatalf("grpo without Traj: err = %v, want one naming Traj", err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -32,6 +33,10 @@ type KeyReader struct {
 	// NoSample leaves Keys.Sample empty (the column is neither fetched nor decoded) when the
 	// fast path reads the part; callers that need no trajectories set it.
 	NoSample bool
+	// Arena, when set, holds the Keys' columns and the chunk buffer (on huge pages: see
+	// hugemem); the Keys are then valid until the next Read or the Arena's Free, whichever is
+	// first. Nil: the Go heap.
+	Arena *hugemem.Arena
 
 	keys Keys
 	buf  []byte  // the chunk being decoded
@@ -136,11 +141,14 @@ func (r *KeyReader) read(ctx context.Context, b storage.Bucket, key string, size
 	}
 
 	k = &r.keys
-	k.RowID = slices.Grow(k.RowID[:0], int(n))
-	k.Group = slices.Grow(k.Group[:0], int(n))
-	k.Sample = slices.Grow(k.Sample[:0], int(n))
-	k.Agent = slices.Grow(k.Agent[:0], int(n))
-	k.Score = slices.Grow(k.Score[:0], int(n))
+	k.RowID = hugemem.Grow(r.Arena, k.RowID[:0], int(n))
+	k.Group = hugemem.Grow(r.Arena, k.Group[:0], int(n))
+	if !r.NoSample {
+		k.Sample = hugemem.Grow(r.Arena, k.Sample[:0], int(n))
+	}
+	k.Sample = k.Sample[:0]
+	k.Agent = hugemem.Grow(r.Arena, k.Agent[:0], int(n))
+	k.Score = hugemem.Grow(r.Arena, k.Score[:0], int(n))
 	r.arena, r.ends, r.seen, r.uidBad = r.arena[:0], r.ends[:0], nil, false
 	r.agentCodes = map[string]int32{}
 	r.agents = nil
@@ -214,7 +222,7 @@ func (r *KeyReader) fetch(ctx context.Context, b storage.Bucket, key string, off
 		return err
 	}
 	defer rc.Close()
-	r.buf = extend(r.buf[:0], int(n))
+	r.buf = hugemem.Grow(r.Arena, r.buf[:0], int(n))[:n]
 	if _, err := io.ReadFull(rc, r.buf); err != nil {
 		return fmt.Errorf("read %s [%d, +%d): %w", key, off, n, err)
 	}

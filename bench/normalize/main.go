@@ -34,6 +34,7 @@ import (
 type options struct {
 	rows, parts, threads, reps, tokens int
 	dir, phase, store, cpuprofile      string
+	memprofile                         string
 	skipDuck                           bool
 }
 
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&o.phase, "phase", "", "internal: run one engine (drmas or duckdb) over -store and print its timing")
 	flag.StringVar(&o.store, "store", "", "internal: the dataset store root for -phase")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the drmas phase to this file")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the drmas phase to this file")
 	flag.BoolVar(&o.skipDuck, "skip-duckdb", false, "time drmas only")
 	flag.Parse()
 	var err error
@@ -78,6 +80,8 @@ type phaseResult struct {
 type measured struct {
 	wall    time.Duration
 	cpu     time.Duration // user + system time of the child process
+	sys     time.Duration // system time of the child process
+	faults  int64         // minor page faults of the child process
 	maxRSS  int64         // bytes
 	rows    int64
 	elapsed time.Duration // including process start
@@ -109,6 +113,9 @@ func runBench(o options) error {
 		if engine == "drmas" && o.cpuprofile != "" {
 			args = append(args, "-cpuprofile", o.cpuprofile)
 		}
+		if engine == "drmas" && o.memprofile != "" {
+			args = append(args, "-memprofile", o.memprofile)
+		}
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = os.Stderr
 		start := time.Now()
@@ -130,7 +137,9 @@ func runBench(o options) error {
 			rss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
 		}
 		cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		return measured{wall: time.Duration(r.WallS * float64(time.Second)), cpu: cpu, maxRSS: rss, rows: r.Rows, elapsed: elapsed}, nil
+		faults := cmd.ProcessState.SysUsage().(*syscall.Rusage).Minflt
+		return measured{wall: time.Duration(r.WallS * float64(time.Second)), cpu: cpu, sys: cmd.ProcessState.SystemTime(),
+			faults: faults, maxRSS: rss, rows: r.Rows, elapsed: elapsed}, nil
 	}
 	engines := []string{"drmas", "duckdb"}
 	if o.skipDuck {
@@ -143,8 +152,9 @@ func runBench(o options) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("  run %d %-6s wall %7.3f s  (process %6.3f s, CPU %6.3f s)  peak RSS %6.0f MB  %6.2f M rows/s\n",
-				rep+1, e, m.wall.Seconds(), m.elapsed.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/1e6, float64(m.rows)/m.wall.Seconds()/1e6)
+			fmt.Printf("  run %d %-6s wall %7.3f s  (process %6.3f s, CPU %6.3f s, sys %5.3f s, %6.0fk page faults)  peak RSS %4.0f MB  %6.2f M rows/s\n",
+				rep+1, e, m.wall.Seconds(), m.elapsed.Seconds(), m.cpu.Seconds(), m.sys.Seconds(), float64(m.faults)/1e3,
+				float64(m.maxRSS)/1e6, float64(m.rows)/m.wall.Seconds()/1e6)
 			results[e] = append(results[e], m)
 		}
 	}
@@ -223,6 +233,11 @@ func runPhase(o options) error {
 		if stop != nil {
 			stop()
 		}
+		if o.memprofile != "" {
+			if err := writeHeapProfile(o.memprofile); err != nil {
+				return err
+			}
+		}
 	case "duckdb":
 		r, err = runDuckDB(ctx, o.store, o.parts, o.threads)
 	default:
@@ -235,6 +250,20 @@ func runPhase(o options) error {
 	data, _ := json.Marshal(r)
 	fmt.Println(string(data))
 	return nil
+}
+
+// writeHeapProfile writes the allocation profile (alloc_space shows where the bytes the phase
+// touched were allocated).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // vmHWM returns this process's peak resident set size (VmHWM in /proc/self/status), or 0.

@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/kernels"
@@ -191,6 +192,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 				sl.outs[ei].SparseStats = shards.RowGroupRows
 			}
 		}
+		for _, out := range sl.outs {
+			sl.presize(out, keys.Len())
+		}
 		diags, err := kernels.ComputeWithDiagnostics(ctx, todo, cols, sl.outs, sl.diags)
 		if err != nil {
 			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
@@ -303,18 +307,40 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 // slot is the working memory of one part in flight: its decoded keys, the estimators' results
 // (reused from part to part), the sidecar encoder's scratch space and the files written.
 type slot struct {
-	kr       shards.KeyReader
-	colBuf   kernels.Columns
-	keys     *shards.Keys
-	cols     *kernels.Columns
-	diags    []kernels.AgentDiagnostics
-	outs     []*kernels.Result
-	enc      sidecarEncoder
-	files    []commit.File
-	extras   [][]byte // receipt payloads, one per estimator
-	zeroTraj []int32  // all zeros: the Traj column when no estimator needs trajectories
+	kr     shards.KeyReader
+	colBuf kernels.Columns
+	keys   *shards.Keys
+	cols   *kernels.Columns
+	diags  []kernels.AgentDiagnostics
+	outs   []*kernels.Result
+	enc    sidecarEncoder
+	files  []commit.File
+	extras [][]byte // receipt payloads, one per estimator
 	// yield gives up the part's CPU token (see forEachPart) before it waits on I/O.
 	yield func()
+	// arena holds the slot's per-row columns (keys, trajectories, results, the encoded
+	// sidecar) on huge pages; forEachPart frees it when every part is done.
+	arena hugemem.Arena
+}
+
+func newSlot(estimators int) *slot {
+	sl := &slot{outs: make([]*kernels.Result, estimators)}
+	for i := range sl.outs {
+		sl.outs[i] = &kernels.Result{}
+	}
+	sl.kr.Arena = &sl.arena
+	sl.enc.arena = &sl.arena
+	return sl
+}
+
+// presize gives r's columns room for n rows from the slot's arena (ComputeMany then reuses
+// them). Compact statistics touch only the pages of their few entries.
+func (sl *slot) presize(r *kernels.Result, n int) {
+	r.Advantage = hugemem.Grow(&sl.arena, r.Advantage[:0], n)
+	r.PairRow = hugemem.Grow(&sl.arena, r.PairRow[:0], n)
+	r.BaselineMean = hugemem.Grow(&sl.arena, r.BaselineMean[:0], n)
+	r.BaselineStd = hugemem.Grow(&sl.arena, r.BaselineStd[:0], n)
+	r.GroupSize = hugemem.Grow(&sl.arena, r.GroupSize[:0], n)
 }
 
 // forEachPart runs work(i) for parts 0..n-1 on up to GOMAXPROCS goroutines at a time and then
@@ -332,13 +358,16 @@ func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.C
 	slots := min(n, workers+1)
 	running := make(chan struct{}, workers)
 	free := make(chan *slot, slots)
-	for range slots {
-		sl := &slot{outs: make([]*kernels.Result, estimators)}
-		for i := range sl.outs {
-			sl.outs[i] = &kernels.Result{}
-		}
-		free <- sl
+	all := make([]*slot, slots)
+	for i := range all {
+		all[i] = newSlot(estimators)
+		free <- all[i]
 	}
+	defer func() { // after wg.Wait (deferred below): no part uses a slot any more
+		for _, sl := range all {
+			sl.arena.Free()
+		}
+	}()
 	type done struct {
 		sl  *slot
 		err error
@@ -421,14 +450,10 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 	// scores, and kernels.ComputeMany checks the same properties as it goes (returning
 	// Validate's *ValidationError, naming the part, should they ever fail).
 	if sl.kr.NoSample {
-		// No estimator needs trajectories (kernels.Spec.UsesTraj): one trajectory code for
-		// all rows, from a slice that is never written.
-		if cap(sl.zeroTraj) < keys.Len() {
-			sl.zeroTraj = make([]int32, keys.Len())
-		}
-		sl.colBuf.Traj = sl.zeroTraj[:keys.Len()]
+		// No estimator needs trajectories (kernels.Spec.UsesTraj).
+		sl.colBuf.Traj = nil
 	} else {
-		sl.colBuf.Traj = trajCodes(sl.colBuf.Traj, keys)
+		sl.colBuf.Traj = trajCodes(hugemem.Grow(&sl.arena, sl.colBuf.Traj[:0], keys.Len()), keys)
 	}
 	sl.colBuf.Group, sl.colBuf.Agent, sl.colBuf.Score, sl.colBuf.NumAgents = keys.Group, keys.Agent, keys.Score, len(keys.Agents)
 	return &sl.colBuf, keys, nil

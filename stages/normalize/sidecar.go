@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 )
@@ -96,6 +97,7 @@ func template() (*format.FileMetaData, error) {
 
 // sidecarEncoder holds reusable scratch space; it is not safe for concurrent use.
 type sidecarEncoder struct {
+	arena   *hugemem.Arena // holds out when set (see hugemem)
 	out     []byte
 	raw     []byte // uncompressed page
 	tmp     []byte
@@ -110,6 +112,8 @@ type sidecarEncoder struct {
 
 	// (group, agent) pairs of the current row group
 	perPair bool         // statistics are constant per pair (see encode)
+	compact bool         // r's statistics are one entry per pair and row group (see encode)
+	statAt  int          // the current row group's first compact statistics entry
 	fill    func([]byte) // when set, writes the next data page's body (fillLen bytes) in place
 	fillLen int
 	pair    []int32 // pair of each row
@@ -135,17 +139,27 @@ func encodeSidecar(k *shards.Keys, r *kernels.Result) ([]byte, error) {
 
 // encode encodes the sidecar of one part; the bytes are valid until the next call. perPair
 // promises that r's BaselineMean, BaselineStd and GroupSize are one value per (uid, agent)
-// pair (kernels.Spec.PerPair): the encoder then reads them once per pair and row group, at
-// the pair's first row in the row group, and no other row's statistics (so r may have been
-// computed with kernels.Result.SparseStats = shards.RowGroupRows).
+// pair (kernels.Spec.PerPair): the encoder then reads them once per pair and row group. They
+// are then either per row (read at the pair's first row in the row group) or, when
+// r.SparseStats is set, compact (kernels.Result.SparseStats): one entry per pair and row
+// group, which needs r.SparseStats = shards.RowGroupRows.
 func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool) ([]byte, error) {
 	e.perPair = perPair
+	e.compact = perPair && r.SparseStats > 0
+	e.statAt = 0
 	tmpl, err := template()
 	if err != nil {
 		return nil, fmt.Errorf("sidecar encoder: %w", err)
 	}
 	n := k.Len()
-	if len(r.Advantage) != n || len(r.BaselineMean) != n || len(r.BaselineStd) != n || len(r.GroupSize) != n ||
+	stats := n
+	if e.compact {
+		if r.SparseStats != shards.RowGroupRows {
+			return nil, fmt.Errorf("sidecar: statistics are per pair and %d rows, the row groups have %d", r.SparseStats, shards.RowGroupRows)
+		}
+		stats = len(r.PairRow)
+	}
+	if len(r.Advantage) != n || len(r.BaselineMean) != stats || len(r.BaselineStd) != stats || len(r.GroupSize) != stats ||
 		len(k.Group) != n || len(k.Agent) != n {
 		return nil, fmt.Errorf("sidecar: %d keys but result columns of %d, %d, %d, %d rows", n,
 			len(r.Advantage), len(r.BaselineMean), len(r.BaselineStd), len(r.GroupSize))
@@ -157,9 +171,7 @@ func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool)
 	}
 	e.hdr.Reset(e.proto.NewWriter(&e.hdrBuf))
 	// About 8 bytes a row; the buffer is reused from call to call.
-	if want := 9*n + 64<<10; cap(e.out) < want {
-		e.out = make([]byte, 0, want)
-	}
+	e.out = hugemem.Grow(e.arena, e.out[:0], 9*n+64<<10)
 	e.out = append(e.out[:0], "PAR1"...)
 	e.rowGrps = e.rowGrps[:0]
 	for off := 0; off < n; off += shards.RowGroupRows {
@@ -167,6 +179,9 @@ func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool)
 		if err := e.rowGroup(k, r, off, end); err != nil {
 			return nil, err
 		}
+	}
+	if e.compact && e.statAt != len(r.PairRow) {
+		return nil, fmt.Errorf("sidecar: %d statistics entries for %d (uid, agent) pairs", len(r.PairRow), e.statAt)
 	}
 	md := *tmpl
 	md.NumRows = int64(n)
@@ -258,6 +273,19 @@ func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *kernels.Result, s, t int) e
 	// advantage, baseline_mean, baseline_std, group_size. Statistics are constant per (uid,
 	// agent) pair for most estimators: number the pairs of the row group once.
 	e.pairs(grp, ag)
+	ss, st := s, t // the row group's statistics: its rows, or its pairs' compact entries
+	if e.compact {
+		ss, st = e.statAt, e.statAt+int(e.npairs)
+		if st > len(r.PairRow) {
+			return fmt.Errorf("sidecar: %d statistics entries, fewer than the (uid, agent) pairs", len(r.PairRow))
+		}
+		for p, row := range r.PairRow[ss:st] {
+			if int(row) != s+int(e.first[p]) {
+				return fmt.Errorf("sidecar: statistics entry %d is for row %d, the pair's first row is %d", ss+p, row, s+int(e.first[p]))
+			}
+		}
+		e.statAt = st
+	}
 	for _, c := range []struct {
 		name string
 		typ  format.Type
@@ -266,9 +294,9 @@ func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *kernels.Result, s, t int) e
 		i32  []int32
 	}{
 		{"advantage", format.Float, r.Advantage[s:t], nil, nil},
-		{"baseline_mean", format.Double, nil, r.BaselineMean[s:t], nil},
-		{"baseline_std", format.Double, nil, r.BaselineStd[s:t], nil},
-		{"group_size", format.Int32, nil, nil, r.GroupSize[s:t]},
+		{"baseline_mean", format.Double, nil, r.BaselineMean[ss:st], nil},
+		{"baseline_std", format.Double, nil, r.BaselineStd[ss:st], nil},
+		{"group_size", format.Int32, nil, nil, r.GroupSize[ss:st]},
 	} {
 		if err := add(e.valueColumn(c.name, c.typ, grp, ag, c.f32, c.f64, c.i32)); err != nil {
 			return err
@@ -315,12 +343,14 @@ func (e *sidecarEncoder) valueColumn(name string, typ format.Type, grp, ag []int
 	vb := grow(e.bits, n)
 	e.bits = vb
 	if e.perPair {
-		// The kernel wrote one value per (uid, agent) pair and row group: read it at the
-		// pair's first row (the other rows' values may not be written at all:
-		// kernels.Result.SparseStats).
+		// One value per (uid, agent) pair and row group: read it once per pair, at the pair's
+		// first row or, for compact statistics (kernels.Result.SparseStats), entry p.
 		pv := grow(e.pairVal, int(e.npairs))
 		e.pairVal = pv
 		for p, i := range e.first[:len(pv)] {
+			if e.compact { // entry p is pair p's
+				i = int32(p)
+			}
 			if f64 != nil {
 				pv[p] = math.Float64bits(f64[i])
 			} else {
