@@ -21,6 +21,7 @@
 package filestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -274,8 +275,16 @@ func (b *Bucket) createTemp(dir string) (*os.File, error) {
 	return nil, fmt.Errorf("create temporary file: %w", err)
 }
 
-// writeAll copies r to f, checking ctx between reads and the byte count against size.
+// writeAll copies r to f, checking ctx between reads and the byte count against size. An
+// in-memory payload (a *bytes.Reader, as storage.PutBytes uploads) is written from its own
+// bytes in large writes, not copied through io.Copy's 32 KiB buffer.
 func writeAll(ctx context.Context, f *os.File, r io.Reader, size int64) error {
+	if br, ok := r.(*bytes.Reader); ok && (size < 0 || int64(br.Len()) == size) {
+		if _, err := br.WriteTo(ctxWriter{ctx, f}); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return ctx.Err()
+	}
 	cr := &ctxReader{ctx: ctx, r: r}
 	if size < 0 {
 		if _, err := io.Copy(f, cr); err != nil {
@@ -401,6 +410,28 @@ func (b *Bucket) Iter(ctx context.Context, prefix string, f func(key string) err
 		}
 	}
 	return nil
+}
+
+// ctxWriter writes to f in writes of at most 4 MiB, checking ctx before each.
+type ctxWriter struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (w ctxWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := w.f.Write(p[:min(len(p), 4<<20)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
 }
 
 type ctxReader struct {
