@@ -441,14 +441,10 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	var eval *evaluate.ResultRow
 	if len(metrics) > 0 {
 		edir := commit.EvalDir(run, metrics[0].Step)
-		em, esha, err := commit.Read(ctx, b, edir)
+		_, esha, err := commit.Read(ctx, b, edir)
 		switch {
 		case err == nil:
-			data, err := commit.ReadFile(ctx, b, edir, em.Files[0])
-			if err != nil {
-				return nil, nil, err
-			}
-			ev, err := shards.ReadTable[evaluate.ResultRow](bytes.NewReader(data), int64(len(data)), edir)
+			ev, err := evaluate.Read(ctx, b, edir)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -11,6 +11,7 @@
 //	diagnostics  iter=N/diagnostics/est=E/agents.parquet       (normalize.DiagnosticsRow)
 //	metrics      iter=N/learn/metrics.parquet                  (learn.MetricsRow)
 //	evals        eval/step=N/results.parquet                   (evaluate.ResultRow)
+//	eval_prompts eval/step=N/prompts.parquet                   (evaluate.PromptRow)
 //	ablations    ablations/<mode>/summary.parquet              (ablate.SummaryRow)
 //
 // A view over no committed folder still exists, with the right columns and no rows. Canned
@@ -37,18 +38,20 @@ import (
 )
 
 // Views are the views Open registers, in a fixed order.
-var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals", "ablations"}
+var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals", "eval_prompts", "ablations"}
 
 // viewRows are the row types of the views' files.
 var viewRows = map[string]any{
 	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": normalize.DiagnosticsRow{},
-	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "ablations": ablate.SummaryRow{},
+	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "eval_prompts": evaluate.PromptRow{},
+	"ablations": ablate.SummaryRow{},
 }
 
 // viewNoun names a view's contents in messages.
 var viewNoun = map[string]string{
 	"rollouts": "rollouts", "advantages": "advantage sidecars", "diagnostics": "diagnostics",
-	"metrics": "learn metrics", "evals": "evaluations", "ablations": "ablation summaries",
+	"metrics": "learn metrics", "evals": "evaluations", "eval_prompts": "per-prompt evaluations",
+	"ablations": "ablation summaries",
 }
 
 // Options configure Open.
@@ -227,7 +230,7 @@ func viewSQL(view string, files []string) string {
 	// Hive partitions (iter=…, est=…, step=…) become columns; the views keep the ones the files
 	// lack (the estimator and iteration of a sidecar) and drop the duplicates.
 	hive := "true"
-	if view == "evals" || view == "ablations" {
+	if view == "evals" || view == "eval_prompts" || view == "ablations" {
 		hive = "false" // step is a column of the file; no partition adds anything
 	}
 	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=%s, union_by_name=true)",

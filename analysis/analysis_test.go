@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -329,6 +330,7 @@ func TestReportsRun(t *testing.T) {
 			t.Errorf("gradnorm k≈0 %s: %d spikes, want %d (%v)", agent, got, wantSpikes[agent], tb.Rows[i])
 		}
 	}
+	checkEvalDelta(t, s, store)
 	if _, err := s.Report(ctx, "nope", analysis.ReportParams{}); err == nil || !strings.Contains(err.Error(), "unknown report") {
 		t.Errorf("unknown report: %v", err)
 	}
@@ -343,6 +345,76 @@ func TestReportsRun(t *testing.T) {
 	}
 	if len(tb.Rows) != 2 {
 		t.Errorf("sql join: %v", tb.Rows)
+	}
+}
+
+// checkEvalDelta compares the evaldelta report with the paired change computed in Go from the
+// committed prompts.parquet files.
+func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perStep := map[int64]map[string]float64{} // step → task → success share
+	for step := int64(0); step <= analysistest.Iterations; step++ {
+		dir := commit.EvalDir(analysistest.Run, step)
+		m, _, err := commit.Read(ctx, b, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Files {
+			if f.Name != evaluate.PromptsFile {
+				continue
+			}
+			data, err := commit.ReadFile(ctx, b, dir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perStep[step] = map[string]float64{}
+			for _, r := range rows {
+				perStep[step][r.TaskID] = float64(r.Successes) / float64(r.K)
+			}
+		}
+	}
+	if len(perStep) != analysistest.Iterations+1 {
+		t.Fatalf("per-prompt results for %d steps, want %d", len(perStep), analysistest.Iterations+1)
+	}
+	tb, err := s.Report(ctx, "evaldelta", analysis.ReportParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for i := range tb.Rows {
+		if tb.String(i, "data_source") != "all" {
+			continue
+		}
+		step := int64(tb.Float(i, "step"))
+		var sum, sq float64
+		n := 0
+		for task, acc := range perStep[step] {
+			d := acc - perStep[0][task]
+			sum += d
+			sq += d * d
+			n++
+		}
+		mean := sum / float64(n)
+		se := math.Sqrt((sq-float64(n)*mean*mean)/float64(n-1)) / math.Sqrt(float64(n))
+		if int(tb.Float(i, "prompts")) != n || !near(tb.Float(i, "delta"), mean) || math.Abs(tb.Float(i, "delta_se")-se) > 1e-9 {
+			t.Errorf("evaldelta step %d: %v, want %d prompts, delta %g ± %g", step, tb.Rows[i], n, mean, se)
+		}
+		if step == 0 && (tb.Float(i, "delta") != 0 || tb.Float(i, "prompts_up") != 0) {
+			t.Errorf("evaldelta step 0 is not zero: %v", tb.Rows[i])
+		}
+		checked++
+	}
+	if checked != len(perStep) {
+		t.Errorf("evaldelta: %d 'all' rows, want %d", checked, len(perStep))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -101,6 +102,15 @@ func ListFolders(ctx context.Context, b storage.Bucket, run string) ([]Folder, e
 	return out, nil
 }
 
+// fileView is the view a file of a folder of view belongs to: an evaluation folder holds the
+// per-source results and the per-prompt counts.
+func fileView(view, name string) string {
+	if view == "evals" && name == evaluate.PromptsFile {
+		return "eval_prompts"
+	}
+	return view
+}
+
 // CachePath is where the cache under root keeps the object key.
 func CachePath(root, key string) string { return filepath.Join(root, filepath.FromSlash(key)) }
 
@@ -141,7 +151,8 @@ func Sync(ctx context.Context, b storage.Bucket, root string, folders []Folder) 
 			} else {
 				st.Cached++
 			}
-			paths[f.View] = append(paths[f.View], local)
+			v := fileView(f.View, file.Name)
+			paths[v] = append(paths[v], local)
 		}
 	}
 	return paths, st, nil

@@ -29,6 +29,7 @@ match its manifest is refused), and registers DuckDB views over them:
   diagnostics  per-agent μ_k, σ_k, μ, σ and inflation factor per estimator (iter=N/diagnostics/est=E)
   metrics      learner metrics per model ("*") and agent (iter=N/learn)
   evals        avg@k / pass@k per data source per checkpoint step (eval/step=N)
+  eval_prompts successes of each evaluated prompt per checkpoint step (eval/step=N/prompts.parquet)
   ablations    drmas ablate summaries (ablations/<mode>)
 
 Canned reports (--report):
@@ -81,7 +82,7 @@ Without --report or --sql it prints the views and their row counts.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&reportName, "report", "", "canned report: rewards, inflation, gradnorm or success")
+	f.StringVar(&reportName, "report", "", "canned report: rewards, inflation, gradnorm, success or evaldelta (see the list above)")
 	f.StringVar(&query, "sql", "", "SQL to run over the views")
 	f.StringVar(&format, "format", "table", "output format: table, csv or json")
 	f.StringVar(&cache, "cache", "", "local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")

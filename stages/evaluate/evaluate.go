@@ -43,6 +43,26 @@ type ResultRow struct {
 	PassAtK    float64 `parquet:"pass_at_k"`
 }
 
+// PromptRow is one row of eval/step=N/prompts.parquet: how many of one prompt's k samples
+// succeeded. Two steps of a run are evaluated on the same prompts (tasks and their ids derive
+// from the run seed), so their rows pair up by task_id: the paired change in avg@k has a far
+// smaller standard error than the difference of two averages (analysis report "evaldelta").
+type PromptRow struct {
+	Step       int64  `parquet:"step"`
+	DataSource string `parquet:"data_source,dict"`
+	TaskID     string `parquet:"task_id"`
+	Question   string `parquet:"question"`
+	K          int32  `parquet:"k"`
+	Successes  int32  `parquet:"successes"`
+}
+
+// ResultsFile and PromptsFile are the files of a committed evaluation (evaluations committed
+// before per-prompt results existed have only ResultsFile).
+const (
+	ResultsFile = "results.parquet"
+	PromptsFile = "prompts.parquet"
+)
+
 // Run evaluates one checkpoint; an evaluation already committed is read back, not redone.
 func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	cfg := env.Config
@@ -61,7 +81,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if o.Train {
 		evalDir = commit.TrainEvalDir
 	}
-	if rows, err := read(ctx, b, evalDir(cfg.Run, step)); err == nil {
+	if rows, err := Read(ctx, b, evalDir(cfg.Run, step)); err == nil {
 		return rows, nil
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
@@ -110,13 +130,21 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode eval results: %w", err)
 	}
-	f, err := commit.PutFile(ctx, b, dir, "results.parquet", data, int64(len(rows)))
+	f, err := commit.PutFile(ctx, b, dir, ResultsFile, data, int64(len(rows)))
+	if err != nil {
+		return nil, err
+	}
+	prompts := PerPrompt(set.Step, k, eps)
+	if data, err = shards.EncodeTable(prompts); err != nil {
+		return nil, fmt.Errorf("encode per-prompt eval results: %w", err)
+	}
+	pf, err := commit.PutFile(ctx, b, dir, PromptsFile, data, int64(len(prompts)))
 	if err != nil {
 		return nil, err
 	}
 	step = set.Step
 	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
-		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows)), Files: []commit.File{f},
+		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows) + len(prompts)), Files: []commit.File{f, pf},
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
 			"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split},
@@ -126,20 +154,42 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	return rows, nil
 }
 
-// read returns the committed evaluation in dir.
-func read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error) {
+// Read returns the per-source results of the committed evaluation in dir.
+func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error) {
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Files) != 1 {
-		return nil, fmt.Errorf("%s: manifest lists %d files, want 1", dir, len(m.Files))
+	for _, f := range m.Files {
+		if f.Name != ResultsFile {
+			continue
+		}
+		data, err := commit.ReadFile(ctx, b, dir, f)
+		if err != nil {
+			return nil, err
+		}
+		return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
 	}
-	data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
-	if err != nil {
-		return nil, err
+	return nil, fmt.Errorf("%s: manifest lists no %s", dir, ResultsFile)
+}
+
+// PerPrompt counts each prompt's successes among its samples, one row per task in order of
+// first appearance in eps.
+func PerPrompt(step int64, k int, eps []*rollout.Episode) []PromptRow {
+	var out []PromptRow
+	idx := map[string]int{}
+	for _, ep := range eps {
+		i, ok := idx[ep.Task.ID]
+		if !ok {
+			i = len(out)
+			idx[ep.Task.ID] = i
+			out = append(out, PromptRow{Step: step, DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, Question: ep.Task.Question, K: int32(k)})
+		}
+		if ep.Reward > 0.5 {
+			out[i].Successes++
+		}
 	}
-	return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
+	return out
 }
 
 // Summarize computes avg@k and pass@k per data source, plus an "all" row.

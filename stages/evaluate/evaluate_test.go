@@ -1,11 +1,14 @@
 package evaluate_test
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"path"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -58,6 +61,50 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 	if all == nil || all.Prompts != 4 || all.K != 2 || all.AvgAtK < 0 || all.AvgAtK > all.PassAtK {
 		t.Fatalf("rows %+v", rows)
 	}
+	// prompts.parquet: one row per prompt whose success shares average to avg@k and whose
+	// share of prompts with a success is pass@k, per source.
+	dir := commit.EvalDir("t", 0)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil || len(m.Files) != 2 || m.Files[0].Name != evaluate.PromptsFile || m.Files[1].Name != evaluate.ResultsFile {
+		t.Fatalf("eval manifest %+v, %v", m, err)
+	}
+	data, err := commit.ReadFile(ctx, env.Bucket, dir, m.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prompts) != int(all.Prompts) {
+		t.Fatalf("%d per-prompt rows for %d prompts", len(prompts), all.Prompts)
+	}
+	type agg struct{ n, acc, pass float64 }
+	bySource := map[string]*agg{}
+	for _, p := range prompts {
+		if p.K != all.K || p.Successes < 0 || p.Successes > p.K || p.Step != 0 || p.TaskID == "" || p.Question == "" {
+			t.Fatalf("bad prompt row %+v", p)
+		}
+		for _, src := range []string{p.DataSource, "all"} {
+			a := bySource[src]
+			if a == nil {
+				a = &agg{}
+				bySource[src] = a
+			}
+			a.n++
+			a.acc += float64(p.Successes) / float64(p.K)
+			if p.Successes > 0 {
+				a.pass++
+			}
+		}
+	}
+	for _, r := range rows {
+		a := bySource[r.DataSource]
+		if a == nil || math.Abs(a.acc/a.n-r.AvgAtK) > 1e-12 || math.Abs(a.pass/a.n-r.PassAtK) > 1e-12 {
+			t.Errorf("%s: per-prompt rows give %+v, results say avg %g pass %g", r.DataSource, a, r.AvgAtK, r.PassAtK)
+		}
+	}
+
 	// The evaluation is committed under the checkpoint's step, and read back even after the
 	// checkpoint is gone.
 	if err := env.Bucket.Delete(ctx, path.Join(commit.CheckpointDir("t", 0), commit.ManifestName)); err != nil {
