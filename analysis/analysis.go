@@ -11,7 +11,8 @@
 //	diagnostics  iter=N/diagnostics/est=E/agents.parquet       (normalize.DiagnosticsRow)
 //	metrics      iter=N/learn/metrics.parquet                  (learn.MetricsRow)
 //	evals        eval/step=N/results.parquet                   (evaluate.ResultRow)
-//	eval_prompts eval/step=N/prompts.parquet                   (evaluate.PromptRow)
+//	train_evals  eval-train/step=N/results.parquet             (evaluate.ResultRow, training split)
+//	eval_prompts eval[-train]/step=N/prompts.parquet           (evaluate.PromptRow, both splits)
 //	ablations    ablations/<mode>/summary.parquet              (ablate.SummaryRow)
 //
 // A view over no committed folder still exists, with the right columns and no rows. Canned
@@ -38,19 +39,21 @@ import (
 )
 
 // Views are the views Open registers, in a fixed order.
-var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals", "eval_prompts", "ablations"}
+var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals", "train_evals", "eval_prompts", "ablations"}
 
 // viewRows are the row types of the views' files.
 var viewRows = map[string]any{
 	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": normalize.DiagnosticsRow{},
-	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "eval_prompts": evaluate.PromptRow{},
+	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "train_evals": evaluate.ResultRow{},
+	"eval_prompts": evaluate.PromptRow{},
 	"ablations": ablate.SummaryRow{},
 }
 
 // viewNoun names a view's contents in messages.
 var viewNoun = map[string]string{
 	"rollouts": "rollouts", "advantages": "advantage sidecars", "diagnostics": "diagnostics",
-	"metrics": "learn metrics", "evals": "evaluations", "eval_prompts": "per-prompt evaluations",
+	"metrics": "learn metrics", "evals": "evaluations", "train_evals": "training-split evaluations",
+	"eval_prompts": "per-prompt evaluations",
 	"ablations": "ablation summaries",
 }
 
@@ -230,7 +233,7 @@ func viewSQL(view string, files []string) string {
 	// Hive partitions (iter=…, est=…, step=…) become columns; the views keep the ones the files
 	// lack (the estimator and iteration of a sidecar) and drop the duplicates.
 	hive := "true"
-	if view == "evals" || view == "eval_prompts" || view == "ablations" {
+	if view == "evals" || view == "train_evals" || view == "eval_prompts" || view == "ablations" {
 		hive = "false" // step is a column of the file; no partition adds anything
 	}
 	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=%s, union_by_name=true)",

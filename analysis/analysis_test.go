@@ -391,6 +391,9 @@ func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 	}
 	checked := 0
 	for i := range tb.Rows {
+		if tb.String(i, "split") != "eval" {
+			t.Fatalf("evaldelta: split %q in a run with held-out evaluations only", tb.String(i, "split"))
+		}
 		if tb.String(i, "data_source") != "all" {
 			continue
 		}

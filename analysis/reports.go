@@ -72,21 +72,23 @@ FROM g GROUP BY estimator, model, agent ORDER BY estimator, model, agent = '*' D
 		},
 	},
 	"evaldelta": {
-		help:  "avg@k per evaluated step and its paired change from the first evaluated step (same prompts), with the change's standard error, per data source",
+		help:  "avg@k per split (held-out eval, train) and evaluated step, and its paired change from the split's first evaluated step (same prompts), with the change's standard error, per data source",
 		views: []string{"eval_prompts"},
 		sql: func(ReportParams) string {
 			return `WITH p AS (
-  SELECT step, data_source, task_id, successes::DOUBLE / k AS acc FROM eval_prompts
+  SELECT split, step, data_source, task_id, successes::DOUBLE / k AS acc FROM eval_prompts
   UNION ALL
-  SELECT step, 'all', task_id, successes::DOUBLE / k FROM eval_prompts
+  SELECT split, step, 'all', task_id, successes::DOUBLE / k FROM eval_prompts
+), first AS (
+  SELECT split, min(step) AS step0 FROM eval_prompts GROUP BY split
 ), base AS (
-  SELECT data_source, task_id, acc AS acc0 FROM p WHERE step = (SELECT min(step) FROM eval_prompts)
+  SELECT p.split, p.data_source, p.task_id, p.acc AS acc0 FROM p JOIN first ON p.split = first.split AND p.step = first.step0
 )
-SELECT p.step, p.data_source, count(*) AS prompts, avg(p.acc) AS avg_at_k, avg(base.acc0) AS base_avg_at_k,
+SELECT p.split, p.step, p.data_source, count(*) AS prompts, avg(p.acc) AS avg_at_k, avg(base.acc0) AS base_avg_at_k,
   avg(p.acc - base.acc0) AS delta, stddev_samp(p.acc - base.acc0) / sqrt(count(*)) AS delta_se,
   count(*) FILTER (WHERE p.acc > base.acc0) AS prompts_up, count(*) FILTER (WHERE p.acc < base.acc0) AS prompts_down
-FROM p JOIN base USING (data_source, task_id)
-GROUP BY p.step, p.data_source ORDER BY p.step, p.data_source = 'all', p.data_source`
+FROM p JOIN base USING (split, data_source, task_id)
+GROUP BY p.split, p.step, p.data_source ORDER BY p.split, p.step, p.data_source = 'all', p.data_source`
 		},
 	},
 	"success": {

@@ -38,7 +38,7 @@ type SyncStats struct {
 // viewKinds maps a view to the manifest kind of its folders.
 var viewKinds = map[string]string{
 	"rollouts": "rollout", "advantages": "advantage", "diagnostics": "diagnostics",
-	"metrics": "learn", "evals": "eval", "ablations": "ablation",
+	"metrics": "learn", "evals": "eval", "train_evals": "eval", "ablations": "ablation",
 }
 
 // classify returns the view a committed folder of run belongs to ("" if none). rel is the
@@ -56,6 +56,8 @@ func classify(rel string) string {
 		return "metrics"
 	case len(el) == 2 && el[0] == "eval" && strings.HasPrefix(el[1], "step="):
 		return "evals"
+	case len(el) == 2 && el[0] == "eval-train" && strings.HasPrefix(el[1], "step="):
+		return "train_evals"
 	case len(el) == 2 && el[0] == "ablations":
 		return "ablations"
 	}
@@ -103,9 +105,9 @@ func ListFolders(ctx context.Context, b storage.Bucket, run string) ([]Folder, e
 }
 
 // fileView is the view a file of a folder of view belongs to: an evaluation folder holds the
-// per-source results and the per-prompt counts.
+// per-source results and the per-prompt counts (of both splits in one view).
 func fileView(view, name string) string {
-	if view == "evals" && name == evaluate.PromptsFile {
+	if (view == "evals" || view == "train_evals") && name == evaluate.PromptsFile {
 		return "eval_prompts"
 	}
 	return view

@@ -29,7 +29,8 @@ match its manifest is refused), and registers DuckDB views over them:
   diagnostics  per-agent μ_k, σ_k, μ, σ and inflation factor per estimator (iter=N/diagnostics/est=E)
   metrics      learner metrics per model ("*") and agent (iter=N/learn)
   evals        avg@k / pass@k per data source per checkpoint step (eval/step=N)
-  eval_prompts successes of each evaluated prompt per checkpoint step (eval/step=N/prompts.parquet)
+  train_evals  avg@k / pass@k on training-split prompts (eval-train/step=N, evaluate --train-split)
+  eval_prompts successes of each evaluated prompt per split and step (eval[-train]/step=N/prompts.parquet)
   ablations    drmas ablate summaries (ablations/<mode>)
 
 Canned reports (--report):

@@ -49,6 +49,7 @@ type ResultRow struct {
 // smaller standard error than the difference of two averages (analysis report "evaldelta").
 type PromptRow struct {
 	Step       int64  `parquet:"step"`
+	Split      string `parquet:"split,dict"` // "eval" (held out) or "train" (Options.Train)
 	DataSource string `parquet:"data_source,dict"`
 	TaskID     string `parquet:"task_id"`
 	Question   string `parquet:"question"`
@@ -134,7 +135,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	prompts := PerPrompt(set.Step, k, eps)
+	prompts := PerPrompt(set.Step, split, k, eps)
 	if data, err = shards.EncodeTable(prompts); err != nil {
 		return nil, fmt.Errorf("encode per-prompt eval results: %w", err)
 	}
@@ -175,7 +176,7 @@ func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error
 
 // PerPrompt counts each prompt's successes among its samples, one row per task in order of
 // first appearance in eps.
-func PerPrompt(step int64, k int, eps []*rollout.Episode) []PromptRow {
+func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []PromptRow {
 	var out []PromptRow
 	idx := map[string]int{}
 	for _, ep := range eps {
@@ -183,7 +184,7 @@ func PerPrompt(step int64, k int, eps []*rollout.Episode) []PromptRow {
 		if !ok {
 			i = len(out)
 			idx[ep.Task.ID] = i
-			out = append(out, PromptRow{Step: step, DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, Question: ep.Task.Question, K: int32(k)})
+			out = append(out, PromptRow{Step: step, Split: split, DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, Question: ep.Task.Question, K: int32(k)})
 		}
 		if ep.Reward > 0.5 {
 			out[i].Successes++

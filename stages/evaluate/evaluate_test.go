@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"path"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
@@ -14,6 +15,7 @@ import (
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
+	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/workflows"
 )
 
@@ -63,26 +65,14 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 	}
 	// prompts.parquet: one row per prompt whose success shares average to avg@k and whose
 	// share of prompts with a success is pass@k, per source.
-	dir := commit.EvalDir("t", 0)
-	m, _, err := commit.Read(ctx, env.Bucket, dir)
-	if err != nil || len(m.Files) != 2 || m.Files[0].Name != evaluate.PromptsFile || m.Files[1].Name != evaluate.ResultsFile {
-		t.Fatalf("eval manifest %+v, %v", m, err)
-	}
-	data, err := commit.ReadFile(ctx, env.Bucket, dir, m.Files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompts, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prompts := readPrompts(t, env.Bucket, commit.EvalDir("t", 0))
 	if len(prompts) != int(all.Prompts) {
 		t.Fatalf("%d per-prompt rows for %d prompts", len(prompts), all.Prompts)
 	}
 	type agg struct{ n, acc, pass float64 }
 	bySource := map[string]*agg{}
 	for _, p := range prompts {
-		if p.K != all.K || p.Successes < 0 || p.Successes > p.K || p.Step != 0 || p.TaskID == "" || p.Question == "" {
+		if p.K != all.K || p.Successes < 0 || p.Successes > p.K || p.Step != 0 || p.Split != "eval" || p.TaskID == "" || p.Question == "" {
 			t.Fatalf("bad prompt row %+v", p)
 		}
 		for _, src := range []string{p.DataSource, "all"} {
@@ -132,4 +122,28 @@ func TestTrainSplitEvaluation(t *testing.T) {
 	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir("t", 0)); ok {
 		t.Fatal("a train-split evaluation was written as the held-out one")
 	}
+	for _, p := range readPrompts(t, env.Bucket, commit.TrainEvalDir("t", 0)) {
+		if p.Split != "train" || strings.HasPrefix(p.TaskID, "math-eval") {
+			t.Fatalf("train-split prompt row %+v", p)
+		}
+	}
+}
+
+// readPrompts reads the per-prompt rows of the evaluation committed in dir.
+func readPrompts(t *testing.T, b storage.Bucket, dir string) []evaluate.PromptRow {
+	t.Helper()
+	ctx := context.Background()
+	m, _, err := commit.Read(ctx, b, dir)
+	if err != nil || len(m.Files) != 2 || m.Files[0].Name != evaluate.PromptsFile || m.Files[1].Name != evaluate.ResultsFile {
+		t.Fatalf("eval manifest %+v, %v", m, err)
+	}
+	data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

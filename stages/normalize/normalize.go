@@ -4,9 +4,10 @@
 // diagnostics (DESIGN §2, §3).
 //
 // Parts are processed concurrently, on up to GOMAXPROCS goroutines, and their results merged
-// in part order: memory is bounded by that many parts, and outputs do not depend on the
-// concurrency. Outputs are byte-identical
-// across reruns; an estimator whose folder is already committed is skipped.
+// in part order: memory is bounded by that many parts (their columns live in huge-page arenas,
+// internal/hugemem, reused from part to part), and outputs do not depend on the concurrency.
+// Outputs are byte-identical across reruns; an estimator whose folder is already committed is
+// skipped.
 package normalize
 
 import (
