@@ -46,7 +46,7 @@ var viewRows = map[string]any{
 	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": normalize.DiagnosticsRow{},
 	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "train_evals": evaluate.ResultRow{},
 	"eval_prompts": evaluate.PromptRow{},
-	"ablations": ablate.SummaryRow{},
+	"ablations":    ablate.SummaryRow{},
 }
 
 // viewNoun names a view's contents in messages.
@@ -54,7 +54,7 @@ var viewNoun = map[string]string{
 	"rollouts": "rollouts", "advantages": "advantage sidecars", "diagnostics": "diagnostics",
 	"metrics": "learn metrics", "evals": "evaluations", "train_evals": "training-split evaluations",
 	"eval_prompts": "per-prompt evaluations",
-	"ablations": "ablation summaries",
+	"ablations":    "ablation summaries",
 }
 
 // Options configure Open.
