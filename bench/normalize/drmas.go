@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/drmas-dev/drmas/configs"
@@ -20,7 +19,7 @@ func runDrmas(ctx context.Context, store string) (phaseResult, error) {
 	cfg := configs.Default()
 	cfg.Run = runName
 	cfg.Store = store
-	env := &stages.Env{Bucket: b, Config: cfg, Log: os.Stderr}
+	env := &stages.Env{Bucket: b, Config: cfg}
 	start := time.Now()
 	res, err := normalize.Run(ctx, env, normalize.Options{Iteration: iter, Estimators: []string{"drmas"}})
 	wall := time.Since(start)

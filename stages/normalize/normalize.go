@@ -177,7 +177,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	for _, s := range todo {
 		needTraj = needTraj || s.UsesTraj()
 	}
-	err = forEachPart(ctx, len(parts), len(todo), func(ctx context.Context, i int, sl *slot) error {
+	err = forEachPart(ctx, len(parts), len(todo), func(ctx context.Context, i int, sl *slot, p *partOut) error {
 		f := in.Files[parts[i]]
 		sl.kr.NoSample = !needTraj
 		cols, keys, err := readPart(ctx, env, inDir, f, sl)
@@ -200,23 +200,17 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		if err != nil {
 			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
 		}
-		sl.keys, sl.cols, sl.diags = keys, cols, diags
-		sl.files, sl.extras = sl.files[:0], sl.extras[:0]
+		sl.diags = diags
+		p.rows = keys.Len()
 		for ei := range todo {
+			// Each sidecar is encoded into a buffer the part then owns until it is written.
+			sl.enc.out = p.data[ei]
 			data, err := sl.enc.encode(keys, sl.outs[ei], todo[ei].PerPair())
+			sl.enc.out = nil
 			if err != nil {
 				return fmt.Errorf("normalize %s: %w", f.Name, err)
 			}
-			if ei == len(todo)-1 {
-				// The last write (an fsync, on a local store) needs no CPU: another part may
-				// start meanwhile.
-				sl.yield()
-			}
-			cf, err := commit.PutFile(ctx, b, advDirs[ei], f.Name, data, int64(keys.Len()))
-			if err != nil {
-				return err
-			}
-			sl.files = append(sl.files, cf)
+			p.data[ei] = data
 			// The part's per-agent partial statistics (a function of the part alone), for its
 			// receipt.
 			var part diagAcc
@@ -225,18 +219,27 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			if err != nil {
 				return fmt.Errorf("encode part statistics: %w", err)
 			}
-			sl.extras = append(sl.extras, extra)
+			p.extras[ei] = extra
 		}
 		return nil
-	}, func(i int, sl *slot) error {
+	}, func(ctx context.Context, i int, p *partOut) error {
+		f := in.Files[parts[i]]
+		for ei := range todo {
+			cf, err := commit.PutFile(ctx, b, advDirs[ei], f.Name, p.data[ei], int64(p.rows))
+			if err != nil {
+				return err
+			}
+			p.files[ei] = cf
+		}
+		return nil
+	}, func(i int, p *partOut) error {
 		// The part's receipts, written after its sidecars, in part order.
 		for ei := range todo {
-			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: sl.files[ei], Extra: sl.extras[ei]}); err != nil {
+			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: p.files[ei], Extra: p.extras[ei]}); err != nil {
 				return err
 			}
 		}
-		bar.Add(sl.keys.Len())
-		sl.keys, sl.cols = nil, nil // sl.diags keeps its memory for the next part
+		bar.Add(p.rows)
 		return nil
 	})
 	if err != nil {
@@ -305,22 +308,16 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	return res, nil
 }
 
-// slot is the working memory of one part in flight: its decoded keys, the estimators' results
-// (reused from part to part), the sidecar encoder's scratch space and the files written.
+// slot is the working memory of a part's CPU work: its decoded keys, the estimators' results
+// and the sidecar encoder's scratch space, reused from part to part.
 type slot struct {
 	kr     shards.KeyReader
 	colBuf kernels.Columns
-	keys   *shards.Keys
-	cols   *kernels.Columns
 	diags  []kernels.AgentDiagnostics
 	outs   []*kernels.Result
 	enc    sidecarEncoder
-	files  []commit.File
-	extras [][]byte // receipt payloads, one per estimator
-	// yield gives up the part's CPU token (see forEachPart) before it waits on I/O.
-	yield func()
-	// arena holds the slot's per-row columns (keys, trajectories, results, the encoded
-	// sidecar) on huge pages; forEachPart frees it when every part is done.
+	// arena holds the slot's per-row columns (keys, trajectories, results) and the encoded
+	// sidecars on huge pages; forEachPart frees it when every part is done.
 	arena hugemem.Arena
 }
 
@@ -344,33 +341,48 @@ func (sl *slot) presize(r *kernels.Result, n int) {
 	r.GroupSize = hugemem.Grow(&sl.arena, r.GroupSize[:0], n)
 }
 
-// forEachPart runs work(i) for parts 0..n-1 on up to GOMAXPROCS goroutines at a time and then
-// merge(i), on the calling goroutine, strictly in part order. A part stops counting against
-// that limit once work calls sl.yield (before waiting on I/O). At most one part more than
-// GOMAXPROCS is in flight (being worked on or waiting for its merge), each in its own slot, so
-// memory is bounded by a few parts whatever n is. The first error (in part order) cancels the
-// others' ctx; it is returned once every started part has stopped.
-func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.Context, i int, sl *slot) error, merge func(i int, sl *slot) error) error {
+// partOut is what a part hands from its CPU work to its writes and its merge: one encoded
+// sidecar, receipt payload and written file per estimator.
+type partOut struct {
+	rows   int
+	data   [][]byte // sidecar bytes (buffers reused by later parts once written)
+	extras [][]byte
+	files  []commit.File
+}
+
+// forEachPart runs each part i of 0..n-1 in three steps: compute(i) on a slot, holding one of
+// GOMAXPROCS CPU tokens; then write(i), holding neither (its I/O overlaps the next part's
+// computing); then merge(i), on the calling goroutine, strictly in part order. Parts start in
+// part order. Memory is bounded whatever n is: GOMAXPROCS slots (the per-row columns) and one
+// part more than that holding encoded sidecars (compute's outputs, until written). The first
+// error (in part order) cancels the others' ctx; it is returned once every started part has
+// stopped.
+func forEachPart(ctx context.Context, n, estimators int,
+	compute func(ctx context.Context, i int, sl *slot, p *partOut) error,
+	write func(ctx context.Context, i int, p *partOut) error,
+	merge func(i int, p *partOut) error) error {
 	workers := max(1, min(n, runtime.GOMAXPROCS(0)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// One slot more than workers: while the merge of a finished part writes its receipts
-	// (I/O), every worker still has a slot to start the next part in.
-	slots := min(n, workers+1)
-	running := make(chan struct{}, workers)
-	free := make(chan *slot, slots)
-	all := make([]*slot, slots)
+	free := make(chan *slot, workers)
+	all := make([]*slot, workers)
 	for i := range all {
 		all[i] = newSlot(estimators)
 		free <- all[i]
 	}
-	defer func() { // after wg.Wait (deferred below): no part uses a slot any more
+	// Output sets: a part takes one before computing and gives it back once written, so at
+	// most workers+1 parts hold encoded sidecars (one writing while every slot computes).
+	outs := make(chan *partOut, min(n, workers+1))
+	for range cap(outs) {
+		outs <- &partOut{data: make([][]byte, estimators), extras: make([][]byte, estimators), files: make([]commit.File, estimators)}
+	}
+	defer func() { // after wg.Wait (deferred below): no part uses a slot or a buffer any more
 		for _, sl := range all {
 			sl.arena.Free()
 		}
 	}()
 	type done struct {
-		sl  *slot
+		p   *partOut
 		err error
 	}
 	results := make([]chan done, n)
@@ -380,33 +392,31 @@ func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.C
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
-	go func() { // dispatcher: starts part i when a slot is free
+	go func() { // dispatcher: starts part i, in part order, when an output set and a slot are free
 		defer wg.Done()
 		for i := 0; i < n; i++ {
+			var p *partOut
+			select {
+			case p = <-outs:
+			case <-ctx.Done():
+				return
+			}
 			var sl *slot
 			select {
 			case sl = <-free:
 			case <-ctx.Done():
-				return
-			}
-			if err := ctx.Err(); err != nil {
-				results[i] <- done{sl, err}
+				results[i] <- done{p, ctx.Err()}
 				return
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				running <- struct{}{}
-				held := true
-				sl.yield = func() { // work's writes (I/O) need no CPU token
-					if held {
-						held = false
-						<-running
-					}
+				err := compute(ctx, i, sl, p)
+				free <- sl // the slot's columns are not needed by the write
+				if err == nil {
+					err = write(ctx, i, p)
 				}
-				err := work(ctx, i, sl)
-				sl.yield()
-				results[i] <- done{sl, err}
+				results[i] <- done{p, err}
 			}()
 		}
 	}()
@@ -422,11 +432,11 @@ func forEachPart(ctx context.Context, n, estimators int, work func(ctx context.C
 			cancel()
 			return d.err
 		}
-		if err := merge(i, d.sl); err != nil {
+		if err := merge(i, d.p); err != nil {
 			cancel()
 			return err
 		}
-		free <- d.sl
+		outs <- d.p
 	}
 	return nil
 }
