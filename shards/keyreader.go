@@ -35,7 +35,8 @@ type KeyReader struct {
 	NoSample bool
 	// Arena, when set, holds the Keys' columns and the chunk buffer (on huge pages: see
 	// hugemem); the Keys are then valid until the next Read or the Arena's Free, whichever is
-	// first. Nil: the Go heap.
+	// first, and the KeyReader itself must not be used after the Arena's Free (its buffers are
+	// the Arena's). Nil: the Go heap.
 	Arena *hugemem.Arena
 
 	keys Keys

@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/storage"
@@ -201,6 +202,20 @@ func FuzzKeyReader(f *testing.F) {
 		if werr == nil {
 			if d := sameKeys(got, want); d != "" {
 				t.Fatalf("KeyReader and ReadKeys disagree: %s", d)
+			}
+		}
+		// The same with the columns in a huge-page arena (a fresh reader: its buffers die
+		// with the arena).
+		var arena hugemem.Arena
+		defer arena.Free()
+		ar := shards.KeyReader{Arena: &arena}
+		agot, aerr := ar.Read(context.Background(), bytesBucket{data: data}, "p", int64(len(data)))
+		if (aerr == nil) != (werr == nil) || (werr != nil && werr.Error() != aerr.Error()) {
+			t.Fatalf("KeyReader with an arena: error %v, ReadKeys error %v", aerr, werr)
+		}
+		if werr == nil {
+			if d := sameKeys(agot, want); d != "" {
+				t.Fatalf("KeyReader with an arena and ReadKeys disagree: %s", d)
 			}
 		}
 	})
