@@ -6,15 +6,18 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/normalize"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/warmup"
+	"github.com/drmas-dev/drmas/storage"
 )
 
 // Options configure a run of the loop.
@@ -32,6 +35,9 @@ type IterationSummary struct {
 	Reward    map[string]float64 // mean row score per agent (nil if the rollout was already committed)
 	GradNorm  map[string]float64 // per agent, before clipping (mean over updates)
 	Eval      []evaluate.ResultRow
+	// EvalDelta is the paired change in held-out avg@k from step 0 (same prompts), when both
+	// evaluations have per-prompt results.
+	EvalDelta *evaluate.Delta
 }
 
 // String renders the summary as one line.
@@ -52,10 +58,33 @@ func (s IterationSummary) String() string {
 	}
 	for _, r := range s.Eval {
 		if r.DataSource == "all" {
-			fmt.Fprintf(&b, " | eval avg@%d=%.3f pass@%d=%.3f", r.K, r.AvgAtK, r.K, r.PassAtK)
+			fmt.Fprintf(&b, " | eval avg@%d=%.3f", r.K, r.AvgAtK)
+			if d := s.EvalDelta; d != nil {
+				fmt.Fprintf(&b, " (%+.3f ± %.3f vs step %d, paired)", d.Delta, d.SE, d.FromStep)
+			}
+			fmt.Fprintf(&b, " pass@%d=%.3f", r.K, r.PassAtK)
 		}
 	}
 	return b.String()
+}
+
+// deltaFromWarmup is the paired change in held-out avg@k from step 0 to step, or nil when
+// either evaluation has no per-prompt results (committed by an older drmas) or step 0 was not
+// evaluated.
+func deltaFromWarmup(ctx context.Context, env *stages.Env, step int64) (*evaluate.Delta, error) {
+	var rows [2][]evaluate.PromptRow
+	for i, s := range []int64{0, step} {
+		r, err := evaluate.ReadPrompts(ctx, env.Bucket, commit.EvalDir(env.Config.Run, s))
+		if errors.Is(err, storage.ErrNotFound) || errors.Is(err, commit.ErrNotCommitted) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = r
+	}
+	d := evaluate.PairedDelta(rows[0], rows[1])
+	return &d, nil
 }
 
 // Run runs the loop.
@@ -123,6 +152,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 		}
 		if o.EvalEvery > 0 && cfg.Tasks.EvalSize > 0 && ((iter+1)%o.EvalEvery == 0 || iter == o.Iterations-1) {
 			if sum.Eval, err = evaluate.Run(ctx, env, evaluate.Options{Step: lr.Step}); err != nil {
+				return out, err
+			}
+			if sum.EvalDelta, err = deltaFromWarmup(ctx, env, lr.Step); err != nil {
 				return out, err
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/pipeline"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/client"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -192,6 +193,21 @@ func TestHeterogeneousModels(t *testing.T) {
 	}
 	if len(sums) != 2 || sums[1].Step != 2 || len(sums[1].Eval) == 0 {
 		t.Fatalf("summaries %+v", sums)
+	}
+	// The paired change from step 0 is that of the committed per-prompt results, and the
+	// summary line shows it.
+	var prompts [2][]evaluate.PromptRow
+	for i, step := range []int64{0, 2} {
+		if prompts[i], err = evaluate.ReadPrompts(context.Background(), env.Bucket, commit.EvalDir("t", step)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := evaluate.PairedDelta(prompts[0], prompts[1])
+	if d := sums[1].EvalDelta; d == nil || *d != want || d.Prompts != int(cfg.Tasks.EvalSize) || d.ToStep != 2 {
+		t.Fatalf("EvalDelta %+v, want %+v over %d prompts", d, want, cfg.Tasks.EvalSize)
+	}
+	if line := sums[1].String(); !strings.Contains(line, fmt.Sprintf("(%+.3f ± %.3f vs step 0, paired)", want.Delta, want.SE)) {
+		t.Fatalf("summary line %q lacks the paired change", line)
 	}
 	set, err := checkpoints.LoadStep(context.Background(), env.Bucket, "t", 2, true)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 
@@ -172,6 +173,75 @@ func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error
 		return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
 	}
 	return nil, fmt.Errorf("%s: manifest lists no %s", dir, ResultsFile)
+}
+
+// ReadPrompts returns the per-prompt rows of the committed evaluation in dir (an error
+// wrapping storage.ErrNotFound for an evaluation committed before they existed).
+func ReadPrompts(ctx context.Context, b storage.Bucket, dir string) ([]PromptRow, error) {
+	m, _, err := commit.Read(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		if f.Name != PromptsFile {
+			continue
+		}
+		data, err := commit.ReadFile(ctx, b, dir, f)
+		if err != nil {
+			return nil, err
+		}
+		return shards.ReadTable[PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+	}
+	return nil, fmt.Errorf("%s: manifest lists no %s: %w", dir, PromptsFile, storage.ErrNotFound)
+}
+
+// Delta is the paired change in avg@k between two evaluations of the same prompts.
+type Delta struct {
+	FromStep, ToStep int64
+	Prompts          int     // prompts evaluated at both steps
+	Delta            float64 // mean over those prompts of (successes/k at ToStep − at FromStep)
+	SE               float64 // its standard error (sample std of the differences / √Prompts; 0 below 2 prompts)
+}
+
+// PairedDelta pairs the rows of two evaluations by task id (prompts in only one are left out)
+// and returns the mean change in success share and its standard error. Differences are summed
+// in to's row order.
+func PairedDelta(from, to []PromptRow) Delta {
+	d := Delta{}
+	if len(from) > 0 {
+		d.FromStep = from[0].Step
+	}
+	if len(to) > 0 {
+		d.ToStep = to[0].Step
+	}
+	base := make(map[string]float64, len(from))
+	for _, r := range from {
+		base[r.TaskID] = float64(r.Successes) / float64(r.K)
+	}
+	var diffs []float64
+	var sum float64
+	for _, r := range to {
+		b, ok := base[r.TaskID]
+		if !ok {
+			continue
+		}
+		x := float64(r.Successes)/float64(r.K) - b
+		diffs = append(diffs, x)
+		sum += x
+	}
+	d.Prompts = len(diffs)
+	if d.Prompts == 0 {
+		return d
+	}
+	d.Delta = sum / float64(d.Prompts)
+	if d.Prompts > 1 {
+		var ss float64
+		for _, x := range diffs {
+			ss += (x - d.Delta) * (x - d.Delta)
+		}
+		d.SE = math.Sqrt(ss/float64(d.Prompts-1)) / math.Sqrt(float64(d.Prompts))
+	}
+	return d
 }
 
 // PerPrompt counts each prompt's successes among its samples, one row per task in order of

@@ -147,3 +147,24 @@ func readPrompts(t *testing.T, b storage.Bucket, dir string) []evaluate.PromptRo
 	}
 	return rows
 }
+
+// TestPairedDelta, worked by hand: k = 2; task a 0 → 1 success, b 1 → 1, c 2 → 2, d only at
+// the first step, e only at the second (both left out). Differences in success share: 0.5, 0,
+// 0; mean 1/6; sample variance ((1/3)² + 2·(1/6)²)/2 = 1/12; SE = √(1/12)/√3 = 1/6.
+func TestPairedDelta(t *testing.T) {
+	row := func(step int64, task string, succ int32) evaluate.PromptRow {
+		return evaluate.PromptRow{Step: step, Split: "eval", TaskID: task, K: 2, Successes: succ}
+	}
+	from := []evaluate.PromptRow{row(0, "a", 0), row(0, "b", 1), row(0, "c", 2), row(0, "d", 2)}
+	to := []evaluate.PromptRow{row(10, "c", 2), row(10, "a", 1), row(10, "e", 0), row(10, "b", 1)}
+	d := evaluate.PairedDelta(from, to)
+	if d.FromStep != 0 || d.ToStep != 10 || d.Prompts != 3 || math.Abs(d.Delta-1.0/6) > 1e-15 || math.Abs(d.SE-1.0/6) > 1e-15 {
+		t.Fatalf("PairedDelta = %+v, want 3 prompts, delta 1/6, SE 1/6", d)
+	}
+	if d := evaluate.PairedDelta(from[:1], to[1:2]); d.Prompts != 1 || d.Delta != 0.5 || d.SE != 0 {
+		t.Fatalf("one prompt: %+v", d)
+	}
+	if d := evaluate.PairedDelta(from, nil); d.Prompts != 0 || d.Delta != 0 {
+		t.Fatalf("no pairs: %+v", d)
+	}
+}
