@@ -9,6 +9,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Keys are the columns of a trajectory part that advantage estimation needs, decoded column by
@@ -64,6 +66,11 @@ func ReadKeys(ctx context.Context, f *parquet.File, name string) (k *Keys, err e
 			return nil, err
 		}
 		chunks := rg.ColumnChunks()
+		for _, c := range KeyColumns {
+			if err := checkChunkPages(f, name, rgi, col(c)); err != nil {
+				return nil, err
+			}
+		}
 		before := len(k.RowID)
 		err := errors.Join(
 			readPages(chunks[col("row_id")], func(p parquet.Page) { k.RowID = append(k.RowID, pageData(p).Int64()...) }),
@@ -99,6 +106,69 @@ func pageData(p parquet.Page) *encoding.Values {
 }
 
 const maxFloat = 1.7976931348623157e308
+
+// maxPageExpansion bounds how many bytes a compressed page of a key column may claim to
+// decompress to, per compressed byte. drmas writes key columns uncompressed; no well-formed
+// key page of another writer comes near it.
+const maxPageExpansion = 512
+
+// checkChunkPages walks the page headers of one column chunk before parquet-go reads it:
+// parquet-go sizes its buffers from the headers, so a few malformed bytes claiming a huge page
+// would make it allocate gigabytes. Every page must lie inside the chunk, claim no more
+// uncompressed bytes than maxPageExpansion × its compressed bytes (exactly its compressed
+// bytes when the chunk is uncompressed), and no more values than the row group has rows.
+func checkChunkPages(f *parquet.File, name string, rgi, ci int) error {
+	off, n, err := chunkRange(f, name, rgi, ci, f.Size()-8)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return fmt.Errorf("%s: row group %d column %d: read chunk: %w", name, rgi, ci, err)
+	}
+	rg := f.Metadata().RowGroups[rgi]
+	codec, rows := rg.Columns[ci].MetaData.Codec, rg.NumRows
+	var prot thrift.CompactProtocol
+	rd := prot.NewReaderFromBytes(nil)
+	dec := thrift.NewDecoder(rd)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: row group %d column %d: malformed page: "+format, append([]any{name, rgi, ci}, args...)...)
+	}
+	for rest := buf; len(rest) > 0; {
+		rd.ResetBytes(rest)
+		var h format.PageHeader
+		if err := dec.Decode(&h); err != nil {
+			return bad("header: %v", err)
+		}
+		body := rest[rd.BytesRead():]
+		c, u := int64(h.CompressedPageSize), int64(h.UncompressedPageSize)
+		if c < 0 || c > int64(len(body)) {
+			return bad("%d bytes, but %d left in the chunk", c, len(body))
+		}
+		limit := c
+		if codec != format.Uncompressed {
+			limit = c * maxPageExpansion
+		}
+		if u < 0 || u > limit {
+			return bad("%d bytes claim %d uncompressed", c, u)
+		}
+		var values int64
+		if d, ok := h.DataPageHeader.Get(); ok {
+			values = int64(d.NumValues)
+		}
+		if d, ok := h.DataPageHeaderV2.Get(); ok {
+			values = int64(d.NumValues)
+		}
+		if d, ok := h.DictionaryPageHeader.Get(); ok {
+			values = int64(d.NumValues)
+		}
+		if values < 0 || values > max(rows, u) {
+			return bad("%d values in a row group of %d rows", values, rows)
+		}
+		rest = body[c:]
+	}
+	return nil
+}
 
 func readPages(cc parquet.ColumnChunk, f func(parquet.Page)) error {
 	pages := cc.Pages()
