@@ -441,13 +441,9 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	var eval *evaluate.ResultRow
 	if len(metrics) > 0 {
 		edir := commit.EvalDir(run, metrics[0].Step)
-		_, esha, err := commit.Read(ctx, b, edir)
+		ev, esha, err := evaluate.Read(ctx, b, edir)
 		switch {
 		case err == nil:
-			ev, err := evaluate.Read(ctx, b, edir)
-			if err != nil {
-				return nil, nil, err
-			}
 			for i := range ev {
 				if ev[i].DataSource == "all" {
 					eval = &ev[i]

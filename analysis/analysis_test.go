@@ -348,8 +348,8 @@ func TestReportsRun(t *testing.T) {
 	}
 }
 
-// checkEvalDelta compares the evaldelta report with the paired change computed in Go from the
-// committed prompts.parquet files.
+// checkEvalDelta compares the evaldelta report (SQL) with evaluate.PairedDelta (Go) over the
+// committed per-prompt results.
 func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 	t.Helper()
 	ctx := context.Background()
@@ -357,33 +357,11 @@ func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perStep := map[int64]map[string]float64{} // step → task → success share
+	perStep := map[int64][]evaluate.PromptRow{}
 	for step := int64(0); step <= analysistest.Iterations; step++ {
-		dir := commit.EvalDir(analysistest.Run, step)
-		m, _, err := commit.Read(ctx, b, dir)
-		if err != nil {
+		if perStep[step], err = evaluate.ReadPrompts(ctx, b, commit.EvalDir(analysistest.Run, step)); err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range m.Files {
-			if f.Name != evaluate.PromptsFile {
-				continue
-			}
-			data, err := commit.ReadFile(ctx, b, dir, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			perStep[step] = map[string]float64{}
-			for _, r := range rows {
-				perStep[step][r.TaskID] = float64(r.Successes) / float64(r.K)
-			}
-		}
-	}
-	if len(perStep) != analysistest.Iterations+1 {
-		t.Fatalf("per-prompt results for %d steps, want %d", len(perStep), analysistest.Iterations+1)
 	}
 	tb, err := s.Report(ctx, "evaldelta", analysis.ReportParams{})
 	if err != nil {
@@ -398,18 +376,9 @@ func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 			continue
 		}
 		step := int64(tb.Float(i, "step"))
-		var sum, sq float64
-		n := 0
-		for task, acc := range perStep[step] {
-			d := acc - perStep[0][task]
-			sum += d
-			sq += d * d
-			n++
-		}
-		mean := sum / float64(n)
-		se := math.Sqrt((sq-float64(n)*mean*mean)/float64(n-1)) / math.Sqrt(float64(n))
-		if int(tb.Float(i, "prompts")) != n || !near(tb.Float(i, "delta"), mean) || math.Abs(tb.Float(i, "delta_se")-se) > 1e-9 {
-			t.Errorf("evaldelta step %d: %v, want %d prompts, delta %g ± %g", step, tb.Rows[i], n, mean, se)
+		want := evaluate.PairedDelta(perStep[0], perStep[step])
+		if want.Prompts < 2 || int(tb.Float(i, "prompts")) != want.Prompts || !near(tb.Float(i, "delta"), want.Delta) || math.Abs(tb.Float(i, "delta_se")-want.SE) > 1e-9 {
+			t.Errorf("evaldelta step %d: %v, want %+v", step, tb.Rows[i], want)
 		}
 		if step == 0 && (tb.Float(i, "delta") != 0 || tb.Float(i, "prompts_up") != 0) {
 			t.Errorf("evaldelta step 0 is not zero: %v", tb.Rows[i])

@@ -68,23 +68,14 @@ func (s IterationSummary) String() string {
 	return b.String()
 }
 
-// deltaFromWarmup is the paired change in held-out avg@k from step 0 to step, or nil when
-// either evaluation has no per-prompt results (committed by an older drmas) or step 0 was not
-// evaluated.
-func deltaFromWarmup(ctx context.Context, env *stages.Env, step int64) (*evaluate.Delta, error) {
-	var rows [2][]evaluate.PromptRow
-	for i, s := range []int64{0, step} {
-		r, err := evaluate.ReadPrompts(ctx, env.Bucket, commit.EvalDir(env.Config.Run, s))
-		if errors.Is(err, storage.ErrNotFound) || errors.Is(err, commit.ErrNotCommitted) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		rows[i] = r
+// heldOutPrompts returns the per-prompt results of step's held-out evaluation, or nil when it
+// has none (not evaluated, or committed by an older drmas).
+func heldOutPrompts(ctx context.Context, env *stages.Env, step int64) ([]evaluate.PromptRow, error) {
+	rows, err := evaluate.ReadPrompts(ctx, env.Bucket, commit.EvalDir(env.Config.Run, step))
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, commit.ErrNotCommitted) {
+		return nil, nil
 	}
-	d := evaluate.PairedDelta(rows[0], rows[1])
-	return &d, nil
+	return rows, err
 }
 
 // Run runs the loop.
@@ -99,6 +90,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 	if _, err := warmup.Run(ctx, env); err != nil {
 		return nil, fmt.Errorf("warmup: %w", err)
 	}
+	var warm []evaluate.PromptRow
 	if o.EvalEvery > 0 && cfg.Tasks.EvalSize > 0 {
 		rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
 		if err != nil {
@@ -108,6 +100,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 			if r.DataSource == "all" {
 				env.Logf("warm-up (step 0): eval avg@%d=%.3f pass@%d=%.3f", r.K, r.AvgAtK, r.K, r.PassAtK)
 			}
+		}
+		// Step 0's per-prompt results, which every later evaluation is paired with.
+		if warm, err = heldOutPrompts(ctx, env, 0); err != nil {
+			return nil, err
 		}
 	}
 	estimators := append([]string(nil), cfg.Normalize.Estimators...)
@@ -154,8 +150,15 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 			if sum.Eval, err = evaluate.Run(ctx, env, evaluate.Options{Step: lr.Step}); err != nil {
 				return out, err
 			}
-			if sum.EvalDelta, err = deltaFromWarmup(ctx, env, lr.Step); err != nil {
-				return out, err
+			if warm != nil {
+				cur, err := heldOutPrompts(ctx, env, lr.Step)
+				if err != nil {
+					return out, err
+				}
+				if cur != nil {
+					d := evaluate.PairedDelta(warm, cur)
+					sum.EvalDelta = &d
+				}
 			}
 		}
 		if o.Summary != nil {

@@ -65,11 +65,6 @@ func Grow[T Plain](a *Arena, s []T, n int) []T {
 	return t[:copy(t, s)]
 }
 
-// Make returns a slice of n elements from a (see Grow); their values are unspecified.
-func Make[T Plain](a *Arena, n int) []T {
-	return Grow[T](a, nil, n)[:n]
-}
-
 // Mapped is the number of bytes the Arena holds mapped (0 after Free).
 func (a *Arena) Mapped() int64 {
 	if a == nil {

@@ -83,7 +83,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if o.Train {
 		evalDir = commit.TrainEvalDir
 	}
-	if rows, err := Read(ctx, b, evalDir(cfg.Run, step)); err == nil {
+	if rows, _, err := Read(ctx, b, evalDir(cfg.Run, step)); err == nil {
 		return rows, nil
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
@@ -156,23 +156,15 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	return rows, nil
 }
 
-// Read returns the per-source results of the committed evaluation in dir.
-func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, error) {
-	m, _, err := commit.Read(ctx, b, dir)
+// Read returns the per-source results of the committed evaluation in dir, and the sha256 of
+// its manifest (for the inputs of what is derived from it).
+func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, string, error) {
+	m, sha, err := commit.Read(ctx, b, dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	for _, f := range m.Files {
-		if f.Name != ResultsFile {
-			continue
-		}
-		data, err := commit.ReadFile(ctx, b, dir, f)
-		if err != nil {
-			return nil, err
-		}
-		return shards.ReadTable[ResultRow](bytes.NewReader(data), int64(len(data)), dir)
-	}
-	return nil, fmt.Errorf("%s: manifest lists no %s", dir, ResultsFile)
+	rows, err := readTable[ResultRow](ctx, b, dir, m, ResultsFile)
+	return rows, sha, err
 }
 
 // ReadPrompts returns the per-prompt rows of the committed evaluation in dir (an error
@@ -182,17 +174,22 @@ func ReadPrompts(ctx context.Context, b storage.Bucket, dir string) ([]PromptRow
 	if err != nil {
 		return nil, err
 	}
+	return readTable[PromptRow](ctx, b, dir, m, PromptsFile)
+}
+
+// readTable reads the file name that manifest m of dir lists.
+func readTable[T any](ctx context.Context, b storage.Bucket, dir string, m *commit.Manifest, name string) ([]T, error) {
 	for _, f := range m.Files {
-		if f.Name != PromptsFile {
+		if f.Name != name {
 			continue
 		}
 		data, err := commit.ReadFile(ctx, b, dir, f)
 		if err != nil {
 			return nil, err
 		}
-		return shards.ReadTable[PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+		return shards.ReadTable[T](bytes.NewReader(data), int64(len(data)), dir)
 	}
-	return nil, fmt.Errorf("%s: manifest lists no %s: %w", dir, PromptsFile, storage.ErrNotFound)
+	return nil, fmt.Errorf("%s: manifest lists no %s: %w", dir, name, storage.ErrNotFound)
 }
 
 // Delta is the paired change in avg@k between two evaluations of the same prompts.

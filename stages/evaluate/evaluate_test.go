@@ -1,7 +1,6 @@
 package evaluate_test
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"path"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -129,7 +127,8 @@ func TestTrainSplitEvaluation(t *testing.T) {
 	}
 }
 
-// readPrompts reads the per-prompt rows of the evaluation committed in dir.
+// readPrompts reads the per-prompt rows of the evaluation committed in dir, after checking that
+// its manifest lists both files.
 func readPrompts(t *testing.T, b storage.Bucket, dir string) []evaluate.PromptRow {
 	t.Helper()
 	ctx := context.Background()
@@ -137,11 +136,7 @@ func readPrompts(t *testing.T, b storage.Bucket, dir string) []evaluate.PromptRo
 	if err != nil || len(m.Files) != 2 || m.Files[0].Name != evaluate.PromptsFile || m.Files[1].Name != evaluate.ResultsFile {
 		t.Fatalf("eval manifest %+v, %v", m, err)
 	}
-	data, err := commit.ReadFile(ctx, b, dir, m.Files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := shards.ReadTable[evaluate.PromptRow](bytes.NewReader(data), int64(len(data)), dir)
+	rows, err := evaluate.ReadPrompts(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
