@@ -139,34 +139,6 @@ func (d dev) read(p ir.Ptr, n int) []float32 {
 	return v
 }
 
-// naive is the reference row-major GEMM in float64.
-func naive(ta, tb bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			var s float64
-			for p := 0; p < k; p++ {
-				var av, bv float32
-				if ta {
-					av = a[p*lda+i]
-				} else {
-					av = a[i*lda+p]
-				}
-				if tb {
-					bv = b[j*ldb+p]
-				} else {
-					bv = b[p*ldb+j]
-				}
-				s += float64(av) * float64(bv)
-			}
-			v := float64(alpha) * s
-			if beta != 0 {
-				v += float64(beta) * float64(c[i*ldc+j])
-			}
-			c[i*ldc+j] = float32(v)
-		}
-	}
-}
-
 func TestGemmVariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	d := dev{t, ir.NewInterp(all(t))}
@@ -190,7 +162,7 @@ func TestGemmVariants(t *testing.T) {
 				}
 				a, b, c := randF(r, arows*lda+1), randF(r, brows*ldb+1), randF(r, m*ldc)
 				want := append([]float32(nil), c...)
-				naive(v.ta, v.tb, m, n, k, 1.5, a, lda, b, ldb, beta, want, ldc)
+				model.GonumGEMM{}.Sgemm(v.ta, v.tb, m, n, k, 1.5, a, lda, b, ldb, beta, want, ldc) // the reference: gonum's BLAS
 				pa, pb, pc := d.buf(a), d.buf(b), d.buf(c)
 				err := d.in.Launch(GemmName(v.ta, v.tb, false), [3]int{(n + Tile - 1) / Tile, (m + Tile - 1) / Tile, 1}, [3]int{GemmThreads, GemmThreads, 1},
 					ir.ArgP(pa), ir.ArgP(pb), ir.ArgP(pc), ir.ArgI(m), ir.ArgI(n), ir.ArgI(k), ir.ArgI(lda), ir.ArgI(ldb), ir.ArgI(ldc), ir.ArgF(1.5), ir.ArgF(beta))
