@@ -182,6 +182,14 @@ type launcher struct {
 	err error
 }
 
+// keep returns b, recording err as the launcher's first error (later launches are skipped).
+func (l *launcher) keep(b ir.Ptr, err error) ir.Ptr {
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+	return b
+}
+
 func (l *launcher) launch(name string, grid, block [3]int, args ...ir.Arg) {
 	if l.err != nil {
 		return

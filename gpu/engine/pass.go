@@ -171,13 +171,7 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	}
 
 	l := &launcher{dev: t.dev}
-	need := func(name string, words int) ir.Ptr {
-		b, err := t.buf(name, words)
-		if err != nil && l.err == nil {
-			l.err = err
-		}
-		return b
-	}
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	x := need("x", N*D)
 	tmp := need("tmp", N*D)
 	l.elementwise("embed", N*D, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(tokP), ir.ArgP(posP), ir.ArgP(x), ir.ArgI(D))
@@ -299,13 +293,7 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 	N, M := p.n, p.m
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	l := &launcher{dev: t.dev}
-	need := func(name string, words int) ir.Ptr {
-		b, err := t.buf(name, words)
-		if err != nil && l.err == nil {
-			l.err = err
-		}
-		return b
-	}
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
 	tptr, tidx := csr(p.toks, V)
 	pptr, pidx := csr(p.pos, c.Context)
