@@ -28,8 +28,8 @@ build() {
 	ex=$(git rev-parse --git-path info/exclude)
 	grep -qx '/.gpucheck/' "$ex" 2>/dev/null || echo '/.gpucheck/' >>"$ex"
 	rm -rf "$BIN" && mkdir -p "$BIN"
-	bash gpu/tools/install-ptxas.sh # kernels.ptx is up to date and assembles with NVIDIA's ptxas:
-	CI=true DRMAS_PTXAS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}/bin/ptxas" go test -count=1 -run 'PTX' ./gpu/kernels
+	bash gpu/tools/install-nvidia-tools.sh # kernels.ptx is up to date and assembles with ptxas:
+	CI=true DRMAS_NVIDIA_TOOLS=1 go test -count=1 -run 'PTX' ./gpu/kernels
 	for p in engine:./gpu/engine cuda:./gpu/cuda gpu:./gpu learn:./stages/learn; do
 		go test -c -ldflags='-s -w' -o "$BIN/${p%%:*}.test" "${p#*:}"
 	done

@@ -12,40 +12,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drmas-dev/drmas/internal/nvidiatest"
 )
 
 // ptxasArchs are the architectures kernels.ptx is assembled for: A100 (sm_80), the Ampere
 // and Ada consumer parts (sm_86, sm_89) and H100/H200 (sm_90).
 var ptxasArchs = []string{"sm_80", "sm_86", "sm_89", "sm_90"}
-
-// findTool returns the path of NVIDIA's tool name (ptxas, nvdisasm): $DRMAS_<NAME>, PATH,
-// /usr/local/cuda/bin, then $DRMAS_TOOLS/bin or ~/.cache/drmas-tools/bin, where
-// gpu/tools/install-ptxas.sh (run by .ci/run) puts it.
-func findTool(name string) (string, error) {
-	if p := os.Getenv("DRMAS_" + strings.ToUpper(name)); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("DRMAS_%s=%s: %w", strings.ToUpper(name), p, err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	dirs := []string{"/usr/local/cuda/bin"}
-	if d := os.Getenv("DRMAS_TOOLS"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "bin"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".cache", "drmas-tools", "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found (DRMAS_%s, PATH, /usr/local/cuda/bin, ~/.cache/drmas-tools/bin; install with `bash gpu/tools/install-ptxas.sh`)", name, strings.ToUpper(name))
-}
 
 // ptxasResources is what `ptxas -v` reports for one entry function.
 type ptxasResources struct {
@@ -113,9 +86,9 @@ func runPtxas(t *testing.T, ptxas, src, arch, cubin string) (string, error) {
 // 4×4 register blocking: at least two FFMAs per shared-memory load in the compiled SASS.
 // A deliberately misspelt instruction must be refused (the check can fail).
 func TestPTXAssembles(t *testing.T) {
-	ptxas, err := findTool("ptxas")
+	ptxas, err := nvidiatest.Tool("ptxas")
 	if err != nil {
-		if os.Getenv("CI") == "true" && os.Getenv("DRMAS_PTXAS") != "" {
+		if nvidiatest.Required() {
 			t.Fatal(err) // .ci/run installed it: a missing binary is a failure, not a skip
 		}
 		t.Skipf("ptxas: %v", err)
@@ -178,7 +151,7 @@ func TestPTXAssembles(t *testing.T) {
 // computing one output per thread would have 0.5).
 func checkGemmSASS(t *testing.T, cubin string) {
 	t.Helper()
-	nvdisasm, err := findTool("nvdisasm")
+	nvdisasm, err := nvidiatest.Tool("nvdisasm")
 	if err != nil {
 		t.Logf("SASS check skipped: %v", err)
 		return
