@@ -14,7 +14,8 @@
 #      GPU vs interpreter, bit-for-bit determinism                          ~ 30 s
 #   4. gpu tests (NVML placement -> CUDA device -> "GPU engine on gpu:0")  ~ 1 s
 #   5. stages/learn: the learn stage end to end on the GPU engine          ~ 30 s
-#   6. benchgpu: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256     ~ 2-3 min
+#   6. benchgpu: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256,
+#      then one profiled GPU step: time and GFLOP/s per kernel           ~ 2-3 min
 #   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test       ~ 1 min
 # BENCH_ARGS passes flags to benchgpu (e.g. BENCH_ARGS="-cpu-steps 0" on a rerun).
 # Each step has its own timeout; a failing step does not stop the later ones. Exit status is

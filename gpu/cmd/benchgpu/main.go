@@ -3,15 +3,19 @@
 // batch, and prints tokens/s of each and their ratio. Defaults are issue #11's shape:
 // d=512, 8 layers, B=64 sequences of T=256 tokens.
 //
-//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -gpu-steps 5 -cpu-steps 2]
+//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -gpu-steps 5 -cpu-steps 1]
 //
-// Without a usable CUDA driver it prints the one-line reason and times the CPU engine only.
+// After the timed GPU steps it runs one step through engine.Profiler and prints each kernel's
+// time and GFLOP/s (-profile=false skips it). Without a usable CUDA driver it prints the
+// one-line reason and times the CPU engine only. -device interp runs the GPU engine on the
+// CPU interpreter of gpu/ir instead of CUDA (slow: tiny shapes only; it tests this program).
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -21,18 +25,33 @@ import (
 
 	"github.com/drmas-dev/drmas/gpu/cuda"
 	"github.com/drmas-dev/drmas/gpu/engine"
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/learn"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "benchgpu:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// gpuDevice is what the benchmark needs of a GPU: the engine's Device and its name.
+type gpuDevice interface {
+	engine.Device
+	Name() string
+}
+
+type interpDevice struct{ *ir.Interp }
+
+func (interpDevice) Name() string { return "gpu/ir interpreter" }
+
+func run(args []string, w io.Writer) error {
+	flag := flag.NewFlagSet("benchgpu", flag.ContinueOnError)
+	flag.SetOutput(w)
+	device := flag.String("device", "cuda", "cuda: CUDA device 0; interp: the gpu/ir interpreter on the CPU (tiny shapes only)")
 	dim := flag.Int("dim", 512, "model width")
 	layers := flag.Int("layers", 8, "transformer blocks")
 	heads := flag.Int("heads", 8, "attention heads")
@@ -42,7 +61,10 @@ func run() error {
 	gpuSteps := flag.Int("gpu-steps", 5, "timed GPU steps (after one warm-up)")
 	cpuSteps := flag.Int("cpu-steps", 1, "timed CPU steps; 0 skips the CPU")
 	cpuWarm := flag.Bool("cpu-warmup", false, "run an untimed CPU step first (the CPU engine has no JIT to warm up)")
-	flag.Parse()
+	profile := flag.Bool("profile", true, "after the timed GPU steps, run one step through engine.Profiler and print the time and GFLOP/s of each kernel")
+	if err := flag.Parse(args); err != nil {
+		return err
+	}
 	if *P < 1 || *P >= *T {
 		return fmt.Errorf("-prompt %d must be in [1, seq)", *P)
 	}
@@ -65,7 +87,7 @@ func run() error {
 	}
 	h := learn.Hyper{ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1, MicroBatch: *B}
 	tokens := *B * *T
-	fmt.Printf("learner step: d=%d layers=%d heads=%d B=%d T=%d (%d tokens, %d params), GOMAXPROCS=%d\n",
+	fmt.Fprintf(w, "learner step: d=%d layers=%d heads=%d B=%d T=%d (%d tokens, %d params), GOMAXPROCS=%d\n",
 		*dim, *layers, *heads, *B, *T, tokens, cfg.NumParams(), runtime.GOMAXPROCS(0))
 
 	seqs := make([]model.Sequence, len(exs))
@@ -82,7 +104,7 @@ func run() error {
 		for i := range exs {
 			exs[i].Old = old[i]
 		}
-		fmt.Printf("%s score (forward only, old log-probs): %.2fs\n", name, time.Since(t0).Seconds())
+		fmt.Fprintf(w, "%s score (forward only, old log-probs): %.2fs\n", name, time.Since(t0).Seconds())
 		return nil
 	}
 
@@ -114,14 +136,14 @@ func run() error {
 				r.loss = st.Loss
 			}
 			if s == 0 {
-				fmt.Printf("%s warm-up step: %.3fs, loss %.6f, grad norm %.6f\n", name, el, st.Loss, st.GradNorm)
+				fmt.Fprintf(w, "%s warm-up step: %.3fs, loss %.6f, grad norm %.6f\n", name, el, st.Loss, st.GradNorm)
 				continue
 			}
 			r.times = append(r.times, el)
-			fmt.Printf("%s step %d: %.3fs (%.0f tokens/s), loss %.6f, grad norm %.6f\n", name, s, el, float64(tokens)/el, st.Loss, st.GradNorm)
+			fmt.Fprintf(w, "%s step %d: %.3fs (%.0f tokens/s), loss %.6f, grad norm %.6f\n", name, s, el, float64(tokens)/el, st.Loss, st.GradNorm)
 			if tr != nil && name == "gpu" {
 				tm := tr.Timings()
-				fmt.Printf("  gpu phases: forward %.3fs, backward+grad download %.3fs, weight upload %.3fs, host (grad sums, clip, AdamW) %.3fs\n",
+				fmt.Fprintf(w, "  gpu phases: forward %.3fs, backward+grad download %.3fs, weight upload %.3fs, host (grad sums, clip, AdamW) %.3fs\n",
 					tm.Forward.Seconds(), tm.Backward.Seconds(), tm.Upload.Seconds(), el-(tm.Forward+tm.Backward+tm.Upload).Seconds())
 			}
 		}
@@ -138,19 +160,39 @@ func run() error {
 	report := func(r *result) {
 		if r != nil && len(r.times) > 0 {
 			md := median(r.times)
-			fmt.Printf("RESULT %s: median step %.3fs, %.0f tokens/s\n", r.name, md, float64(tokens)/md)
+			fmt.Fprintf(w, "RESULT %s: median step %.3fs, %.0f tokens/s\n", r.name, md, float64(tokens)/md)
 		}
 	}
 	var gpuRes, cpuRes *result
-	dev, err := cuda.Open(0)
-	switch {
-	case errors.Is(err, cuda.ErrNoCUDA):
-		fmt.Printf("GPU: none (%v): CPU engine only\n", err)
-	case err != nil:
-		return err
+	var dev gpuDevice
+	var cdev *cuda.Device
+	switch *device {
+	case "interp":
+		ks, err := kernels.All()
+		if err != nil {
+			return err
+		}
+		dev = interpDevice{ir.NewInterp(ks)}
+	case "cuda":
+		cdev, err = cuda.Open(0)
+		switch {
+		case errors.Is(err, cuda.ErrNoCUDA):
+			fmt.Fprintf(w, "GPU: none (%v): CPU engine only\n", err)
+		case err != nil:
+			return err
+		default:
+			defer cdev.Close()
+			dev = cdev
+		}
 	default:
-		defer dev.Close()
-		fmt.Printf("GPU: %s (%s)\n", dev.Name(), dev.UUID())
+		return fmt.Errorf("-device %q: want cuda or interp", *device)
+	}
+	if dev != nil {
+		if cdev != nil {
+			fmt.Fprintf(w, "GPU: %s (%s)\n", cdev.Name(), cdev.UUID())
+		} else {
+			fmt.Fprintf(w, "GPU: %s\n", dev.Name())
+		}
 		tr, err = engine.New(dev, base)
 		if err != nil {
 			return err
@@ -163,10 +205,18 @@ func run() error {
 			return err
 		}
 		report(&r)
-		if free, total, err := dev.MemInfo(); err == nil {
-			fmt.Printf("gpu memory in use: %.2f GiB of %.2f GiB\n", float64(total-free)/(1<<30), float64(total)/(1<<30))
-		}
 		_ = tr.Close()
+		tr = nil
+		if *profile {
+			if err := profileStep(w, dev, base, exs, h); err != nil {
+				return err
+			}
+		}
+		if cdev != nil {
+			if free, total, err := cdev.MemInfo(); err == nil {
+				fmt.Fprintf(w, "gpu memory in use: %.2f GiB of %.2f GiB\n", float64(total-free)/(1<<30), float64(total)/(1<<30))
+			}
+		}
 		gpuRes = &r
 	}
 	if gpuRes == nil {
@@ -183,8 +233,31 @@ func run() error {
 		report(cpuRes)
 	}
 	if gpuRes != nil && cpuRes != nil && len(gpuRes.times) > 0 && len(cpuRes.times) > 0 {
-		fmt.Printf("RESULT gpu/cpu speed-up: %.1fx; first-step loss gpu %.6f cpu %.6f (|diff| %.2e)\n",
+		fmt.Fprintf(w, "RESULT gpu/cpu speed-up: %.1fx; first-step loss gpu %.6f cpu %.6f (|diff| %.2e)\n",
 			median(cpuRes.times)/median(gpuRes.times), gpuRes.loss, cpuRes.loss, math.Abs(gpuRes.loss-cpuRes.loss))
 	}
 	return nil
+}
+
+// profileStep runs one learner step on a second Trainer whose device is an engine.Profiler
+// over dev (each launch waited for and timed) and prints the per-kernel table.
+func profileStep(w io.Writer, dev engine.Device, base *model.Model, exs []learn.Example, h learn.Hyper) error {
+	prof := engine.NewProfiler(dev)
+	tr, err := engine.New(prof, base)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer tr.Close()
+	m := base.Clone()
+	opt := model.NewAdamW(m, model.DefaultAdamWConfig())
+	t := time.Now()
+	if _, err := learn.UpdateOn(learn.GPUEngine(tr), m, opt, exs, h, 1); err != nil {
+		return fmt.Errorf("profile step: %w", err)
+	}
+	fmt.Fprintf(w, "profiled step (every launch waited for): %.3fs\n", time.Since(t).Seconds())
+	stats, err := prof.Stats()
+	if err != nil {
+		fmt.Fprintln(w, "profile:", err)
+	}
+	return engine.WriteProfile(w, stats)
 }
