@@ -116,6 +116,8 @@ func TestEngineChoice(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "cannot use a GPU") {
 			t.Fatalf("error %v", err)
 		}
+	} else if eng == learn.CPU || !strings.HasPrefix(lines[0], "learner m1: GPU engine on ") {
+		t.Fatalf("with CUDA: engine %v, line %q", eng, lines[0])
 	}
 	// The line is printed once per process and model while it does not change.
 	t.Setenv(gpu.EngineEnv, "")
