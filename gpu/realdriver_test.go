@@ -5,7 +5,6 @@ package gpu
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -35,13 +34,8 @@ func TestRealDriverLibsWithoutGPU(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestRealDriverLibsWithoutGPU$", "-test.v")
-	cmd.Env = append(os.Environ(), "DRMAS_REAL_NVML_CHILD=1", "LD_LIBRARY_PATH="+dir, EngineEnv+"=")
-	out, err := nvidiatest.RunChild(cmd)
-	t.Logf("child:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "real driver library checks passed") {
-		t.Fatalf("child failed: %v", err)
-	}
+	nvidiatest.RunTestChild(t, "TestRealDriverLibsWithoutGPU", "real driver library checks passed",
+		"DRMAS_REAL_NVML_CHILD=1", "LD_LIBRARY_PATH="+dir, EngineEnv+"=")
 }
 
 func realLibsChild(t *testing.T) {

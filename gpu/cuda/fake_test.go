@@ -12,6 +12,7 @@ import (
 
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/internal/nvidiatest"
 )
 
 // TestFakeDriver runs the binding against testdata/fakecuda.c built as libcuda.so.1 (host
@@ -33,13 +34,7 @@ func TestFakeDriver(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build the fake driver with %s (a C compiler is needed, as for cgo): %v\n%s", cc, err, out)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestFakeDriver$", "-test.v")
-	cmd.Env = append(os.Environ(), "DRMAS_FAKE_CUDA_CHILD=1", "LD_LIBRARY_PATH="+dir)
-	out, err = cmd.CombinedOutput()
-	t.Logf("child:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "fake driver checks passed") {
-		t.Fatalf("child failed: %v", err)
-	}
+	nvidiatest.RunTestChild(t, "TestFakeDriver", "fake driver checks passed", "DRMAS_FAKE_CUDA_CHILD=1", "LD_LIBRARY_PATH="+dir)
 }
 
 func fakeChild(t *testing.T) {

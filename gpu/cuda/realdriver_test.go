@@ -5,7 +5,6 @@ package cuda
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,13 +33,8 @@ func TestRealDriverWithoutGPU(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestRealDriverWithoutGPU$", "-test.v")
-	cmd.Env = append(os.Environ(), "DRMAS_REAL_CUDA_CHILD=1", "DRMAS_REAL_CUDA_DIR="+dir, "LD_LIBRARY_PATH="+dir)
-	out, err := nvidiatest.RunChild(cmd)
-	t.Logf("child:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "real driver checks passed") {
-		t.Fatalf("child failed: %v", err)
-	}
+	nvidiatest.RunTestChild(t, "TestRealDriverWithoutGPU", "real driver checks passed",
+		"DRMAS_REAL_CUDA_CHILD=1", "DRMAS_REAL_CUDA_DIR="+dir, "LD_LIBRARY_PATH="+dir)
 }
 
 func realDriverChild(t *testing.T) {

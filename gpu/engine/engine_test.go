@@ -36,6 +36,43 @@ func testBatch(c model.Config, seed uint64, lens [][2]int) []model.Sequence {
 	return seqs
 }
 
+// passGrads runs Forward and Backward of seqs on a new Trainer on dev with a gradient of 1 on
+// every log-prob (and on every entropy when withEntropy), and returns the log-probs,
+// flattened, and the gradients.
+func passGrads(t testing.TB, dev Device, m *model.Model, seqs []model.Sequence, withEntropy bool) ([]float32, *model.Grads) {
+	t.Helper()
+	tr, err := New(dev, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p, err := tr.Forward(m, seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones := func(v [][]float32) [][]float32 {
+		for i := range v {
+			for j := range v[i] {
+				v[i][j] = 1
+			}
+		}
+		return v
+	}
+	var dEnt [][]float32
+	if withEntropy {
+		dEnt = ones(p.Entropy())
+	}
+	g := m.NewGrads()
+	if err := p.Backward(ones(p.LogProbs()), dEnt, g); err != nil {
+		t.Fatal(err)
+	}
+	var lp []float32
+	for _, r := range p.LogProbs() {
+		lp = append(lp, r...)
+	}
+	return lp, g
+}
+
 // compareEngines runs the CPU engine and the GPU engine on dev with the same weights and
 // batch and checks log-probs, entropies and gradients.
 func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool) {

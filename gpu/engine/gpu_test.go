@@ -56,30 +56,8 @@ func TestGPUInterpBitIdentical(t *testing.T) {
 	}
 	seqs := testBatch(tc.cfg, 9, tc.lens)
 	run := func(dev Device) ([]float32, []float32) {
-		tr, err := New(dev, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		p, err := tr.Forward(m, seqs, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := m.NewGrads()
-		dlp := p.LogProbs()
-		for i := range dlp {
-			for j := range dlp[i] {
-				dlp[i][j] = 1
-			}
-		}
-		if err := p.Backward(dlp, nil, g); err != nil {
-			t.Fatal(err)
-		}
-		var lp []float32
-		for _, r := range p.LogProbs() {
-			lp = append(lp, r...)
-		}
-		return lp, append([]float32(nil), g.Tensor(0)...)
+		lp, g := passGrads(t, dev, m, seqs, false)
+		return lp, g.Tensor(0)
 	}
 	lg, gg := run(d)
 	li, gi := run(interp(t))

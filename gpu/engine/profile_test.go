@@ -96,30 +96,10 @@ func TestProfilerEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqs := testBatch(tc.cfg, 9, tc.lens)
-	run := func(dev Device) ([]float32, *model.Grads) {
-		tr, err := New(dev, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		p, err := tr.Forward(m, seqs, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := m.NewGrads()
-		if err := p.Backward(p.LogProbs(), p.Entropy(), g); err != nil {
-			t.Fatal(err)
-		}
-		var lp []float32
-		for _, r := range p.LogProbs() {
-			lp = append(lp, r...)
-		}
-		return lp, g
-	}
 	counter := &countingDevice{Device: interp(t), launches: map[string]int{}}
 	prof := NewProfiler(counter)
-	lpP, gP := run(prof)
-	lp, g := run(interp(t))
+	lpP, gP := passGrads(t, prof, m, seqs, true)
+	lp, g := passGrads(t, interp(t), m, seqs, true)
 	for i := range lp {
 		if math.Float32bits(lp[i]) != math.Float32bits(lpP[i]) {
 			t.Fatalf("log-prob %d differs through the profiler", i)

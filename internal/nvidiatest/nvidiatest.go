@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 )
 
 // InstallHint is the command that installs everything this package finds.
@@ -113,6 +114,20 @@ func RunChild(cmd *exec.Cmd) ([]byte, error) {
 // CI=true when .ci/run exported DRMAS_NVIDIA_TOOLS=1 after installing them.
 func Required() bool {
 	return os.Getenv("CI") == "true" && os.Getenv("DRMAS_NVIDIA_TOOLS") == "1"
+}
+
+// RunTestChild reruns the calling test binary's test name in a child process with env added
+// (through RunChild), logs its output, and fails t unless the child passed and printed
+// marker.
+func RunTestChild(t testing.TB, name, marker string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+name+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := RunChild(cmd)
+	t.Logf("child:\n%s", out)
+	if err != nil || !strings.Contains(string(out), marker) {
+		t.Fatalf("child failed: %v", err)
+	}
 }
 
 // MappedLibs returns the paths of the shared objects mapped into this process whose base
