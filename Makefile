@@ -10,12 +10,15 @@ build:
 	$(GO) build -o $(BIN) ./cmd/drmas
 
 ## test: short fuzz runs of every fuzz target, the race detector on the storage, shard, commit,
-## config and checkpoint packages, then the whole suite (storage acceptance against a real MinIO
-## and the local folder, DuckDB shard checks, estimator goldens, engine gradient checks, stage,
-## pipeline and reliability tests), summarised by internal/testreport.
+## config and checkpoint packages, the packages with internal invariant checks built with
+## `-tags invariants` (package internal/invariants), then the whole suite (storage acceptance
+## against a real MinIO and the local folder, DuckDB shard checks, estimator goldens, engine
+## gradient checks, stage, pipeline and reliability tests), summarised by internal/testreport.
+INVARIANT_PKGS := ./kernels ./stages/... ./pipeline ./ablate
 test:
 	$(MAKE) fuzz FUZZTIME=5s
 	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(GO) test -count=1 -tags invariants -timeout 10m $(INVARIANT_PKGS)
 	$(GO) test -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testreport
 
 test-race:

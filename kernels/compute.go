@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/drmas-dev/drmas/internal/invariants"
 )
 
 // Result is one advantage column with the statistics used, row-aligned with the input.
@@ -623,6 +625,9 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 	w.runCodes = runCodes
 	if !checkRunCodes(runCodes, maxCode, n, &w.bits, &w.sorted) {
 		return invalid(cols)
+	}
+	if invariants.Enabled {
+		return checkInvariants(specs, cols, outs)
 	}
 	return nil
 }

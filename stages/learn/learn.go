@@ -23,12 +23,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"path"
+	"sort"
 	"strconv"
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/devices"
+	"github.com/drmas-dev/drmas/internal/invariants"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/model"
@@ -352,6 +354,11 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			if err != nil {
 				return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
 			}
+			if invariants.Enabled && epoch == 0 && mb == 0 {
+				if err := checkFirstUpdate(st); err != nil {
+					return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+				}
+			}
 			if st.Tokens == 0 {
 				continue
 			}
@@ -405,4 +412,23 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		out = append(out, r)
 	}
 	return out, opt, nil
+}
+
+// checkFirstUpdate is the invariants build's check of the first mini-batch of an iteration:
+// its old log-probs were scored with the very weights it is trained from, by an engine whose
+// results do not depend on the batch's composition, so every token's ratio must be exactly 1.
+func checkFirstUpdate(st Stats) error {
+	agents := make([]string, 0, len(st.Agents))
+	for a := range st.Agents {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	for _, a := range agents {
+		as := st.Agents[a]
+		if as.Tokens > 0 && (as.MaxRatio != 1 || as.SumLogRatioSq != 0 || as.SumRatio != float64(as.Tokens)) {
+			return fmt.Errorf("%w: first mini-batch of agent %s: ratio max %v, sum %v over %d tokens, Σ log² %v; want exactly 1 per token",
+				invariants.ErrViolated, a, as.MaxRatio, as.SumRatio, as.Tokens, as.SumLogRatioSq)
+		}
+	}
+	return nil
 }
