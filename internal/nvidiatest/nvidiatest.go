@@ -90,8 +90,11 @@ var devNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-to
 // RunChild runs cmd, a test child process that loads the driver libraries, and returns its
 // combined output. Run as root on a machine without the kernel driver, NVIDIA's libraries
 // create /dev/nvidiactl (and maybe other nodes) for a driver that is not there: the ones the
-// child created are removed afterwards, so the machine is left as it was.
+// child created are removed afterwards, so the machine is left as it was. Children of
+// concurrent test processes run one at a time (a lock file), so none removes another's node
+// or keeps one another created.
 func RunChild(cmd *exec.Cmd) ([]byte, error) {
+	defer childLock()()
 	var before []string
 	for _, n := range devNodes {
 		if _, err := os.Lstat(n); err == nil {
