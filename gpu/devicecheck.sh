@@ -11,7 +11,8 @@
 #   1. nvidia-smi and ptxas on gpu/kernels/kernels.ptx (syntax/resources; ptxas is optional)
 #   2. gpu/cuda tests (init guard, UUID format)                            ~ 1 s
 #   3. gpu/engine GPU tests: GPU vs CPU equivalence (3 shapes),
-#      GPU vs interpreter, bit-for-bit determinism                          ~ 30 s
+#      GPU vs interpreter, 128-tile GEMMs = 64-tile GEMMs bit for bit,
+#      bit-for-bit determinism                                              ~ 30 s
 #   4. gpu tests (NVML placement -> CUDA device -> "GPU engine on gpu:0")  ~ 1 s
 #   5. stages/learn: the learn stage end to end on the GPU engine, with
 #      DRMAS_LEARNER_ENGINE=gpu so a silent CPU fallback fails the step    ~ 30 s

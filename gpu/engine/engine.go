@@ -68,7 +68,14 @@ type Trainer struct {
 	closed bool
 	gen    int // Forward calls so far: a Pass is valid while gen is its own
 	times  Timings
+	// bigBlocks is the fewest TileBig blocks for which a plain GEMM uses the TileBig kernel
+	// (see bigGemm); tests lower it to run the large kernels at small shapes.
+	bigBlocks int
 }
+
+// DefaultBigGemmBlocks is Trainer's default for when a GEMM uses the TileBig kernel: two
+// resident blocks on each of the 132 SMs of an H100/H200, so that no SM idles.
+const DefaultBigGemmBlocks = 2 * 132
 
 // Timings are the wall-clock times a Trainer spent, summed since the last ResetTimings. Every
 // phase ends with a device-to-host copy, so each includes its kernels.
@@ -90,7 +97,7 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if c.Vocab > 65535 || c.Context > 65535 {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
-	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}}
+	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks}
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
@@ -178,8 +185,24 @@ func (t *Trainer) headName() string {
 
 // launcher collects the first error of a sequence of launches.
 type launcher struct {
-	dev Device
-	err error
+	dev       Device
+	err       error
+	bigBlocks int // 0: never the TileBig GEMM
+}
+
+func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, bigBlocks: t.bigBlocks} }
+
+// bigGemm says whether the TileBig kernel computes an m×n product: when it has at least
+// l.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
+// same bits, so the choice only decides speed: 8×8 outputs a thread load half the shared
+// memory per FMA of 4×4, but four times fewer blocks can leave SMs idle, and a 128-wide tile
+// pads a 259-column head GEMM by half).
+func (l *launcher) bigGemm(m, n int) bool {
+	if l.bigBlocks <= 0 {
+		return false
+	}
+	bm, bn := ceil(m, kernels.TileBig), ceil(n, kernels.TileBig)
+	return bm*bn >= l.bigBlocks && 8*bm*bn*kernels.TileBig*kernels.TileBig <= 9*m*n
 }
 
 // keep returns b, recording err as the launcher's first error (later launches are skipped).
@@ -214,8 +237,12 @@ func (l *launcher) gemm(ta, tb bool, m, n, k int, alpha float32, a ir.Ptr, lda i
 	if m == 0 || n == 0 {
 		return
 	}
-	l.launch(kernels.GemmName(ta, tb, false),
-		[3]int{ceil(n, kernels.Tile), ceil(m, kernels.Tile), 1}, [3]int{kernels.GemmThreads, kernels.GemmThreads, 1},
+	name, tile := kernels.GemmName(ta, tb, false), kernels.Tile
+	if l.bigGemm(m, n) {
+		name, tile = kernels.GemmBigName(ta, tb), kernels.TileBig
+	}
+	l.launch(name,
+		[3]int{ceil(n, tile), ceil(m, tile), 1}, [3]int{kernels.GemmThreads, kernels.GemmThreads, 1},
 		ir.ArgP(a), ir.ArgP(b), ir.ArgP(c), ir.ArgI(m), ir.ArgI(n), ir.ArgI(k), ir.ArgI(lda), ir.ArgI(ldb), ir.ArgI(ldc), ir.ArgF(alpha), ir.ArgF(beta))
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/gpu/ir"
@@ -36,14 +37,17 @@ func testBatch(c model.Config, seed uint64, lens [][2]int) []model.Sequence {
 	return seqs
 }
 
-// passGrads runs Forward and Backward of seqs on a new Trainer on dev with a gradient of 1 on
-// every log-prob (and on every entropy when withEntropy), and returns the log-probs,
-// flattened, and the gradients.
-func passGrads(t testing.TB, dev Device, m *model.Model, seqs []model.Sequence, withEntropy bool) ([]float32, *model.Grads) {
+// passGrads runs Forward and Backward of seqs on a new Trainer on dev (after applying opts to
+// it) with a gradient of 1 on every log-prob (and on every entropy when withEntropy), and
+// returns the log-probs, flattened, and the gradients.
+func passGrads(t testing.TB, dev Device, m *model.Model, seqs []model.Sequence, withEntropy bool, opts ...func(*Trainer)) ([]float32, *model.Grads) {
 	t.Helper()
 	tr, err := New(dev, m)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(tr)
 	}
 	defer tr.Close()
 	p, err := tr.Forward(m, seqs, 1)
@@ -317,4 +321,46 @@ func TestAdamStep(t *testing.T) {
 			t.Fatalf("p[%d] = %v, want %v", i, got[i], want)
 		}
 	}
+}
+
+// TestBigGemmSameBits: a Trainer that uses the TileBig GEMMs wherever their padding allows
+// (bigBlocks 1) computes the same bits as one that never does, and does launch them.
+func TestBigGemmSameBits(t *testing.T) {
+	checkBigGemmSameBits(t, interp(t), interp(t))
+}
+
+// checkBigGemmSameBits runs one pass with TileBig GEMMs on dev and one without on ref.
+func checkBigGemmSameBits(t *testing.T, dev, ref Device) {
+	c := model.Config{Vocab: model.VocabSize, Context: 160, Dim: 128, Layers: 1, Heads: 4, FFMult: 2, TiedHead: true}
+	m, err := model.New(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := testBatch(c, 5, [][2]int{{64, 65}}) // 128 rows: one TileBig
+	counter := &countingDevice{Device: dev, launches: map[string]int{}}
+	lpBig, gBig := passGrads(t, counter, m, seqs, true, func(tr *Trainer) { tr.bigBlocks = 1 })
+	lp, g := passGrads(t, ref, m, seqs, true, func(tr *Trainer) { tr.bigBlocks = 0 })
+	big := 0
+	for name, n := range counter.launches {
+		if strings.HasSuffix(name, "_128") {
+			big += n
+		}
+	}
+	if big < 8 {
+		t.Fatalf("only %d TileBig GEMM launches: %v", big, counter.launches)
+	}
+	for i := range lp {
+		if math.Float32bits(lp[i]) != math.Float32bits(lpBig[i]) {
+			t.Fatalf("log-prob %d: %v with TileBig GEMMs, %v without", i, lpBig[i], lp[i])
+		}
+	}
+	for i, p := range m.Params() {
+		a, b := g.Tensor(i), gBig.Tensor(i)
+		for j := range a {
+			if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
+				t.Fatalf("gradient of %s[%d]: %v with TileBig GEMMs, %v without", p.Name, j, b[j], a[j])
+			}
+		}
+	}
+	t.Logf("%d TileBig GEMM launches, same bits", big)
 }

@@ -75,6 +75,12 @@ func TestGPUInterpBitIdentical(t *testing.T) {
 	}
 }
 
+// TestGPUBigGemmSameBits: on the GPU too, the TileBig GEMMs give the Tile GEMMs' bits.
+func TestGPUBigGemmSameBits(t *testing.T) {
+	d := gpuDevice(t)
+	checkBigGemmSameBits(t, d, d)
+}
+
 // TestGPUDeterministic runs the same batch twice: gradients must be bit-identical (no
 // atomics, fixed reduction orders).
 func TestGPUDeterministic(t *testing.T) {

@@ -170,7 +170,7 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 		p.tabs[name] = bt
 	}
 
-	l := &launcher{dev: t.dev}
+	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	x := need("x", N*D)
 	tmp := need("tmp", N*D)
@@ -292,7 +292,7 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 	hd := D / H
 	N, M := p.n, p.m
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	l := &launcher{dev: t.dev}
+	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
 	tptr, tidx := csr(p.toks, V)

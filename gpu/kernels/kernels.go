@@ -14,6 +14,8 @@ package kernels
 
 import (
 	_ "embed"
+	"fmt"
+	"math/bits"
 
 	"github.com/drmas-dev/drmas/gpu/ir"
 )
@@ -26,6 +28,7 @@ var PTX string
 // Launch shapes.
 const (
 	Tile        = 64  // GEMM output tile is Tile×Tile
+	TileBig     = 128 // the large GEMM variant's output tile (GemmBigName), 8×8 outputs a thread
 	TileK       = 16  // GEMM k-slice per shared-memory stage
 	GemmThreads = 16  // GEMM block is GemmThreads×GemmThreads, each thread 4×4 outputs
 	RowThreads  = 256 // row kernels (layernorm, softmax) and elementwise kernels
@@ -52,9 +55,12 @@ func All() ([]*ir.Kernel, error) {
 	}
 	for _, v := range []struct{ ta, tb bool }{{false, false}, {false, true}, {true, false}} {
 		for _, batched := range []bool{false, true} {
-			if err := add(gemm(v.ta, v.tb, batched)); err != nil {
+			if err := add(gemm(v.ta, v.tb, batched, Tile)); err != nil {
 				return nil, err
 			}
+		}
+		if err := add(gemm(v.ta, v.tb, false, TileBig)); err != nil {
+			return nil, err
 		}
 	}
 	for _, f := range []func() (*ir.Kernel, error){
@@ -81,13 +87,32 @@ func GemmName(transA, transB, batched bool) string {
 	return n
 }
 
-// gemm: row-major C[m×n] = alpha·op(A)·op(B) + beta·C (C is not read when beta = 0).
+// GemmBigName is the plain GEMM for transposes with TileBig×TileBig output tiles, 8×8 outputs
+// a thread: twice the FMAs per shared-memory load of the Tile variant. It computes every
+// element by the same FMA chain as GemmName's kernel, so the two give the same bits and a
+// caller may pick either by shape alone.
+func GemmBigName(transA, transB bool) string {
+	return GemmName(transA, transB, false) + "_128"
+}
+
+// gemm: row-major C[m×n] = alpha·op(A)·op(B) + beta·C (C is not read when beta = 0), with
+// tile×tile output tiles (Tile, or TileBig for the plain GemmBigName kernels): each of the
+// GemmThreads×GemmThreads threads computes (tile/GemmThreads)² outputs, rows ty + GemmThreads·i
+// and columns tx + GemmThreads·j, each by one FMA chain over k in order.
 // Plain params: a, b, c, m, n, k, lda, ldb, ldc, alpha, beta.
 // Batched params: a, b, c, tab, alpha, beta; tab holds TabWords int32 per batch (m, n, k,
 // aOff, bOff, cOff in words, lda, ldb, ldc).
-// Block GemmThreads×GemmThreads; grid (ceil(n/Tile), ceil(m/Tile), batches).
-func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
-	b := ir.NewKernel(GemmName(transA, transB, batched))
+// Block GemmThreads×GemmThreads; grid (ceil(n/tile), ceil(m/tile), batches).
+func gemm(transA, transB, batched bool, tile int) (*ir.Kernel, error) {
+	name := GemmName(transA, transB, batched)
+	if tile == TileBig {
+		name = GemmBigName(transA, transB)
+	}
+	per := tile / GemmThreads // outputs a thread, per dimension
+	if batched && tile != Tile || per*GemmThreads != tile || tile&(tile-1) != 0 {
+		return nil, fmt.Errorf("kernels: no GEMM with tile %d (batched %v)", tile, batched)
+	}
+	b := ir.NewKernel(name)
 	pa, pb, pc := b.Ptr("a"), b.Ptr("b"), b.Ptr("c")
 	var M, N, K, aOff, bOff, cOff, lda, ldb, ldc ir.Reg
 	if batched {
@@ -102,17 +127,17 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 		lda, ldb, ldc = b.IParam("lda"), b.IParam("ldb"), b.IParam("ldc")
 	}
 	alpha, beta := b.FParam("alpha"), b.FParam("beta")
-	// Shared tiles are k-major with a row stride of Tile+1 words, so that the transposing
+	// Shared tiles are k-major with a row stride of tile+1 words, so that the transposing
 	// stores (16 threads of a warp writing one column) hit 16 different banks.
-	const stride = Tile + 1
+	stride := tile + 1
 	as := b.Shared("as", TileK*stride)
 	bs := b.Shared("bs", TileK*stride)
 	tx, ty := b.Special(ir.TidX), b.Special(ir.TidY)
 	tid := b.Add(b.Mul(ty, b.I(GemmThreads)), tx)
-	row0 := b.Mul(b.Special(ir.CtaidY), b.I(Tile))
-	col0 := b.Mul(b.Special(ir.CtaidX), b.I(Tile))
+	row0 := b.Mul(b.Special(ir.CtaidY), b.I(tile))
+	col0 := b.Mul(b.Special(ir.CtaidX), b.I(tile))
 	zero := b.F(0)
-	// stage copies element e of a Tile×TileK tile of op(X) into the k-major shared tile sh:
+	// stage copies element e of a tile×TileK tile of op(X) into the k-major shared tile sh:
 	// sh[kk*stride + r] = op(X)[x0+r][kt+kk], zero outside bound×K. kMajor: X is stored with k
 	// as its row index (X[kt+kk][x0+r]); threads then walk r fastest, otherwise kk, so that
 	// consecutive threads read consecutive words.
@@ -121,7 +146,7 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 		if !kMajor {
 			r, kk = b.Shr(e, b.I(4)), b.And(e, b.I(15))
 		} else {
-			kk, r = b.Shr(e, b.I(6)), b.And(e, b.I(63))
+			kk, r = b.Shr(e, b.I(bits.TrailingZeros(uint(tile)))), b.And(e, b.I(tile-1))
 		}
 		gr, gk := b.Add(x0, r), b.Add(kt, kk)
 		ok := b.And(b.Setp(ir.LT, gr, bound), b.Setp(ir.LT, gk, K))
@@ -139,15 +164,16 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 	}
 	inRange := b.And(b.Setp(ir.LT, row0, M), b.Setp(ir.LT, col0, N))
 	b.If(inRange, func() {
-		var acc [4][4]ir.Reg
+		acc := make([][]ir.Reg, per)
 		for i := range acc {
+			acc[i] = make([]ir.Reg, per)
 			for j := range acc[i] {
 				acc[i][j] = b.Var(zero)
 			}
 		}
 		b.For(b.I(0), K, b.I(TileK), func(kt ir.Reg) {
 			nth := GemmThreads * GemmThreads
-			for i := 0; i < Tile*TileK/nth; i++ {
+			for i := 0; i < tile*TileK/nth; i++ {
 				e := b.Add(tid, b.I(nth*i))
 				// A tile: op(A)[row0+r][kt+kk] into as[kk*stride + r]; A is k-major when transposed.
 				stage(as, pa, e, row0, M, kt, aOff, lda, transA)
@@ -156,13 +182,13 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 			}
 			b.Barrier()
 			for kk := 0; kk < TileK; kk++ {
-				var av, bv [4]ir.Reg
-				for i := 0; i < 4; i++ {
+				av, bv := make([]ir.Reg, per), make([]ir.Reg, per)
+				for i := 0; i < per; i++ {
 					av[i] = b.LdS(as, b.Add(ty, b.I(kk*stride+GemmThreads*i)))
 					bv[i] = b.LdS(bs, b.Add(tx, b.I(kk*stride+GemmThreads*i)))
 				}
-				for i := 0; i < 4; i++ {
-					for j := 0; j < 4; j++ {
+				for i := 0; i < per; i++ {
+					for j := 0; j < per; j++ {
 						b.Set(acc[i][j], b.Fma(av[i], bv[j], acc[i][j]))
 					}
 				}
@@ -170,9 +196,9 @@ func gemm(transA, transB, batched bool) (*ir.Kernel, error) {
 			b.Barrier()
 		})
 		readC := b.Setp(ir.NE, beta, zero)
-		for i := 0; i < 4; i++ {
+		for i := 0; i < per; i++ {
 			r := b.Add(row0, b.Add(ty, b.I(GemmThreads*i)))
-			for j := 0; j < 4; j++ {
+			for j := 0; j < per; j++ {
 				c := b.Add(col0, b.Add(tx, b.I(GemmThreads*j)))
 				ok := b.And(b.Setp(ir.LT, r, M), b.Setp(ir.LT, c, N))
 				b.If(ok, func() {

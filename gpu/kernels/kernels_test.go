@@ -277,3 +277,56 @@ func TestAdamWMatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBigMatchesSmall: the TileBig GEMMs give the Tile GEMMs' results bit for bit (the
+// same FMA chain per element), for every transpose, beta 0 and not, and shapes that are and
+// are not multiples of either tile, so the engine may pick either by shape.
+func TestGemmBigMatchesSmall(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := dev{t, ir.NewInterp(all(t))}
+	for _, v := range []struct{ ta, tb bool }{{false, false}, {false, true}, {true, false}} {
+		for _, sz := range [][3]int{{130, 129, 17}, {129, 257, 40}, {5, 200, 3}, {256, 128, 32}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			lda, ldb, ldc := k+1, n+3, n+2
+			arows, brows := m, k
+			if v.ta {
+				lda, arows = m+2, k
+			}
+			if v.tb {
+				ldb, brows = k+5, n
+			}
+			a, b := randF(r, arows*lda), randF(r, brows*ldb)
+			for _, beta := range []float32{0, 0.5} {
+				c := randF(r, m*ldc)
+				var outs [2][]float32
+				for i, big := range []bool{false, true} {
+					name, tile := GemmName(v.ta, v.tb, false), Tile
+					if big {
+						name, tile = GemmBigName(v.ta, v.tb), TileBig
+					}
+					pa, pb, pc := d.buf(a), d.buf(b), d.buf(c)
+					if err := d.in.Launch(name, [3]int{(n + tile - 1) / tile, (m + tile - 1) / tile, 1}, [3]int{GemmThreads, GemmThreads, 1},
+						ir.ArgP(pa), ir.ArgP(pb), ir.ArgP(pc), ir.ArgI(m), ir.ArgI(n), ir.ArgI(k), ir.ArgI(lda), ir.ArgI(ldb), ir.ArgI(ldc), ir.ArgF(1.5), ir.ArgF(beta)); err != nil {
+						t.Fatal(err)
+					}
+					outs[i] = d.read(pc, len(c))
+				}
+				for i := range outs[0] {
+					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+						t.Fatalf("%s %v beta %v: c[%d] = %v with the %d tile, %v with the %d tile",
+							GemmBigName(v.ta, v.tb), sz, beta, i, outs[0][i], Tile, outs[1][i], TileBig)
+					}
+				}
+				changed := 0
+				for i := range c {
+					if outs[1][i] != c[i] {
+						changed++
+					}
+				}
+				if changed < m*n/2 {
+					t.Fatalf("%s %v: only %d of %d outputs written", GemmBigName(v.ta, v.tb), sz, changed, m*n)
+				}
+			}
+		}
+	}
+}

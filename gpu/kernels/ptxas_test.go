@@ -82,8 +82,8 @@ func runPtxas(t *testing.T, ptxas, src, arch, cubin string) (string, error) {
 // first on a GPU machine, here on every machine that has ptxas (CI installs it). Every kernel
 // must assemble for every architecture of ptxasArchs without warnings, use no local memory
 // (no stack, no spills), and fit a block of launch size in one SM's register file and in the
-// 48 KiB of static shared memory. With nvdisasm, the GEMM's inner loop is checked to keep its
-// 4×4 register blocking: at least two FFMAs per shared-memory load in the compiled SASS.
+// 48 KiB of static shared memory. With nvdisasm, the GEMMs' inner loops are checked to keep their
+// register blocking in the compiled SASS (see checkGemmSASS).
 // A deliberately misspelt instruction must be refused (the check can fail).
 func TestPTXAssembles(t *testing.T) {
 	ptxas, err := nvidiatest.Tool("ptxas")
@@ -146,9 +146,10 @@ func TestPTXAssembles(t *testing.T) {
 	}
 }
 
-// checkGemmSASS disassembles gemm_nn for sm_90 and counts its FFMA and LDS instructions: the
-// 4×4 register blocking loads 8 shared words per 16 FMAs, so FFMA/LDS must stay ≥ 2 (a kernel
-// computing one output per thread would have 0.5).
+// checkGemmSASS disassembles the GEMMs for sm_90 and counts their FFMA and LDS instructions:
+// a thread with r×r outputs loads 2r shared words per r² FMAs, so FFMA/LDS must stay ≥ r/2:
+// ≥ 2 for gemm_nn (4×4) and ≥ 4 for gemm_nn_128 (8×8). A kernel computing one output per
+// thread would have 0.5.
 func checkGemmSASS(t *testing.T, cubin string) {
 	t.Helper()
 	nvdisasm, err := nvidiatest.Tool("nvdisasm")
@@ -163,21 +164,25 @@ func checkGemmSASS(t *testing.T, cubin string) {
 	if err != nil {
 		t.Fatalf("nvdisasm: %v\n%s", err, out)
 	}
-	name := GemmName(false, false, false)
-	_, code, ok := strings.Cut(string(out), "\n.text."+name+":\n")
-	if !ok {
-		t.Fatalf("nvdisasm output has no section .text.%s", name)
-	}
-	code, _, _ = strings.Cut(code, "\n//---")
 	insn := regexp.MustCompile(`/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)`)
-	counts := map[string]int{}
-	for _, m := range insn.FindAllStringSubmatch(code, -1) {
-		counts[m[1]]++
-	}
-	ffma, lds := counts["FFMA"], counts["LDS"]
-	t.Logf("sm_90 gemm_nn SASS: %d FFMA, %d LDS, %d STS, %d LDG (FFMA/LDS %.2f)", ffma, lds, counts["STS"], counts["LDG"], float64(ffma)/float64(max(lds, 1)))
-	if ffma < 16*TileK || lds == 0 || ffma < 2*lds {
-		t.Errorf("gemm_nn SASS has %d FFMA and %d LDS: want ≥ %d FFMA and FFMA ≥ 2·LDS (4×4 register blocking)", ffma, lds, 16*TileK)
+	for _, k := range []struct {
+		name string
+		per  int // outputs a thread, per dimension
+	}{{GemmName(false, false, false), Tile / GemmThreads}, {GemmBigName(false, false), TileBig / GemmThreads}} {
+		_, code, ok := strings.Cut(string(out), "\n.text."+k.name+":\n")
+		if !ok {
+			t.Fatalf("nvdisasm output has no section .text.%s", k.name)
+		}
+		code, _, _ = strings.Cut(code, "\n//---")
+		counts := map[string]int{}
+		for _, m := range insn.FindAllStringSubmatch(code, -1) {
+			counts[m[1]]++
+		}
+		ffma, lds := counts["FFMA"], counts["LDS"]
+		t.Logf("sm_90 %s SASS: %d FFMA, %d LDS, %d STS, %d LDG (FFMA/LDS %.2f)", k.name, ffma, lds, counts["STS"], counts["LDG"], float64(ffma)/float64(max(lds, 1)))
+		if want := k.per * k.per * TileK; ffma < want || lds == 0 || 2*ffma < k.per*lds {
+			t.Errorf("%s SASS has %d FFMA and %d LDS: want ≥ %d FFMA and FFMA/LDS ≥ %d (%d×%d register blocking)", k.name, ffma, lds, want, k.per/2, k.per, k.per)
+		}
 	}
 }
 
