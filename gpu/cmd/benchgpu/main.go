@@ -49,20 +49,20 @@ type interpDevice struct{ *ir.Interp }
 func (interpDevice) Name() string { return "gpu/ir interpreter" }
 
 func run(args []string, w io.Writer) error {
-	flag := flag.NewFlagSet("benchgpu", flag.ContinueOnError)
-	flag.SetOutput(w)
-	device := flag.String("device", "cuda", "cuda: CUDA device 0; interp: the gpu/ir interpreter on the CPU (tiny shapes only)")
-	dim := flag.Int("dim", 512, "model width")
-	layers := flag.Int("layers", 8, "transformer blocks")
-	heads := flag.Int("heads", 8, "attention heads")
-	B := flag.Int("batch", 64, "sequences per step")
-	T := flag.Int("seq", 256, "tokens per sequence (prompt + response)")
-	P := flag.Int("prompt", 128, "prompt tokens per sequence")
-	gpuSteps := flag.Int("gpu-steps", 5, "timed GPU steps (after one warm-up)")
-	cpuSteps := flag.Int("cpu-steps", 1, "timed CPU steps; 0 skips the CPU")
-	cpuWarm := flag.Bool("cpu-warmup", false, "run an untimed CPU step first (the CPU engine has no JIT to warm up)")
-	profile := flag.Bool("profile", true, "after the timed GPU steps, run one step through engine.Profiler and print the time and GFLOP/s of each kernel")
-	if err := flag.Parse(args); err != nil {
+	fs := flag.NewFlagSet("benchgpu", flag.ContinueOnError)
+	fs.SetOutput(w)
+	device := fs.String("device", "cuda", "cuda: CUDA device 0; interp: the gpu/ir interpreter on the CPU (tiny shapes only)")
+	dim := fs.Int("dim", 512, "model width")
+	layers := fs.Int("layers", 8, "transformer blocks")
+	heads := fs.Int("heads", 8, "attention heads")
+	B := fs.Int("batch", 64, "sequences per step")
+	T := fs.Int("seq", 256, "tokens per sequence (prompt + response)")
+	P := fs.Int("prompt", 128, "prompt tokens per sequence")
+	gpuSteps := fs.Int("gpu-steps", 5, "timed GPU steps (after one warm-up)")
+	cpuSteps := fs.Int("cpu-steps", 1, "timed CPU steps; 0 skips the CPU")
+	cpuWarm := fs.Bool("cpu-warmup", false, "run an untimed CPU step first (the CPU engine has no JIT to warm up)")
+	profile := fs.Bool("profile", true, "after the timed GPU steps, run one step through engine.Profiler and print the time and GFLOP/s of each kernel")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *P < 1 || *P >= *T {
