@@ -15,9 +15,11 @@
 //     the same bits run to run on the same GPU and driver. They are not the CPU engine's bits
 //     (different summation orders and exp/log approximations).
 //   - Batch independence: sequences are packed as in the CPU engine and attention never
-//     crosses sequences; every GEMM element is one sequential FMA chain, so a sequence's
-//     results do not depend on the rest of the batch except through the
-//     reduction-free packing.
+//     crosses sequences; every activation GEMM element is one sequential FMA chain, so a
+//     sequence's log-probs and entropies do not depend on the rest of the batch. Weight
+//     gradients, sums over the batch's rows, may be split along the rows into chunks whose
+//     partial products are added in chunk order (split-K, for small weight matrices that
+//     would leave SMs idle): deterministic, but their bits depend on the batch size.
 //
 // A Pass is valid until the next Forward on the same Trainer (activations live in reused
 // device buffers). A Trainer is not safe for concurrent use.
@@ -71,6 +73,10 @@ type Trainer struct {
 	// bigBlocks is the fewest TileBig blocks for which a plain GEMM uses the TileBig kernel
 	// (see bigGemm); tests lower it to run the large kernels at small shapes.
 	bigBlocks int
+	// splitBlocks: a weight-gradient GEMM with fewer Tile blocks than this is split along k
+	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
+	splitBlocks, splitMinK int
+	splitTabs              map[[8]int]ir.Ptr // split-K tables on the device, by shape
 }
 
 // DefaultBigGemmBlocks is Trainer's default for when a GEMM uses the TileBig kernel: two
@@ -97,7 +103,8 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if c.Vocab > 65535 || c.Context > 65535 {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
-	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks}
+	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
+		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[[8]int]ir.Ptr{}}
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
@@ -187,10 +194,11 @@ func (t *Trainer) headName() string {
 type launcher struct {
 	dev       Device
 	err       error
-	bigBlocks int // 0: never the TileBig GEMM
+	bigBlocks int      // 0: never the TileBig GEMM
+	t         *Trainer // nil: no split-K GEMMs (they need its buffers)
 }
 
-func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, bigBlocks: t.bigBlocks} }
+func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, bigBlocks: t.bigBlocks, t: t} }
 
 // bigGemm says whether the TileBig kernel computes an m×n product: when it has at least
 // l.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
@@ -244,6 +252,83 @@ func (l *launcher) gemm(ta, tb bool, m, n, k int, alpha float32, a ir.Ptr, lda i
 	l.launch(name,
 		[3]int{ceil(n, tile), ceil(m, tile), 1}, [3]int{kernels.GemmThreads, kernels.GemmThreads, 1},
 		ir.ArgP(a), ir.ArgP(b), ir.ArgP(c), ir.ArgI(m), ir.ArgI(n), ir.ArgI(k), ir.ArgI(lda), ir.ArgI(ldb), ir.ArgI(ldc), ir.ArgF(alpha), ir.ArgF(beta))
+}
+
+// maxSplits bounds the k-chunks of a split-K GEMM.
+const maxSplits = 16
+
+// splits is the number of k-chunks for a weight-gradient GEMM of m×n×k: 1 (no split) when
+// the product already has l.t.splitBlocks Tile blocks, otherwise enough chunks for twice that
+// many blocks, each at least l.t.splitMinK deep, at most maxSplits. A weight gradient is a
+// sum over the batch's rows (k), so its bits depend on the batch anyway; activation GEMMs are
+// never split, so a sequence's log-probs stay independent of the rest of the batch.
+func (l *launcher) splits(m, n, k int) int {
+	if l.t == nil || l.t.splitBlocks <= 0 || m > 65535 {
+		return 1
+	}
+	blocks := ceil(m, kernels.Tile) * ceil(n, kernels.Tile)
+	if blocks >= l.t.splitBlocks {
+		return 1
+	}
+	return max(1, min(ceil(2*l.t.splitBlocks, blocks), k/max(l.t.splitMinK, 1), maxSplits))
+}
+
+// gemmW is gemm for weight gradients (k runs over the batch's rows): when splits says so, the
+// k range is cut into chunks whose partial products one batched GEMM writes to a workspace and
+// splitk_sum adds up in chunk order, with beta·C, so the result is deterministic; otherwise
+// it is gemm.
+func (l *launcher) gemmW(ta, tb bool, m, n, k int, alpha float32, a ir.Ptr, lda int, b ir.Ptr, ldb int, beta float32, c ir.Ptr, ldc int) {
+	s := l.splits(m, n, k)
+	if s <= 1 || l.err != nil || m == 0 || n == 0 {
+		l.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	chunk := ceil(ceil(k, s), kernels.TileK) * kernels.TileK
+	s = ceil(k, chunk)
+	tab, err := l.t.splitTable(ta, tb, m, n, k, lda, ldb, chunk)
+	if err != nil {
+		l.err = err
+		return
+	}
+	part := l.keep(l.t.buf("splitk", s*m*n))
+	l.gemmBatched(ta, tb, batch{tab: tab, n: s, maxM: m, maxN: n}, alpha, 0, a, b, part)
+	l.elementwise("splitk_sum", m*n, ir.ArgP(part), ir.ArgP(c), ir.ArgI(s), ir.ArgI(n), ir.ArgI(ldc), ir.ArgF(beta), ir.ArgI(m*n))
+}
+
+// splitTable returns the device table of a split-K GEMM (one batched-GEMM entry per k-chunk,
+// its partial product at chunk·m·n words of the workspace), uploading it on first use; the
+// tables depend only on the shape, so a training run uploads each once.
+func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr, error) {
+	key := [8]int{m, n, k, lda, ldb, chunk, 0, 0}
+	if ta {
+		key[6] = 1
+	}
+	if tb {
+		key[7] = 1
+	}
+	if p, ok := t.splitTabs[key]; ok {
+		return p, nil
+	}
+	var tab []int32
+	for s, k0 := 0, 0; k0 < k; s, k0 = s+1, k0+chunk {
+		aOff, bOff := k0, k0*ldb // A is m×k, B is k×n, row-major
+		if ta {
+			aOff = k0 * lda // A stored k×m
+		}
+		if tb {
+			bOff = k0 // B stored n×k
+		}
+		tab = append(tab, int32(m), int32(n), int32(min(chunk, k-k0)), int32(aOff), int32(bOff), int32(s*m*n), int32(lda), int32(ldb), int32(n))
+	}
+	p, err := t.buf(fmt.Sprintf("splitk table %v", key), len(tab))
+	if err != nil {
+		return 0, err
+	}
+	if err := t.dev.WriteI32(p, tab); err != nil {
+		return 0, fmt.Errorf("gpu engine: upload a split-K table: %w", err)
+	}
+	t.splitTabs[key] = p
+	return p, nil
 }
 
 // batch is one batched-GEMM table on the device.

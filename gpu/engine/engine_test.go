@@ -364,3 +364,122 @@ func checkBigGemmSameBits(t *testing.T, dev, ref Device) {
 	}
 	t.Logf("%d TileBig GEMM launches, same bits", big)
 }
+
+// TestSplitKGemm: a split-K GEMM (every transpose, beta 0 and 1, k not a multiple of the
+// chunk) equals gonum's within float32 rounding and is the same bits run to run.
+func TestSplitKGemm(t *testing.T) {
+	c := model.Config{Vocab: model.VocabSize, Context: 16, Dim: 16, Layers: 1, Heads: 2, FFMult: 2, TiedHead: true}
+	m0, err := model.New(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := interp(t)
+	tr, err := New(dev, m0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.splitBlocks, tr.splitMinK = 1<<30, 16
+	r := rand.New(rand.NewPCG(5, 6))
+	randv := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	for _, v := range []struct{ ta, tb bool }{{true, false}, {false, false}, {false, true}} {
+		for _, beta := range []float32{0, 1} {
+			m, n, k := 37, 70, 203
+			lda, ldb, ldc := k+1, n+2, n+3
+			if v.ta {
+				lda = m + 4
+			}
+			if v.tb {
+				ldb = k + 5
+			}
+			arows, brows := m, k
+			if v.ta {
+				arows = k
+			}
+			if v.tb {
+				brows = n
+			}
+			a, b, c := randv(arows*lda), randv(brows*ldb), randv(m*ldc)
+			want := append([]float32(nil), c...)
+			model.GonumGEMM{}.Sgemm(v.ta, v.tb, m, n, k, 1, a, lda, b, ldb, beta, want, ldc)
+			l := tr.launcher()
+			if s := l.splits(m, n, k); s < 2 {
+				t.Fatalf("splits(%d, %d, %d) = %d: the test needs a split", m, n, k, s)
+			}
+			var runs [2][]float32
+			for i := range runs {
+				pa, pb, pc := l.keep(dev.Alloc(len(a))), l.keep(dev.Alloc(len(b))), l.keep(dev.Alloc(len(c)))
+				for _, w := range []struct {
+					p ir.Ptr
+					v []float32
+				}{{pa, a}, {pb, b}, {pc, c}} {
+					if err := dev.WriteF32(w.p, w.v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l.gemmW(v.ta, v.tb, m, n, k, 1, pa, lda, pb, ldb, beta, pc, ldc)
+				if l.err != nil {
+					t.Fatal(l.err)
+				}
+				runs[i] = make([]float32, len(c))
+				if err := dev.ReadF32(runs[i], pc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range want {
+				if math.Abs(float64(runs[0][i]-want[i])) > 1e-4*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("ta %v tb %v beta %v: c[%d] = %v, want %v", v.ta, v.tb, beta, i, runs[0][i], want[i])
+				}
+				if math.Float32bits(runs[0][i]) != math.Float32bits(runs[1][i]) {
+					t.Fatalf("c[%d] differs between runs", i)
+				}
+			}
+		}
+	}
+}
+
+// TestSplitKPass: with every weight gradient split along k, a pass gives the same log-probs
+// bit for bit (activation GEMMs are never split) and the same gradients within float32
+// rounding, the same bits twice, and does run the split kernels.
+func TestSplitKPass(t *testing.T) {
+	tc := interpCases[0]
+	m, err := model.New(tc.cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := testBatch(tc.cfg, 9, tc.lens)
+	split := func(tr *Trainer) { tr.splitBlocks, tr.splitMinK = 1<<30, 8 }
+	counter := &countingDevice{Device: interp(t), launches: map[string]int{}}
+	lpS, gS := passGrads(t, counter, m, seqs, true, split)
+	_, gS2 := passGrads(t, interp(t), m, seqs, true, split)
+	lp, g := passGrads(t, interp(t), m, seqs, true, func(tr *Trainer) { tr.splitBlocks = 0 })
+	if n := counter.launches["splitk_sum"]; n < 4*tc.cfg.Layers { // the head's too when its k allows
+		t.Fatalf("%d split-K sums for %d layers: %v", n, tc.cfg.Layers, counter.launches)
+	}
+	for i := range lp {
+		if math.Float32bits(lp[i]) != math.Float32bits(lpS[i]) {
+			t.Fatalf("log-prob %d: %v with split-K, %v without", i, lpS[i], lp[i])
+		}
+	}
+	for i, p := range m.Params() {
+		a, b, b2 := g.Tensor(i), gS.Tensor(i), gS2.Tensor(i)
+		scale := 0.0
+		for _, x := range a {
+			scale = max(scale, math.Abs(float64(x)))
+		}
+		for j := range a {
+			if math.Abs(float64(a[j]-b[j])) > 1e-5*(scale+1e-30) {
+				t.Fatalf("gradient of %s[%d]: %v with split-K, %v without (scale %g)", p.Name, j, b[j], a[j], scale)
+			}
+			if math.Float32bits(b[j]) != math.Float32bits(b2[j]) {
+				t.Fatalf("gradient of %s[%d] differs between split-K runs", p.Name, j)
+			}
+		}
+	}
+}

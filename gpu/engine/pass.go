@@ -327,7 +327,7 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(invT))
 	head := t.headName()
 	l.gemm(false, false, M, D, V, 1, dZ, V, t.wp(head), D, 0, dHf, D)
-	l.gemm(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, t.gp(head), D)
+	l.gemmW(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, t.gp(head), D)
 	if l.err == nil {
 		l.err = t.dev.Zero(dXg, M*D)
 	}
@@ -343,18 +343,18 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 		a := fmt.Sprintf("L%d.", li)
 		act := func(name string) ir.Ptr { return b[a+name].p }
 		// MLP.
-		l.gemm(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, t.gp(pre+"mlp.proj.weight"), F)
+		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, t.gp(pre+"mlp.proj.weight"), F)
 		t.colSum(l, dX, 0, N, D, t.gp(pre+"mlp.proj.bias"))
 		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
 		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
-		l.gemm(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, t.gp(pre+"mlp.fc.weight"), D)
+		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, t.gp(pre+"mlp.fc.weight"), D)
 		t.colSum(l, dF, 0, N, F, t.gp(pre+"mlp.fc.bias"))
 		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln2xhat"), N, D, t.gp(pre+"ln2.weight"))
 		t.colSum(l, dT, 0, N, D, t.gp(pre+"ln2.bias"))
 		// Attention.
-		l.gemm(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, t.gp(pre+"attn.proj.weight"), D)
+		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, t.gp(pre+"attn.proj.weight"), D)
 		t.colSum(l, dX, 0, N, D, t.gp(pre+"attn.proj.bias"))
 		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
 		if l.err == nil {
@@ -366,7 +366,7 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 		l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
 		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
 		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
-		l.gemm(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, t.gp(pre+"attn.qkv.weight"), D)
+		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, t.gp(pre+"attn.qkv.weight"), D)
 		t.colSum(l, dQKV, 0, N, 3*D, t.gp(pre+"attn.qkv.bias"))
 		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))

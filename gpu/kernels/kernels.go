@@ -66,7 +66,7 @@ func All() ([]*ir.Kernel, error) {
 	for _, f := range []func() (*ir.Kernel, error){
 		layerNormFwd, layerNormBwd, softmaxCausal, softmaxCausalBwd, logSoftmax, dLogits,
 		embed, biasRows, addInPlace, geluFwd, geluBwd, gatherRows, scatterRowsAdd, csrRowsAdd,
-		colSumPart, colSum2Part, colSumFinal, adamw,
+		colSumPart, colSum2Part, colSumFinal, splitKSum, adamw,
 	} {
 		if err := add(f()); err != nil {
 			return nil, err
@@ -588,6 +588,24 @@ func colSumFinal() (*ir.Kernel, error) {
 			s := b.Var(b.F(0))
 			b.For(b.I(0), chunks, b.I(1), func(c ir.Reg) { b.Set(s, b.Add(s, b.Ld(ir.F32, part, b.Add(b.Mul(c, d), j)))) })
 			b.St(out, j, b.Add(b.Ld(ir.F32, out, j), s))
+		}
+	})
+}
+
+// splitk_sum: the second pass of a split-K GEMM: c[r·ldc+j] = Σ_s part[s·mn + r·n + j] (s in
+// order; the partial products of the k-chunks) + beta·c[r·ldc+j] (c not read when beta = 0),
+// by one fused multiply-add as in the GEMM. Params part, c, splits, n, ldc, beta, mn, total
+// (= mn = m·n).
+func splitKSum() (*ir.Kernel, error) {
+	return elementwise("splitk_sum", func(b *ir.Builder) func(ir.Reg) {
+		part, c := b.Ptr("part"), b.Ptr("c")
+		splits, n, ldc, beta, mn := b.IParam("splits"), b.IParam("n"), b.IParam("ldc"), b.FParam("beta"), b.IParam("mn")
+		return func(i ir.Reg) {
+			v := b.Var(b.Ld(ir.F32, part, i))
+			b.For(b.I(1), splits, b.I(1), func(s ir.Reg) { b.Set(v, b.Add(v, b.Ld(ir.F32, part, b.Add(b.Mul(s, mn), i)))) })
+			idx := b.Add(b.Mul(b.Div(i, n), ldc), b.Rem(i, n))
+			b.If(b.Setp(ir.NE, beta, b.F(0)), func() { b.Set(v, b.Fma(beta, b.Ld(ir.F32, c, idx), v)) })
+			b.St(c, idx, v)
 		}
 	})
 }
