@@ -4,7 +4,7 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build test test-race fuzz bench bench-normalize bench-engine gpu-check lint demo clean
+.PHONY: build test test-race fuzz bench bench-upload bench-normalize bench-engine bench-gpu gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
@@ -60,6 +60,12 @@ bench-normalize:
 ## decode tokens/s with and without the KV cache.
 bench-engine:
 	$(GO) run ./model/cmd/benchengine
+
+## bench-gpu: one PPO learner step on the GPU engine vs the CPU engine at d=512, 8 layers, B=64,
+## T=256 (issue #11's anchor: the CPU engine), then a per-kernel profile; prints the speed-up.
+## Without an NVIDIA driver it times the CPU engine only and says why.
+bench-gpu:
+	$(GO) run ./gpu/cmd/benchgpu $(BENCHGPU_ARGS)
 
 ## gpu-check: build the GPU checks of the learner (equivalence tests, learn stage on the GPU, the
 ## learner-step benchmark GPU vs CPU at d=512, 8 layers, B=64, T=256) into .gpucheck/ for a machine
