@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drmas-dev/drmas/gpu/internal/gemmtest"
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
 	"github.com/drmas-dev/drmas/model"
@@ -391,21 +392,9 @@ func TestSplitKGemm(t *testing.T) {
 	for _, v := range []struct{ ta, tb bool }{{true, false}, {false, false}, {false, true}} {
 		for _, beta := range []float32{0, 1} {
 			m, n, k := 37, 70, 203
-			lda, ldb, ldc := k+1, n+2, n+3
-			if v.ta {
-				lda = m + 4
-			}
-			if v.tb {
-				ldb = k + 5
-			}
-			arows, brows := m, k
-			if v.ta {
-				arows = k
-			}
-			if v.tb {
-				brows = n
-			}
-			a, b, c := randv(arows*lda), randv(brows*ldb), randv(m*ldc)
+			lo := gemmtest.For(v.ta, v.tb, m, n, k)
+			lda, ldb, ldc := lo.Lda, lo.Ldb, lo.Ldc
+			a, b, c := randv(lo.ARows*lda), randv(lo.BRows*ldb), randv(m*ldc)
 			want := append([]float32(nil), c...)
 			model.GonumGEMM{}.Sgemm(v.ta, v.tb, m, n, k, 1, a, lda, b, ldb, beta, want, ldc)
 			l := tr.launcher()

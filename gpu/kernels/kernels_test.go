@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drmas-dev/drmas/gpu/internal/gemmtest"
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/model"
 )
@@ -146,21 +147,9 @@ func TestGemmVariants(t *testing.T) {
 		for _, sz := range [][3]int{{1, 1, 1}, {70, 65, 17}, {3, 130, 40}, {64, 64, 16}, {5, 7, 0}} {
 			for _, beta := range []float32{0, 0.5} {
 				m, n, k := sz[0], sz[1], sz[2]
-				lda, ldb, ldc := k+3, n+1, n+2
-				if v.ta {
-					lda = m + 2
-				}
-				if v.tb {
-					ldb = k + 5
-				}
-				arows, brows := m, k
-				if v.ta {
-					arows = k
-				}
-				if v.tb {
-					brows = n
-				}
-				a, b, c := randF(r, arows*lda+1), randF(r, brows*ldb+1), randF(r, m*ldc)
+				lo := gemmtest.For(v.ta, v.tb, m, n, k)
+				lda, ldb, ldc := lo.Lda, lo.Ldb, lo.Ldc
+				a, b, c := randF(r, lo.ARows*lda+1), randF(r, lo.BRows*ldb+1), randF(r, m*ldc)
 				want := append([]float32(nil), c...)
 				model.GonumGEMM{}.Sgemm(v.ta, v.tb, m, n, k, 1.5, a, lda, b, ldb, beta, want, ldc) // the reference: gonum's BLAS
 				pa, pb, pc := d.buf(a), d.buf(b), d.buf(c)
@@ -287,15 +276,9 @@ func TestGemmBigMatchesSmall(t *testing.T) {
 	for _, v := range []struct{ ta, tb bool }{{false, false}, {false, true}, {true, false}} {
 		for _, sz := range [][3]int{{130, 129, 17}, {129, 257, 40}, {5, 200, 3}, {256, 128, 32}} {
 			m, n, k := sz[0], sz[1], sz[2]
-			lda, ldb, ldc := k+1, n+3, n+2
-			arows, brows := m, k
-			if v.ta {
-				lda, arows = m+2, k
-			}
-			if v.tb {
-				ldb, brows = k+5, n
-			}
-			a, b := randF(r, arows*lda), randF(r, brows*ldb)
+			lo := gemmtest.For(v.ta, v.tb, m, n, k)
+			lda, ldb, ldc := lo.Lda, lo.Ldb, lo.Ldc
+			a, b := randF(r, lo.ARows*lda), randF(r, lo.BRows*ldb)
 			for _, beta := range []float32{0, 0.5} {
 				c := randF(r, m*ldc)
 				var outs [2][]float32
