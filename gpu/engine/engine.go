@@ -76,7 +76,7 @@ type Trainer struct {
 	// splitBlocks: a weight-gradient GEMM with fewer Tile blocks than this is split along k
 	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
 	splitBlocks, splitMinK int
-	splitTabs              map[[8]int]ir.Ptr // split-K tables on the device, by shape
+	splitTabs              map[splitKey]ir.Ptr // split-K tables on the device, by shape
 }
 
 // DefaultBigGemmBlocks is Trainer's default for when a GEMM uses the TileBig kernel: two
@@ -104,7 +104,7 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
 	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
-		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[[8]int]ir.Ptr{}}
+		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}}
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
@@ -192,25 +192,24 @@ func (t *Trainer) headName() string {
 
 // launcher collects the first error of a sequence of launches.
 type launcher struct {
-	dev       Device
-	err       error
-	bigBlocks int      // 0: never the TileBig GEMM
-	t         *Trainer // nil: no split-K GEMMs (they need its buffers)
+	dev Device
+	err error
+	t   *Trainer // nil (AdamStep): no TileBig or split-K GEMMs, whose settings and buffers are t's
 }
 
-func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, bigBlocks: t.bigBlocks, t: t} }
+func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, t: t} }
 
 // bigGemm says whether the TileBig kernel computes an m×n product: when it has at least
-// l.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
+// l.t.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
 // same bits, so the choice only decides speed: 8×8 outputs a thread load half the shared
 // memory per FMA of 4×4, but four times fewer blocks can leave SMs idle, and a 128-wide tile
 // pads a 259-column head GEMM by half).
 func (l *launcher) bigGemm(m, n int) bool {
-	if l.bigBlocks <= 0 {
+	if l.t == nil || l.t.bigBlocks <= 0 {
 		return false
 	}
 	bm, bn := ceil(m, kernels.TileBig), ceil(n, kernels.TileBig)
-	return bm*bn >= l.bigBlocks && 8*bm*bn*kernels.TileBig*kernels.TileBig <= 9*m*n
+	return bm*bn >= l.t.bigBlocks && 8*bm*bn*kernels.TileBig*kernels.TileBig <= 9*m*n
 }
 
 // keep returns b, recording err as the launcher's first error (later launches are skipped).
@@ -263,14 +262,14 @@ const maxSplits = 16
 // sum over the batch's rows (k), so its bits depend on the batch anyway; activation GEMMs are
 // never split, so a sequence's log-probs stay independent of the rest of the batch.
 func (l *launcher) splits(m, n, k int) int {
-	if l.t == nil || l.t.splitBlocks <= 0 || m > 65535 {
+	if l.t == nil || l.t.splitBlocks <= 0 {
 		return 1
 	}
 	blocks := ceil(m, kernels.Tile) * ceil(n, kernels.Tile)
 	if blocks >= l.t.splitBlocks {
 		return 1
 	}
-	return max(1, min(ceil(2*l.t.splitBlocks, blocks), k/max(l.t.splitMinK, 1), maxSplits))
+	return max(1, min(ceil(2*l.t.splitBlocks, blocks), k/l.t.splitMinK, maxSplits))
 }
 
 // gemmW is gemm for weight gradients (k runs over the batch's rows): when splits says so, the
@@ -295,17 +294,17 @@ func (l *launcher) gemmW(ta, tb bool, m, n, k int, alpha float32, a ir.Ptr, lda 
 	l.elementwise("splitk_sum", m*n, ir.ArgP(part), ir.ArgP(c), ir.ArgI(s), ir.ArgI(n), ir.ArgI(ldc), ir.ArgF(beta), ir.ArgI(m*n))
 }
 
+// splitKey is the shape a split-K table depends on.
+type splitKey struct {
+	ta, tb                   bool
+	m, n, k, lda, ldb, chunk int
+}
+
 // splitTable returns the device table of a split-K GEMM (one batched-GEMM entry per k-chunk,
 // its partial product at chunk·m·n words of the workspace), uploading it on first use; the
 // tables depend only on the shape, so a training run uploads each once.
 func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr, error) {
-	key := [8]int{m, n, k, lda, ldb, chunk, 0, 0}
-	if ta {
-		key[6] = 1
-	}
-	if tb {
-		key[7] = 1
-	}
+	key := splitKey{ta, tb, m, n, k, lda, ldb, chunk}
 	if p, ok := t.splitTabs[key]; ok {
 		return p, nil
 	}

@@ -38,6 +38,17 @@ func testBatch(c model.Config, seed uint64, lens [][2]int) []model.Sequence {
 	return seqs
 }
 
+// smallCase is interpCases[0]'s model and batch, the usual input of a single-pass test.
+func smallCase(t testing.TB) (*model.Model, []model.Sequence) {
+	t.Helper()
+	tc := interpCases[0]
+	m, err := model.New(tc.cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, testBatch(tc.cfg, 9, tc.lens)
+}
+
 // passGrads runs Forward and Backward of seqs on a new Trainer on dev (after applying opts to
 // it) with a gradient of 1 on every log-prob (and on every entropy when withEntropy), and
 // returns the log-probs, flattened, and the gradients.
@@ -437,19 +448,15 @@ func TestSplitKGemm(t *testing.T) {
 // bit for bit (activation GEMMs are never split) and the same gradients within float32
 // rounding, the same bits twice, and does run the split kernels.
 func TestSplitKPass(t *testing.T) {
-	tc := interpCases[0]
-	m, err := model.New(tc.cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs := testBatch(tc.cfg, 9, tc.lens)
+	m, seqs := smallCase(t)
+	layers := interpCases[0].cfg.Layers
 	split := func(tr *Trainer) { tr.splitBlocks, tr.splitMinK = 1<<30, 8 }
 	counter := &countingDevice{Device: interp(t), launches: map[string]int{}}
 	lpS, gS := passGrads(t, counter, m, seqs, true, split)
 	_, gS2 := passGrads(t, interp(t), m, seqs, true, split)
 	lp, g := passGrads(t, interp(t), m, seqs, true, func(tr *Trainer) { tr.splitBlocks = 0 })
-	if n := counter.launches["splitk_sum"]; n < 4*tc.cfg.Layers { // the head's too when its k allows
-		t.Fatalf("%d split-K sums for %d layers: %v", n, tc.cfg.Layers, counter.launches)
+	if n := counter.launches["splitk_sum"]; n < 4*layers { // the head's too when its k allows
+		t.Fatalf("%d split-K sums for %d layers: %v", n, layers, counter.launches)
 	}
 	for i := range lp {
 		if math.Float32bits(lp[i]) != math.Float32bits(lpS[i]) {

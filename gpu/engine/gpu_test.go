@@ -49,12 +49,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 // same IR, so log-probs agree to float32 rounding of the approximate exp/log.
 func TestGPUInterpBitIdentical(t *testing.T) {
 	d := gpuDevice(t)
-	tc := interpCases[0]
-	m, err := model.New(tc.cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs := testBatch(tc.cfg, 9, tc.lens)
+	m, seqs := smallCase(t)
 	run := func(dev Device) ([]float32, []float32) {
 		lp, g := passGrads(t, dev, m, seqs, false)
 		return lp, g.Tensor(0)

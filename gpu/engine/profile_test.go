@@ -8,7 +8,6 @@ import (
 
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
-	"github.com/drmas-dev/drmas/model"
 )
 
 // countingDevice counts the launches that reach the device.
@@ -90,12 +89,7 @@ func TestProfilerGemmFlops(t *testing.T) {
 // TestProfilerEngine runs a forward and backward pass through the profiler: results are the
 // same bits as without it, every launch is recorded once, and the table names every kernel.
 func TestProfilerEngine(t *testing.T) {
-	tc := interpCases[0]
-	m, err := model.New(tc.cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs := testBatch(tc.cfg, 9, tc.lens)
+	m, seqs := smallCase(t)
 	counter := &countingDevice{Device: interp(t), launches: map[string]int{}}
 	prof := NewProfiler(counter)
 	lpP, gP := passGrads(t, prof, m, seqs, true)

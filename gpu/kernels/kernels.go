@@ -30,7 +30,7 @@ const (
 	Tile        = 64  // GEMM output tile is Tile×Tile
 	TileBig     = 128 // the large GEMM variant's output tile (GemmBigName), 8×8 outputs a thread
 	TileK       = 16  // GEMM k-slice per shared-memory stage
-	GemmThreads = 16  // GEMM block is GemmThreads×GemmThreads, each thread 4×4 outputs
+	GemmThreads = 16  // GEMM block is GemmThreads×GemmThreads, each thread 4×4 outputs (8×8 for TileBig)
 	RowThreads  = 256 // row kernels (layernorm, softmax) and elementwise kernels
 	TabWords    = 9   // batched GEMM table entry: m, n, k, aOff, bOff, cOff, lda, ldb, ldc
 	ColChunk    = 256 // rows per partial column sum

@@ -38,16 +38,6 @@ func main() {
 	}
 }
 
-// gpuDevice is what the benchmark needs of a GPU: the engine's Device and its name.
-type gpuDevice interface {
-	engine.Device
-	Name() string
-}
-
-type interpDevice struct{ *ir.Interp }
-
-func (interpDevice) Name() string { return "gpu/ir interpreter" }
-
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("benchgpu", flag.ContinueOnError)
 	fs.SetOutput(w)
@@ -164,7 +154,7 @@ func run(args []string, w io.Writer) error {
 		}
 	}
 	var gpuRes, cpuRes *result
-	var dev gpuDevice
+	var dev engine.Device // nil: no GPU
 	var cdev *cuda.Device
 	switch *device {
 	case "interp":
@@ -172,7 +162,8 @@ func run(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		dev = interpDevice{ir.NewInterp(ks)}
+		dev = ir.NewInterp(ks)
+		fmt.Fprintln(w, "GPU: gpu/ir interpreter")
 	case "cuda":
 		cdev, err = cuda.Open(0)
 		switch {
@@ -183,16 +174,12 @@ func run(args []string, w io.Writer) error {
 		default:
 			defer cdev.Close()
 			dev = cdev
+			fmt.Fprintf(w, "GPU: %s (%s)\n", cdev.Name(), cdev.UUID())
 		}
 	default:
 		return fmt.Errorf("-device %q: want cuda or interp", *device)
 	}
 	if dev != nil {
-		if cdev != nil {
-			fmt.Fprintf(w, "GPU: %s (%s)\n", cdev.Name(), cdev.UUID())
-		} else {
-			fmt.Fprintf(w, "GPU: %s\n", dev.Name())
-		}
 		tr, err = engine.New(dev, base)
 		if err != nil {
 			return err
