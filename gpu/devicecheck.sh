@@ -12,11 +12,13 @@
 #   2. gpu/cuda tests (init guard, UUID format)                            ~ 1 s
 #   3. gpu/engine GPU tests: GPU vs CPU equivalence (3 shapes),
 #      GPU vs interpreter, 128-tile GEMMs = 64-tile GEMMs bit for bit,
-#      bit-for-bit determinism                                              ~ 30 s
+#      bit-for-bit determinism, the device optimizer (BackwardInto, norms,
+#      clipping, AdamW = the CPU's AdamW bit for bit, Sync)                 ~ 30 s
 #   4. gpu tests (NVML placement -> CUDA device -> "GPU engine on gpu:0")  ~ 1 s
 #   5. stages/learn: the learn stage end to end on the GPU engine, with
 #      DRMAS_LEARNER_ENGINE=gpu so a silent CPU fallback fails the step    ~ 30 s
-#   6. benchgpu: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256,
+#   6. benchgpu: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256
+#      (the GPU with its device optimizer, then with the host optimizer),
 #      then one profiled GPU step: time and GFLOP/s per kernel           ~ 2-3 min
 #   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test       ~ 1 min
 # BENCH_ARGS passes flags to benchgpu (e.g. BENCH_ARGS="-cpu-steps 0" on a rerun).
@@ -69,7 +71,7 @@ run() {
 	step "gpu/cuda tests" 60 gpu/cuda $T/cuda.test -test.v -test.run 'TestInitOnce|TestFormatUUID'
 	step "gpu/engine GPU tests" 240 gpu/engine $T/engine.test -test.v -test.run 'GPU'
 	step "gpu tests (placement)" 60 gpu $T/gpu.test -test.v
-	step "stages/learn on the GPU" 180 stages/learn env DRMAS_LEARNER_ENGINE=gpu $T/learn.test -test.v -test.run 'TestLearnStagePublishesAndIsIdempotent|TestEngineChoice|TestFirstUpdateRatioIsExactlyOne'
+	step "stages/learn on the GPU" 180 stages/learn env DRMAS_LEARNER_ENGINE=gpu $T/learn.test -test.v -test.run 'TestLearnStagePublishesAndIsIdempotent|TestLearnStageOnGPUEngine|TestEngineChoice|TestFirstUpdateRatioIsExactlyOne'
 	step "benchmark d=512 L=8 B=64 T=256" 330 . bash -c "$T/benchgpu ${BENCH_ARGS:-} | tee $OUT/bench.txt"
 	if [ "${SANITIZE:-0}" = 1 ]; then # opt-in: compute-sanitizer works on Firecracker machines only
 		CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)

@@ -44,26 +44,56 @@ func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 	return o
 }
 
+// AdamWStep holds the constants of one AdamW step, the same for every element of a tensor.
+// A device implementation of the update (the GPU learner's) applies them with Step's
+// float32 arithmetic: m = b1·m + (1−b1)·g, v = b2·v + (1−b2)·g²,
+// p = p·decay − stepSize·m/(sqrt(v)·invBc2 + eps).
+type AdamWStep struct {
+	B1, B2, StepSize, InvBc2, Eps float32
+	// Decay is per parameter tensor, in Params order: 1 − lr·weight_decay for tensors with
+	// Param.Decay, else 1.
+	Decay []float32
+}
+
+// Advance counts one step and returns its constants. Step calls it; a caller that runs the
+// update elsewhere calls it once per update instead of Step.
+func (o *AdamW) Advance() AdamWStep {
+	o.Steps++
+	t := float64(o.Steps)
+	bc1 := 1 - math.Pow(o.Beta1, t)
+	bc2 := 1 - math.Pow(o.Beta2, t)
+	s := AdamWStep{
+		B1: float32(o.Beta1), B2: float32(o.Beta2), StepSize: float32(o.LR / bc1),
+		InvBc2: float32(1 / math.Sqrt(bc2)), Eps: float32(o.Eps), Decay: make([]float32, len(o.mask)),
+	}
+	for i, d := range o.mask {
+		s.Decay[i] = 1
+		if d {
+			s.Decay[i] = float32(1 - o.LR*o.WeightDecay)
+		}
+	}
+	return s
+}
+
+// Moments returns the first and second moments, laid out like the model's parameters. They
+// are the optimizer's own slices: writing them changes its state (a device implementation
+// copies its moments back this way).
+func (o *AdamW) Moments() (mom, vel []float32) { return o.mom, o.vel }
+
+// Model returns the model the optimizer updates.
+func (o *AdamW) Model() *Model { return o.m }
+
 // Step applies one update with gradients g (configs must match).
 func (o *AdamW) Step(g *Grads) error {
 	if g.cfg != o.m.cfg {
 		return fmt.Errorf("model: AdamW.Step: grads do not match the model config")
 	}
-	o.Steps++
-	t := float64(o.Steps)
-	bc1 := 1 - math.Pow(o.Beta1, t)
-	bc2 := 1 - math.Pow(o.Beta2, t)
-	b1, b2 := float32(o.Beta1), float32(o.Beta2)
-	stepSize := float32(o.LR / bc1)
-	invBc2 := float32(1 / math.Sqrt(bc2))
-	eps := float32(o.Eps)
+	s := o.Advance()
+	b1, b2, stepSize, invBc2, eps := s.B1, s.B2, s.StepSize, s.InvBc2, s.Eps
 	off := 0
 	for i, part := range o.m.parts {
 		n := len(part)
-		decay := float32(1)
-		if o.mask[i] {
-			decay = float32(1 - o.LR*o.WeightDecay)
-		}
+		decay := s.Decay[i]
 		p, gr := part, g.buf[off:off+n]
 		mm, vv := o.mom[off:off+n], o.vel[off:off+n]
 		// Element-wise: the split over cores cannot change any result.

@@ -64,8 +64,17 @@ func (g *Grads) ByName(name string) []float32 {
 // and the norm is finite) and returns the norm before clipping.
 func ClipGradNorm(g *Grads, maxNorm float64) float64 {
 	n := g.Norm()
-	if maxNorm > 0 && n > maxNorm && !math.IsInf(n, 0) && !math.IsNaN(n) {
-		g.Scale(float32(maxNorm / (n + 1e-6)))
+	if f, ok := ClipScale(n, maxNorm); ok {
+		g.Scale(f)
 	}
 	return n
+}
+
+// ClipScale is ClipGradNorm's factor for a gradient of norm n: maxNorm/(n+1e-6) and true
+// when maxNorm > 0, n > maxNorm and n is finite; otherwise 1 and false (no scaling).
+func ClipScale(n, maxNorm float64) (float32, bool) {
+	if maxNorm > 0 && n > maxNorm && !math.IsInf(n, 0) && !math.IsNaN(n) {
+		return float32(maxNorm / (n + 1e-6)), true
+	}
+	return 1, false
 }

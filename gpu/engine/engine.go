@@ -8,9 +8,12 @@
 //     entropies from Forward, gradients from Backward accumulated into a *model.Grads, for
 //     the same weights and batch. Tests check this against model.Model through the
 //     interpreter on every machine, and on the GPU where one exists.
-//   - The weights live on the host in the *model.Model (checkpoints, AdamW state and the
-//     optimizer step stay the CPU engine's); the Trainer uploads them before a Forward when
-//     the model changed (another model, or MarkDirty after an optimizer step).
+//   - The host *model.Model and *model.AdamW stay the source of truth for checkpoints. The
+//     Trainer uploads a model's weights before a Forward when the model changed (another
+//     model, or MarkDirty after an optimizer step on the host). With the device optimizer
+//     (Grads, Pass.BackwardInto, Step) gradients, norms, clipping and AdamW stay on the
+//     device, and Sync copies the updated weights and moments back; Step is
+//     model.AdamW.Step's arithmetic bit for bit.
 //   - Deterministic: the kernels use no atomics and fixed reduction orders, so a batch gives
 //     the same bits run to run on the same GPU and driver. They are not the CPU engine's bits
 //     (different summation orders and exp/log approximations).
@@ -77,6 +80,13 @@ type Trainer struct {
 	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
 	splitBlocks, splitMinK int
 	splitTabs              map[splitKey]ir.Ptr // split-K tables on the device, by shape
+	grads                  map[*Grads]struct{} // live device gradients, freed by Close
+	// The device optimizer (Step): opt's moments are at mom and vel, as of opt.Steps ==
+	// optSteps; ahead says the device's weights and moments are newer than the host's.
+	opt      *model.AdamW
+	optSteps int64
+	mom, vel ir.Ptr
+	ahead    bool
 }
 
 // DefaultBigGemmBlocks is Trainer's default for when a GEMM uses the TileBig kernel: two
@@ -84,11 +94,15 @@ type Trainer struct {
 const DefaultBigGemmBlocks = 2 * 132
 
 // Timings are the wall-clock times a Trainer spent, summed since the last ResetTimings. Every
-// phase ends with a device-to-host copy, so each includes its kernels.
+// phase ends with a device-to-host copy or waits for the device, so each includes its
+// kernels.
 type Timings struct {
 	Upload   time.Duration // weights to the device
 	Forward  time.Duration // Forward, log-probs and entropies back on the host
-	Backward time.Duration // Backward, gradients back and added on the host
+	Backward time.Duration // Backward (gradients back and added on the host) or BackwardInto
+	// Optimizer is the device optimizer: gradient norms, sums and clipping (Grads) and Step.
+	Optimizer time.Duration
+	Download  time.Duration // Sync: weights and moments back to the host
 }
 
 // Timings returns the times since the last ResetTimings.
@@ -104,7 +118,7 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
 	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
-		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}}
+		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}, grads: map[*Grads]struct{}{}}
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
@@ -126,7 +140,8 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	return t, nil
 }
 
-// Close frees every device buffer of the Trainer.
+// Close frees every device buffer of the Trainer, its Grads included. Updates from Step not
+// yet Synced are lost.
 func (t *Trainer) Close() error {
 	if t.closed {
 		return nil
@@ -136,12 +151,22 @@ func (t *Trainer) Close() error {
 	for _, b := range t.bufs {
 		errs = append(errs, t.dev.Free(b.p))
 	}
+	for g := range t.grads {
+		errs = append(errs, t.dev.Free(g.p))
+		g.p = 0
+	}
 	errs = append(errs, t.dev.Free(t.w), t.dev.Free(t.g))
-	t.bufs = nil
+	for _, p := range []ir.Ptr{t.mom, t.vel} {
+		if p != 0 {
+			errs = append(errs, t.dev.Free(p))
+		}
+	}
+	t.bufs, t.grads = nil, nil
 	return errors.Join(errs...)
 }
 
-// MarkDirty says the host weights changed (an optimizer step): the next Forward uploads them.
+// MarkDirty says the host weights changed (an optimizer step on the host): the next Forward
+// uploads them. While the device holds newer weights from Step, that Forward fails instead.
 func (t *Trainer) MarkDirty() { t.dirty = true }
 
 func (t *Trainer) upload(m *model.Model) error {
@@ -181,7 +206,6 @@ func (t *Trainer) buf(name string, words int) (ir.Ptr, error) {
 }
 
 func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.idx[name]]) }
-func (t *Trainer) gp(name string) ir.Ptr { return t.g.Add(t.off[t.idx[name]]) }
 
 func (t *Trainer) headName() string {
 	if t.cfg.TiedHead {

@@ -113,3 +113,9 @@ func TestGPUDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUDeviceOptimizer runs checkDeviceOptimizer on the GPU: gradient accumulation, norms,
+// clipping and AdamW on the device, and the Sync of weights and moments back to the host.
+func TestGPUDeviceOptimizer(t *testing.T) {
+	checkDeviceOptimizer(t, gpuDevice(t))
+}

@@ -55,7 +55,8 @@ func (p *Pass) split(v []float32) [][]float32 {
 }
 
 // Forward runs the batch on the device for model m (uploading its weights first when m is
-// not the model last uploaded, or after MarkDirty). Log-probs and entropies come back to the
+// not the model last uploaded, or after MarkDirty; when the device holds Step's updates of
+// another model, they are Synced to that model first). Log-probs and entropies come back to the
 // host; the activations stay on the device for Backward until the next Forward.
 func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (*Pass, error) {
 	if t.closed {
@@ -64,10 +65,8 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	if err := checkSeqs(t.cfg, seqs, temperature); err != nil {
 		return nil, err
 	}
-	if m != t.src || t.dirty {
-		if err := t.upload(m); err != nil {
-			return nil, err
-		}
+	if err := t.use(m); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	defer func() { t.times.Forward += time.Since(start) }()
@@ -248,137 +247,17 @@ func csr(ids []int32, rows int) (ptr, idx []int32) {
 }
 
 // Backward accumulates into g the gradient of Σ dLogProb·logprob + Σ dEntropy·entropy, as
-// model.Pass.Backward does. dEntropy may be nil.
+// model.Pass.Backward does. dEntropy may be nil. The gradient is computed on the device and
+// copied back to be added into g; BackwardInto keeps it on the device.
 func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 	t := p.t
-	if t.closed || p.gen != t.gen {
-		return fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
-	}
 	if g == nil || len(g.Tensor(0)) != t.sizes[0] {
 		return fmt.Errorf("gpu engine: Backward: grads do not match the model config")
 	}
-	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
-		out := make([]float32, p.m)
-		if d == nil && optional {
-			return out, nil
-		}
-		if len(d) != len(p.seqs) {
-			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
-		}
-		for i, si := range p.seqs {
-			if len(d[i]) != si.rlen {
-				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
-			}
-			copy(out[si.resp:], d[i])
-		}
-		return out, nil
-	}
 	start := time.Now()
 	defer func() { t.times.Backward += time.Since(start) }()
-	dlp, err := flat("dLogProb", dLogProb, false)
-	if err != nil {
+	if ran, err := p.backward(dLogProb, dEntropy, t.g, true); err != nil || !ran {
 		return err
-	}
-	dent, err := flat("dEntropy", dEntropy, true)
-	if err != nil {
-		return err
-	}
-	if p.m == 0 {
-		return nil
-	}
-	c := t.cfg
-	D, F, V := c.Dim, c.FFMult*c.Dim, c.Vocab
-	H := c.Heads
-	hd := D / H
-	N, M := p.n, p.m
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	l := t.launcher()
-	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
-	tptr, tidx := csr(p.toks, V)
-	pptr, pidx := csr(p.pos, c.Context)
-	ints := append(append(append(append([]int32(nil), tptr...), tidx...), pptr...), pidx...)
-	ib := need("bints", len(ints))
-	fb := need("bfloats", 2*M)
-	if l.err != nil {
-		return l.err
-	}
-	if err := t.dev.WriteI32(ib, ints); err != nil {
-		return fmt.Errorf("gpu engine: upload: %w", err)
-	}
-	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
-		return fmt.Errorf("gpu engine: upload: %w", err)
-	}
-	if err := t.dev.Zero(t.g, t.total); err != nil {
-		return fmt.Errorf("gpu engine: zero grads: %w", err)
-	}
-	rowsP, tgtP := t.bufs["ints"].p.Add(2*N), t.bufs["ints"].p.Add(2*N+M)
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	invT := float32(1 / float64(p.temp))
-
-	dZ := need("dZ", M*V)
-	dHf, dXg, dX := need("dHf", M*D), need("dXg", M*D), need("dX", N*D)
-	dF, dT, dQKV, dP := need("dF", N*F), need("dT", N*D), need("dQKV", N*3*D), need("dP", p.att)
-	if l.err != nil {
-		return l.err
-	}
-	b := t.bufs
-	l.elementwise("d_logits", M*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgtP),
-		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(invT))
-	head := t.headName()
-	l.gemm(false, false, M, D, V, 1, dZ, V, t.wp(head), D, 0, dHf, D)
-	l.gemmW(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, t.gp(head), D)
-	if l.err == nil {
-		l.err = t.dev.Zero(dXg, M*D)
-	}
-	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
-	t.colSum(l, dHf, b["lnfXhat"].p, M, D, t.gp("ln_f.weight"))
-	t.colSum(l, dHf, 0, M, D, t.gp("ln_f.bias"))
-	if l.err == nil {
-		l.err = t.dev.Zero(dX, N*D)
-	}
-	l.elementwise("scatter_rows_add", M*D, ir.ArgP(dXg), ir.ArgP(rowsP), ir.ArgP(dX), ir.ArgI(D))
-	for li := c.Layers - 1; li >= 0; li-- {
-		pre := fmt.Sprintf("blocks.%d.", li)
-		a := fmt.Sprintf("L%d.", li)
-		act := func(name string) ir.Ptr { return b[a+name].p }
-		// MLP.
-		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, t.gp(pre+"mlp.proj.weight"), F)
-		t.colSum(l, dX, 0, N, D, t.gp(pre+"mlp.proj.bias"))
-		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
-		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
-		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, t.gp(pre+"mlp.fc.weight"), D)
-		t.colSum(l, dF, 0, N, F, t.gp(pre+"mlp.fc.bias"))
-		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
-		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
-		t.colSum(l, dT, act("ln2xhat"), N, D, t.gp(pre+"ln2.weight"))
-		t.colSum(l, dT, 0, N, D, t.gp(pre+"ln2.bias"))
-		// Attention.
-		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, t.gp(pre+"attn.proj.weight"), D)
-		t.colSum(l, dX, 0, N, D, t.gp(pre+"attn.proj.bias"))
-		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
-		if l.err == nil {
-			l.err = t.dev.Zero(dQKV, N*3*D)
-		}
-		qkv, att := act("qkv"), act("att")
-		l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dT, qkv, dP)
-		l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dT, dQKV)
-		l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
-		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
-		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
-		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, t.gp(pre+"attn.qkv.weight"), D)
-		t.colSum(l, dQKV, 0, N, 3*D, t.gp(pre+"attn.qkv.bias"))
-		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
-		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
-		t.colSum(l, dT, act("ln1xhat"), N, D, t.gp(pre+"ln1.weight"))
-		t.colSum(l, dT, 0, N, D, t.gp(pre+"ln1.bias"))
-	}
-	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
-	o := len(tptr) + len(tidx)
-	l.launch("csr_rows_add", csrGrid(V), rowBlock, ir.ArgP(dX), ir.ArgP(ib), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(t.gp("tok_emb.weight")), ir.ArgI(D))
-	l.launch("csr_rows_add", csrGrid(c.Context), rowBlock, ir.ArgP(dX), ir.ArgP(ib.Add(o)), ir.ArgP(ib.Add(o+len(pptr))), ir.ArgP(t.gp("pos_emb.weight")), ir.ArgI(D))
-	if l.err != nil {
-		return l.err
 	}
 	if len(t.host) < t.total {
 		t.host = make([]float32, t.total)
@@ -409,4 +288,157 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// BackwardInto is Backward with the gradient accumulated into g on the device (GEMMs with
+// β = 1 and column sums added into g's tensors), so nothing but dLogProb and dEntropy
+// crosses the bus. It waits for the device, so Timings.Backward includes the kernels.
+func (p *Pass) BackwardInto(dLogProb, dEntropy [][]float32, g *Grads) error {
+	t := p.t
+	if err := g.check(t); err != nil {
+		return err
+	}
+	start := time.Now()
+	defer func() { t.times.Backward += time.Since(start) }()
+	if ran, err := p.backward(dLogProb, dEntropy, g.p, false); err != nil || !ran {
+		return err
+	}
+	if err := t.dev.Sync(); err != nil {
+		return fmt.Errorf("gpu engine: backward: %w", err)
+	}
+	return nil
+}
+
+// backward launches the backward pass, adding the gradient into the model-shaped buffer at
+// base (zeroed first when zero). ran is false when the pass scored no token.
+func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) (ran bool, err error) {
+	t := p.t
+	if t.closed || p.gen != t.gen {
+		return false, fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
+	}
+	gp := func(name string) ir.Ptr { return base.Add(t.off[t.idx[name]]) }
+	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
+		out := make([]float32, p.m)
+		if d == nil && optional {
+			return out, nil
+		}
+		if len(d) != len(p.seqs) {
+			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
+		}
+		for i, si := range p.seqs {
+			if len(d[i]) != si.rlen {
+				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
+			}
+			copy(out[si.resp:], d[i])
+		}
+		return out, nil
+	}
+	dlp, err := flat("dLogProb", dLogProb, false)
+	if err != nil {
+		return false, err
+	}
+	dent, err := flat("dEntropy", dEntropy, true)
+	if err != nil {
+		return false, err
+	}
+	if p.m == 0 {
+		return false, nil
+	}
+	c := t.cfg
+	D, F, V := c.Dim, c.FFMult*c.Dim, c.Vocab
+	H := c.Heads
+	hd := D / H
+	N, M := p.n, p.m
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	l := t.launcher()
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
+	tptr, tidx := csr(p.toks, V)
+	pptr, pidx := csr(p.pos, c.Context)
+	ints := append(append(append(append([]int32(nil), tptr...), tidx...), pptr...), pidx...)
+	ib := need("bints", len(ints))
+	fb := need("bfloats", 2*M)
+	if l.err != nil {
+		return false, l.err
+	}
+	if err := t.dev.WriteI32(ib, ints); err != nil {
+		return false, fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
+		return false, fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if zero {
+		if err := t.dev.Zero(base, t.total); err != nil {
+			return false, fmt.Errorf("gpu engine: zero grads: %w", err)
+		}
+	}
+	rowsP, tgtP := t.bufs["ints"].p.Add(2*N), t.bufs["ints"].p.Add(2*N+M)
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	invT := float32(1 / float64(p.temp))
+
+	dZ := need("dZ", M*V)
+	dHf, dXg, dX := need("dHf", M*D), need("dXg", M*D), need("dX", N*D)
+	dF, dT, dQKV, dP := need("dF", N*F), need("dT", N*D), need("dQKV", N*3*D), need("dP", p.att)
+	if l.err != nil {
+		return false, l.err
+	}
+	b := t.bufs
+	l.elementwise("d_logits", M*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgtP),
+		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(invT))
+	head := t.headName()
+	l.gemm(false, false, M, D, V, 1, dZ, V, t.wp(head), D, 0, dHf, D)
+	l.gemmW(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, gp(head), D)
+	if l.err == nil {
+		l.err = t.dev.Zero(dXg, M*D)
+	}
+	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
+	t.colSum(l, dHf, b["lnfXhat"].p, M, D, gp("ln_f.weight"))
+	t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
+	if l.err == nil {
+		l.err = t.dev.Zero(dX, N*D)
+	}
+	l.elementwise("scatter_rows_add", M*D, ir.ArgP(dXg), ir.ArgP(rowsP), ir.ArgP(dX), ir.ArgI(D))
+	for li := c.Layers - 1; li >= 0; li-- {
+		pre := fmt.Sprintf("blocks.%d.", li)
+		a := fmt.Sprintf("L%d.", li)
+		act := func(name string) ir.Ptr { return b[a+name].p }
+		// MLP.
+		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, gp(pre+"mlp.proj.weight"), F)
+		t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
+		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
+		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
+		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, gp(pre+"mlp.fc.weight"), D)
+		t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
+		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
+		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
+		t.colSum(l, dT, act("ln2xhat"), N, D, gp(pre+"ln2.weight"))
+		t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
+		// Attention.
+		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, gp(pre+"attn.proj.weight"), D)
+		t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
+		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
+		if l.err == nil {
+			l.err = t.dev.Zero(dQKV, N*3*D)
+		}
+		qkv, att := act("qkv"), act("att")
+		l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dT, qkv, dP)
+		l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dT, dQKV)
+		l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
+		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
+		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
+		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, gp(pre+"attn.qkv.weight"), D)
+		t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
+		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
+		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
+		t.colSum(l, dT, act("ln1xhat"), N, D, gp(pre+"ln1.weight"))
+		t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
+	}
+	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
+	o := len(tptr) + len(tidx)
+	l.launch("csr_rows_add", csrGrid(V), rowBlock, ir.ArgP(dX), ir.ArgP(ib), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(gp("tok_emb.weight")), ir.ArgI(D))
+	l.launch("csr_rows_add", csrGrid(c.Context), rowBlock, ir.ArgP(dX), ir.ArgP(ib.Add(o)), ir.ArgP(ib.Add(o+len(pptr))), ir.ArgP(gp("pos_emb.weight")), ir.ArgI(D))
+	if l.err != nil {
+		return false, l.err
+	}
+	return true, nil
 }

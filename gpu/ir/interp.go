@@ -77,6 +77,9 @@ func (in *Interp) Alloc(words int) (Ptr, error) {
 	return Ptr(id << ptrShift), nil
 }
 
+// Live is the number of buffers allocated and not yet freed (leak checks in tests).
+func (in *Interp) Live() int { return len(in.bufs) }
+
 // Free releases a buffer.
 func (in *Interp) Free(p Ptr) error {
 	id := uint64(p) >> ptrShift

@@ -27,13 +27,14 @@ var PTX string
 
 // Launch shapes.
 const (
-	Tile        = 64  // GEMM output tile is Tile×Tile
-	TileBig     = 128 // the large GEMM variant's output tile (GemmBigName), 8×8 outputs a thread
-	TileK       = 16  // GEMM k-slice per shared-memory stage
-	GemmThreads = 16  // GEMM block is GemmThreads×GemmThreads, each thread 4×4 outputs (8×8 for TileBig)
-	RowThreads  = 256 // row kernels (layernorm, softmax) and elementwise kernels
-	TabWords    = 9   // batched GEMM table entry: m, n, k, aOff, bOff, cOff, lda, ldb, ldc
-	ColChunk    = 256 // rows per partial column sum
+	Tile        = 64    // GEMM output tile is Tile×Tile
+	TileBig     = 128   // the large GEMM variant's output tile (GemmBigName), 8×8 outputs a thread
+	TileK       = 16    // GEMM k-slice per shared-memory stage
+	GemmThreads = 16    // GEMM block is GemmThreads×GemmThreads, each thread 4×4 outputs (8×8 for TileBig)
+	RowThreads  = 256   // row kernels (layernorm, softmax) and elementwise kernels
+	TabWords    = 9     // batched GEMM table entry: m, n, k, aOff, bOff, cOff, lda, ldb, ldc
+	ColChunk    = 256   // rows per partial column sum
+	NormChunk   = 16384 // elements per partial sum of squares (sumsq_part)
 )
 
 // LNEps is the LayerNorm epsilon (the CPU engine's).
@@ -66,7 +67,7 @@ func All() ([]*ir.Kernel, error) {
 	for _, f := range []func() (*ir.Kernel, error){
 		layerNormFwd, layerNormBwd, softmaxCausal, softmaxCausalBwd, logSoftmax, dLogits,
 		embed, biasRows, addInPlace, geluFwd, geluBwd, gatherRows, scatterRowsAdd, csrRowsAdd,
-		colSumPart, colSum2Part, colSumFinal, splitKSum, adamw,
+		colSumPart, colSum2Part, colSumFinal, splitKSum, adamw, scaleInPlace, sumSqPart,
 	} {
 		if err := add(f()); err != nil {
 			return nil, err
@@ -628,4 +629,35 @@ func adamw() (*ir.Kernel, error) {
 			b.St(p, i, b.Sub(b.Mul(b.Ld(ir.F32, p, i), decay), b.Div(b.Mul(step, mj), den)))
 		}
 	})
+}
+
+// scale_inplace: x[i] = x[i]·s (one rounding, as model.Grads.Scale). Params x, s, total.
+func scaleInPlace() (*ir.Kernel, error) {
+	return elementwise("scale_inplace", func(b *ir.Builder) func(ir.Reg) {
+		x, f := b.Ptr("x"), b.FParam("s")
+		return func(i ir.Reg) { b.St(x, i, b.Mul(b.Ld(ir.F32, x, i), f)) }
+	})
+}
+
+// sumsq_part: part[c] = Σ x[i]² over chunk c (elements c·NormChunk up to n): thread t sums
+// i = c·NormChunk + t, + RowThreads, … by fused multiply-adds in order, then the block adds
+// the threads' sums in blockReduce's fixed tree. The caller adds the parts in order (in
+// float64 on the host, for a gradient norm). Params x, part, n. Block RowThreads; grid
+// (ceil(n/NormChunk)).
+func sumSqPart() (*ir.Kernel, error) {
+	b := ir.NewKernel("sumsq_part")
+	x, part := b.Ptr("x"), b.Ptr("part")
+	n := b.IParam("n")
+	sh := b.Shared("red", RowThreads)
+	tid, c := b.Special(ir.TidX), b.Special(ir.CtaidX)
+	lo := b.Mul(c, b.I(NormChunk))
+	hi := b.Min(n, b.Add(lo, b.I(NormChunk)))
+	s := b.Var(b.F(0))
+	b.For(b.Add(lo, tid), hi, b.I(RowThreads), func(i ir.Reg) {
+		v := b.Ld(ir.F32, x, i)
+		b.Set(s, b.Fma(v, v, s))
+	})
+	r := blockReduce(b, sh, tid, s, b.Add)
+	b.If(b.Setp(ir.EQ, tid, b.I(0)), func() { b.St(part, c, r) })
+	return b.Build()
 }

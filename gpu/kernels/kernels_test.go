@@ -313,3 +313,43 @@ func TestGemmBigMatchesSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestSumSqPart: each part is its chunk's sum of squares (checked against a float64 sum per
+// chunk; the chunks are scaled differently so a wrong boundary shows), including a short last
+// chunk; scale_inplace is Go's float32 multiply bit for bit.
+func TestSumSqPartAndScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	d := dev{t, ir.NewInterp(all(t))}
+	n := 2*NormChunk + 1001
+	x := randF(r, n)
+	for i := range x {
+		x[i] *= float32(1 + 3*(i/NormChunk))
+	}
+	chunks := (n + NormChunk - 1) / NormChunk
+	px, part := d.buf(x), d.buf(make([]float32, chunks+1))
+	if err := d.in.Launch("sumsq_part", [3]int{chunks, 1, 1}, [3]int{RowThreads, 1, 1}, ir.ArgP(px), ir.ArgP(part), ir.ArgI(n)); err != nil {
+		t.Fatal(err)
+	}
+	got := d.read(part, chunks+1)
+	for c := 0; c < chunks; c++ {
+		var want float64
+		for _, v := range x[c*NormChunk : min(n, (c+1)*NormChunk)] {
+			want += float64(v) * float64(v)
+		}
+		if math.Abs(float64(got[c])-want) > 1e-5*want {
+			t.Errorf("part[%d] = %v, want %v", c, got[c], want)
+		}
+	}
+	if got[chunks] != 0 {
+		t.Errorf("sumsq_part wrote past its grid: part[%d] = %v", chunks, got[chunks])
+	}
+	const s = float32(0.37)
+	if err := d.in.Launch("scale_inplace", [3]int{(n + RowThreads - 1) / RowThreads, 1, 1}, [3]int{RowThreads, 1, 1}, ir.ArgP(px), ir.ArgF(s), ir.ArgI(n)); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range d.read(px, n) {
+		if math.Float32bits(v) != math.Float32bits(x[i]*s) {
+			t.Fatalf("scale_inplace[%d] = %v, want %v", i, v, x[i]*s)
+		}
+	}
+}

@@ -17,15 +17,20 @@ type Pass interface {
 	Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error
 }
 
-// Engine runs the learner's forward and backward passes. The weights, the gradients handed
-// to AdamW and the optimizer state stay on the host (*model.Model, *model.Grads,
-// *model.AdamW) whatever the engine, so checkpoints do not depend on it.
+// Engine runs the learner's forward and backward passes. The host *model.Model and
+// *model.AdamW are the source of truth for checkpoints whatever the engine: the CPU engine
+// updates them directly; the GPU engine runs the optimizer step on its device (UpdateOn) and
+// copies the result back on Sync.
 type Engine interface {
 	Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error)
 	// Score returns the per-token log-probs of seqs without a backward pass.
 	Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error)
 	// Stepped says m's weights changed on the host (an optimizer step).
 	Stepped(m *model.Model)
+	// Sync brings the host model and optimizer up to date with the optimizer steps the
+	// engine ran on its device; a no-op on the CPU engine. Call it before reading the model
+	// on the host (checkpoints).
+	Sync() error
 }
 
 // CPU is the pure-Go engine (package model).
@@ -44,17 +49,30 @@ func (cpuEngine) Score(m *model.Model, seqs []model.Sequence, temperature float3
 
 func (cpuEngine) Stepped(*model.Model) {}
 
+func (cpuEngine) Sync() error { return nil }
+
 // GPUEngine returns the Engine of a gpu/engine Trainer (on a GPU, or on the interpreter in
-// tests).
-func GPUEngine(t *gpuengine.Trainer) Engine { return gpuEng{t} }
+// tests). UpdateOn keeps the gradients, their norms, clipping and AdamW on the device, so a
+// step moves only token ids and per-token loss gradients across the bus; Sync copies the
+// weights and optimizer moments back.
+func GPUEngine(t *gpuengine.Trainer) Engine { return &gpuEng{t: t} }
 
-type gpuEng struct{ t *gpuengine.Trainer }
+// GPUEngineHostOptimizer is GPUEngine with the optimizer on the host: each backward pass
+// copies the gradient back and AdamW runs on the CPU, as before the device optimizer (for
+// comparisons).
+func GPUEngineHostOptimizer(t *gpuengine.Trainer) Engine { return &gpuEng{t: t, hostOpt: true} }
 
-func (g gpuEng) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error) {
+type gpuEng struct {
+	t       *gpuengine.Trainer
+	hostOpt bool
+	store   *gpuGrads // the device optimizer's gradients, allocated at the first update
+}
+
+func (g *gpuEng) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error) {
 	return g.t.Forward(m, seqs, temperature)
 }
 
-func (g gpuEng) Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+func (g *gpuEng) Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error) {
 	p, err := g.t.Forward(m, seqs, temperature)
 	if err != nil {
 		return nil, err
@@ -62,7 +80,81 @@ func (g gpuEng) Score(m *model.Model, seqs []model.Sequence, temperature float32
 	return p.LogProbs(), nil
 }
 
-func (g gpuEng) Stepped(*model.Model) { g.t.MarkDirty() }
+func (g *gpuEng) Stepped(*model.Model) { g.t.MarkDirty() }
+
+func (g *gpuEng) Sync() error { return g.t.Sync() }
+
+// storeFor returns where UpdateOn accumulates gradients on eng.
+func storeFor(eng Engine, m *model.Model) (gradStore, error) {
+	g, ok := eng.(*gpuEng)
+	if !ok || g.hostOpt {
+		return &hostGrads{eng: eng, m: m}, nil
+	}
+	if g.store == nil {
+		total, err := g.t.NewGrads()
+		if err != nil {
+			return nil, err
+		}
+		cur, err := g.t.NewGrads()
+		if err != nil {
+			_ = total.Free()
+			return nil, err
+		}
+		g.store = &gpuGrads{t: g.t, total: total, cur: cur}
+	}
+	if err := g.store.total.Zero(); err != nil {
+		return nil, err
+	}
+	g.store.norm = 0
+	return g.store, nil
+}
+
+// gpuGrads keeps an update's gradients on the GPU engine's device: each agent's micro-batches
+// accumulate into cur, which is then added into total; clipping scales total and the
+// Trainer's Step runs AdamW with it.
+type gpuGrads struct {
+	t          *gpuengine.Trainer
+	total, cur *gpuengine.Grads
+	norm       float64 // total's norm, from totalNorm
+}
+
+func (g *gpuGrads) begin() error { return g.cur.Zero() }
+
+func (g *gpuGrads) backward(p Pass, d [][]float32) error {
+	gp, ok := p.(*gpuengine.Pass)
+	if !ok {
+		return fmt.Errorf("gpu engine: a %T pass in a device update", p)
+	}
+	return gp.BackwardInto(d, nil, g.cur)
+}
+
+func (g *gpuGrads) end(string) (float64, error) {
+	n, err := g.cur.Norm()
+	if err != nil {
+		return 0, err
+	}
+	return n, g.total.Add(g.cur)
+}
+
+func (g *gpuGrads) totalNorm() (float64, error) {
+	n, err := g.total.Norm()
+	g.norm = n
+	return n, err
+}
+
+func (g *gpuGrads) step(m *model.Model, opt *model.AdamW, gradClip float64) error {
+	if f, ok := model.ClipScale(g.norm, gradClip); ok {
+		if err := g.total.Scale(f); err != nil {
+			return err
+		}
+	}
+	return g.t.Step(m, opt, g.total)
+}
+
+// testDevice, set by tests only, replaces NVML placement and CUDA: every learner runs the GPU
+// engine on the device it returns (the gpu/ir interpreter), so the stage's GPU path, the
+// device optimizer and its Sync before publishing run on machines without a GPU.
+var testDevice func() gpuengine.Device
 
 var announced sync.Map // model id -> engine line already logged by this process
 
@@ -70,6 +162,14 @@ var announced sync.Map // model id -> engine line already logged by this process
 // without a usable GPU it is the CPU engine; the choice is logged once per process and model
 // as one line ("learner m: CPU engine (reason)" or "learner m: GPU engine on gpu:0 (...)").
 func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string, ...any)) (Engine, func(), error) {
+	if testDevice != nil {
+		t, err := gpuengine.New(testDevice(), m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("learn: %w", err)
+		}
+		announce(id, fmt.Sprintf("learner %s: GPU engine on the test device", id), logf)
+		return GPUEngine(t), func() { _ = t.Close() }, nil
+	}
 	c, err := gpu.OpenLearner(cfg, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("learn: %w", err)
@@ -78,7 +178,7 @@ func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string,
 		t, err := gpuengine.New(c.Device, m)
 		if err == nil {
 			announce(id, c.Line(id), logf)
-			return gpuEng{t}, func() { _ = t.Close() }, nil
+			return GPUEngine(t), func() { _ = t.Close() }, nil
 		}
 		c = gpu.Choice{Where: "cpu", Reason: fmt.Sprintf("GPU engine failed to start: %v", err)}
 	}

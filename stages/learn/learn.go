@@ -13,7 +13,9 @@
 // The forward and backward passes run on an Engine: the GPU engine (gpu/engine) when NVML
 // places the model's learner on a GPU and the CUDA driver opens it, the CPU engine (package
 // model) otherwise; one line per model says which and why ("learner m1: CPU engine (...)").
-// Weights, AdamW and checkpoints stay on the host either way.
+// Checkpoints come from the host model and optimizer either way: on the GPU engine the
+// gradients, clipping and AdamW run on the device (the CPU's AdamW arithmetic) and the
+// weights and moments are copied back once per model and iteration, before publishing.
 package learn
 
 import (
@@ -391,6 +393,11 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		}
 	}
 	bar.Finish()
+	// The GPU engine ran the optimizer steps on its device: copy the weights and moments
+	// back before the caller checkpoints them.
+	if err := eng.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+	}
 	var out []MetricsRow
 	for _, a := range append([]string{"*"}, agents...) {
 		x := accs[a]

@@ -56,23 +56,93 @@ func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, pe
 	return GradientsOn(CPU, m, batch, h)
 }
 
-// GradientsOn is Gradients with the forward and backward passes on eng.
+// GradientsOn is Gradients with the forward and backward passes on eng; the gradients come
+// back to the host.
 func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
+	hg := &hostGrads{eng: eng, m: m, perAgent: map[string]*model.Grads{}}
+	if st, err = gradients(eng, m, batch, h, hg); err != nil {
+		return nil, nil, st, err
+	}
+	if hg.total == nil {
+		hg.total = m.NewGrads()
+	}
+	return hg.total, hg.perAgent, st, nil
+}
+
+// gradStore is where gradients accumulates the agents' gradients and what runs the optimizer
+// step on their total: the host (hostGrads, any engine) or the engine's device (gpuGrads).
+type gradStore interface {
+	// begin starts the next agent's gradient at zero.
+	begin() error
+	// backward adds pass's gradient of Σ dLogProb·logprob into the current agent's.
+	backward(p Pass, dLogProb [][]float32) error
+	// end adds the current agent's gradient into the total and returns the agent's norm.
+	end(agent string) (float64, error)
+	// totalNorm is the norm of the total (0 agents: 0).
+	totalNorm() (float64, error)
+	// step clips the total to norm gradClip (model.ClipGradNorm) and runs opt's step on m.
+	step(m *model.Model, opt *model.AdamW, gradClip float64) error
+}
+
+// hostGrads keeps the gradients on the host: model.Grads, AdamW.Step, then eng.Stepped.
+type hostGrads struct {
+	eng      Engine
+	m        *model.Model
+	total    *model.Grads
+	cur      *model.Grads
+	perAgent map[string]*model.Grads
+}
+
+func (g *hostGrads) begin() error {
+	if g.total == nil {
+		g.total = g.m.NewGrads()
+	}
+	g.cur = g.m.NewGrads()
+	return nil
+}
+
+func (g *hostGrads) backward(p Pass, d [][]float32) error { return p.Backward(d, nil, g.cur) }
+
+func (g *hostGrads) end(agent string) (float64, error) {
+	g.total.Add(g.cur)
+	if g.perAgent != nil {
+		g.perAgent[agent] = g.cur
+	}
+	return g.cur.Norm(), nil
+}
+
+func (g *hostGrads) totalNorm() (float64, error) {
+	if g.total == nil {
+		return 0, nil
+	}
+	return g.total.Norm(), nil
+}
+
+func (g *hostGrads) step(m *model.Model, opt *model.AdamW, gradClip float64) error {
+	model.ClipGradNorm(g.total, gradClip)
+	if err := opt.Step(g.total); err != nil {
+		return fmt.Errorf("adamw: %w", err)
+	}
+	g.eng.Stepped(m)
+	return nil
+}
+
+// gradients computes batch's PPO-clip loss and its gradient into store (see Gradients).
+func gradients(eng Engine, m *model.Model, batch []Example, h Hyper, store gradStore) (st Stats, err error) {
 	if h.MicroBatch < 1 {
-		return nil, nil, st, errors.New("micro_batch must be ≥ 1")
+		return st, errors.New("micro_batch must be ≥ 1")
 	}
 	byAgent := map[string][]int{}
 	for i, ex := range batch {
 		if len(ex.Old) != len(ex.Seq.Response) || (h.KLCoef > 0 && len(ex.Ref) != len(ex.Seq.Response)) {
-			return nil, nil, st, fmt.Errorf("example %d (agent %s): %d old log-probs for %d response tokens", i, ex.Agent, len(ex.Old), len(ex.Seq.Response))
+			return st, fmt.Errorf("example %d (agent %s): %d old log-probs for %d response tokens", i, ex.Agent, len(ex.Old), len(ex.Seq.Response))
 		}
 		byAgent[ex.Agent] = append(byAgent[ex.Agent], i)
 		st.Tokens += len(ex.Seq.Response)
 	}
 	st.Agents = map[string]*AgentStats{}
-	perAgent = map[string]*model.Grads{}
 	if st.Tokens == 0 {
-		return m.NewGrads(), perAgent, st, nil
+		return st, nil
 	}
 	n := float64(st.Tokens)
 	agents := make([]string, 0, len(byAgent))
@@ -80,9 +150,10 @@ func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *m
 		agents = append(agents, a)
 	}
 	sort.Strings(agents)
-	total = m.NewGrads()
 	for _, a := range agents {
-		g := m.NewGrads()
+		if err := store.begin(); err != nil {
+			return st, err
+		}
 		as := &AgentStats{}
 		idx := byAgent[a]
 		for lo := 0; lo < len(idx); lo += h.MicroBatch {
@@ -93,7 +164,7 @@ func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *m
 			}
 			pass, err := eng.Forward(m, seqs, h.Temperature)
 			if err != nil {
-				return nil, nil, st, fmt.Errorf("forward: %w", err)
+				return st, fmt.Errorf("forward: %w", err)
 			}
 			lps, ents := pass.LogProbs(), pass.Entropy()
 			d := make([][]float32, len(mb))
@@ -131,18 +202,18 @@ func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *m
 				as.Tokens += len(lps[j])
 				as.Rows++
 			}
-			if err := pass.Backward(d, nil, g); err != nil {
-				return nil, nil, st, fmt.Errorf("backward: %w", err)
+			if err := store.backward(pass, d); err != nil {
+				return st, fmt.Errorf("backward: %w", err)
 			}
 		}
-		as.GradNorm = g.Norm()
-		total.Add(g)
-		perAgent[a] = g
+		if as.GradNorm, err = store.end(a); err != nil {
+			return st, err
+		}
 		st.Agents[a] = as
 		st.Loss += as.Loss
 	}
-	st.GradNorm = total.Norm()
-	return total, perAgent, st, nil
+	st.GradNorm, err = store.totalNorm()
+	return st, err
 }
 
 // Update runs one optimizer step on batch: gradients, global grad-norm clipping at gradClip,
@@ -151,20 +222,18 @@ func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip
 	return UpdateOn(CPU, m, opt, batch, h, gradClip)
 }
 
-// UpdateOn is Update with the forward and backward passes on eng (the optimizer step runs on
-// the host either way, so checkpoints do not depend on the engine).
+// UpdateOn is Update on eng. On the CPU engine (and the GPU engine with a host optimizer) the
+// gradients come back to the host and AdamW runs there; the GPU engine otherwise keeps
+// gradients, clipping and AdamW on its device (the same arithmetic) and the host model and
+// optimizer are current again after eng.Sync.
 func UpdateOn(eng Engine, m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
-	g, _, st, err := GradientsOn(eng, m, batch, h)
+	store, err := storeFor(eng, m)
 	if err != nil {
+		return Stats{}, err
+	}
+	st, err := gradients(eng, m, batch, h, store)
+	if err != nil || st.Tokens == 0 {
 		return st, err
 	}
-	if st.Tokens == 0 {
-		return st, nil
-	}
-	model.ClipGradNorm(g, gradClip)
-	if err := opt.Step(g); err != nil {
-		return st, fmt.Errorf("adamw: %w", err)
-	}
-	eng.Stepped(m)
-	return st, nil
+	return st, store.step(m, opt, gradClip)
 }
