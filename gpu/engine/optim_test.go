@@ -69,29 +69,27 @@ func checkDeviceOptimizer(t *testing.T, dev Device) {
 		t.Fatal(err)
 	}
 	hg, got := md.NewGrads(), md.NewGrads()
-	if err := p.BackwardInto(dlp, nil, dg); err != nil {
-		t.Fatal(err)
+	// accumulate adds the pass's gradient into dg on the device and into hg on the host, and
+	// reads dg into got.
+	accumulate := func() {
+		t.Helper()
+		if err := p.BackwardInto(dlp, nil, dg); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Backward(dlp, nil, hg); err != nil {
+			t.Fatal(err)
+		}
+		if err := dg.Read(got); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := p.Backward(dlp, nil, hg); err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.Read(got); err != nil {
-		t.Fatal(err)
-	}
+	accumulate()
 	for i := range md.Params() {
 		sameBits(t, "first BackwardInto", got.Tensor(i), hg.Tensor(i))
 	}
 	// A second micro-batch accumulates on the device (the GEMMs continue from the first's
 	// values, so only float32 rounding differs from adding two host copies).
-	if err := p.BackwardInto(dlp, nil, dg); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Backward(dlp, nil, hg); err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.Read(got); err != nil {
-		t.Fatal(err)
-	}
+	accumulate()
 	for i := range md.Params() {
 		a, b := got.Tensor(i), hg.Tensor(i)
 		scale := 0.0

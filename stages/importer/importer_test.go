@@ -24,6 +24,7 @@ import (
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/importer"
 	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -75,30 +76,6 @@ func writeParquet[T any](t *testing.T, name string, rows []T) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// readRollout returns the committed rollout of iteration iter, part by part.
-func readRollout(t *testing.T, env *stages.Env, iter int) (*commit.Manifest, [][]shards.Row) {
-	t.Helper()
-	ctx := context.Background()
-	dir := commit.RolloutDir(run, iter)
-	m, _, err := commit.Read(ctx, env.Bucket, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parts [][]shards.Row
-	for _, f := range m.Files {
-		data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, rows)
-	}
-	return m, parts
 }
 
 // advantages returns the advantage of each row of an iteration by (traj_uid, step, agent).
@@ -169,7 +146,7 @@ func TestJSONLThroughNormalize(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 
-	m, parts := readRollout(t, env, 4)
+	m, parts := stagetest.ReadRollout(t, env, 4)
 	sum := sha256.Sum256([]byte(smallJSONL))
 	if m.Kind != "rollout" || m.ConfigDigest != hex.EncodeToString(sum[:]) || m.Rows != 8 ||
 		!reflect.DeepEqual(m.Params, map[string]string{"source": "small.jsonl", "imported": "true", "policy_version": "3"}) {
@@ -297,7 +274,7 @@ func TestParquetWithoutTokens(t *testing.T) {
 	if res.Rows != 5 || res.Parts != 2 || res.PolicyVersion != 5 || !reflect.DeepEqual(res.Agents, []string{"solver", "verifier"}) {
 		t.Fatalf("result %+v", res)
 	}
-	m, parts := readRollout(t, env, 0)
+	m, parts := stagetest.ReadRollout(t, env, 0)
 	if m.Params["policy_version"] != "5" || m.Params["source"] != "no_tokens.parquet" {
 		t.Fatalf("params %v", m.Params)
 	}
@@ -336,7 +313,7 @@ func TestParquetWithTokens(t *testing.T) {
 	if _, err := importer.Run(ctx, env, importer.Options{Path: path, Iteration: 1, Parts: 4}); err != nil {
 		t.Fatal(err)
 	}
-	_, parts := readRollout(t, env, 1)
+	_, parts := stagetest.ReadRollout(t, env, 1)
 	if len(parts) != 1 || len(parts[0]) != 2 {
 		t.Fatalf("parts %v", parts)
 	}
@@ -366,7 +343,7 @@ func TestScoreColumn(t *testing.T) {
 	if _, err := importer.Run(ctx, env, importer.Options{Path: path, Iteration: 0, ScoreColumn: "reward"}); err != nil {
 		t.Fatal(err)
 	}
-	_, parts := readRollout(t, env, 0)
+	_, parts := stagetest.ReadRollout(t, env, 0)
 	if r := parts[0][0]; r.Score != 0.5 || r.EpisodeReward != 0.5 {
 		t.Fatalf("row %+v", r)
 	}

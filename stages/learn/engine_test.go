@@ -1,7 +1,6 @@
 package learn_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
 
 	"github.com/drmas-dev/drmas/gpu"
 	"github.com/drmas-dev/drmas/gpu/cuda"
@@ -212,24 +210,11 @@ func TestLearnStageOnGPUEngine(t *testing.T) {
 		if _, err := rollout.Run(ctx, env, rollout.Options{Step: stages.LatestStep}); err != nil {
 			t.Fatal(err)
 		}
-		dir := commit.RolloutDir(cfg.Run, 0)
-		man, _, err := commit.Read(ctx, env.Bucket, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range man.Files {
-			data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
+		_, parts = stagetest.ReadRollout(t, env, 0)
+		for _, rows := range parts {
 			for i := range rows {
 				rows[i].Score = float64((rows[i].RowID*7+int64(rows[i].Sample))%3) / 2
 			}
-			parts = append(parts, rows)
 		}
 	}
 	run := func() out {

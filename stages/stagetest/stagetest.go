@@ -120,3 +120,28 @@ func WriteRollout(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row,
 		t.Fatal(err)
 	}
 }
+
+// ReadRollout returns the committed rollout of iteration iter (of env's run), part by part,
+// with its manifest.
+func ReadRollout(t testing.TB, env *stages.Env, iter int) (*commit.Manifest, [][]shards.Row) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.RolloutDir(env.Config.Run, iter)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]shards.Row
+	for _, f := range m.Files {
+		data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, rows)
+	}
+	return m, parts
+}
