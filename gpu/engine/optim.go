@@ -102,7 +102,9 @@ func (g *Grads) Scale(f float32) error {
 // Norm is the L2 norm over all gradients: float32 sums of squares over fixed chunks of
 // kernels.NormChunk elements on the device, added in order in float64 on the host. Not
 // model.Grads.Norm's bits (that sums every square in float64) but deterministic, and within
-// a few float32 roundings of it.
+// a few float32 roundings of it. A gradient element above about 1.8e19 in magnitude (a run
+// that has already diverged) squares to +Inf here where the host's sum stays finite, so the
+// norm is +Inf and clipping, as on the host for a non-finite norm, is skipped.
 func (g *Grads) Norm() (float64, error) {
 	t := g.t
 	if err := g.check(t); err != nil {
