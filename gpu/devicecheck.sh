@@ -19,7 +19,9 @@
 #      DRMAS_LEARNER_ENGINE=gpu so a silent CPU fallback fails the step    ~ 30 s
 #   6. benchgpu: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256
 #      (the GPU with its device optimizer, then with the host optimizer),
-#      then one profiled GPU step: time and GFLOP/s per kernel           ~ 2-3 min
+#      then one profiled GPU step: time and GFLOP/s per kernel; then the
+#      GPU alone with micro-batches of 8 (8 gradient copies a step on the
+#      host-optimizer path)                                              ~ 2-3 min
 #   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test       ~ 1 min
 # BENCH_ARGS passes flags to benchgpu (e.g. BENCH_ARGS="-cpu-steps 0" on a rerun).
 # Each step has its own timeout; a failing step does not stop the later ones. Exit status is
@@ -73,6 +75,7 @@ run() {
 	step "gpu tests (placement)" 60 gpu $T/gpu.test -test.v
 	step "stages/learn on the GPU" 180 stages/learn env DRMAS_LEARNER_ENGINE=gpu $T/learn.test -test.v -test.run 'TestLearnStagePublishesAndIsIdempotent|TestLearnStageOnGPUEngine|TestEngineChoice|TestFirstUpdateRatioIsExactlyOne'
 	step "benchmark d=512 L=8 B=64 T=256" 330 . bash -c "$T/benchgpu ${BENCH_ARGS:-} | tee $OUT/bench.txt"
+	step "benchmark, micro-batches of 8 (device vs host optimizer)" 120 . bash -c "$T/benchgpu -micro-batch 8 -gpu-steps 3 -host-optimizer-steps 2 -cpu-steps 0 -profile=false | tee $OUT/bench-micro8.txt"
 	if [ "${SANITIZE:-0}" = 1 ]; then # opt-in: compute-sanitizer works on Firecracker machines only
 		CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
 		[ -n "$CS" ] && step "compute-sanitizer memcheck" 180 gpu/engine "$CS" --tool memcheck --error-exitcode 3 $T/engine.test -test.run 'TestGPUDeterministic'

@@ -4,7 +4,7 @@
 // optimizer (the learner's default), then with the optimizer on the host for comparison. Defaults are issue #11's shape:
 // d=512, 8 layers, B=64 sequences of T=256 tokens.
 //
-//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -gpu-steps 5 -cpu-steps 1]
+//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -micro-batch 0 -gpu-steps 5 -host-optimizer-steps 2 -cpu-steps 1]
 //
 // After the timed GPU steps it runs one step through engine.Profiler and prints each kernel's
 // time and GFLOP/s (-profile=false skips it). Without a usable CUDA driver it prints the
@@ -49,6 +49,7 @@ func run(args []string, w io.Writer) error {
 	B := fs.Int("batch", 64, "sequences per step")
 	T := fs.Int("seq", 256, "tokens per sequence (prompt + response)")
 	P := fs.Int("prompt", 128, "prompt tokens per sequence")
+	micro := fs.Int("micro-batch", 0, "rows per forward/backward (0: the whole batch; the 2 agents' rows are passed separately either way)")
 	gpuSteps := fs.Int("gpu-steps", 5, "timed GPU steps (after one warm-up)")
 	hostOptSteps := fs.Int("host-optimizer-steps", 2, "timed GPU steps with the optimizer on the host (gradients copied back, AdamW on the CPU), for comparison; 0 skips them")
 	cpuSteps := fs.Int("cpu-steps", 1, "timed CPU steps; 0 skips the CPU")
@@ -77,10 +78,13 @@ func run(args []string, w io.Writer) error {
 		}
 		exs[i] = learn.Example{Agent: fmt.Sprintf("a%d", i%2), Seq: s, Advantage: float32(rng.NormFloat64())}
 	}
-	h := learn.Hyper{ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1, MicroBatch: *B}
+	if *micro <= 0 {
+		*micro = *B
+	}
+	h := learn.Hyper{ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1, MicroBatch: *micro}
 	tokens := *B * *T
-	fmt.Fprintf(w, "learner step: d=%d layers=%d heads=%d B=%d T=%d (%d tokens, %d params), GOMAXPROCS=%d\n",
-		*dim, *layers, *heads, *B, *T, tokens, cfg.NumParams(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "learner step: d=%d layers=%d heads=%d B=%d T=%d micro-batch=%d (%d tokens, %d params), GOMAXPROCS=%d\n",
+		*dim, *layers, *heads, *B, *T, *micro, tokens, cfg.NumParams(), runtime.GOMAXPROCS(0))
 
 	seqs := make([]model.Sequence, len(exs))
 	for i := range exs {

@@ -14,7 +14,7 @@ import (
 // the profile must list the GEMMs with their flops.
 func TestBenchInterp(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"-device", "interp", "-dim", "16", "-layers", "1", "-heads", "2", "-batch", "3", "-seq", "12", "-prompt", "4", "-gpu-steps", "1", "-host-optimizer-steps", "1", "-cpu-steps", "1"}, &out)
+	err := run([]string{"-device", "interp", "-dim", "16", "-layers", "1", "-heads", "2", "-batch", "3", "-seq", "12", "-prompt", "4", "-micro-batch", "1", "-gpu-steps", "1", "-host-optimizer-steps", "1", "-cpu-steps", "1"}, &out)
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
