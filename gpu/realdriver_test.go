@@ -29,10 +29,7 @@ func TestRealDriverLibsWithoutGPU(t *testing.T) {
 	}
 	dir, err := nvidiatest.DriverLibs()
 	if err != nil {
-		if nvidiatest.Required() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		nvidiatest.Missing(t, err)
 	}
 	nvidiatest.RunTestChild(t, "TestRealDriverLibsWithoutGPU", "real driver library checks passed",
 		"DRMAS_REAL_NVML_CHILD=1", "LD_LIBRARY_PATH="+dir, EngineEnv+"=")

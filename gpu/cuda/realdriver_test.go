@@ -28,10 +28,7 @@ func TestRealDriverWithoutGPU(t *testing.T) {
 	}
 	dir, err := nvidiatest.DriverLibs()
 	if err != nil {
-		if nvidiatest.Required() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		nvidiatest.Missing(t, err)
 	}
 	nvidiatest.RunTestChild(t, "TestRealDriverWithoutGPU", "real driver checks passed",
 		"DRMAS_REAL_CUDA_CHILD=1", "DRMAS_REAL_CUDA_DIR="+dir, "LD_LIBRARY_PATH="+dir)

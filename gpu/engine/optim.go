@@ -169,7 +169,7 @@ func (t *Trainer) Step(m *model.Model, opt *model.AdamW, g *Grads) error {
 	}
 	defer t.timeOptimizer(time.Now())
 	if t.opt != opt || t.optSteps != opt.Steps {
-		if t.ahead && t.opt != nil {
+		if t.ahead {
 			return fmt.Errorf("gpu engine: Step: the device holds updates of another optimizer state (Sync first)")
 		}
 		if err := t.uploadMoments(opt); err != nil {

@@ -119,6 +119,16 @@ func Required() bool {
 	return os.Getenv("CI") == "true" && os.Getenv("DRMAS_NVIDIA_TOOLS") == "1"
 }
 
+// Missing ends t for a part that could not be found (err says how to install it): a failure
+// where Required, since .ci/run installed it, otherwise a skip.
+func Missing(t testing.TB, err error) {
+	t.Helper()
+	if Required() {
+		t.Fatal(err)
+	}
+	t.Skip(err)
+}
+
 // RunTestChild reruns the calling test binary's test name in a child process with env added
 // (through RunChild), logs its output, and fails t unless the child passed and printed
 // marker.

@@ -88,7 +88,7 @@ func (g *gpuEng) Sync() error { return g.t.Sync() }
 func storeFor(eng Engine, m *model.Model) (gradStore, error) {
 	g, ok := eng.(*gpuEng)
 	if !ok || g.hostOpt {
-		return &hostGrads{eng: eng, m: m}, nil
+		return newHostGrads(eng, m), nil
 	}
 	if g.store == nil {
 		total, err := g.t.NewGrads()
@@ -105,7 +105,6 @@ func storeFor(eng Engine, m *model.Model) (gradStore, error) {
 	if err := g.store.total.Zero(); err != nil {
 		return nil, err
 	}
-	g.store.norm = 0
 	return g.store, nil
 }
 
@@ -115,7 +114,6 @@ func storeFor(eng Engine, m *model.Model) (gradStore, error) {
 type gpuGrads struct {
 	t          *gpuengine.Trainer
 	total, cur *gpuengine.Grads
-	norm       float64 // total's norm, from totalNorm
 }
 
 func (g *gpuGrads) begin() error { return g.cur.Zero() }
@@ -136,15 +134,11 @@ func (g *gpuGrads) end(string) (float64, error) {
 	return n, g.total.Add(g.cur)
 }
 
-func (g *gpuGrads) totalNorm() (float64, error) {
-	n, err := g.total.Norm()
-	g.norm = n
-	return n, err
-}
+func (g *gpuGrads) totalNorm() (float64, error) { return g.total.Norm() }
 
-func (g *gpuGrads) step(m *model.Model, opt *model.AdamW, gradClip float64) error {
-	if f, ok := model.ClipScale(g.norm, gradClip); ok {
-		if err := g.total.Scale(f); err != nil {
+func (g *gpuGrads) step(m *model.Model, opt *model.AdamW, clip float32) error {
+	if clip != 1 {
+		if err := g.total.Scale(clip); err != nil {
 			return err
 		}
 	}

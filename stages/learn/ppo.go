@@ -59,12 +59,10 @@ func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, pe
 // GradientsOn is Gradients with the forward and backward passes on eng; the gradients come
 // back to the host.
 func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
-	hg := &hostGrads{eng: eng, m: m, perAgent: map[string]*model.Grads{}}
+	hg := newHostGrads(eng, m)
+	hg.perAgent = map[string]*model.Grads{}
 	if st, err = gradients(eng, m, batch, h, hg); err != nil {
 		return nil, nil, st, err
-	}
-	if hg.total == nil {
-		hg.total = m.NewGrads()
 	}
 	return hg.total, hg.perAgent, st, nil
 }
@@ -78,10 +76,11 @@ type gradStore interface {
 	backward(p Pass, dLogProb [][]float32) error
 	// end adds the current agent's gradient into the total and returns the agent's norm.
 	end(agent string) (float64, error)
-	// totalNorm is the norm of the total (0 agents: 0).
+	// totalNorm is the norm of the total.
 	totalNorm() (float64, error)
-	// step clips the total to norm gradClip (model.ClipGradNorm) and runs opt's step on m.
-	step(m *model.Model, opt *model.AdamW, gradClip float64) error
+	// step multiplies the total by clip (model.ClipScale's factor; 1: unclipped) and runs
+	// opt's step with it on m.
+	step(m *model.Model, opt *model.AdamW, clip float32) error
 }
 
 // hostGrads keeps the gradients on the host: model.Grads, AdamW.Step, then eng.Stepped.
@@ -90,13 +89,14 @@ type hostGrads struct {
 	m        *model.Model
 	total    *model.Grads
 	cur      *model.Grads
-	perAgent map[string]*model.Grads
+	perAgent map[string]*model.Grads // nil: the agents' gradients are not kept
+}
+
+func newHostGrads(eng Engine, m *model.Model) *hostGrads {
+	return &hostGrads{eng: eng, m: m, total: m.NewGrads()}
 }
 
 func (g *hostGrads) begin() error {
-	if g.total == nil {
-		g.total = g.m.NewGrads()
-	}
 	g.cur = g.m.NewGrads()
 	return nil
 }
@@ -111,15 +111,12 @@ func (g *hostGrads) end(agent string) (float64, error) {
 	return g.cur.Norm(), nil
 }
 
-func (g *hostGrads) totalNorm() (float64, error) {
-	if g.total == nil {
-		return 0, nil
-	}
-	return g.total.Norm(), nil
-}
+func (g *hostGrads) totalNorm() (float64, error) { return g.total.Norm(), nil }
 
-func (g *hostGrads) step(m *model.Model, opt *model.AdamW, gradClip float64) error {
-	model.ClipGradNorm(g.total, gradClip)
+func (g *hostGrads) step(m *model.Model, opt *model.AdamW, clip float32) error {
+	if clip != 1 {
+		g.total.Scale(clip)
+	}
 	if err := opt.Step(g.total); err != nil {
 		return fmt.Errorf("adamw: %w", err)
 	}
@@ -235,5 +232,7 @@ func UpdateOn(eng Engine, m *model.Model, opt *model.AdamW, batch []Example, h H
 	if err != nil || st.Tokens == 0 {
 		return st, err
 	}
-	return st, store.step(m, opt, gradClip)
+	// Global grad-norm clipping (model.ClipGradNorm) with the norm gradients already took.
+	clip, _ := model.ClipScale(st.GradNorm, gradClip)
+	return st, store.step(m, opt, clip)
 }

@@ -1,8 +1,8 @@
 // Command benchgpu times one PPO learner step (forward, backward, grad-norm clipping, AdamW:
 // stages/learn.UpdateOn) on the GPU engine and on the CPU engine, from the same weights and
 // batch, and prints tokens/s of each and their ratio. The GPU engine runs with its device
-// optimizer (the learner's default), then with the optimizer on the host for comparison. Defaults are issue #11's shape:
-// d=512, 8 layers, B=64 sequences of T=256 tokens.
+// optimizer (the learner's default), then with the optimizer on the host for comparison.
+// Defaults are issue #11's shape: d=512, 8 layers, B=64 sequences of T=256 tokens.
 //
 //	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -micro-batch 0 -gpu-steps 5 -host-optimizer-steps 2 -cpu-steps 1]
 //
@@ -203,12 +203,12 @@ func run(args []string, w io.Writer) error {
 		}
 		report(&r)
 		if *hostOptSteps > 0 {
-			h, err := bench("gpu-host-optimizer", learn.GPUEngineHostOptimizer(tr), *hostOptSteps, false)
+			hr, err := bench("gpu-host-optimizer", learn.GPUEngineHostOptimizer(tr), *hostOptSteps, false)
 			if err != nil {
 				return err
 			}
-			report(&h)
-			fmt.Fprintf(w, "RESULT device optimizer vs host optimizer: %.2fx\n", median(h.times)/median(r.times))
+			report(&hr)
+			fmt.Fprintf(w, "RESULT device optimizer vs host optimizer: %.2fx\n", median(hr.times)/median(r.times))
 		}
 		_ = tr.Close()
 		tr = nil
