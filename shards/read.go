@@ -118,13 +118,19 @@ func readAll[T any](r io.ReaderAt, size int64, name string, schema *parquet.Sche
 		// is a lie in the footer and would make us allocate without bound.
 		return nil, fmt.Errorf("%s: footer claims %d rows in %d bytes", name, n, size)
 	}
-	out := make([]T, 0, n)
+	// The footer's count is still not trusted for the allocation: a decoded row can be hundreds
+	// of bytes (Row is 288), so n rows up to size*8 could ask for thousands of times the file.
+	// Reserve what the file's bytes can plausibly hold and let append grow past it.
+	out := make([]T, 0, min(n, size/16+1024))
 	pr := parquet.NewGenericReader[T](f)
 	defer pr.Close()
 	buf := make([]T, 1024)
 	for {
 		k, err := pr.Read(buf)
 		out = append(out, buf[:k]...)
+		if int64(len(out)) > n {
+			return nil, fmt.Errorf("%s: read more than the %d rows the footer says", name, n)
+		}
 		if err == io.EOF {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -188,4 +189,25 @@ func FuzzReadKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLyingRowCountWithinBudget: a footer that claims as many rows as the size check lets
+// through (8 per byte) must not make the reader reserve memory for them. A decoded Row is
+// 288 bytes, so trusting the count would ask for about 2300 times the file.
+func TestLyingRowCountWithinBudget(t *testing.T) {
+	var buf bytes.Buffer
+	if err := shards.WriteTrajectories(&buf, 0, shardtest.Rows(shardtest.Options{Seed: 3, Groups: 100, Samples: 4})); err != nil {
+		t.Fatal(err)
+	}
+	valid := buf.Bytes()
+	bad := footerEdit(t, valid, func(md *format.FileMetaData) { md.NumRows = int64(len(valid)) * 8 })
+	if trusting := uint64(len(bad)) * 8 * 288; trusting <= allocBudget(len(bad)) {
+		t.Fatalf("test shard too small to tell: trusting the footer would take %d MiB, budget %d MiB", trusting>>20, allocBudget(len(bad))>>20)
+	}
+	before := totalAlloc()
+	_, err := shards.ReadTrajectories(bytes.NewReader(bad), int64(len(bad)), "bad.parquet")
+	checkAlloc(t, "ReadTrajectories", before, len(bad))
+	if err == nil || !strings.Contains(err.Error(), "footer says") {
+		t.Fatalf("want a row-count mismatch naming the footer, got %v", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,53 @@ func TestCheckPartReportsEveryProblem(t *testing.T) {
 	var buf bytes.Buffer
 	if shards.WriteTrajectories(&buf, 0, rows) == nil || buf.Len() != 0 {
 		t.Fatal("invalid rows were written")
+	}
+}
+
+// TestCheckPartSortOrder: the writer refuses rows out of (uid, sample, step) order, which
+// byte-identical reruns rely on, and accepts the same rows sorted.
+func TestCheckPartSortOrder(t *testing.T) {
+	rows := shardtest.Rows(shardtest.Options{Seed: 3, Groups: 3, Samples: 2})
+	if err := shards.CheckPart(0, rows); err != nil {
+		t.Fatalf("sorted rows refused: %v", err)
+	}
+	at := func(rows []shards.Row, uid string, sample int32) int {
+		for i, r := range rows {
+			if r.UID == uid && r.Sample == sample {
+				return i
+			}
+		}
+		t.Fatalf("no row of uid %s sample %d", uid, sample)
+		return -1
+	}
+	renumber := func(rows []shards.Row) []shards.Row {
+		for i := range rows {
+			rows[i].RowID = shards.RowID(0, i)
+		}
+		return rows
+	}
+	// Whole uids swapped: still contiguous, but not ascending.
+	first, second := at(rows, rows[0].UID, 0), 0
+	for rows[second].UID == rows[first].UID {
+		second++
+	}
+	end := second
+	for end < len(rows) && rows[end].UID == rows[second].UID {
+		end++
+	}
+	swapped := renumber(slices.Concat(rows[second:end], rows[:second], rows[end:]))
+	if err := shards.CheckPart(0, swapped); err == nil || !strings.Contains(err.Error(), "sorted by uid") {
+		t.Errorf("uids out of order: %v", err)
+	}
+	// Samples swapped within one uid.
+	s1 := at(rows, rows[0].UID, 1)
+	samples := renumber(slices.Concat(rows[s1:second], rows[:s1], rows[second:]))
+	if err := shards.CheckPart(0, samples); err == nil || !strings.Contains(err.Error(), "sorted by (uid, sample, step)") {
+		t.Errorf("samples out of order: %v", err)
+	}
+	var buf bytes.Buffer
+	if shards.WriteTrajectories(&buf, 0, samples) == nil || buf.Len() != 0 {
+		t.Fatal("unsorted rows were written")
 	}
 }
 

@@ -25,8 +25,9 @@ func writerOptions() []parquet.WriterOption {
 }
 
 // CheckPart reports every way rows fail to form part `part` of a trajectory iteration: row ids
-// must be RowID(part, i), rows of one uid contiguous, scores finite, keys present. At most ten
-// problems are listed, then a count.
+// must be RowID(part, i), rows sorted by (uid, sample, step) with one uid's rows contiguous,
+// scores finite, keys present. (The order of agents within a step is the workflow's, which
+// this package does not know.) At most ten problems are listed, then a count.
 func CheckPart(part int, rows []Row) error {
 	var errs []error
 	extra := 0
@@ -56,10 +57,15 @@ func CheckPart(part int, rows []Row) error {
 			add(fmt.Errorf("row %d: %d response log-probs for %d response tokens", i, len(r.ResponseLogprobs), len(r.ResponseIDs)))
 		}
 		if i > 0 && rows[i-1].UID == r.UID {
+			if p := &rows[i-1]; r.Sample < p.Sample || (r.Sample == p.Sample && r.Step < p.Step) {
+				add(fmt.Errorf("row %d: (sample %d, step %d) after (sample %d, step %d) in uid %q: rows must be sorted by (uid, sample, step)", i, r.Sample, r.Step, p.Sample, p.Step, r.UID))
+			}
 			continue
 		}
 		if j, dup := seen[r.UID]; dup {
 			add(fmt.Errorf("row %d: uid %q already ended at row %d: rows of one uid must be contiguous", i, r.UID, j))
+		} else if i > 0 && r.UID < rows[i-1].UID {
+			add(fmt.Errorf("row %d: uid %q after %q: rows must be sorted by uid", i, r.UID, rows[i-1].UID))
 		}
 		seen[r.UID] = i
 	}

@@ -74,9 +74,12 @@ type PutOptions struct {
 	// Default false.
 	IfAbsent bool
 	// NoSync lets Put return before the object is durable where the provider would otherwise
-	// wait for it (the folder provider's fsyncs): a crash may lose the object, never tear it
-	// (a reader sees the old object, the new one, or none). For data that is cheap to redo,
-	// such as receipts. Default false; objects on S3 are durable when Put returns either way.
+	// wait for it (the folder provider's fsyncs). Running processes still see the old object
+	// or the complete new one, but after an operating-system crash or power loss the object
+	// may be gone, and on a local folder may even be empty or cut short (the rename can reach
+	// the disk before the data). So only for data that is cheap to redo and whose readers
+	// treat an unreadable object as missing, such as receipts. Default false; objects on S3
+	// are durable when Put returns either way.
 	NoSync bool
 }
 

@@ -21,6 +21,7 @@ package learn
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -39,7 +40,11 @@ import (
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/storage"
 )
+
+// metricsFile is the one file of a learn folder.
+const metricsFile = "metrics.parquet"
 
 // Options select what to learn from.
 type Options struct {
@@ -54,9 +59,9 @@ type MetricsRow struct {
 	Estimator    string  `parquet:"estimator,dict"`
 	Model        string  `parquet:"model,dict"`
 	Agent        string  `parquet:"agent,dict"`
-	Step         int64   `parquet:"step"` // the checkpoint step published
-	Rows         int64   `parquet:"rows"`
-	Tokens       int64   `parquet:"tokens"`
+	Step         int64   `parquet:"step"`   // the checkpoint step published
+	Rows         int64   `parquet:"rows"`   // distinct rows trained on (each epoch sees them again)
+	Tokens       int64   `parquet:"tokens"` // their response tokens, counted once
 	Updates      int32   `parquet:"updates"`
 	Loss         float64 `parquet:"loss"`      // mean over updates
 	GradNorm     float64 `parquet:"grad_norm"` // before clipping, mean over updates
@@ -94,6 +99,51 @@ func Digest(cfg *configs.Config, estimator string) string {
 	}{cfg.Seed, cfg.Learn, estimator, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
 }
 
+// publishedEarlier finds the work of an earlier attempt at this iteration that published
+// step version+1 and died before committing its metrics (a crash, a signal, a store error).
+// Training again would not do: on another engine or CPU the bits differ and the publish
+// would conflict. Run writes the metrics before publishing, so they are there; ok is false
+// when the step is not published (train as usual). A step published from another parent or
+// config is an error: this run's history and the store disagree.
+func publishedEarlier(ctx context.Context, env *stages.Env, outDir string, version int64, digest string) (metrics []MetricsRow, f commit.File, ok bool, err error) {
+	run, next := env.Config.Run, version+1
+	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
+	if errors.Is(err, commit.ErrNotCommitted) {
+		return nil, f, false, nil
+	} else if err != nil {
+		return nil, f, false, err
+	}
+	if cm.Parent == nil || *cm.Parent != version || cm.ConfigDigest != digest {
+		parent := "none"
+		if cm.Parent != nil {
+			parent = strconv.FormatInt(*cm.Parent, 10)
+		}
+		return nil, f, false, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s, not from step %d with config %.12s: train under another --run",
+			next, parent, cm.ConfigDigest, version, digest)
+	}
+	key := path.Join(outDir, metricsFile)
+	data, err := storage.ReadAll(ctx, env.Bucket, key)
+	if storage.IsNotFound(err) {
+		return nil, f, false, nil // published by an older drmas that wrote metrics last: train again
+	} else if err != nil {
+		return nil, f, false, fmt.Errorf("read the metrics of the earlier attempt: %w", err)
+	}
+	metrics, err = shards.ReadTable[MetricsRow](bytes.NewReader(data), int64(len(data)), key)
+	if err != nil {
+		return nil, f, false, err
+	}
+	for _, r := range metrics {
+		if r.Step != next {
+			return nil, f, false, fmt.Errorf("%s: metrics of step %d, not of the published step %d", key, r.Step, next)
+		}
+	}
+	if err := checkpoints.SetLatest(ctx, env.Bucket, run, next); err != nil { // it may have died before
+		return nil, f, false, err
+	}
+	f = commit.File{Name: metricsFile, Rows: int64(len(metrics)), Bytes: int64(len(data)), SHA256: commit.Digest(data)}
+	return metrics, f, true, nil
+}
+
 // Run trains on one iteration. If its metrics are committed already, Run does nothing.
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
@@ -110,8 +160,16 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	est = specs[0].Name()
 	outDir := commit.LearnDir(cfg.Run, iter)
 	if m, _, err := commit.Read(ctx, b, outDir); err == nil {
+		if m.Kind != "learn" || m.Step == nil {
+			return nil, fmt.Errorf("learn iter %d: %s holds a %q manifest without a step, not one drmas learn wrote", iter, outDir, m.Kind)
+		}
+		if have := m.Params["estimator"]; have != est {
+			return nil, fmt.Errorf("learn iter %d: already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", iter, have, est)
+		}
 		env.Logf("learn iter %d: already committed", iter)
 		return &Result{Skipped: true, Step: *m.Step}, nil
+	} else if !errors.Is(err, commit.ErrNotCommitted) {
+		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
 	}
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
@@ -134,6 +192,37 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
 	if err != nil {
 		return nil, err
+	}
+	digest := Digest(cfg, est)
+	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {
+		step := version + 1
+		if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
+			Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
+			Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: digest,
+			Inputs: []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA},
+				{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: set.ManifestSHA256}},
+			Params: map[string]string{"estimator": est},
+		}); err != nil {
+			return nil, err
+		}
+		// Only now may older steps go: until the metrics commit, a rerun of this iteration
+		// needs step `version`, the policy that generated the rollout.
+		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
+			env.Logf("warning: %v", err)
+		}
+		for _, r := range metrics {
+			if r.Agent == "*" {
+				env.Logf("learn iter %d model %s: %d rows %d tokens, loss %.4f, grad norm %.3f (max %.3f), clip %.3f, kl %.2e, entropy %.3f → step %d",
+					iter, r.Model, r.Rows, r.Tokens, r.Loss, r.GradNorm, r.GradNormMax, r.ClipFrac, r.ApproxKL, r.Entropy, step)
+			}
+		}
+		return &Result{Step: step, Metrics: metrics}, nil
+	}
+	if metrics, f, ok, err := publishedEarlier(ctx, env, outDir, version, digest); err != nil {
+		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
+	} else if ok {
+		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
+		return finish(metrics, f)
 	}
 	var ref *checkpoints.Set
 	if cfg.Learn.KLCoef > 0 {
@@ -167,37 +256,20 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		metrics = append(metrics, mrows...)
 	}
-	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, Digest(cfg, est)); err != nil {
-		return nil, err
-	}
-	if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
-		env.Logf("warning: %v", err)
-	}
+	// The metrics go up (uncommitted, so invisible) before the checkpoint is published: an
+	// attempt that dies after publishing leaves both, and publishedEarlier picks them up.
 	data, err := shards.EncodeTable(metrics)
 	if err != nil {
 		return nil, fmt.Errorf("encode metrics: %w", err)
 	}
-	f, err := commit.PutFile(ctx, b, outDir, "metrics.parquet", data, int64(len(metrics)))
+	f, err := commit.PutFile(ctx, b, outDir, metricsFile, data, int64(len(metrics)))
 	if err != nil {
 		return nil, err
 	}
-	step := out.Step
-	if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
-		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
-		Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: Digest(cfg, est),
-		Inputs: []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA},
-			{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: set.ManifestSHA256}},
-		Params: map[string]string{"estimator": est},
-	}); err != nil {
+	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, digest); err != nil {
 		return nil, err
 	}
-	for _, r := range metrics {
-		if r.Agent == "*" {
-			env.Logf("learn iter %d model %s: %d rows %d tokens, loss %.4f, grad norm %.3f (max %.3f), clip %.3f, kl %.2e, entropy %.3f → step %d",
-				iter, r.Model, r.Rows, r.Tokens, r.Loss, r.GradNorm, r.GradNormMax, r.ClipFrac, r.ApproxKL, r.Entropy, step)
-		}
-	}
-	return &Result{Step: step, Metrics: metrics}, nil
+	return finish(metrics, f)
 }
 
 // gpuTelemetry returns the most loaded device's memory in use and utilisation, or zeros in CPU
@@ -329,7 +401,8 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	opt.WeightDecay = cfg.Learn.WeightDecay
 
 	type acc struct {
-		rows, tokens                                  int64
+		rows, tokens                                  int64 // per epoch: the metrics' Rows, Tokens
+		seen                                          int64 // tokens over all epochs: the ratios' denominator
 		loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
 		ratioMax                                      float64
 	}
@@ -379,8 +452,11 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 				x.gn += as.GradNorm
 				x.gnMax = math.Max(x.gnMax, as.GradNorm)
 				for _, y := range []*acc{x, all} {
-					y.rows += int64(as.Rows)
-					y.tokens += int64(as.Tokens)
+					if epoch == 0 {
+						y.rows += int64(as.Rows)
+						y.tokens += int64(as.Tokens)
+					}
+					y.seen += int64(as.Tokens)
 					y.clip += float64(as.ClipTokens)
 					y.kl += as.SumLogRatioSq / 2
 					y.refKL += as.SumKL
@@ -410,8 +486,8 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		r := MetricsRow{
 			Iteration: int32(iter), Estimator: est, Model: id, Agent: a, Rows: x.rows, Tokens: x.tokens, Updates: int32(updates),
 			Loss: div(x.loss, int64(updates)), GradNorm: div(x.gn, int64(updates)), GradNormMax: x.gnMax,
-			ClipFrac: div(x.clip, x.tokens), ApproxKL: div(x.kl, x.tokens), RefKL: div(x.refKL, x.tokens),
-			Entropy: div(x.ent, x.tokens), MeanAbsAdv: div(x.absAdv, x.tokens), RatioMax: x.ratioMax,
+			ClipFrac: div(x.clip, x.seen), ApproxKL: div(x.kl, x.seen), RefKL: div(x.refKL, x.seen),
+			Entropy: div(x.ent, x.seen), MeanAbsAdv: div(x.absAdv, x.seen), RatioMax: x.ratioMax,
 		}
 		if a == "*" {
 			r.BehaviourGap = div(behaviourGap, int64(stored))

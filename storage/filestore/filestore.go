@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/drmas-dev/drmas/storage"
@@ -43,6 +44,9 @@ const TempPrefix = ".drmas-tmp-"
 type Bucket struct {
 	root string // absolute, cleaned
 	name string
+	// durable holds the folders (under root) whose entries in their parent folders this
+	// process has fsynced, so a Put into a new folder syncs the chain once, not every time.
+	durable sync.Map // string -> struct{}
 }
 
 var _ storage.Bucket = (*Bucket)(nil)
@@ -191,6 +195,7 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		return b.keyErr("put", key, err)
 	}
 	dir := filepath.Dir(p)
+	b.forgetMissing(dir)
 	f, err := b.createTemp(dir)
 	if err != nil {
 		return b.keyErr("put", key, err)
@@ -244,6 +249,43 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	}
 	if err := syncDir(dir); err != nil && !notFound(err) { // gone: a concurrent Delete won
 		return b.keyErr("put", key, fmt.Errorf("fsync folder: %w", err))
+	}
+	if err := b.syncParents(dir); err != nil && !notFound(err) {
+		return b.keyErr("put", key, fmt.Errorf("fsync parent folder: %w", err))
+	}
+	return nil
+}
+
+// forgetMissing drops dir and its missing ancestors from the durable set before Put
+// (re)creates them: a folder that a Delete (of this or another process) removed comes back
+// as a new entry that needs its own fsync. One Lstat when dir exists.
+func (b *Bucket) forgetMissing(dir string) {
+	for d := dir; d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			return
+		}
+		b.durable.Delete(d)
+	}
+}
+
+// syncParents makes the entries of dir and of its ancestors up to root durable in their
+// parent folders (MkdirAll does not), stopping at the first folder already known durable.
+// Without it a crash could lose a new folder, and with it objects that Put reported durable.
+func (b *Bucket) syncParents(dir string) error {
+	var chain []string
+	for d := dir; d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
+		if _, ok := b.durable.Load(d); ok {
+			break
+		}
+		chain = append(chain, d)
+	}
+	for _, d := range chain {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	for _, d := range chain { // only once the whole chain is on disk
+		b.durable.Store(d, struct{}{})
 	}
 	return nil
 }
@@ -306,7 +348,8 @@ func writeAll(ctx context.Context, f *os.File, r io.Reader, size int64) error {
 	return ctx.Err()
 }
 
-func syncDir(dir string) error {
+// syncDir fsyncs a folder; a variable so that a test can see which folders are synced.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

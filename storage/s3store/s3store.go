@@ -486,10 +486,16 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		}
 	case isSeekable(r):
 		// Catch a short reader now rather than after minio-go's retries.
-		if n, err := remaining(r.(io.Seeker)); err != nil {
+		cur, n, err := remaining(r.(io.Seeker))
+		if err != nil {
 			return b.keyErr("put", key, err)
 		} else if n < size {
 			return b.keyErr("put", key, fmt.Errorf("reader holds %d bytes, want %d: %w", n, size, io.ErrUnexpectedEOF))
+		}
+		if ra, ok := r.(io.ReaderAt); ok && cur != 0 {
+			// minio-go uploads the parts of a ReaderAt from absolute offsets: give it one
+			// that starts where the caller's reader stands.
+			r = io.NewSectionReader(ra, cur, size)
 		}
 	case size <= int64(b.partSize):
 		// A single PUT is retried only if its body can seek back: buffer it.
@@ -573,19 +579,19 @@ func (b *Bucket) readLimited(ctx context.Context, name string, limit int64) ([]b
 }
 
 // remaining returns the number of bytes between s's position and its end.
-func remaining(s io.Seeker) (int64, error) {
-	cur, err := s.Seek(0, io.SeekCurrent)
+func remaining(s io.Seeker) (cur, n int64, err error) {
+	cur, err = s.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
+		return 0, 0, fmt.Errorf("seek: %w", err)
 	}
 	end, err := s.Seek(0, io.SeekEnd)
 	if err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
+		return 0, 0, fmt.Errorf("seek: %w", err)
 	}
 	if _, err := s.Seek(cur, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
+		return 0, 0, fmt.Errorf("seek: %w", err)
 	}
-	return end - cur, nil
+	return cur, end - cur, nil
 }
 
 func isSeekable(r io.Reader) bool {

@@ -1,0 +1,271 @@
+package learn_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/gpu"
+	"github.com/drmas-dev/drmas/gpu/cuda"
+	gpuengine "github.com/drmas-dev/drmas/gpu/engine"
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/stages/warmup"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// failCommit is a store on which committing one folder fails, as if the process died (or the
+// store refused) between publishing a checkpoint and committing the learn metrics.
+type failCommit struct {
+	storage.Bucket
+	dir string
+}
+
+func (f *failCommit) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
+	if key == path.Join(f.dir, commit.ManifestName) {
+		return errors.New("injected: the store refused the manifest")
+	}
+	return f.Bucket.Put(ctx, key, r, size, opts...)
+}
+
+// prepare runs warm-up, rollout and normalize (drmas) for iterations 0..iters-1 of a fresh
+// store, learning each but the last, and returns the environment.
+func prepare(t *testing.T, cfg *configs.Config, iters int) *stages.Env {
+	t.Helper()
+	ctx := context.Background()
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for it := range iters {
+		if _, err := rollout.Run(ctx, env, rollout.Options{Iteration: it, Step: stages.LatestStep}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := normalize.Run(ctx, env, normalize.Options{Iteration: it, Estimators: []string{"drmas"}}); err != nil {
+			t.Fatal(err)
+		}
+		if it < iters-1 {
+			if _, err := learn.Run(ctx, env, learn.Options{Iteration: it}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return env
+}
+
+// TestRerunAfterDyingBeforeMetricsCommit: with keep_checkpoints 1, an attempt that publishes
+// step 2 and then fails to commit its metrics must not have deleted step 1 (the policy that
+// generated iteration 1's rollout): the rerun commits the earlier attempt's metrics, and only
+// then does retention remove step 1.
+func TestRerunAfterDyingBeforeMetricsCommit(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches, cfg.Learn.KeepCheckpoints = 1, 1, 1
+	env := prepare(t, cfg, 2)
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 1)}
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 2)); !ok {
+		t.Fatal("the first attempt did not publish step 2 (the test no longer reaches the window it is about)")
+	}
+	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 1)); !ok {
+		t.Fatal("step 1 was deleted before the metrics were committed")
+	}
+	env.Bucket = store
+	var log strings.Builder
+	env.Log = &log
+	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
+	if err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+	if res.Skipped || res.Step != 2 || len(res.Metrics) == 0 {
+		t.Fatalf("rerun: %+v", res)
+	}
+	if !strings.Contains(log.String(), "published by an earlier attempt") {
+		t.Fatalf("the rerun trained again instead of committing the earlier metrics:\n%s", log.String())
+	}
+	if ok, _ := commit.IsCommitted(ctx, store, commit.LearnDir("t", 1)); !ok {
+		t.Fatal("metrics not committed by the rerun")
+	}
+	if steps, err := checkpoints.Steps(ctx, store, "t"); err != nil || len(steps) != 2 || steps[0] != 0 || steps[1] != 2 {
+		t.Fatalf("steps after the rerun: %v %v, want [0 2] (keep 1, step 0 always kept)", steps, err)
+	}
+
+	// The same iteration trained without a failure commits the same metrics.
+	clean := prepare(t, cfg, 2)
+	want, err := learn.Run(ctx, clean, learn.Options{Iteration: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Metrics) != len(res.Metrics) {
+		t.Fatalf("metrics rows: %d, uninterrupted %d", len(res.Metrics), len(want.Metrics))
+	}
+	for i := range want.Metrics {
+		if want.Metrics[i] != res.Metrics[i] {
+			t.Fatalf("metrics row %d: %+v, uninterrupted %+v", i, res.Metrics[i], want.Metrics[i])
+		}
+	}
+}
+
+// TestRerunOnAnotherEngineKeepsThePublishedStep: an attempt on the CPU engine publishes step 1
+// and fails to commit its metrics; the rerun on the GPU engine (whose bits differ from the
+// CPU's in the last places) must keep the published step rather than train again and
+// conflict with it.
+func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 2
+	env := prepare(t, cfg, 1)
+	// Varied scores, so that there is a gradient (the test policy scores everything alike).
+	_, parts := stagetest.ReadRollout(t, env, 0)
+	for _, rows := range parts {
+		for i := range rows {
+			rows[i].Score = float64((rows[i].RowID*7+int64(rows[i].Sample))%3) / 2
+		}
+	}
+	env = stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.WriteRollout(t, env, 0, parts, false)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(gpu.EngineEnv, "cpu")
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 0)}
+	if _, err := learn.Run(ctx, env, learn.Options{}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	published, _, err := commit.Read(ctx, store, commit.CheckpointDir("t", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Bucket = store
+	ks, err := kernels.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cuda.Init() == nil {
+		t.Setenv(gpu.EngineEnv, "gpu")
+	} else {
+		t.Setenv(gpu.EngineEnv, "")
+		learn.SetTestDevice(t, func() gpuengine.Device { return ir.NewInterp(ks) })
+	}
+	res, err := learn.Run(ctx, env, learn.Options{})
+	if err != nil {
+		t.Fatalf("rerun on the GPU engine: %v", err)
+	}
+	if res.Step != 1 {
+		t.Fatalf("rerun published step %d", res.Step)
+	}
+	again, _, err := commit.Read(ctx, store, commit.CheckpointDir("t", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := commit.Encode(published)
+	b, _ := commit.Encode(again)
+	if !bytes.Equal(a, b) {
+		t.Fatal("the rerun replaced the published step")
+	}
+	m, _, err := commit.Read(ctx, store, commit.LearnDir("t", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := commit.ReadFile(ctx, store, commit.LearnDir("t", 0), m.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := shards.ReadTable[learn.MetricsRow](bytes.NewReader(data), int64(len(data)), "metrics")
+	if err != nil || len(rows) == 0 || rows[0].Step != 1 || rows[0].GradNorm == 0 {
+		t.Fatalf("committed metrics: %+v %v", rows, err)
+	}
+}
+
+// TestLearnRefusesForeignCommits: a committed learn folder for another estimator, or with a
+// manifest that is not a learn manifest, is an error that says so, not a silent skip or a
+// crash; and a step published from another parent is refused before training.
+func TestLearnRefusesForeignCommits(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 1)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := learn.Run(ctx, env, learn.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := learn.Run(ctx, env, learn.Options{Estimator: "grpo"}); err == nil || !strings.Contains(err.Error(), "already committed with estimator drmas, not grpo") {
+		t.Fatalf("another estimator on a committed iteration: %v", err)
+	}
+
+	// A learn folder committed without a step (not written by drmas learn).
+	dir := commit.LearnDir("t", 0)
+	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	iter := 0
+	if _, err := commit.Commit(ctx, env.Bucket, dir, &commit.Manifest{Kind: "learn", SchemaVersion: 1, Run: "t", Iteration: &iter}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := learn.Run(ctx, env, learn.Options{}); err == nil || !strings.Contains(err.Error(), "without a step") {
+		t.Fatalf("a learn manifest without a step: %v", err)
+	}
+
+	// Step 1 published from another config: this run's history and the store disagree.
+	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	env.Config.Learn.Epochs = 2
+	if _, err := learn.Run(ctx, env, learn.Options{}); err == nil || !strings.Contains(err.Error(), "already published from parent 0 with config") {
+		t.Fatalf("step 1 from another config: %v", err)
+	}
+}
+
+// TestMetricsCountRowsOnce: rows and tokens are what the iteration holds, not multiplied by
+// the epochs that go over them; the ratios (clip fraction, entropy, ...) stay per token seen.
+func TestMetricsCountRowsOnce(t *testing.T) {
+	ctx := context.Background()
+	metrics := map[int][]learn.MetricsRow{}
+	for _, epochs := range []int{1, 3} {
+		cfg := stagetest.Config(t, "math")
+		cfg.Learn.Epochs, cfg.Learn.MiniBatches = epochs, 2
+		res, err := learn.Run(ctx, prepare(t, cfg, 1), learn.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics[epochs] = res.Metrics
+	}
+	one, three := metrics[1], metrics[3]
+	if len(one) != len(three) || len(one) == 0 {
+		t.Fatalf("metrics rows: %d and %d", len(one), len(three))
+	}
+	for i := range one {
+		if one[i].Rows == 0 || one[i].Rows != three[i].Rows || one[i].Tokens != three[i].Tokens {
+			t.Fatalf("agent %s: 1 epoch %d rows %d tokens, 3 epochs %d rows %d tokens",
+				one[i].Agent, one[i].Rows, one[i].Tokens, three[i].Rows, three[i].Tokens)
+		}
+		if three[i].Updates != 3*one[i].Updates {
+			t.Fatalf("agent %s: %d updates with 3 epochs, %d with 1", one[i].Agent, three[i].Updates, one[i].Updates)
+		}
+		if three[i].Entropy <= 0 || three[i].Entropy > 10 {
+			t.Fatalf("agent %s: mean entropy %g per token is not per token", one[i].Agent, three[i].Entropy)
+		}
+	}
+}
