@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -219,9 +222,13 @@ type Evaluate struct {
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
 }
 
+// FileFormats are the extensions (without the dot, any case) a config file may have.
+var FileFormats = []string{"yaml", "yml", "json", "toml"}
+
 // LoadOptions says where configuration comes from.
 type LoadOptions struct {
-	// File is a YAML, JSON or TOML config file; empty means the embedded default.
+	// File is a YAML, JSON or TOML config file, named by its extension (FileFormats); empty
+	// means the embedded default.
 	File string
 	// Flags, if set, override keys: a changed flag named like a key ("store", "run", "seed",
 	// "iterations", or "learn.lr") sets it.
@@ -239,7 +246,12 @@ func Load(o LoadOptions) (*Config, error) {
 	source := "the embedded default config"
 	if o.File != "" {
 		source = o.File
+		format := strings.ToLower(strings.TrimPrefix(filepath.Ext(o.File), "."))
+		if !slices.Contains(FileFormats, format) {
+			return nil, fmt.Errorf("config %s: unknown format: name the file .yaml, .yml, .json or .toml", o.File)
+		}
 		v.SetConfigFile(o.File)
+		v.SetConfigType(format)
 		if err := v.ReadInConfig(); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", o.File, err)
 		}
@@ -252,9 +264,15 @@ func Load(o LoadOptions) (*Config, error) {
 	if err := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), ""); err != nil {
 		return nil, fmt.Errorf("config %s: %w", source, err)
 	}
+	// A bad variable is named as such, not blamed on the file; the others are still applied so
+	// that every problem is reported at once.
+	var errs []error
 	for _, key := range FixedKeys() {
-		env := "DRMAS_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-		if val, ok := o.LookupEnv(env); ok {
+		if val, ok := o.LookupEnv(EnvVar(key)); ok {
+			if err := checkValue(key, val); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %s: %w", EnvVar(key), val, key, err))
+				continue
+			}
 			v.Set(key, val)
 		}
 	}
@@ -276,12 +294,43 @@ func Load(o LoadOptions) (*Config, error) {
 		cfg.Agents = nil
 	}
 	if err := v.Unmarshal(cfg); err != nil {
-		return nil, fmt.Errorf("config %s: %w", source, err)
+		return nil, errors.Join(append(errs, fmt.Errorf("config %s: %w", source, err))...)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", source, err)
+		errs = append(errs, fmt.Errorf("config %s: %w", source, err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// checkValue reports whether val, a string from the environment, decodes into the fixed key as
+// Load decodes it, and if not says in a few words what the key wants.
+func checkValue(key, val string) error {
+	v := viper.New()
+	v.Set(key, val)
+	if err := v.Unmarshal(&Config{}); err == nil {
+		return nil
+	}
+	t := reflect.TypeOf(Config{})
+	for _, part := range strings.Split(key, ".") {
+		f, _ := fieldByTag(t, part)
+		t = f.Type
+	}
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return errors.New("not a duration (e.g. 30s)")
+	case t.Kind() == reflect.Bool:
+		return errors.New("not true or false")
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return errors.New("not an integer")
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return errors.New("not an integer ≥ 0")
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return errors.New("not a number")
+	}
+	return fmt.Errorf("not a valid %s", t)
 }
 
 // Default returns the embedded default configuration.
@@ -368,6 +417,66 @@ func FixedKeys() []string {
 	return keys
 }
 
+// EnvVar is the environment variable that sets the fixed key, e.g. DRMAS_LEARN_LR for learn.lr.
+func EnvVar(key string) string {
+	return "DRMAS_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Overrides returns what o's flags and DRMAS_* variables set, as the DRMAS_* variables that
+// set it the same way (a changed flag wins over the variable, as in Load): a process that
+// loads the same file with these variables resolves the same configuration. Secrets
+// (s3.access_key, s3.secret_key) are left out: pass them by other means.
+func Overrides(o LoadOptions) map[string]string {
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	out := map[string]string{}
+	for _, key := range FixedKeys() {
+		if isSecretKey(key) {
+			continue
+		}
+		if o.Flags != nil {
+			if f := o.Flags.Lookup(key); f != nil && f.Changed {
+				out[EnvVar(key)] = f.Value.String()
+				continue
+			}
+		}
+		if val, ok := o.LookupEnv(EnvVar(key)); ok {
+			out[EnvVar(key)] = val
+		}
+	}
+	return out
+}
+
+// isSecretKey reports whether the fixed key's field is tagged secret:"true".
+func isSecretKey(key string) bool {
+	t := reflect.TypeOf(Config{})
+	parts := strings.Split(key, ".")
+	for i, part := range parts {
+		f, ok := fieldByTag(t, part)
+		if !ok {
+			return false
+		}
+		if i == len(parts)-1 {
+			return f.Tag.Get("secret") == "true"
+		}
+		t = f.Type
+	}
+	return false
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Tag.Get("mapstructure") == tag {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
 func isFixedKey(k string) bool {
 	for _, f := range FixedKeys() {
 		if f == k {
@@ -436,10 +545,12 @@ func (c *Config) OptimOf(agent string) Optim {
 	return o
 }
 
-// Validate reports every problem of c at once.
+// Validate reports every problem of c at once. Every number must be finite: NaN and ±Inf
+// are rejected wherever they appear, by key.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	checkFinite(reflect.ValueOf(*c), "", bad)
 	if err := commit.ValidateRunName(c.Run); err != nil {
 		bad("run: %v", err)
 	}
@@ -511,7 +622,21 @@ func (c *Config) Validate() error {
 	if len(c.Normalize.Estimators) == 0 {
 		bad("normalize.estimators is empty")
 	}
-	if !(c.Normalize.Eps > 0) || math.IsInf(c.Normalize.Eps, 0) {
+	seen := map[string]bool{}
+	for i, name := range c.Normalize.Estimators {
+		canonical, err := estimator(name, c.Normalize.Eps)
+		switch {
+		case err != nil:
+			bad("normalize.estimators[%d]: %v", i, err)
+		case seen[canonical]:
+			bad("normalize.estimators[%d]: %s is listed twice", i, canonical)
+		}
+		seen[canonical] = true
+	}
+	if _, err := estimator(c.Learn.Estimator, c.Normalize.Eps); err != nil {
+		bad("learn.estimator: %v", err)
+	}
+	if c.Normalize.Eps <= 0 {
 		bad("normalize.eps must be > 0")
 	}
 	if c.Learn.Epochs < 1 || c.Learn.MiniBatches < 1 || c.Learn.KeepCheckpoints < 1 {
@@ -530,6 +655,50 @@ func (c *Config) Validate() error {
 		bad("s3.max_retries must be ≥ 0")
 	}
 	return errors.Join(errs...)
+}
+
+// estimator returns the canonical name of an advantage estimator (kernels.ParseSpec) with the
+// configured ε, as the normalize stage resolves it.
+func estimator(name string, eps float64) (string, error) {
+	s, err := kernels.ParseSpec(name)
+	if err != nil {
+		return "", errors.New(strings.TrimPrefix(err.Error(), "kernels: "))
+	}
+	if eps > 0 && s.Eps == kernels.DefaultEps {
+		s.Eps = eps
+	}
+	return s.Canonical().Name(), nil
+}
+
+// checkFinite reports every float of v (a config struct, with maps of structs) that is NaN or
+// infinite, by its dotted key. The range checks of Validate are plain comparisons, false for
+// NaN, so each NaN is reported once, here.
+func checkFinite(v reflect.Value, prefix string, bad func(string, ...any)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		key := prefix + t.Field(i).Tag.Get("mapstructure")
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Float32, reflect.Float64:
+			if x := f.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+				bad("%s: %v is not a finite number", key, x)
+			}
+		case reflect.Struct:
+			checkFinite(f, key+".", bad)
+		case reflect.Map:
+			if f.Type().Elem().Kind() != reflect.Struct {
+				continue
+			}
+			names := make([]string, 0, f.Len())
+			for _, k := range f.MapKeys() {
+				names = append(names, k.String())
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				checkFinite(f.MapIndex(reflect.ValueOf(name)), key+"."+name+".", bad)
+			}
+		}
+	}
 }
 
 func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
@@ -586,11 +755,17 @@ func (c *Config) Redacted() *Config {
 }
 
 // Digest is a stable sha256 of the JSON encoding of any config section (secrets are never
-// part of what stages digest: pass sections, not the S3 settings).
+// part of what stages digest: pass sections, not the S3 settings). A section holding NaN or
+// infinite floats, which JSON cannot encode (Validate rejects them, but a Config built in code
+// may hold them), is digested from its %+v form instead: Digest never fails on values.
 func Digest(section any) string {
 	data, err := json.Marshal(section)
+	var unsupported *json.UnsupportedValueError
+	if errors.As(err, &unsupported) {
+		data, err = fmt.Appendf(nil, "%T %+v", section, section), nil
+	}
 	if err != nil {
-		panic(fmt.Sprintf("configs: digest of unencodable section %T: %v", section, err)) // programming error
+		panic(fmt.Sprintf("configs: digest of unencodable section %T: %v", section, err)) // programming error: a type JSON cannot encode
 	}
 	return commit.Digest(data)
 }

@@ -18,6 +18,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("run: t\nseed: 5\nmodels:\n  m1: {dim: 16, layers: 1, heads: 2, context: 96, ff_mult: 2, tied_head: true}\nagents:\n  solver: {model: m1}\n"))
 	f.Add([]byte("learn: {lr: -1, clip: nan}\nrollout: {group_size: 0}\n"))
+	f.Add([]byte("learn: {kl_coef: .nan, weight_decay: .inf}\nevaluate: {top_p: .nan}\n"))
 	f.Add([]byte("unknown_key: 1\nmodels: [1, 2]\n"))
 	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))
 	f.Add([]byte("\t- ]["))
@@ -42,5 +43,6 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("Load returned a config that does not validate: %v", err)
 		}
 		_ = cfg.Redacted()
+		_ = Digest(cfg.Learn)
 	})
 }

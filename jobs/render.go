@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -96,7 +99,7 @@ type Options struct {
 	Parallelism     int
 	Image           string            // default "drmas:latest"
 	ImagePullPolicy corev1.PullPolicy // default IfNotPresent
-	Namespace       string            // empty: kubectl's current namespace
+	Namespace       string            // a DNS-1123 label; empty: kubectl's current namespace
 	// S3Secret names a Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, passed
 	// to the container by secretKeyRef. Empty: no credentials env (e.g. workload identity).
 	S3Secret string
@@ -115,6 +118,10 @@ type Options struct {
 	ServiceAccount          string
 	// Suspend creates the Job suspended (resume with kubectl patch … suspend=false).
 	Suspend bool
+	// ConfigEnv sets DRMAS_* config overrides (configs.Overrides) in every pod, so that the
+	// pods resolve the configuration the Jobs were rendered with: the ConfigMap's file plus
+	// what flags and DRMAS_* variables set when rendering (--run, --store, --seed, …).
+	ConfigEnv map[string]string
 }
 
 // Defaults.
@@ -208,6 +215,17 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	if *o.BackoffLimitPerIndex < 0 || *o.MaxFailedIndexes < 0 {
 		return nil, fmt.Errorf("backoff limit per index and max failed indexes must be ≥ 0")
 	}
+	switch o.ImagePullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return nil, fmt.Errorf("image pull policy %q: want Always, IfNotPresent or Never", o.ImagePullPolicy)
+	}
+	if o.TTLSecondsAfterFinished != nil && *o.TTLSecondsAfterFinished < 0 {
+		return nil, fmt.Errorf("ttl seconds after finished %d < 0", *o.TTLSecondsAfterFinished)
+	}
+	if o.Namespace != "" && len(validation.IsDNS1123Label(o.Namespace)) > 0 {
+		return nil, fmt.Errorf("namespace %q: want at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", o.Namespace)
+	}
 	cpu, err := resource.ParseQuantity(o.CPU)
 	if err != nil {
 		return nil, fmt.Errorf("cpu request %q: %w", o.CPU, err)
@@ -234,6 +252,12 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	args = append(args, "--config", ConfigPath)
 
 	env := []corev1.EnvVar{{Name: EnvShardCount, Value: strconv.Itoa(o.Parallelism)}}
+	for _, k := range slices.Sorted(maps.Keys(o.ConfigEnv)) {
+		if !strings.HasPrefix(k, "DRMAS_") || k == EnvShardCount {
+			return nil, fmt.Errorf("config env %s: want a DRMAS_* config variable", k)
+		}
+		env = append(env, corev1.EnvVar{Name: k, Value: o.ConfigEnv[k]})
+	}
 	if o.S3Secret != "" {
 		for _, k := range []string{EnvAccessKey, EnvSecretKey} {
 			env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{

@@ -287,6 +287,12 @@ func TestStageJobErrors(t *testing.T) {
 		{"bad cpu", func(o *Options) { o.CPU = "lots" }, `cpu request "lots"`},
 		{"bad memory", func(o *Options) { o.Memory = "8 GB" }, `memory request "8 GB"`},
 		{"negative gpus", func(o *Options) { o.GPUsPerPod = -1 }, "gpus per pod"},
+		{"bad pull policy", func(o *Options) { o.ImagePullPolicy = "Sometimes" }, `image pull policy "Sometimes": want Always, IfNotPresent or Never`},
+		{"negative ttl", func(o *Options) { o.TTLSecondsAfterFinished = ptr[int32](-5) }, "ttl seconds after finished -5 < 0"},
+		{"bad namespace", func(o *Options) { o.Namespace = "Bad_NS" }, `namespace "Bad_NS": want at most 63 lowercase`},
+		{"long namespace", func(o *Options) { o.Namespace = strings.Repeat("n", 64) }, "namespace"},
+		{"config env not DRMAS_", func(o *Options) { o.ConfigEnv = map[string]string{"AWS_SECRET_ACCESS_KEY": "x"} }, "config env AWS_SECRET_ACCESS_KEY"},
+		{"config env shard count", func(o *Options) { o.ConfigEnv = map[string]string{EnvShardCount: "9"} }, "config env DRMAS_SHARD_COUNT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()

@@ -151,10 +151,14 @@ func allExternal(cfg *configs.Config) bool {
 }
 
 // TrainTasks returns the prompts of an iteration: from the seeded generator (fresh prompts each
-// iteration), or a deterministic window of the dataset file that cycles through it.
+// iteration), or a deterministic window of the dataset file that cycles through it. Iterations
+// are numbered from 0; a negative iter is an error.
 func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflows.Task, error) {
+	if iter < 0 {
+		return nil, fmt.Errorf("iteration %d: iterations are numbered from 0", iter)
+	}
 	n := cfg.Tasks.PerIteration
-	if cfg.Tasks.Source == "" || cfg.Tasks.Source == "generator" {
+	if generated(cfg) {
 		return wf.Tasks(seeds.Derive(cfg.Seed, "train-tasks", iter), workflows.Train, n), nil
 	}
 	all, err := workflows.LoadTasks(cfg.Tasks.Source)
@@ -165,10 +169,29 @@ func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflo
 		return nil, fmt.Errorf("tasks file %s is empty", cfg.Tasks.Source)
 	}
 	out := make([]workflows.Task, n)
+	start := (iter % len(all)) * (n % len(all)) % len(all) // iter*n mod len(all), without overflow
 	for i := range out {
-		out[i] = all[(iter*n+i)%len(all)]
+		out[i] = all[(start+i)%len(all)]
 	}
 	return out, nil
+}
+
+// CheckTasks reads the dataset file of tasks.source, if any, so that a missing or malformed
+// file is reported before any work starts (TrainTasks reads it again for each iteration).
+func CheckTasks(cfg *configs.Config) error {
+	if generated(cfg) {
+		return nil
+	}
+	if _, err := workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+		return fmt.Errorf("tasks.source: %w", err)
+	}
+	return nil
+}
+
+// generated reports whether the prompts come from the workflow's seeded generator rather than
+// a dataset file.
+func generated(cfg *configs.Config) bool {
+	return cfg.Tasks.Source == "" || cfg.Tasks.Source == "generator"
 }
 
 // EvalTasks returns the held-out evaluation prompts (the same every iteration).

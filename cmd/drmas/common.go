@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -51,8 +54,38 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
+// group makes cmd, which only groups subcommands, reject an unknown subcommand with a one-line
+// error and a nonzero exit (cobra checks that only for the root command, over several lines:
+// others would print their help and exit 0), and print its help when run without one.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(": did you mean %s?", strings.Join(s, " or "))
+		} else {
+			msg += fmt.Sprintf(": see '%s --help'", cmd.CommandPath())
+		}
+		return errors.New(msg)
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}
+
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
+	return configs.Load(loadOptions(cmd))
+}
+
+// loadOptions says where cmd's configuration comes from: --config, DRMAS_* and its flags. It
+// warns about DRMAS_* variables that set no config key.
+func loadOptions(cmd *cobra.Command) configs.LoadOptions {
+	warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
 	file, _ := cmd.Flags().GetString("config")
 	flags := pflag.NewFlagSet("keys", pflag.ContinueOnError)
 	// Only flags the user set override config keys.
@@ -61,7 +94,75 @@ func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
 			flags.AddFlag(f)
 		}
 	})
-	return configs.Load(configs.LoadOptions{File: file, Flags: flags})
+	return configs.LoadOptions{File: file, Flags: flags}
+}
+
+// nonConfigEnv are the DRMAS_* variables that are not config keys: read by the learner, by
+// the stages of a Kubernetes Job, or by build and test tooling.
+var nonConfigEnv = map[string]bool{
+	"DRMAS_LEARNER_ENGINE": true, "DRMAS_SHARD_COUNT": true,
+	"DRMAS_NVIDIA_TOOLS": true, "DRMAS_NVIDIA_DRIVER_LIBS": true, "DRMAS_TOOLS": true, "DRMAS_PTXAS": true,
+	"DRMAS_UPDATE_PTX": true, "DRMAS_DEBIAN_MIRROR": true, "DRMAS_DEBIAN_SECURITY_MIRROR": true,
+	"DRMAS_BENCH_STORE": true, "DRMAS_MINIO_BIN": true, "DRMAS_WRITE_FUZZ_SEEDS": true,
+	"DRMAS_FAKE_CUDA_CHILD": true, "DRMAS_REAL_CUDA_CHILD": true, "DRMAS_REAL_CUDA_DIR": true, "DRMAS_REAL_NVML_CHILD": true,
+}
+
+// warnUnknownEnv warns, one line each, about the DRMAS_* variables of environ that set no config
+// key (nor are in nonConfigEnv): a misspelt one would otherwise be ignored silently.
+func warnUnknownEnv(w io.Writer, environ []string) {
+	var known []string
+	for _, k := range configs.FixedKeys() {
+		known = append(known, configs.EnvVar(k))
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "DRMAS_") && !slices.Contains(known, name) && !nonConfigEnv[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		hint := ""
+		if s := closest(name, known, 2); s != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", s)
+		} else if strings.HasPrefix(name, "DRMAS_MODELS_") || strings.HasPrefix(name, "DRMAS_AGENTS_") {
+			hint = " (models and agents are set in a config file only)"
+		}
+		fmt.Fprintf(w, "drmas: warning: %s sets no config key: ignored%s\n", name, hint)
+	}
+}
+
+// closest returns the word of words nearest to s by edit distance, if within maxDist.
+func closest(s string, words []string, maxDist int) string {
+	best, bestDist := "", maxDist+1
+	for _, w := range words {
+		if d := editDistance(s, w); d < bestDist {
+			best, bestDist = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // openEnv loads the config and opens the store.

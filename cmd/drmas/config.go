@@ -11,7 +11,7 @@ import (
 )
 
 func newConfigCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Inspect configuration"}
+	cmd := group(&cobra.Command{Use: "config", Short: "Inspect configuration"})
 	var format string
 	show := &cobra.Command{
 		Use:   "show",

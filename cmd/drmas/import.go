@@ -44,6 +44,9 @@ The file is read into memory whole.`,
 			if !cmd.Flags().Changed("iter") {
 				return fmt.Errorf("import: --iter is required")
 			}
+			if err := checkIter("iter", o.Iteration); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
 			env, done, err := openEnv(cmd)
 			if err != nil {
 				return err

@@ -6,14 +6,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/jobs"
 )
 
 func newJobsCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "jobs",
 		Short: "Run stages on Kubernetes: render Indexed Job manifests",
-	}
+	})
 	cmd.AddCommand(newJobsRenderCmd())
 	return cmd
 }
@@ -37,7 +38,9 @@ and evaluate run on one pod.
 The pods read their configuration from the ConfigMap --config-map (key config.yaml) and the S3
 credentials AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the Secret --s3-secret (by
 secretKeyRef; never inline). Render with the same --config as the ConfigMap holds: the run name
-labels and names the Jobs.
+labels and names the Jobs. What --run, --store, --seed and DRMAS_* variables set when rendering
+is passed to the pods as DRMAS_* variables in the Job, so the pods run the configuration the
+Jobs are named after (S3 keys excepted: those come from the Secret).
 
   --stage S --iter N     one Job
   --iteration N          rollout, normalize and learn of iteration N, in order; only the first
@@ -61,12 +64,28 @@ labels and names the Jobs.
 				return fmt.Errorf("--iter goes with --stage; --iteration N already names the iteration")
 			case single && script:
 				return fmt.Errorf("--script goes with --iteration")
+			case whole:
+				if err := checkIter("iteration", iteration); err != nil {
+					return err
+				}
+			case f.Changed("iter"):
+				if err := checkIter("iter", o.Iteration); err != nil {
+					return err
+				}
 			}
-			cfg, err := loadConfig(cmd)
+			if o.Parallelism < 1 || o.Parallelism > jobs.MaxShards {
+				return fmt.Errorf("--parallelism %d: must be in [1, %d]", o.Parallelism, jobs.MaxShards)
+			}
+			if ttl < 0 {
+				return fmt.Errorf("--ttl-seconds %d: must be ≥ 0 (0: keep finished Jobs)", ttl)
+			}
+			lo := loadOptions(cmd)
+			cfg, err := configs.Load(lo)
 			if err != nil {
 				return err
 			}
-			o.Run = cfg.Run
+			// The pods get what flags and DRMAS_* set here, so they run what the Jobs are named after.
+			o.Run, o.ConfigEnv = cfg.Run, configs.Overrides(lo)
 			o.BackoffLimitPerIndex, o.MaxFailedIndexes = &backoff, &maxFailed
 			if ttl > 0 {
 				o.TTLSecondsAfterFinished = &ttl
@@ -75,7 +94,7 @@ labels and names the Jobs.
 				fmt.Fprintf(cmd.ErrOrStderr(), "drmas: warning: store %q is not s3://: pods on different nodes will not share it\n", cfg.Store)
 			}
 			if cfg.S3.AccessKey != "" || cfg.S3.SecretKey != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "drmas: warning: the config holds S3 keys; keep them out of the ConfigMap and in the Secret --s3-secret")
+				fmt.Fprintln(cmd.ErrOrStderr(), "drmas: warning: the config holds S3 keys: keep them out of the ConfigMap (jobs render does not pass them to the pods) and in the Secret --s3-secret")
 			}
 			out := cmd.OutOrStdout()
 			if single {
@@ -111,10 +130,10 @@ labels and names the Jobs.
 	f.StringVar(&o.Stage, "stage", "", "stage: warmup, rollout, normalize, learn or evaluate")
 	f.IntVar(&o.Iteration, "iter", 0, "iteration of --stage (rollout, normalize, learn)")
 	f.IntVar(&iteration, "iteration", 0, "render a whole iteration: rollout, normalize, learn")
-	f.IntVar(&o.Parallelism, "parallelism", 1, "pods (= shards) of sharded stages")
+	f.IntVar(&o.Parallelism, "parallelism", 1, "pods (= shards) of sharded stages, ≥ 1")
 	f.StringVar(&o.Image, "image", jobs.DefaultImage, "container image with the drmas binary on PATH")
 	f.StringVar((*string)(&o.ImagePullPolicy), "image-pull-policy", "IfNotPresent", "Always, IfNotPresent or Never")
-	f.StringVar(&o.Namespace, "namespace", "", "namespace of the Jobs (default: kubectl's current)")
+	f.StringVar(&o.Namespace, "namespace", "", "namespace of the Jobs, a DNS-1123 label (default: kubectl's current)")
 	f.StringVar(&o.S3Secret, "s3-secret", jobs.DefaultS3Secret, "Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (empty: no credentials env)")
 	f.StringVar(&o.ConfigMap, "config-map", jobs.DefaultConfigMap, "ConfigMap with key config.yaml, mounted at /etc/drmas")
 	f.IntVar(&o.GPUsPerPod, "gpus-per-pod", 0, "nvidia.com/gpu limit of the stages that run a model (rollout, learn, warmup, evaluate)")
@@ -122,7 +141,7 @@ labels and names the Jobs.
 	f.StringVar(&o.Memory, "memory", jobs.DefaultMemory, "memory request per pod")
 	f.Int32Var(&backoff, "backoff-limit-per-index", jobs.DefaultBackoffLimitPerIndex, "retries of each shard")
 	f.Int32Var(&maxFailed, "max-failed-indexes", 0, "failed shards tolerated before the Job fails (0: every part is needed)")
-	f.Int32Var(&ttl, "ttl-seconds", 0, "delete finished Jobs after this many seconds (0: keep)")
+	f.Int32Var(&ttl, "ttl-seconds", 0, "delete finished Jobs after this many seconds, ≥ 0 (0: keep)")
 	f.StringVar(&o.ServiceAccount, "service-account", "", "pod service account (e.g. for workload identity)")
 	f.BoolVar(&o.Suspend, "suspend", false, "create the Job(s) suspended")
 	f.BoolVar(&script, "script", false, "with --iteration: print a bash script that applies the Jobs and runs them in order")

@@ -30,7 +30,7 @@ func main() {
 }
 
 func newRootCmd() *cobra.Command {
-	root := &cobra.Command{
+	root := group(&cobra.Command{
 		Use:   "drmas",
 		Short: "Stable RL post-training of multi-agent LLM systems (Dr. MAS) over object storage",
 		Long: `drmas trains multi-agent LLM systems (a solver and a verifier; a router, a searcher and an
@@ -46,9 +46,9 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 --config file > the embedded default (see 'drmas config show').`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-	}
+	})
 	pf := root.PersistentFlags()
-	pf.String("config", "", "config file (YAML, JSON or TOML); default: the embedded default")
+	pf.String("config", "", "config file: .yaml, .yml, .json or .toml; default: the embedded default")
 	pf.String("store", "", "store URL: a folder, file:///abs/path or s3://bucket/prefix (key: store)")
 	pf.String("run", "", "run name (key: run)")
 	pf.Uint64("seed", 0, "run seed (key: seed)")

@@ -19,7 +19,17 @@ normalize → learn (iteration i samples from checkpoint step i and publishes st
 evaluates every --eval-every iterations and at the end. Committed work is never redone: a
 killed run resumes where it stopped when started again with the same config.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if o.Iterations < 0 {
+				return fmt.Errorf("--iters %d: must be ≥ 0 (0: the config's iterations)", o.Iterations)
+			}
+			return nil
+		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+			// A bad dataset file would otherwise surface only after warm-up.
+			if err := stages.CheckTasks(env.Config); err != nil {
+				return err
+			}
 			var err error
 			o.Summary = func(s pipeline.IterationSummary) { fmt.Fprintln(cmd.OutOrStdout(), s) }
 			_, err = pipeline.Run(cmd.Context(), env, o)

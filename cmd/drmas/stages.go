@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -16,13 +17,13 @@ import (
 )
 
 func newRunStageCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "run-stage",
 		Short: "Run one pipeline stage for one iteration",
 		Long: `Run one stage alone. Stages read only committed inputs and commit their outputs with a
 _MANIFEST.json written last; rerunning a committed stage is a no-op, and a stage interrupted at
 any point can simply be rerun.`,
-	}
+	})
 	cmd.PersistentFlags().String("shard", "", `worker "i/n" of a sharded stage (default: from JOB_COMPLETION_INDEX and DRMAS_SHARD_COUNT,
 else the whole stage). rollout and normalize split their parts; the worker that finds every
 part written commits the folder. warmup, learn and evaluate are not split: worker 0 does them.`)
@@ -40,6 +41,26 @@ func shardOf(cmd *cobra.Command) (jobs.Shard, error) {
 		return jobs.Whole, err
 	}
 	return s, nil
+}
+
+// checkIter rejects a value of the iteration flag (--iter, --iteration) that names no
+// iteration (they are numbered from 0), before anything is opened.
+func checkIter(flag string, iter int) error {
+	switch {
+	case iter < 0:
+		return fmt.Errorf("--%s %d: must be ≥ 0", flag, iter)
+	case iter > math.MaxInt32:
+		return fmt.Errorf("--%s %d: must be ≤ %d", flag, iter, math.MaxInt32)
+	}
+	return nil
+}
+
+// checkStep rejects a --step that names no checkpoint: steps are ≥ 0, or -1 for LATEST.
+func checkStep(step int64) error {
+	if step < stages.LatestStep {
+		return fmt.Errorf("--step %d: must be ≥ 0, or -1 for LATEST", step)
+	}
+	return nil
 }
 
 // unsharded reports whether this worker should skip a stage that is not split across shards.
@@ -84,6 +105,12 @@ samples of the configured workflow (agents sharing a model are batched together 
 commits Parquet parts under runs/<run>/iter=N/rollout/ — one row per agent invocation with
 token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identical parts.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if err := checkIter("iter", o.Iteration); err != nil {
+				return err
+			}
+			return checkStep(o.Step)
+		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			var err error
 			if o.Shard, err = shardOf(cmd); err != nil {
@@ -112,7 +139,8 @@ func newEvaluateCmd() *cobra.Command {
 		Long: `Plays tasks.eval_size held-out prompts (never seen in training) × evaluate.k samples at
 evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), and commits
 avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return checkStep(o.Step) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "evaluate"); err != nil || skip {
 				return err
@@ -150,7 +178,8 @@ Estimators (several at once, one pass over the data):
   drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
   any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return checkIter("iter", o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			var err error
 			if o.Shard, err = shardOf(cmd); err != nil {
@@ -184,7 +213,8 @@ and runs PPO-clip (token-mean, AdamW, grad-norm clipping) per model; agents shar
 trained together with per-agent statistics, including each agent's own gradient norm. Publishes
 checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, keeps the last
 learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return checkIter("iter", o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "learn"); err != nil || skip {
 				return err

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNegativeIterationsRejected(t *testing.T) {
+	store := t.TempDir()
+	for _, args := range [][]string{
+		{"run-stage", "rollout", "--iter", "-1"},
+		{"run-stage", "rollout", "--iter", "3", "--step", "-2"},
+		{"run-stage", "normalize", "--iter", "-1"},
+		{"run-stage", "learn", "--iter", "-1"},
+		{"run-stage", "evaluate", "--step", "-2"},
+		{"run", "--iters", "-5"},
+		{"import", "x.jsonl", "--iter", "-1"},
+		{"jobs", "render", "--stage", "rollout", "--iter", "-1"},
+		{"jobs", "render", "--iteration", "-1"},
+	} {
+		bad := args[len(args)-2] + " " + args[len(args)-1]
+		_, _, err := execute(t, append([]string{"-q", "--store", store}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), bad+": must be ≥ 0") {
+			t.Errorf("%s: want an error saying %s must be ≥ 0, got %v", strings.Join(args, " "), bad, err)
+		}
+	}
+	if entries, _ := os.ReadDir(store); len(entries) > 0 {
+		t.Errorf("a rejected command wrote to the store: %v", entries)
+	}
+}
+
+func TestNegativeIterationWithTasksFileDoesNotPanic(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks.jsonl")
+	if err := os.WriteFile(tasks, []byte(`{"id":"a","question":"1+1","answer":"2"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DRMAS_TASKS_SOURCE", tasks)
+	_, _, err := execute(t, "-q", "--store", filepath.Join(dir, "store"), "run-stage", "rollout", "--iter", "-3")
+	if err == nil || !strings.Contains(err.Error(), "--iter -3") {
+		t.Fatalf("want an error naming --iter -3, got %v", err)
+	}
+}
+
+func TestUnknownSubcommandFails(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"run-stage rolout", `unknown command "rolout" for "drmas run-stage": did you mean rollout?`},
+		{"config shw", `unknown command "shw" for "drmas config": did you mean show?`},
+		{"jobs rendr", `unknown command "rendr" for "drmas jobs": did you mean render?`},
+		{"rnu", `unknown command "rnu" for "drmas": did you mean run?`},
+		{"jobs xyzzy", `unknown command "xyzzy" for "drmas jobs": see 'drmas jobs --help'`},
+	} {
+		out, _, err := execute(t, strings.Fields(tc.args)...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("drmas %s: want error %q, got %v", tc.args, tc.want, err)
+		}
+		if out != "" {
+			t.Errorf("drmas %s printed help for an unknown command:\n%s", tc.args, out)
+		}
+	}
+	// Alone, a command that groups others prints its help and succeeds.
+	out, _, err := execute(t, "run-stage")
+	if err != nil || !strings.Contains(out, "rollout") {
+		t.Fatalf("drmas run-stage: %v\n%s", err, out)
+	}
+}
+
+func TestRunChecksTasksFileBeforeWarmup(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("DRMAS_TASKS_SOURCE", filepath.Join(t.TempDir(), "missing.jsonl"))
+	// Keep the warm-up short, for when the check is missing and it runs.
+	t.Setenv("DRMAS_WARMUP_STEPS", "1")
+	t.Setenv("DRMAS_WARMUP_DEMOS", "1")
+	t.Setenv("DRMAS_TASKS_EVAL_SIZE", "0")
+	_, _, err := execute(t, "-q", "--store", store, "run")
+	if err == nil || !strings.HasPrefix(err.Error(), "tasks.source: open ") || !strings.Contains(err.Error(), "missing.jsonl") {
+		t.Fatalf("want a tasks.source error naming the file, got %v", err)
+	}
+	if entries, _ := os.ReadDir(store); len(entries) > 0 {
+		t.Errorf("work started before the tasks file was checked: %v", entries)
+	}
+}
+
+func TestUnknownEnvWarned(t *testing.T) {
+	t.Setenv("DRMAS_LEARN_LRR", "1")
+	t.Setenv("DRMAS_LEARNER_ENGINE", "cpu")
+	t.Setenv("DRMAS_SHARD_COUNT", "2")
+	_, errOut, err := execute(t, "config", "show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "drmas: warning: DRMAS_LEARN_LRR sets no config key: ignored (did you mean DRMAS_LEARN_LR?)\n"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	if strings.Contains(errOut, "DRMAS_LEARNER_ENGINE") || strings.Contains(errOut, "DRMAS_SHARD_COUNT") {
+		t.Errorf("warned about a variable that is not a config key:\n%s", errOut)
+	}
+}
+
+func TestBadEnvValueBlamesTheVariable(t *testing.T) {
+	t.Setenv("DRMAS_LEARN_LR", "abc")
+	p := filepath.Join(t.TempDir(), "cfg.yaml")
+	if err := os.WriteFile(p, []byte("run: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(t, "--config", p, "config", "show")
+	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a number`; err == nil || err.Error() != want {
+		t.Fatalf("want %q, got %v", want, err)
+	}
+}

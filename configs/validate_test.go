@@ -1,0 +1,139 @@
+package configs
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestNonFiniteNumbersRejected(t *testing.T) {
+	p := write(t, "nan.yaml", `models:
+  m1: {dim: 16, layers: 1, heads: 2, context: 32, ff_mult: 2}
+agents:
+  solver: {model: m1, lr: .nan}
+rollout: {temperature: .inf}
+evaluate: {top_p: .nan}
+normalize: {eps: .nan}
+`)
+	env := map[string]string{"DRMAS_LEARN_KL_COEF": "nan", "DRMAS_LEARN_WEIGHT_DECAY": "NaN", "DRMAS_WARMUP_LR": "+Inf"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	_, err := Load(LoadOptions{File: p, LookupEnv: lookup})
+	if err == nil {
+		t.Fatal("non-finite numbers accepted")
+	}
+	for _, key := range []string{"learn.kl_coef: NaN", "learn.weight_decay: NaN", "warmup.lr: +Inf", "agents.solver.lr: NaN", "rollout.temperature: +Inf", "evaluate.top_p: NaN", "normalize.eps: NaN"} {
+		if n := strings.Count(err.Error(), key+" is not a finite number"); n != 1 {
+			t.Errorf("%q reported %d times, want once: %v", key, n, err)
+		}
+	}
+	// Every float of the config is checked, including those with no range check.
+	c := Default()
+	c.Workflow.HardFrac = math.Inf(-1)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "workflow.hard_frac: -Inf is not a finite number") {
+		t.Errorf("hard_frac -Inf: %v", err)
+	}
+}
+
+func TestDigestDoesNotPanicOnNaN(t *testing.T) {
+	c := Default()
+	want := Digest(c.Learn)
+	c.Learn.KLCoef = math.NaN()
+	got := Digest(c.Learn)
+	if got == "" || got == want {
+		t.Fatalf("digest of a NaN section: %q (finite: %q)", got, want)
+	}
+	if again := Digest(c.Learn); again != got {
+		t.Fatalf("digest of a NaN section is not stable: %q, %q", got, again)
+	}
+}
+
+func TestUnknownEstimatorsRejected(t *testing.T) {
+	p := write(t, "est.yaml", "normalize: {estimators: [drmas, nope, grpo, drmas_eps1e-6]}\nlearn: {estimator: nope2}\n")
+	_, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("unknown estimators accepted")
+	}
+	for _, want := range []string{
+		`normalize.estimators[1]: unknown estimator "nope" (want grpo, drmas`,
+		`normalize.estimators[3]: drmas is listed twice`,
+		`learn.estimator: unknown estimator "nope2" (want grpo, drmas`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "normalize.estimators[2]") || strings.Contains(err.Error(), "kernels:") {
+		t.Errorf("error blames a good estimator or names a package: %v", err)
+	}
+	ok := write(t, "ok.yaml", "normalize: {estimators: [drmas, grpo_step_nostd, rloo_agent, drgrpo, drmas_eps1e-4]}\nlearn: {estimator: drgrpo}\n")
+	if _, err := Load(LoadOptions{File: ok, LookupEnv: noEnv}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadEnvValueNamesTheVariable(t *testing.T) {
+	p := write(t, "ok.yaml", "run: fromfile\n")
+	env := map[string]string{"DRMAS_LEARN_LR": "abc"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	_, err := Load(LoadOptions{File: p, LookupEnv: lookup})
+	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a number`; err == nil || err.Error() != want {
+		t.Fatalf("want %q, got %v", want, err)
+	}
+	// Every bad variable, one line each, and the file's own problems too.
+	bad := write(t, "bad.yaml", "rollout: {group_size: 0}\n")
+	env = map[string]string{"DRMAS_SEED": "-1", "DRMAS_S3_INSECURE": "maybe", "DRMAS_LEARN_EPOCHS": "1.5"}
+	_, err = Load(LoadOptions{File: bad, LookupEnv: lookup})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`DRMAS_SEED="-1": seed: not an integer ≥ 0`,
+		`DRMAS_S3_INSECURE="maybe": s3.insecure: not true or false`,
+		`DRMAS_LEARN_EPOCHS="1.5": learn.epochs: not an integer`,
+		"config " + bad + ": rollout: group_size",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	env := map[string]string{"DRMAS_RUN": "fromenv", "DRMAS_LEARN_LR": "0.25", "DRMAS_S3_SECRET_KEY": "s3cr3t", "DRMAS_NOPE": "1"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("run", "", "")
+	fs.String("store", "", "")
+	if err := fs.Parse([]string{"--run", "fromflag"}); err != nil {
+		t.Fatal(err)
+	}
+	got := Overrides(LoadOptions{Flags: fs, LookupEnv: lookup})
+	want := map[string]string{"DRMAS_RUN": "fromflag", "DRMAS_LEARN_LR": "0.25"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestConfigFileFormats(t *testing.T) {
+	for name, body := range map[string]string{
+		"c.yaml": "run: y\n",
+		"c.yml":  "run: y\n",
+		"C.YAML": "run: y\n",
+		"c.json": `{"run": "y"}`,
+		"c.toml": "run = \"y\"\n",
+	} {
+		c, err := Load(LoadOptions{File: write(t, name, body), LookupEnv: noEnv})
+		if err != nil || c.Run != "y" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, p := range []string{"/dev/stdin", write(t, "c.ini", "run = y\n"), write(t, "config", "run: y\n")} {
+		_, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+		if want := "config " + p + ": unknown format: name the file .yaml, .yml, .json or .toml"; err == nil || err.Error() != want {
+			t.Errorf("want %q, got %v", want, err)
+		}
+	}
+}
