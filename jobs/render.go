@@ -122,6 +122,12 @@ type Options struct {
 	// pods resolve the configuration the Jobs were rendered with: the ConfigMap's file plus
 	// what flags and DRMAS_* variables set when rendering (--run, --store, --seed, …).
 	ConfigEnv map[string]string
+	// EvalStep is the checkpoint step the evaluate Job measures (--step), and part of its
+	// name, so that a Job per step can be applied and waited for; nil: the LATEST step when
+	// the pod runs, under one fixed name (delete the finished Job before applying it again).
+	EvalStep *int64
+	// EvalTrainSplit makes the evaluate Job score training-split prompts (--train-split).
+	EvalTrainSplit bool
 }
 
 // Defaults.
@@ -234,11 +240,28 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory request %q: %w", o.Memory, err)
 	}
+	isEval := spec.Name == "evaluate"
+	if !isEval && (o.EvalStep != nil || o.EvalTrainSplit) {
+		return nil, fmt.Errorf("stage %s takes no evaluation step or split", spec.Name)
+	}
+	if o.EvalStep != nil && *o.EvalStep < 0 {
+		return nil, fmt.Errorf("evaluation step %d < 0 (leave it unset for LATEST)", *o.EvalStep)
+	}
 	iter := -1
 	if spec.Iter {
 		iter = o.Iteration
 	}
-	name := Name(o.Run, spec.Name, iter)
+	nameStage, nameNum := spec.Name, iter
+	if isEval {
+		if o.EvalTrainSplit {
+			nameStage = "evaluate-train"
+		}
+		if o.EvalStep != nil {
+			nameStage += "-step"
+			nameNum = int(*o.EvalStep)
+		}
+	}
+	name := Name(o.Run, nameStage, nameNum)
 	labels := map[string]string{
 		LabelName:  "drmas",
 		LabelRun:   LabelValue(o.Run),
@@ -248,6 +271,12 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	if iter >= 0 {
 		labels[LabelIteration] = strconv.Itoa(iter)
 		args = append(args, "--iter", strconv.Itoa(iter))
+	}
+	if o.EvalStep != nil {
+		args = append(args, "--step", strconv.FormatInt(*o.EvalStep, 10))
+	}
+	if o.EvalTrainSplit {
+		args = append(args, "--train-split")
 	}
 	args = append(args, "--config", ConfigPath)
 

@@ -293,6 +293,8 @@ func TestStageJobErrors(t *testing.T) {
 		{"long namespace", func(o *Options) { o.Namespace = strings.Repeat("n", 64) }, "namespace"},
 		{"config env not DRMAS_", func(o *Options) { o.ConfigEnv = map[string]string{"AWS_SECRET_ACCESS_KEY": "x"} }, "config env AWS_SECRET_ACCESS_KEY"},
 		{"config env shard count", func(o *Options) { o.ConfigEnv = map[string]string{EnvShardCount: "9"} }, "config env DRMAS_SHARD_COUNT"},
+		{"step on rollout", func(o *Options) { o.EvalStep = ptr[int64](3) }, "stage rollout takes no evaluation step"},
+		{"negative eval step", func(o *Options) { o.Stage, o.Parallelism, o.EvalStep = "evaluate", 1, ptr[int64](-1) }, "evaluation step -1 < 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
@@ -302,6 +304,34 @@ func TestStageJobErrors(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestEvaluateJobPerStep: an evaluation of a given step (and split) is its own Job, named and
+// run for that step, so applying the next one does not find the previous one "unchanged".
+func TestEvaluateJobPerStep(t *testing.T) {
+	for _, tc := range []struct {
+		step     *int64
+		train    bool
+		wantName string
+		wantArgs []string
+	}{
+		{nil, false, "drmas-demo-evaluate", nil},
+		{ptr[int64](8), false, "drmas-demo-evaluate-step-8", []string{"--step", "8"}},
+		{ptr[int64](0), true, "drmas-demo-evaluate-train-step-0", []string{"--step", "0", "--train-split"}},
+		{nil, true, "drmas-demo-evaluate-train", []string{"--train-split"}},
+	} {
+		o := testOptions()
+		o.Run, o.Stage, o.Parallelism, o.EvalStep, o.EvalTrainSplit = "demo", "evaluate", 1, tc.step, tc.train
+		j, err := StageJob(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]string{"run-stage", "evaluate"}, tc.wantArgs...)
+		want = append(want, "--config", ConfigPath)
+		if j.Name != tc.wantName || !reflect.DeepEqual(j.Spec.Template.Spec.Containers[0].Args, want) {
+			t.Errorf("step %v train %v: Job %s args %q, want %s %q", tc.step, tc.train, j.Name, j.Spec.Template.Spec.Containers[0].Args, tc.wantName, want)
+		}
 	}
 }
 

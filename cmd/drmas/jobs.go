@@ -25,6 +25,7 @@ func newJobsRenderCmd() *cobra.Command {
 		iteration               int
 		backoff, maxFailed, ttl int32
 		script                  bool
+		evalStep                int64
 	)
 	cmd := &cobra.Command{
 		Use:   "render",
@@ -43,6 +44,9 @@ is passed to the pods as DRMAS_* variables in the Job, so the pods run the confi
 Jobs are named after (S3 keys excepted: those come from the Secret).
 
   --stage S --iter N     one Job
+  --stage evaluate [--step N] [--train-split]
+                         the evaluation of checkpoint step N (default: LATEST when the pod
+                         runs), named drmas-RUN-evaluate[-train][-step-N]: one Job per step
   --iteration N          rollout, normalize and learn of iteration N, in order; only the first
                          starts when applied, the others are created suspended. The YAML's
                          header shows the commands that resume each after the previous one
@@ -75,6 +79,17 @@ Jobs are named after (S3 keys excepted: those come from the Secret).
 			}
 			if o.Parallelism < 1 || o.Parallelism > jobs.MaxShards {
 				return fmt.Errorf("--parallelism %d: must be in [1, %d]", o.Parallelism, jobs.MaxShards)
+			}
+			if f.Changed("step") || f.Changed("train-split") {
+				if o.Stage != "evaluate" {
+					return fmt.Errorf("--step and --train-split go with --stage evaluate")
+				}
+				if f.Changed("step") {
+					if evalStep < 0 {
+						return fmt.Errorf("--step %d: must be ≥ 0 (leave it out for LATEST)", evalStep)
+					}
+					o.EvalStep = &evalStep
+				}
 			}
 			if ttl < 0 {
 				return fmt.Errorf("--ttl-seconds %d: must be ≥ 0 (0: keep finished Jobs)", ttl)
@@ -144,6 +159,8 @@ Jobs are named after (S3 keys excepted: those come from the Secret).
 	f.Int32Var(&ttl, "ttl-seconds", 0, "delete finished Jobs after this many seconds, ≥ 0 (0: keep)")
 	f.StringVar(&o.ServiceAccount, "service-account", "", "pod service account (e.g. for workload identity)")
 	f.BoolVar(&o.Suspend, "suspend", false, "create the Job(s) suspended")
+	f.Int64Var(&evalStep, "step", 0, "with --stage evaluate: the checkpoint step to evaluate (default: LATEST when the pod runs)")
+	f.BoolVar(&o.EvalTrainSplit, "train-split", false, "with --stage evaluate: score training-split prompts (in-distribution)")
 	f.BoolVar(&script, "script", false, "with --iteration: print a bash script that applies the Jobs and runs them in order")
 	return cmd
 }

@@ -86,3 +86,28 @@ func TestJobsRenderRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestJobsRenderEvaluateStep(t *testing.T) {
+	out, _, err := execute(t, "--store", "s3://b/p", "--run", "exp", "jobs", "render", "--stage", "evaluate", "--step", "8", "--train-split")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j batchv1.Job
+	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(out, "---\n")), &j); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	args := strings.Join(j.Spec.Template.Spec.Containers[0].Args, " ")
+	if j.Name != "drmas-exp-evaluate-train-step-8" || !strings.Contains(args, "run-stage evaluate --step 8 --train-split") {
+		t.Fatalf("Job %s runs %q", j.Name, args)
+	}
+	for _, tc := range [][]string{
+		{"--stage", "rollout", "--iter", "0", "--step", "3"},
+		{"--iteration", "0", "--train-split"},
+		{"--stage", "evaluate", "--step", "-1"},
+	} {
+		out, _, err := execute(t, append([]string{"--store", "s3://b/p", "jobs", "render"}, tc...)...)
+		if err == nil || out != "" {
+			t.Errorf("%q: err %v, printed %q", tc, err, out)
+		}
+	}
+}
