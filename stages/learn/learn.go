@@ -26,7 +26,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path"
-	"sort"
 	"strconv"
 
 	"github.com/drmas-dev/drmas/checkpoints"
@@ -442,7 +441,9 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			all.loss += st.Loss
 			all.gn += st.GradNorm
 			all.gnMax = math.Max(all.gnMax, st.GradNorm)
-			for a, as := range st.Agents {
+			// Sorted agents: the model row's float sums must not depend on map order.
+			for _, a := range stages.SortedKeys(st.Agents) {
+				as := st.Agents[a]
 				x := accs[a]
 				if x == nil {
 					x = &acc{}
@@ -501,12 +502,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 // its old log-probs were scored with the very weights it is trained from, by an engine whose
 // results do not depend on the batch's composition, so every token's ratio must be exactly 1.
 func checkFirstUpdate(st Stats) error {
-	agents := make([]string, 0, len(st.Agents))
-	for a := range st.Agents {
-		agents = append(agents, a)
-	}
-	sort.Strings(agents)
-	for _, a := range agents {
+	for _, a := range stages.SortedKeys(st.Agents) {
 		as := st.Agents[a]
 		if as.Tokens > 0 && (as.MaxRatio != 1 || as.SumLogRatioSq != 0 || as.SumRatio != float64(as.Tokens)) {
 			return fmt.Errorf("%w: first mini-batch of agent %s: ratio max %v, sum %v over %d tokens, Σ log² %v; want exactly 1 per token",
