@@ -660,12 +660,9 @@ func (c *Config) Validate() error {
 // estimator returns the canonical name of an advantage estimator (kernels.ParseSpec) with the
 // configured ε, as the normalize stage resolves it.
 func estimator(name string, eps float64) (string, error) {
-	s, err := kernels.ParseSpec(name)
+	s, err := kernels.ParseSpecEps(name, eps)
 	if err != nil {
 		return "", errors.New(strings.TrimPrefix(err.Error(), "kernels: "))
-	}
-	if eps > 0 && s.Eps == kernels.DefaultEps {
-		s.Eps = eps
 	}
 	return s.Canonical().Name(), nil
 }

@@ -72,6 +72,11 @@ func TestUnknownEstimatorsRejected(t *testing.T) {
 	if _, err := Load(LoadOptions{File: ok, LookupEnv: noEnv}); err != nil {
 		t.Fatal(err)
 	}
+	// An ε spelled out is that ε, also when it is the default and normalize.eps is another.
+	eps := write(t, "eps.yaml", "normalize: {eps: 1.0e-8, estimators: [drmas, drmas_eps1e-6]}\n")
+	if _, err := Load(LoadOptions{File: eps, LookupEnv: noEnv}); err != nil {
+		t.Fatalf("drmas with ε 1e-8 and drmas_eps1e-6 are two estimators: %v", err)
+	}
 }
 
 func TestBadEnvValueNamesTheVariable(t *testing.T) {

@@ -27,6 +27,13 @@ type Columns struct {
 // Len is the number of rows (the length of Score).
 func (c *Columns) Len() int { return len(c.Score) }
 
+// shapeOK reports whether the column lengths agree (Traj may be nil) and NumAgents is not
+// negative: what ComputeMany checks before reading any row.
+func (c *Columns) shapeOK() bool {
+	n := len(c.Score)
+	return len(c.Group) == n && (c.Traj == nil || len(c.Traj) == n) && len(c.Agent) == n && c.NumAgents >= 0
+}
+
 // maxListed is how many row indices a problem lists before summarising.
 const maxListed = 5
 

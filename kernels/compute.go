@@ -74,6 +74,17 @@ func grow[T any](s []T, n int) []T {
 // ctxEvery is how many rows are processed between two looks at ctx.
 const ctxEvery = 1 << 16
 
+// safeScore bounds the scores of a group whose statistics and advantages need no finiteness
+// check. With every |score| ≤ 1e30 and fewer than 2³¹ rows, sums stay below 1e40 and sums of
+// squared deviations below 1e71, finite in float64; and every advantage is finite in float32
+// (|A| < 3.4e38): |score − μ| ≤ 2e30 without σ, an rloo advantage n/(n−1)·|score − mean| ≤
+// 4e30, and a σ-normalized one at most √(n−1) (|score| for a singleton) — given ε ≥
+// minSafeEps, so that (score − μ)/ε cannot overflow where (score − μ)² underflows.
+const (
+	safeScore  = 1e30
+	minSafeEps = 1e-100
+)
+
 // linearTraj is how many trajectories of a group are searched linearly before the dense
 // code → slot table is used.
 const linearTraj = 32
@@ -96,6 +107,7 @@ type workspace struct {
 	pooledSum      float64
 	trajN          int
 	trajMu, trajSd float64
+	safe           bool // every |score| of the group is ≤ safeScore (see checkFinite)
 	// per trajectory slot of the current group (order of first appearance)
 	tCode   []int32
 	tCnt    []int32
@@ -193,6 +205,16 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 	}
 	if chk != 0 {
 		return false
+	}
+	// |x0| + Σ|x − x0| bounds every |score| of the group: one comparison for the group, and a
+	// scan only when the bound is too large.
+	w.safe = math.Abs(x0)+dev <= safeScore
+	if !w.safe {
+		m := 0.0
+		for _, x := range sc {
+			m = max(m, math.Abs(x))
+		}
+		w.safe = m <= safeScore
 	}
 	var tr []int32 // nil when the columns have no trajectories (only grpo reads them)
 	if len(c.Traj) > 0 {
@@ -372,7 +394,9 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 		fill(bs, sd)
 		fill(gs, gn)
 	case RLOO:
-		if sp.PerAgent {
+		if !w.safe {
+			w.writeRLOOExact(sp, c, s, e, adv, bm, gs)
+		} else if sp.PerAgent {
 			ag := c.Agent[s:e]
 			ag = ag[:n]
 			aSum, aCnt := w.aSum, w.aCnt
@@ -393,6 +417,109 @@ func (w *workspace) write(sp Spec, c *Columns, s, e int, out *Result) {
 		}
 		fill(bs, 1)
 	}
+}
+
+// writeRLOOExact is the rloo write of a group with huge scores (not w.safe): each baseline sums
+// the other rows in row order, as Reference does, so that overflow (or its absence) is the
+// same as in Reference: the sum of all rows can overflow where the others' sum does not, and
+// the float32 advantage is finite or not by a rounding. O(n²) in the group's size, for groups
+// with a |score| above safeScore only.
+func (w *workspace) writeRLOOExact(sp Spec, c *Columns, s, e int, adv []float32, bm []float64, gs []int32) {
+	sc := c.Score[s:e]
+	ag := c.Agent[s:e]
+	for i, x := range sc {
+		b, n := 0.0, int32(0)
+		for j, y := range sc {
+			if !sp.PerAgent || ag[j] == ag[i] {
+				n++
+				if j != i {
+					b += y
+				}
+			}
+		}
+		if n == 1 {
+			b = x
+		} else {
+			b /= float64(n - 1)
+		}
+		adv[i] = float32(x - b)
+		bm[i], gs[i] = b, n
+	}
+}
+
+// checkFinite returns the error for the first row of the group (rows [s, e)) whose statistics
+// or advantage of some spec, in spec order, are not finite, then for the first row whose
+// diagnostic statistics are not (when diag). computeMany calls it for groups that are not
+// w.safe (and for every group when a spec's ε is below minSafeEps): the others cannot overflow.
+func (w *workspace) checkFinite(specs []Spec, c *Columns, s, e int, outs []*Result, diag bool) error {
+	for i, sp := range specs {
+		adv := outs[i].Advantage
+		for r := s; r < e; r++ {
+			var mu, sd float64
+			switch sp.Estimator {
+			case DrMAS:
+				k := c.Agent[r]
+				mu, sd = w.aMu[k], w.aSd[k]
+			case GRPO:
+				mu, sd = w.trajMu, w.trajSd
+			case GRPOStep:
+				mu, sd = w.pooledMu, w.pooledSd
+			case RLOO:
+				mu, sd = outs[i].BaselineMean[r], 1
+			}
+			if err := rowFinite(sp, r, c.Group[r], c.Agent[r], mu, sd, adv[r]); err != nil {
+				return err
+			}
+		}
+	}
+	if diag {
+		for r := s; r < e; r++ {
+			k := c.Agent[r]
+			if err := diagFinite(r, c.Group[r], k, w.pooledMu, w.pooledSd, w.aMu[k], w.aSd[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// rowFinite returns the error for a row whose baseline mean, baseline std or advantage under
+// sp is not finite (nil if all are): the scores are too large for float64 statistics or a
+// float32 advantage. Compute and Reference report the first such row.
+func rowFinite(sp Spec, row int, group, agent int32, mu, sd float64, adv float32) error {
+	what := ""
+	switch {
+	case !finite(mu):
+		what = "baseline mean"
+	case !finite(sd):
+		what = "baseline std"
+	case !finite(float64(adv)):
+		what = "advantage"
+	default:
+		return nil
+	}
+	return fmt.Errorf("kernels: %s: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down", sp.Name(), row, group, agent, what)
+}
+
+// diagFinite is rowFinite for a row's diagnostic statistics: those of its group (μ, σ), then
+// those of its agent in the group (μ_k, σ_k).
+func diagFinite(row int, group, agent int32, mu, sd, muK, sdK float64) error {
+	what := ""
+	switch {
+	case !finite(mu):
+		what = "group mean"
+	case !finite(sd):
+		what = "group std"
+	case !finite(muK):
+		what = "agent mean"
+	case !finite(sdK):
+		what = "agent std"
+	default:
+		return nil
+	}
+	return fmt.Errorf("kernels: diagnostics: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down", row, group, agent, what)
 }
 
 // groupStats returns the group-level baseline of a grpo or grpo_step spec: (μ, σ, n) over
@@ -515,8 +642,10 @@ func Compute(ctx context.Context, spec Spec, cols *Columns, out *Result) error {
 // each group's rows are read while in cache and the per-agent, pooled and trajectory statistics
 // are computed once for all specs that need them. outs must be non-nil and distinct; their
 // slices are resized to the row count (reusing capacity). The input is validated as it is read;
-// an invalid input returns a *ValidationError (see Columns.Validate). ctx is checked on entry and
-// every 64 Ki rows; a cancelled ctx returns ctx.Err().
+// an invalid input returns a *ValidationError (see Columns.Validate). Scores so large that a
+// statistic or an advantage of some spec is not finite return an error naming the first such
+// row (checked per group: groups whose |scores| are all ≤ 1e30 cannot overflow). ctx is
+// checked on entry and every 64 Ki rows; a cancelled ctx returns ctx.Err().
 func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result) error {
 	return computeMany(ctx, specs, cols, outs, nil)
 }
@@ -551,10 +680,12 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 	}
 	var nd needs
 	nd.agent = acc != nil
+	checkAll := false // a spec's ε is so small that any group may overflow (see safeScore)
 	for i, sp := range specs {
 		if err := sp.Validate(); err != nil {
 			return err
 		}
+		checkAll = checkAll || (sp.NormStd && sp.eps() < minSafeEps)
 		if outs[i] == nil {
 			return fmt.Errorf("kernels: result %d is nil", i)
 		}
@@ -570,11 +701,11 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 		return err
 	}
 	n := len(cols.Score)
-	if len(cols.Group) != n || (cols.Traj != nil && len(cols.Traj) != n) || len(cols.Agent) != n || cols.NumAgents < 0 {
+	if !cols.shapeOK() {
 		return invalid(cols)
 	}
 	if nd.traj && cols.Traj == nil && n > 0 {
-		return errors.New("kernels: grpo needs trajectory codes, but Columns.Traj is nil")
+		return errNoTraj
 	}
 	for i, o := range outs {
 		o.resize(n, o.compact(specs[i]))
@@ -613,6 +744,15 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 		for i, sp := range specs {
 			w.write(sp, cols, s, e, outs[i])
 		}
+		if !w.safe || checkAll {
+			if err := w.checkFinite(specs, cols, s, e, outs, acc != nil); err != nil {
+				w.runCodes = runCodes
+				if verr := cols.Validate(); verr != nil {
+					return verr // rows not read yet may be invalid: that is reported first
+				}
+				return err
+			}
+		}
 		if e >= nextCtx {
 			if err := ctx.Err(); err != nil {
 				w.runCodes = runCodes
@@ -631,6 +771,9 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 	}
 	return nil
 }
+
+// errNoTraj is the error of a grpo spec on Columns without trajectory codes.
+var errNoTraj = errors.New("kernels: grpo needs trajectory codes, but Columns.Traj is nil")
 
 // invalid returns the detailed validation error of a Columns the fast path found invalid.
 func invalid(c *Columns) error {

@@ -83,7 +83,8 @@ func (a *diagAcc) result(agent int32) AgentDiagnostics {
 
 // Diagnose computes the per-agent diagnostics of cols, indexed by agent code
 // (len = NumAgents), in one pass over the contiguous groups (same kernel as Compute). Groups are
-// aggregated in row order. Invalid input returns a *ValidationError.
+// aggregated in row order. Invalid input returns a *ValidationError; scores so large that a
+// group's or an agent's μ or σ is not finite return an error naming the first such row.
 func Diagnose(cols *Columns) ([]AgentDiagnostics, error) {
 	if cols.NumAgents < 0 {
 		return nil, invalid(cols)
@@ -93,13 +94,15 @@ func Diagnose(cols *Columns) ([]AgentDiagnostics, error) {
 
 // DiagnoseReference is the map-based oracle of Diagnose: it groups rows by uid and by
 // (uid, agent) with maps, computes the statistics with the textbook formulas and aggregates
-// the groups in order of first appearance.
+// the groups in order of first appearance. Like Diagnose, it returns an error naming the first
+// row whose group or agent statistics are not finite.
 func DiagnoseReference(cols *Columns) ([]AgentDiagnostics, error) {
 	if err := cols.Validate(); err != nil {
 		return nil, err
 	}
 	var order []int32
 	pooled := map[int32][]float64{}
+	rowsOf := map[int32][]int{}
 	byAgent := map[refKey][]float64{}
 	for i, x := range cols.Score {
 		g := cols.Group[i]
@@ -107,19 +110,28 @@ func DiagnoseReference(cols *Columns) ([]AgentDiagnostics, error) {
 			order = append(order, g)
 		}
 		pooled[g] = append(pooled[g], x)
+		rowsOf[g] = append(rowsOf[g], i)
 		k := refKey{g, cols.Agent[i]}
 		byAgent[k] = append(byAgent[k], x)
 	}
 	acc := make([]diagAcc, cols.NumAgents)
 	for _, g := range order {
 		mu, sd := refStats(pooled[g])
+		muK := make([]float64, cols.NumAgents)
+		sdK := make([]float64, cols.NumAgents)
 		for k := range acc {
 			xs, ok := byAgent[refKey{g, int32(k)}]
 			if !ok {
 				continue
 			}
-			muK, sdK := refStats(xs)
-			acc[k].add(len(xs), muK, sdK, mu, sd)
+			muK[k], sdK[k] = refStats(xs)
+			acc[k].add(len(xs), muK[k], sdK[k], mu, sd)
+		}
+		for _, i := range rowsOf[g] {
+			k := cols.Agent[i]
+			if err := diagFinite(i, g, k, mu, sd, muK[k], sdK[k]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]AgentDiagnostics, cols.NumAgents)

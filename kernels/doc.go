@@ -18,11 +18,16 @@
 //     two-pass mean/variance in float64, no allocations once the Result is large enough
 //     (Results keep reusable scratch space), and ctx checked on entry and every 64 Ki rows. Their output
 //     equals Reference — a plain, map-based transcription of the formulas — to float rounding
-//     (the float64 statistics are in practice bit-identical, since both sum in row order).
+//     (the float64 statistics are in practice bit-identical, since both sum in row order). The
+//     exception is rloo: the fast path takes the leave-one-out mean as (Σ − x)/(n−1), Reference
+//     sums the other rows, and when scores of very different size cancel (1e16, 1, −1e16) the
+//     two differ by up to about n·2⁻⁵²·max|score| of the group (1.5 against 1 there).
 //   - Every entry point validates its input: lengths, finite scores, non-negative codes, agent
 //     codes below NumAgents, contiguous groups. Invalid input is an error (*ValidationError,
-//     listing every problem with row indices), never a silently wrong column. On error the
-//     contents of the Result are unspecified.
+//     listing every problem with row indices), never a silently wrong column. So are scores
+//     finite but so large that a statistic overflows float64 or an advantage float32 (beyond
+//     about 1e154 or 1e38): the error names the first such row, its group and agent, and
+//     Reference returns the same one. On error the contents of the Result are unspecified.
 //   - Trajectories are identified by the pair (Group, Traj); rows of one trajectory need not be
 //     adjacent within their group (they are in sorted shards, which is the fast case).
 //   - Diagnose gives, per agent, the Lemma 4.2 statistics averaged over the groups where the agent

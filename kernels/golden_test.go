@@ -284,6 +284,24 @@ func TestSpecNames(t *testing.T) {
 			t.Errorf("ParseSpec(%q) = %+v, want an error", bad, s)
 		}
 	}
+	// ParseSpecEps: the given ε for names that do not spell one out, the name's own otherwise
+	// (even the default); eps ≤ 0 leaves DefaultEps.
+	for _, tc := range []struct {
+		name string
+		eps  float64
+		want float64
+	}{
+		{"drmas", 1e-8, 1e-8}, {"grpo_step", 1e-8, 1e-8}, {"drmas_eps1e-6", 1e-8, 1e-6},
+		{"drmas_eps0.5", 1e-8, 0.5}, {"drmas", 0, DefaultEps}, {"drmas_nostd", 1e-8, 1e-8},
+	} {
+		s, err := ParseSpecEps(tc.name, tc.eps)
+		if err != nil || s.Eps != tc.want {
+			t.Errorf("ParseSpecEps(%q, %g).Eps = %g, %v; want %g", tc.name, tc.eps, s.Eps, err, tc.want)
+		}
+	}
+	if _, err := ParseSpecEps("drmas_eps-1", 1e-8); err == nil {
+		t.Error("ParseSpecEps accepted drmas_eps-1")
+	}
 	for _, bad := range []Spec{{}, {Estimator: 9}, {Estimator: DrMAS, PerAgent: true}, {Estimator: GRPO, Eps: -1},
 		{Estimator: GRPO, Eps: math.NaN()}} {
 		if err := bad.Validate(); err == nil {

@@ -34,10 +34,15 @@ type refKey struct{ group, sub int32 }
 
 // Reference computes the advantage column of spec straight from the formulas, with maps and
 // per-group slices; it is the oracle Compute is tested against, not meant to be fast. It
-// validates like Compute (same errors for the same input).
+// validates like Compute (same errors for the same input, checked in the same order: the spec,
+// the column lengths, trajectory codes for grpo, the rows, then the first row whose statistics
+// or advantage overflow).
 func Reference(spec Spec, cols *Columns) (Result, error) {
 	if err := spec.Validate(); err != nil {
 		return Result{}, err
+	}
+	if spec.UsesTraj() && cols.Traj == nil && len(cols.Score) > 0 && cols.shapeOK() {
+		return Result{}, errNoTraj
 	}
 	if err := cols.Validate(); err != nil {
 		return Result{}, err
@@ -85,7 +90,7 @@ func Reference(spec Spec, cols *Columns) (Result, error) {
 				}
 			}
 		}
-		return out, nil
+		return refFinite(spec, cols, out)
 	}
 
 	perAgent := spec.Estimator == DrMAS || (spec.Estimator == RLOO && spec.PerAgent)
@@ -125,6 +130,17 @@ func Reference(spec Spec, cols *Columns) (Result, error) {
 		for _, i := range idx {
 			out.Advantage[i] = advantage(cols.Score[i], mu, sd)
 			out.BaselineMean[i], out.BaselineStd[i], out.GroupSize[i] = mu, sd, size
+		}
+	}
+	return refFinite(spec, cols, out)
+}
+
+// refFinite returns out, or the error for its first row whose statistics or advantage are not
+// finite.
+func refFinite(spec Spec, cols *Columns, out Result) (Result, error) {
+	for i := range out.Advantage {
+		if err := rowFinite(spec, i, cols.Group[i], cols.Agent[i], out.BaselineMean[i], out.BaselineStd[i], out.Advantage[i]); err != nil {
+			return Result{}, err
 		}
 	}
 	return out, nil

@@ -130,16 +130,32 @@ func (s Spec) UsesTraj() bool { return s.Estimator == GRPO }
 // it cannot be combined with _nostd. Names returned by Spec.Name are canonical: the alias and
 // redundant spellings (e.g. _eps1e-6) are accepted here but never produced.
 func ParseSpec(name string) (Spec, error) {
-	if name == "drgrpo" {
-		return Spec{Estimator: GRPO, Eps: DefaultEps}, nil
+	s, _, err := parseSpec(name)
+	return s, err
+}
+
+// ParseSpecEps is ParseSpec with a configured ε: a name that does not spell ε out (no
+// _eps<float> suffix) gets eps instead of DefaultEps when eps > 0. An explicit _eps<float> always
+// wins, even when it equals DefaultEps.
+func ParseSpecEps(name string, eps float64) (Spec, error) {
+	s, explicit, err := parseSpec(name)
+	if err == nil && !explicit && eps > 0 {
+		s.Eps = eps
 	}
-	var s Spec
+	return s, err
+}
+
+// parseSpec is ParseSpec; explicit reports whether the name spelled ε out (_eps<float>).
+func parseSpec(name string) (s Spec, explicit bool, err error) {
+	if name == "drgrpo" {
+		return Spec{Estimator: GRPO, Eps: DefaultEps}, false, nil
+	}
 	rest := ""
 	switch {
 	case name == "rloo":
-		return Spec{Estimator: RLOO, Eps: DefaultEps}, nil
+		return Spec{Estimator: RLOO, Eps: DefaultEps}, false, nil
 	case name == "rloo_agent":
-		return Spec{Estimator: RLOO, PerAgent: true, Eps: DefaultEps}, nil
+		return Spec{Estimator: RLOO, PerAgent: true, Eps: DefaultEps}, false, nil
 	case strings.HasPrefix(name, "grpo_step"):
 		s.Estimator, rest = GRPOStep, name[len("grpo_step"):]
 	case strings.HasPrefix(name, "grpo"):
@@ -147,7 +163,7 @@ func ParseSpec(name string) (Spec, error) {
 	case strings.HasPrefix(name, "drmas"):
 		s.Estimator, rest = DrMAS, name[len("drmas"):]
 	default:
-		return Spec{}, fmt.Errorf("kernels: unknown estimator %q (want grpo, drmas, grpo_step, drgrpo, rloo, rloo_agent, optionally with _nostd or _eps<float>)", name)
+		return Spec{}, false, fmt.Errorf("kernels: unknown estimator %q (want grpo, drmas, grpo_step, drgrpo, rloo, rloo_agent, optionally with _nostd or _eps<float>)", name)
 	}
 	s.NormStd, s.Eps = true, DefaultEps
 	switch {
@@ -157,11 +173,11 @@ func ParseSpec(name string) (Spec, error) {
 	case strings.HasPrefix(rest, "_eps"):
 		v, err := strconv.ParseFloat(rest[len("_eps"):], 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-			return Spec{}, fmt.Errorf("kernels: estimator %q: eps must be a positive finite number", name)
+			return Spec{}, false, fmt.Errorf("kernels: estimator %q: eps must be a positive finite number", name)
 		}
-		s.Eps = v
+		s.Eps, explicit = v, true
 	default:
-		return Spec{}, fmt.Errorf("kernels: estimator %q: unknown suffix %q (want _nostd or _eps<float>)", name, rest)
+		return Spec{}, false, fmt.Errorf("kernels: estimator %q: unknown suffix %q (want _nostd or _eps<float>)", name, rest)
 	}
-	return s, nil
+	return s, explicit, nil
 }

@@ -75,19 +75,17 @@ type Result struct {
 	Diagnostics map[string][]DiagnosticsRow
 }
 
-// ParseSpecs resolves estimator names with the configured ε, rejecting duplicates.
+// ParseSpecs resolves estimator names with the configured ε (kernels.ParseSpecEps: a name
+// that spells ε out, e.g. drmas_eps1e-6, keeps its own), rejecting duplicates.
 func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 	var specs []kernels.Spec
 	var errs []error
 	seen := map[string]bool{}
 	for _, n := range names {
-		s, err := kernels.ParseSpec(n)
+		s, err := kernels.ParseSpecEps(n, eps)
 		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		if eps > 0 && s.Eps == kernels.DefaultEps {
-			s.Eps = eps
 		}
 		s = s.Canonical()
 		if seen[s.Name()] {
@@ -128,8 +126,11 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	iter := o.Iteration
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
-	if err != nil {
+	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, fmt.Errorf("normalize iteration %d: rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", iter, iter, err)
+	}
+	if err != nil { // cancelled, I/O, permissions, a corrupt manifest: commit.Read names the folder
+		return nil, fmt.Errorf("normalize iteration %d: %w", iter, err)
 	}
 	res := &Result{Rows: in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	var todo []kernels.Spec

@@ -5,7 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,6 +16,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -23,6 +28,7 @@ import (
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -323,14 +329,115 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 	}
 }
 
-// TestRunCancelled checks that a cancelled ctx stops the stage with ctx's error.
+// hookBucket calls its hooks before passing Get and GetRange on to the bucket it wraps; a hook's
+// error is returned instead.
+type hookBucket struct {
+	storage.Bucket
+	get, getRange func(key string) error
+}
+
+func (b *hookBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if b.get != nil {
+		if err := b.get(key); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+func (b *hookBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if b.getRange != nil {
+		if err := b.getRange(key); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bucket.GetRange(ctx, key, off, length)
+}
+
+// noManifests fails t if iteration iter has a committed advantage or diagnostics folder.
+func noManifests(t *testing.T, env *stages.Env, iter int) {
+	t.Helper()
+	for _, d := range []string{"advantage/", "diagnostics/"} {
+		prefix := commit.IterDir(env.Config.Run, iter) + "/" + d
+		err := env.Bucket.Iter(context.Background(), prefix, func(k string) error {
+			if strings.HasSuffix(k, commit.ManifestName) {
+				t.Errorf("committed after an error: %s", k)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunCancelled checks that a cancelled ctx stops the stage with ctx's error, whether it is
+// cancelled before the stage starts or while parts are being read and computed, and that
+// nothing is committed.
 func TestRunCancelled(t *testing.T) {
 	root := t.TempDir()
 	writeIteration(t, root, "t", 1, 4, 5000)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := Run(ctx, testEnv(t, root), Options{Iteration: 1, Estimators: []string{"drmas"}}); err == nil {
-		t.Fatal("cancelled run succeeded")
+	opts := Options{Iteration: 1, Estimators: []string{"drmas", "grpo"}}
+	t.Run("before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		env := testEnv(t, root)
+		_, err := Run(ctx, env, opts)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		if strings.Contains(err.Error(), "not committed") {
+			t.Errorf("a cancelled manifest read is reported as a missing rollout: %v", err)
+		}
+		noManifests(t, env, 1)
+	})
+	t.Run("during parts", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		env := testEnv(t, root)
+		var reads atomic.Int32
+		env.Bucket = &hookBucket{Bucket: env.Bucket, getRange: func(key string) error {
+			if strings.HasPrefix(key, commit.RolloutDir("t", 1)+"/part-") && reads.Add(1) == 1 {
+				cancel() // the first read of a part's columns goes through; everything after sees ctx done
+			}
+			return nil
+		}}
+		_, err := Run(ctx, env, opts)
+		if reads.Load() == 0 {
+			t.Fatal("no part was read: the cancel did not happen while parts were processed")
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		noManifests(t, env, 1)
+	})
+}
+
+// TestRunManifestReadError: only a missing rollout manifest is reported as "not committed";
+// any other error reading it is returned as is.
+func TestRunManifestReadError(t *testing.T) {
+	root := t.TempDir()
+	writeIteration(t, root, "t", 1, 2, 1000)
+	env := testEnv(t, root)
+	denied := fmt.Errorf("get %s: %w", commit.ManifestName, fs.ErrPermission)
+	env.Bucket = &hookBucket{Bucket: env.Bucket, get: func(key string) error {
+		if key == commit.RolloutDir("t", 1)+"/"+commit.ManifestName {
+			return denied
+		}
+		return nil
+	}}
+	_, err := Run(context.Background(), env, Options{Iteration: 1, Estimators: []string{"drmas"}})
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("got %v, want an error wrapping fs.ErrPermission", err)
+	}
+	if strings.Contains(err.Error(), "not committed") || strings.Contains(err.Error(), "run-stage rollout") {
+		t.Errorf("a permission error is reported as a missing rollout: %v", err)
+	}
+	noManifests(t, env, 1)
+	// A missing manifest still gets the advice.
+	_, err = Run(context.Background(), testEnv(t, root), Options{Iteration: 2, Estimators: []string{"drmas"}})
+	if !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), "run-stage rollout --iter 2") {
+		t.Fatalf("missing rollout: got %v, want the not-committed advice", err)
 	}
 }
 

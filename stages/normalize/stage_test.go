@@ -206,6 +206,14 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 		stagetest.WriteRollout(t, env, 0, ps, true)
 		check(t, env, "part-00001-of-00003.parquet", "row 5", "not finite")
 	})
+	t.Run("huge score", func(t *testing.T) {
+		// Finite, but its group's σ (or, alone, its advantage) overflows.
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		ps := threeParts(7)
+		ps[1][5].Score = 1e200
+		stagetest.WriteRollout(t, env, 0, ps, true)
+		check(t, env, "part-00001-of-00003.parquet", "is not finite", "scale them down")
+	})
 	t.Run("uid split", func(t *testing.T) {
 		env := stagetest.Env(t, stagetest.Config(t, "math"))
 		ps := threeParts(4)
