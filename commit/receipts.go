@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -17,11 +18,29 @@ import (
 // Finalize removes them once the folder is committed.
 const ReceiptsDir = "_receipts"
 
-// Receipt says that one part of a folder is written: its manifest entry, and optional
-// stage-specific partial results (e.g. per-agent statistics to merge at finalize).
+// Receipt says that one part of a folder is written: its manifest entry, what it was computed
+// from (Writer), and optional stage-specific partial results (e.g. per-agent statistics to
+// merge at finalize).
 type Receipt struct {
-	File  File            `json:"file"`
-	Extra json.RawMessage `json:"extra,omitempty"`
+	File File `json:"file"`
+	// Writer is Writer(m) of the manifest the worker will commit: parts computed from another
+	// config, checkpoint or input have another Writer and are never committed together.
+	Writer string          `json:"writer"`
+	Extra  json.RawMessage `json:"extra,omitempty"`
+}
+
+// Writer identifies what a folder's parts are computed from: the digest of its manifest without
+// the files (kind, run, iteration, config digest, inputs, params). Two workers of one folder
+// that run another config or sample another checkpoint have different Writers, which is how
+// Finalize tells mixed parts from a complete set.
+func Writer(m *Manifest) string {
+	c := *m
+	c.Files, c.Rows = nil, 0
+	data, err := json.Marshal(&c)
+	if err != nil { // a Manifest holds strings, numbers and a map of strings: always encodable
+		panic(fmt.Sprintf("commit: encode manifest: %v", err))
+	}
+	return Digest(data)
 }
 
 func receiptKey(dir, part string) string { return path.Join(dir, ReceiptsDir, part+".json") }
@@ -30,6 +49,9 @@ func receiptKey(dir, part string) string { return path.Join(dir, ReceiptsDir, pa
 // itself, so a receipt always describes a complete object. Rewriting a receipt with the same
 // content is harmless (deterministic outputs).
 func PutReceipt(ctx context.Context, b storage.Bucket, dir string, r Receipt) error {
+	if r.Writer == "" {
+		return fmt.Errorf("receipt of %s: no writer", r.File.Name)
+	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode receipt: %w", err)
@@ -59,25 +81,33 @@ func ReadReceipt(ctx context.Context, b storage.Bucket, dir, part string) (Recei
 	return r, true, nil
 }
 
-// HavePart reports whether part has a receipt whose file exists with the recorded size: a
-// worker that finds one skips the part (resume).
-func HavePart(ctx context.Context, b storage.Bucket, dir, part string) (Receipt, bool, error) {
+// HavePart reports whether part has a receipt from writer whose file exists with the recorded
+// size: a worker that finds one skips the part (resume). A part written by another writer
+// (another config or checkpoint) is not had: the worker redoes it.
+func HavePart(ctx context.Context, b storage.Bucket, dir, part, writer string) (Receipt, bool, error) {
 	r, ok, err := ReadReceipt(ctx, b, dir, part)
-	if err != nil || !ok {
+	if err != nil || !ok || r.Writer != writer {
 		return r, false, err
 	}
-	attr, err := b.Stat(ctx, path.Join(dir, part))
+	ok, err = partWritten(ctx, b, dir, r)
+	return r, ok, err
+}
+
+// partWritten reports whether the file a receipt vouches for exists with the recorded size.
+func partWritten(ctx context.Context, b storage.Bucket, dir string, r Receipt) (bool, error) {
+	attr, err := b.Stat(ctx, path.Join(dir, r.File.Name))
 	if storage.IsNotFound(err) {
-		return r, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return r, false, err
+		return false, err
 	}
-	return r, attr.Size == r.File.Bytes, nil
+	return attr.Size == r.File.Bytes, nil
 }
 
 // Finalize commits dir once every part in parts has a receipt: it fills m.Files (and m.Rows)
-// from the receipts in part order, calls merge (if not nil) with the receipts in part order so
+// from the receipts in part order (every receipt must come from Writer(m): parts of workers
+// that ran another config or checkpoint are an error, and nothing is committed), calls merge (if not nil) with the receipts in part order so
 // the caller can complete m (and write summary files, whose entries merge returns), commits
 // the manifest with an only-if-absent put, and removes the receipts. It returns false (and
 // commits nothing) while some part is missing. Finalize is idempotent and may be called by
@@ -88,16 +118,29 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return false, "", err
 	}
+	writer := Writer(m)
 	var recs []Receipt
+	var foreign []string
 	for _, p := range parts {
-		r, ok, err := HavePart(ctx, b, dir, p)
+		r, ok, err := ReadReceipt(ctx, b, dir, p)
 		if err != nil {
 			return false, "", err
 		}
-		if !ok {
-			return false, "", nil
+		if ok && r.Writer != writer {
+			foreign = append(foreign, p)
+			continue
+		}
+		if ok {
+			ok, err = partWritten(ctx, b, dir, r)
+		}
+		if err != nil || !ok {
+			return false, "", err
 		}
 		recs = append(recs, r)
+	}
+	if len(foreign) > 0 {
+		return false, "", fmt.Errorf("%s: %s written by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same): rerun those shards with this config: %w",
+			dir, strings.Join(foreign, ", "), ErrConflict)
 	}
 	m.Files, m.Rows = nil, 0
 	for _, r := range recs {

@@ -155,16 +155,26 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		return res, nil
 	}
 	advDirs := make([]string, len(todo))
+	// What each advantage folder will commit, less its files; its Writer marks the receipts, so
+	// parts computed from another input are never committed with these.
+	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}}
+	manifests := make([]*commit.Manifest, len(todo))
+	writers := make([]string, len(todo))
 	for ei, s := range todo {
 		advDirs[ei] = commit.AdvantageDir(cfg.Run, iter, s.Name())
+		manifests[ei] = &commit.Manifest{
+			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
+			Inputs: inputs, Params: map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)},
+		}
+		writers[ei] = commit.Writer(manifests[ei])
 	}
 
 	// This worker's parts that still lack a sidecar of some estimator (a receipt marks one).
 	var parts []int
 	var rows int64
 	for _, p := range o.Shard.Parts(len(in.Files)) {
-		for _, dir := range advDirs {
-			if _, ok, err := commit.HavePart(ctx, b, dir, in.Files[p].Name); err != nil {
+		for ei, dir := range advDirs {
+			if _, ok, err := commit.HavePart(ctx, b, dir, in.Files[p].Name, writers[ei]); err != nil {
 				return nil, err
 			} else if !ok {
 				parts = append(parts, p)
@@ -236,7 +246,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}, func(i int, p *partOut) error {
 		// The part's receipts, written after its sidecars, in part order.
 		for ei := range todo {
-			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: p.files[ei], Extra: p.extras[ei]}); err != nil {
+			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: p.files[ei], Writer: writers[ei], Extra: p.extras[ei]}); err != nil {
 				return err
 			}
 		}
@@ -252,14 +262,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	for i, f := range in.Files {
 		partNames[i] = f.Name
 	}
-	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}}
 	var committed, pending []string
 	for ei, s := range todo {
-		params := map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)}
-		done, _, err := commit.Finalize(ctx, b, advDirs[ei], partNames, &commit.Manifest{
-			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-			Inputs: inputs, Params: params,
-		}, func(recs []commit.Receipt) ([]commit.File, error) {
+		done, _, err := commit.Finalize(ctx, b, advDirs[ei], partNames, manifests[ei], func(recs []commit.Receipt) ([]commit.File, error) {
 			var acc diagAcc
 			for _, r := range recs {
 				var part diagExport
@@ -280,7 +285,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			}
 			if _, err := commit.Commit(ctx, b, diagDir, &commit.Manifest{
 				Kind: "diagnostics", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-				Rows: int64(len(rows)), Files: []commit.File{df}, Inputs: inputs, Params: params,
+				Rows: int64(len(rows)), Files: []commit.File{df}, Inputs: inputs, Params: manifests[ei].Params,
 			}); err != nil {
 				return nil, err
 			}

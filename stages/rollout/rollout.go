@@ -133,11 +133,24 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	for p := range names {
 		names[p] = shards.PartName(p, parts)
 	}
+	// What the folder will commit, less its files. Its Writer marks this worker's receipts, so
+	// parts that workers with another config or checkpoint wrote are redone here, and are
+	// never committed together with these (Finalize refuses a mixed set).
+	iter := o.Iteration
+	manifest := &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg),
+		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
+		Params: map[string]string{
+			"workflow": wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
+			"tasks": strconv.Itoa(len(tasks)), "group_size": strconv.Itoa(G),
+		},
+	}
+	writer := commit.Writer(manifest)
 	// The parts this worker still has to write (a receipt marks a finished part).
 	var todo []int
 	var todoTasks []workflows.Task
 	for _, p := range o.Shard.Parts(parts) {
-		if _, ok, err := commit.HavePart(ctx, b, dir, names[p]); err != nil {
+		if _, ok, err := commit.HavePart(ctx, b, dir, names[p], writer); err != nil {
 			return nil, err
 		} else if ok {
 			continue
@@ -170,7 +183,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		off := 0
 		for _, p := range todo {
 			n := ((p+1)*len(tasks)/parts - p*len(tasks)/parts) * G
-			st, err := writePart(ctx, env, wf, o.Iteration, p, names[p], eps[off:off+n], G)
+			st, err := writePart(ctx, env, wf, o.Iteration, p, names[p], writer, eps[off:off+n], G)
 			if err != nil {
 				return nil, err
 			}
@@ -178,16 +191,8 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			mine.add(st)
 		}
 	}
-	iter := o.Iteration
 	var all partStats
-	done, _, err := commit.Finalize(ctx, b, dir, names, &commit.Manifest{
-		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg),
-		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
-		Params: map[string]string{
-			"workflow": wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
-			"tasks": strconv.Itoa(len(tasks)), "group_size": strconv.Itoa(G),
-		},
-	}, func(recs []commit.Receipt) ([]commit.File, error) {
+	done, _, err := commit.Finalize(ctx, b, dir, names, manifest, func(recs []commit.Receipt) ([]commit.File, error) {
 		for _, r := range recs {
 			var st partStats
 			if err := commit.DecodeExtra(r, &st); err != nil {
@@ -227,7 +232,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 }
 
 // writePart writes part p (episodes of its tasks, task-major) and its receipt.
-func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter, p int, name string, eps []*Episode, G int) (partStats, error) {
+func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter, p int, name, writer string, eps []*Episode, G int) (partStats, error) {
 	cfg := env.Config
 	type group struct {
 		uid string
@@ -265,5 +270,5 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 	if err != nil {
 		return st, fmt.Errorf("encode part statistics: %w", err)
 	}
-	return st, commit.PutReceipt(ctx, env.Bucket, dir, commit.Receipt{File: f, Extra: extra})
+	return st, commit.PutReceipt(ctx, env.Bucket, dir, commit.Receipt{File: f, Writer: writer, Extra: extra})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -227,7 +228,7 @@ func TestShardedRolloutEqualsSingleProcess(t *testing.T) {
 	}
 	// A late duplicate worker finds the folder committed and does nothing but remove receipts a
 	// worker killed after the commit left behind.
-	stray := commit.Receipt{File: b.Files[0]}
+	stray := commit.Receipt{File: b.Files[0], Writer: "a late worker"}
 	if err := commit.PutReceipt(ctx, sharded.Bucket, commit.RolloutDir("t", 0), stray); err != nil {
 		t.Fatal(err)
 	}
@@ -296,5 +297,52 @@ func TestRowsStoreValidUTF8(t *testing.T) {
 		if r.ResponseIDs[i] != ids[i] {
 			t.Fatalf("response id %d = %d, want %d (ids keep the exact bytes)", i, r.ResponseIDs[i], ids[i])
 		}
+	}
+}
+
+// TestShardsOfAnotherConfigAreNotMixed: a worker that runs another config (a retried pod after
+// the ConfigMap changed) must not commit its part together with the others' parts. The mixed
+// set is refused with a conflict naming the foreign part; rerunning that shard with the same
+// config redoes the part, and the folder then equals a single process's with that config.
+func TestShardsOfAnotherConfigAreNotMixed(t *testing.T) {
+	ctx := context.Background()
+	cfgA := stagetest.Config(t, "math")
+	cfgA.Tasks.PerIteration, cfgA.Rollout.Parts = 4, 2
+	cfgB := *cfgA
+	cfgB.Rollout.Temperature = cfgA.Rollout.Temperature / 2
+	dir := t.TempDir()
+	envA, envB := stagetest.EnvAt(t, cfgA, dir), stagetest.EnvAt(t, &cfgB, dir)
+	if _, err := warmup.Run(ctx, envA); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env *stages.Env, index int) (*rollout.Result, error) {
+		return rollout.Run(ctx, env, rollout.Options{Step: 0, Shard: jobs.Shard{Index: index, Count: 2}})
+	}
+	if res, err := run(envA, 1); err != nil || res.Committed {
+		t.Fatalf("worker 1 of config A: %+v %v", res, err)
+	}
+	part1 := shards.PartName(1, 2)
+	_, err := run(envB, 0)
+	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), part1) || !strings.Contains(err.Error(), "another config") {
+		t.Fatalf("worker 0 of config B over config A's part: %v, want a conflict naming %s", err, part1)
+	}
+	if ok, _ := commit.IsCommitted(ctx, envB.Bucket, commit.RolloutDir("t", 0)); ok {
+		t.Fatal("a mixed set of parts was committed")
+	}
+	res, err := run(envB, 1)
+	if err != nil || !res.Committed {
+		t.Fatalf("worker 1 rerun with config B: %+v %v", res, err)
+	}
+	single := stagetest.Env(t, &cfgB)
+	if _, err := warmup.Run(ctx, single); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollout.Run(ctx, single, rollout.Options{Step: 0}); err != nil {
+		t.Fatal(err)
+	}
+	_, want, _ := commit.Read(ctx, single.Bucket, commit.RolloutDir("t", 0))
+	_, got, _ := commit.Read(ctx, envB.Bucket, commit.RolloutDir("t", 0))
+	if got != want || got == "" {
+		t.Fatalf("manifest sha %s, single process with config B %s", got, want)
 	}
 }
