@@ -296,6 +296,16 @@ func Load(o LoadOptions) (*Config, error) {
 	if err := v.Unmarshal(cfg); err != nil {
 		return nil, errors.Join(append(errs, fmt.Errorf("config %s: %w", source, err))...)
 	}
+	// viper folds the keys of a file to lower case, so `models: {M1: …}` defines m1: fold the
+	// agents' references to models the same way, or `model: M1` would name no model.
+	for name, a := range cfg.Agents {
+		if low := strings.ToLower(a.Model); low != a.Model {
+			if _, ok := cfg.Models[low]; ok {
+				a.Model = low
+				cfg.Agents[name] = a
+			}
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, err))
 	}

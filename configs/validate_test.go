@@ -142,3 +142,21 @@ func TestConfigFileFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestModelNamesFoldCase: a file that names a model M1 and refers to it as M1 loads (viper folds
+// keys to lower case, so the reference is folded too); a reference to a model that is not
+// there is still an error.
+func TestModelNamesFoldCase(t *testing.T) {
+	p := write(t, "case.yaml", "models:\n  Big: {dim: 32, layers: 1, heads: 2, context: 128, ff_mult: 4, tied_head: true}\nagents:\n  solver: {model: Big}\n  verifier: {model: Big}\n")
+	cfg, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agents["solver"].Model != "big" || cfg.Models["big"].Dim != 32 {
+		t.Fatalf("agents %+v, models %+v", cfg.Agents, cfg.Models)
+	}
+	bad := write(t, "bad.yaml", "models:\n  Big: {dim: 32, layers: 1, heads: 2, context: 128, ff_mult: 4, tied_head: true}\nagents:\n  solver: {model: Small}\n  verifier: {model: Big}\n")
+	if _, err := Load(LoadOptions{File: bad, LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), `agents.solver.model: "Small" is not in models`) {
+		t.Fatalf("a reference to no model: %v", err)
+	}
+}

@@ -107,6 +107,10 @@ func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.S
 		return nil, err
 	}
 	st := s.Stats
+	if st.Folders == 0 {
+		s.Close()
+		return nil, fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (drmas run, or run-stage, writes a run)", env.Config.Run, env.Config.Store)
+	}
 	env.Logf("analyze: run %s: %d committed folders, %d files (%.1f MB): %d downloaded (%d re-fetched), %d cached in %s; views in %s",
 		s.Run, st.Folders, st.Files, float64(st.Bytes)/1e6, st.Downloaded, st.Refetched, st.Cached, s.SyncTime.Round(1e6), s.ViewTime.Round(1e6))
 	return s, nil

@@ -100,3 +100,18 @@ func TestHelpExplains(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeUnknownRun: analyze and report on a run with nothing committed (a typo in --run
+// or --store) fail with a line that says what to check, instead of printing empty views.
+func TestAnalyzeUnknownRun(t *testing.T) {
+	store := t.TempDir()
+	for _, args := range [][]string{
+		{"analyze", "--report", "rewards"},
+		{"report", "-o", filepath.Join(t.TempDir(), "r.html")},
+	} {
+		out, _, err := execute(t, append([]string{"-q", "--store", store, "--run", "nosuchrun"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "run nosuchrun has nothing committed") {
+			t.Errorf("%v: err %v, out %q", args, err, out)
+		}
+	}
+}
