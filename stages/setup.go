@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,7 +42,7 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 	}
 	wf, err := workflows.New(w.Name, o)
 	if err != nil {
-		return nil, fmt.Errorf("workflow %q: %w (have %s)", w.Name, err, strings.Join(workflows.Names(), ", "))
+		return nil, fmt.Errorf("workflow %q: %w", w.Name, err)
 	}
 	var missing []string
 	for _, a := range wf.Agents() {
@@ -52,6 +53,18 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("workflow %s needs agents %s, but the config has no agents.%s entry (it has %s)",
 			wf.Name(), strings.Join(wf.Agents(), ", "), strings.Join(missing, ", agents."), strings.Join(cfg.AgentNames(), ", "))
+	}
+	// An agent the workflow never runs is a typo or a leftover of another workflow: it would be
+	// trained on nothing and reported with a zero gradient norm.
+	var extra []string
+	for _, a := range cfg.AgentNames() {
+		if !slices.Contains(wf.Agents(), a) {
+			extra = append(extra, a)
+		}
+	}
+	if len(extra) > 0 {
+		return nil, fmt.Errorf("agents.%s: workflow %s has no such agent (its agents: %s)",
+			strings.Join(extra, ", agents."), wf.Name(), strings.Join(wf.Agents(), ", "))
 	}
 	return wf, nil
 }

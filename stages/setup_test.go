@@ -41,3 +41,32 @@ func TestTrainTasksRejectsNegativeIteration(t *testing.T) {
 		t.Fatalf("iteration 1: got %s, %s; want c, a", got[0].ID, got[1].ID)
 	}
 }
+
+// TestWorkflowAgentsMatchTheConfig: every config in configs/ names exactly its workflow's
+// agents; an agent the workflow never runs (a typo, or a leftover of another workflow) is an
+// error naming it, and so is a missing one.
+func TestWorkflowAgentsMatchTheConfig(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "configs", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configs: %v", err)
+	}
+	for _, f := range files {
+		cfg, err := configs.Load(configs.LoadOptions{File: f, LookupEnv: func(string) (string, bool) { return "", false }})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := Workflow(cfg); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	cfg := configs.Default()
+	cfg.Agents["critic"] = cfg.Agents["solver"]
+	if _, err := Workflow(cfg); err == nil || !strings.Contains(err.Error(), "agents.critic: workflow math has no such agent (its agents: solver, verifier)") {
+		t.Fatalf("an extra agent: %v", err)
+	}
+	delete(cfg.Agents, "critic")
+	delete(cfg.Agents, "verifier")
+	if _, err := Workflow(cfg); err == nil || !strings.Contains(err.Error(), "no agents.verifier entry") {
+		t.Fatalf("a missing agent: %v", err)
+	}
+}
