@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -49,7 +50,8 @@ type Options struct {
 	// Name is the model name clients send; default Model.
 	Name string
 	// Window is how long the first queued request waits for others to share its Sample call;
-	// MaxBatch caps the prompts of one call.
+	// MaxBatch caps the prompts of one call (a window or request with more is sampled in
+	// several calls).
 	Window   time.Duration
 	MaxBatch int
 	// Poll is how often LATEST is checked (default 3 s; < 0 = never).
@@ -307,13 +309,22 @@ func (s *Server) run(ctx context.Context, batch []*item) {
 		for _, it := range items {
 			all = append(all, it.reqs...)
 		}
-		res, err := p.m.Sample(ctx, all, items[0].opts)
-		s.batches.Add(1)
-		s.prompts.Add(int64(len(all)))
-		for {
-			cur := s.maxBatch.Load()
-			if int64(len(all)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(all))) {
-				break
+		// At most MaxBatch prompts a call: the window may overshoot it by the last request,
+		// and one request may hold any number of prompts.
+		var res []model.SampleResult
+		var err error
+		for lo := 0; lo < len(all) && err == nil; lo += s.o.MaxBatch {
+			chunk := all[lo:min(lo+s.o.MaxBatch, len(all))]
+			var r []model.SampleResult
+			r, err = p.m.Sample(ctx, chunk, items[0].opts)
+			res = append(res, r...)
+			s.batches.Add(1)
+			s.prompts.Add(int64(len(chunk)))
+			for {
+				cur := s.maxBatch.Load()
+				if int64(len(chunk)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(chunk))) {
+					break
+				}
 			}
 		}
 		off := 0
@@ -435,10 +446,10 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 	}
 	o := model.SampleOptions{Temperature: 1, TopP: 1, MaxTokens: DefaultMaxTokens}
 	if req.Temperature != nil {
-		if *req.Temperature < 0 {
-			return nil, badRequest("temperature must be ≥ 0")
-		}
 		o.Temperature = float32(*req.Temperature)
+		if !(o.Temperature >= 0) || math.IsInf(float64(o.Temperature), 0) {
+			return nil, badRequest("temperature must be a finite number ≥ 0 (got %v)", *req.Temperature)
+		}
 	}
 	if req.TopP != nil {
 		if !(*req.TopP > 0 && *req.TopP <= 1) {

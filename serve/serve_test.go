@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -357,6 +358,8 @@ func TestServerSpeaksVLLM(t *testing.T) {
 		{`{"model":"m1","prompt":[` + strings.Repeat("1,", 96) + `1]}`, 400, "maximum context length is 96"},
 		{`{"model":"m1","prompt":[1,2]`, 400, "malformed JSON"},
 		{`{"model":"m1","prompt":[[1],[2]],"drmas_seeds":[1]}`, 400, "drmas_seeds has 1 seeds for 2 prompts"},
+		{`{"model":"m1","prompt":[1,2],"temperature":1e300}`, 400, "temperature must be a finite number"},
+		{`{"model":"m1","prompt":[1,2],"temperature":-1}`, 400, "temperature must be a finite number"},
 	} {
 		status, e := post(t, url+"/v1/completions", []byte(c.body))
 		if status != c.status || !strings.Contains(toString(e), c.msg) {
@@ -398,6 +401,34 @@ func TestConcurrentRequestsShareOneSample(t *testing.T) {
 		_, r := post(t, url+"/v1/completions", req(int64(i)))
 		if toString(r["choices"]) != got[i] {
 			t.Fatalf("request %d alone differs from batched:\n%s\n%s", i, toString(r["choices"]), got[i])
+		}
+	}
+}
+
+// TestMaxBatchCapsEverySampleCall: a request with more prompts than MaxBatch is sampled in
+// calls of at most MaxBatch prompts, with the same results as sent in small requests.
+func TestMaxBatchCapsEverySampleCall(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, MaxBatch: 4})
+	prompts := make([][]int32, 10)
+	seeds := make([]uint64, len(prompts))
+	for i := range prompts {
+		prompts[i] = actors.PromptIDs("solver", fmt.Sprintf("%d+4=", i))
+		seeds[i] = uint64(100 + i)
+	}
+	status, r := post(t, url+"/v1/completions", map[string]any{"model": "m1", "prompt": prompts, "drmas_seeds": seeds, "max_tokens": 6, "return_tokens_as_token_ids": true, "logprobs": 1})
+	if status != 200 || len(r["choices"].([]any)) != len(prompts) {
+		t.Fatalf("%d %v", status, r)
+	}
+	if st := srv.Stats(); st.MaxBatch > 4 || st.Batches < 3 || st.Prompts != int64(len(prompts)) {
+		t.Fatalf("10 prompts with MaxBatch 4: %+v, want ≥ 3 calls of ≤ 4 prompts", st)
+	}
+	for i := range prompts {
+		_, one := post(t, url+"/v1/completions", map[string]any{"model": "m1", "prompt": [][]int32{prompts[i]}, "drmas_seeds": []uint64{seeds[i]}, "max_tokens": 6, "return_tokens_as_token_ids": true, "logprobs": 1})
+		a, b := r["choices"].([]any)[i].(map[string]any), one["choices"].([]any)[0].(map[string]any)
+		if toString(a["text"]) != toString(b["text"]) || toString(a["logprobs"]) != toString(b["logprobs"]) {
+			t.Fatalf("prompt %d in a big request differs from alone:\n%v\n%v", i, a, b)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -101,6 +102,7 @@ type Options struct {
 type Backend struct {
 	o       Options
 	base    string
+	shown   string // base with any password masked: what logs and errors print
 	client  *http.Client
 	sem     chan struct{}
 	version atomic.Int64
@@ -155,6 +157,10 @@ func New(o Options) (*Backend, error) {
 		c = &http.Client{Transport: transport()}
 	}
 	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c, sem: make(chan struct{}, o.Concurrency)}
+	b.shown = b.base
+	if u, err := url.Parse(b.base); err == nil && u.User != nil {
+		b.shown = u.Redacted() // credentials in the endpoint never reach logs or errors
+	}
 	b.version.Store(o.Version)
 	return b, nil
 }
@@ -190,7 +196,7 @@ func (b *Backend) Version() int64 { return b.version.Load() }
 
 // Describe implements actors.Describer. It never includes the API key.
 func (b *Backend) Describe() string {
-	s := fmt.Sprintf("openai %s, model %s, concurrency %d", b.base, b.o.ServerModel, b.o.Concurrency)
+	s := fmt.Sprintf("openai %s, model %s, concurrency %d", b.shown, b.o.ServerModel, b.o.Concurrency)
 	if b.o.Batch {
 		s += fmt.Sprintf(", batch %d", b.o.MaxBatch)
 	}
@@ -269,7 +275,7 @@ func (b *Backend) Generate(ctx context.Context, reqs []actors.Request, s actors.
 		first = errors.Join(errs...)
 	}
 	if first != nil {
-		return nil, fmt.Errorf("model %s (%s): %w", b.o.ID, b.base, first)
+		return nil, fmt.Errorf("model %s (%s): %w", b.o.ID, b.shown, first)
 	}
 	var v *int64
 	for _, x := range versions {
@@ -436,9 +442,9 @@ func (e *errRetry) Unwrap() error { return e.err }
 
 // post sends one JSON request with retries and returns the 200 response body and the URL.
 func (b *Backend) post(ctx context.Context, path string, body []byte, seed uint64) ([]byte, string, error) {
-	url := b.base + path
+	target, url := b.base+path, b.shown+path // url: what errors print
 	for attempt := 0; ; attempt++ {
-		raw, err := b.attempt(ctx, url, body)
+		raw, err := b.attempt(ctx, target, url, body)
 		if err == nil {
 			return raw, url, nil
 		}
@@ -468,11 +474,11 @@ func (b *Backend) post(ctx context.Context, path string, body []byte, seed uint6
 }
 
 // attempt makes one HTTP attempt.
-func (b *Backend) attempt(ctx context.Context, url string, body []byte) ([]byte, error) {
+func (b *Backend) attempt(ctx context.Context, target, url string, body []byte) ([]byte, error) {
 	b.requests.Add(1)
 	actx, cancel := context.WithTimeout(ctx, b.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -494,7 +500,7 @@ func (b *Backend) attempt(ctx context.Context, url string, body []byte) ([]byte,
 		if errors.Is(err, context.DeadlineExceeded) || actx.Err() != nil {
 			return nil, fmt.Errorf("POST %s: no response within the timeout of %s (openai.timeout)", url, b.o.Timeout)
 		}
-		return nil, &errRetry{err: fmt.Errorf("POST %s: %v", url, redact(err.Error(), b.o.APIKey))}
+		return nil, &errRetry{err: fmt.Errorf("POST %s: %v", url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))}
 	}
 	if resp.StatusCode == http.StatusOK {
 		return raw, nil
@@ -550,7 +556,7 @@ func errorMessage(raw []byte, key string) string {
 
 // excerpt is the first 300 bytes of a body, quoted, with the key (if echoed) redacted.
 func excerpt(raw []byte, key string) string {
-	s := string(raw)
+	s := redact(string(raw), key) // before cutting: a key cut in half would not match
 	if len(s) > 300 {
 		s = s[:300]
 		for !utf8.ValidString(s) && len(s) > 0 {
@@ -561,7 +567,7 @@ func excerpt(raw []byte, key string) string {
 	if strings.TrimSpace(s) == "" {
 		return "(empty body)"
 	}
-	return strconv.Quote(redact(s, key))
+	return strconv.Quote(s)
 }
 
 func redact(s, key string) string {

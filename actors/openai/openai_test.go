@@ -244,6 +244,38 @@ func TestAPIKeyFromEnvNeverLeaks(t *testing.T) {
 	}
 }
 
+// TestSecretsNeverLeakAtTheEdges: a key that an error body echoes across the 300-byte cut of
+// the excerpt is still redacted (whole, not half), and a password in the endpoint URL never
+// appears in Describe or in errors.
+func TestSecretsNeverLeakAtTheEdges(t *testing.T) {
+	const key = "sk-SECRETKEY-0123456789"
+	s := newServer(t, reply(400, []byte(`{"error":{"message":"`+strings.Repeat("x", 290)+key+`"}}`)))
+	b := backend(t, openai.Options{Endpoint: s.URL, APIKey: key})
+	_, err := b.Generate(context.Background(), oneRequest(), sampling)
+	if err == nil || strings.Contains(err.Error(), key[:10]) {
+		t.Fatalf("a key across the excerpt's cut leaked: %v", err)
+	}
+
+	u := strings.Replace(s.URL, "http://", "http://user:hunter2@", 1)
+	b = backend(t, openai.Options{Endpoint: u})
+	if d := b.Describe(); strings.Contains(d, "hunter2") || !strings.Contains(d, "user:xxxxx@") {
+		t.Fatalf("Describe: %s", d)
+	}
+	if _, err := b.Generate(context.Background(), oneRequest(), sampling); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // refused: the transport's own error text
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	b = backend(t, openai.Options{Endpoint: "http://user:hunter2@" + addr})
+	if _, err := b.Generate(context.Background(), oneRequest(), sampling); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error: %v", err)
+	}
+}
+
 // TestConcurrencyBudget: one backend shared by two concurrent Generate calls (two agents)
 // never has more than Concurrency requests in flight.
 func TestConcurrencyBudget(t *testing.T) {
