@@ -178,8 +178,8 @@ func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflo
 	if err != nil {
 		return nil, err
 	}
-	if len(all) == 0 {
-		return nil, fmt.Errorf("tasks file %s is empty", cfg.Tasks.Source)
+	if err := fitsDataset(cfg, len(all)); err != nil {
+		return nil, err
 	}
 	out := make([]workflows.Task, n)
 	start := (iter % len(all)) * (n % len(all)) % len(all) // iter*n mod len(all), without overflow
@@ -189,14 +189,32 @@ func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflo
 	return out, nil
 }
 
+// fitsDataset checks that an iteration's window of a dataset of n tasks holds no task twice: a
+// repeated task has the same group id and seeds, so its samples would be the same episodes
+// under one uid (a group of duplicated rows, and a uid split across parts).
+func fitsDataset(cfg *configs.Config, n int) error {
+	if n == 0 {
+		return fmt.Errorf("tasks file %s is empty", cfg.Tasks.Source)
+	}
+	if cfg.Tasks.PerIteration > n {
+		return fmt.Errorf("tasks.per_iteration is %d but %s holds %d tasks: an iteration would repeat tasks; set it to at most %d",
+			cfg.Tasks.PerIteration, cfg.Tasks.Source, n, n)
+	}
+	return nil
+}
+
 // CheckTasks reads the dataset file of tasks.source, if any, so that a missing or malformed
 // file is reported before any work starts (TrainTasks reads it again for each iteration).
 func CheckTasks(cfg *configs.Config) error {
 	if generated(cfg) {
 		return nil
 	}
-	if _, err := workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	if err != nil {
 		return fmt.Errorf("tasks.source: %w", err)
+	}
+	if err := fitsDataset(cfg, len(all)); err != nil {
+		return err
 	}
 	return nil
 }

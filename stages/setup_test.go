@@ -70,3 +70,35 @@ func TestWorkflowAgentsMatchTheConfig(t *testing.T) {
 		t.Fatalf("a missing agent: %v", err)
 	}
 }
+
+// TestTrainTasksNeverRepeatATask: a dataset smaller than tasks.per_iteration is an error (up
+// front in CheckTasks, and in TrainTasks), not an iteration that samples a task twice under
+// one uid; a dataset of exactly per_iteration tasks gives each task once per iteration.
+func TestTrainTasksNeverRepeatATask(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(p, []byte(`{"id":"a","question":"1+1","answer":"2"}
+{"id":"b","question":"2+2","answer":"4"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := workflows.New("math", workflows.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := configs.Default()
+	cfg.Tasks.Source, cfg.Tasks.PerIteration = p, 4
+	const want = "tasks.per_iteration is 4 but"
+	if _, err := TrainTasks(cfg, wf, 0); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("TrainTasks: %v", err)
+	}
+	if err := CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckTasks: %v", err)
+	}
+	cfg.Tasks.PerIteration = 2
+	for iter := range 3 {
+		tasks, err := TrainTasks(cfg, wf, iter)
+		if err != nil || len(tasks) != 2 || tasks[0].ID == tasks[1].ID {
+			t.Fatalf("iteration %d: %v %v", iter, tasks, err)
+		}
+	}
+}
