@@ -8,8 +8,9 @@
 //
 // Layout of a replay run: iterations are independent what-ifs, so each keeps its checkpoints
 // inside its own iteration folder — runs/SRC-ablate-E/iter=N/checkpoints/step=V (the copied
-// start) and step=V+1 (what E's update produced) — instead of the run-wide checkpoints/ folder
-// (the stages see the usual layout through a key-rewriting view of the bucket). The rollout,
+// start) and step=V+1 (what E's update produced) — instead of the run-wide checkpoints/ folder,
+// and the evaluations of those steps in iter=N/eval/ (the stages see the usual layout through a
+// key-rewriting view of the bucket). The rollout,
 // advantage, diagnostics and learn folders have the usual layout, so `drmas analyze` works on a
 // replay run as on any other. The copied rollout manifest still says run SRC.
 //

@@ -17,7 +17,9 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/stages/warmup"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -289,5 +291,62 @@ func TestParse(t *testing.T) {
 	s, err := ablate.ParseSeeds("1, 2,3")
 	if err != nil || len(s) != 3 || s[2] != 3 {
 		t.Errorf("ParseSeeds: %v %v", s, err)
+	}
+}
+
+// TestReplayEvaluatesEachIterationsCheckpoint: two source iterations rolled out by the same
+// policy step both publish step 1 in a replay, with different weights; each must be evaluated
+// (under its iteration), not the second one handed the first one's evaluation.
+func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollout.Run(ctx, env, rollout.Options{Step: 0}); err != nil {
+		t.Fatal(err)
+	}
+	// The same rollout of step 0 twice, with varied scores (the test policy scores everything
+	// alike), different per iteration so that the two replayed updates differ.
+	_, parts := stagetest.ReadRollout(t, env, 0)
+	env = stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for it := range 2 {
+		for _, rows := range parts {
+			for i := range rows {
+				rows[i].Score = float64((rows[i].RowID*int64(7+it)+int64(rows[i].Sample))%3) / 2
+			}
+		}
+		stagetest.WriteRollout(t, env, it, parts, false)
+	}
+	res, err := ablate.Run(ctx, env, ablate.Options{Mode: ablate.Replay, Estimators: []string{"drmas"}, Eval: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := res.Runs[0]
+	var evaluated []string
+	for it := range 2 {
+		ckpt, ckptSHA, err := commit.Read(ctx, env.Bucket, commit.IterDir(run, it)+"/checkpoints/"+checkpointEl(1))
+		if err != nil || *ckpt.Step != 1 {
+			t.Fatalf("iteration %d's step 1: %v", it, err)
+		}
+		ev, _, err := commit.Read(ctx, env.Bucket, commit.IterDir(run, it)+"/eval/"+checkpointEl(1))
+		if err != nil {
+			t.Fatalf("iteration %d's evaluation: %v", it, err)
+		}
+		if len(ev.Inputs) == 0 || ev.Inputs[0].ManifestSHA256 != ckptSHA {
+			t.Fatalf("iteration %d's evaluation measured %+v, not its own step 1 (%s)", it, ev.Inputs, ckptSHA)
+		}
+		evaluated = append(evaluated, ckptSHA)
+	}
+	if evaluated[0] == evaluated[1] {
+		t.Fatal("the two replayed step-1 checkpoints are the same: the test no longer tells them apart")
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir(run, 1)); ok {
+		t.Fatal("a replay evaluation was written to the run-wide eval folder, shared by iterations")
 	}
 }

@@ -11,24 +11,39 @@ import (
 )
 
 // IterCheckpoints returns a view of b in which run's checkpoints folder
-// (runs/<run>/checkpoints/…, LATEST included) is stored under runs/<run>/iter=N/checkpoints/
-// instead; every other key is unchanged. A replay run keeps each iteration's checkpoints there,
-// because iteration N+1 starts from the source's step N+1, not from what iteration N's ablated
-// update produced.
+// (runs/<run>/checkpoints/…, LATEST included) and its evaluations (runs/<run>/eval/…,
+// runs/<run>/eval-train/…) are stored under runs/<run>/iter=N/ instead; every other key is
+// unchanged. A replay run keeps each iteration's checkpoints there, because iteration N+1 starts
+// from the source's step N+1, not from what iteration N's ablated update produced; and so its
+// evaluations too: two source iterations rolled out by the same policy step both publish step
+// V+1, with different weights, and each must be evaluated, not find the other's evaluation.
 func IterCheckpoints(b storage.Bucket, run string, iter int) storage.Bucket {
-	return &iterView{Bucket: b, from: commit.CheckpointsDir(run) + "/", to: commit.IterDir(run, iter) + "/checkpoints/"}
+	v := &iterView{Bucket: b}
+	for _, el := range []string{"checkpoints", "eval", "eval-train"} {
+		v.maps = append(v.maps, [2]string{commit.RunDir(run) + "/" + el + "/", commit.IterDir(run, iter) + "/" + el + "/"})
+	}
+	return v
 }
 
 type iterView struct {
 	storage.Bucket
-	from, to string
+	maps [][2]string // (from, to) key prefixes
 }
 
 func (v *iterView) key(k string) string {
-	if rest, ok := strings.CutPrefix(k, v.from); ok {
-		return v.to + rest
+	if m, rest, ok := v.match(k); ok {
+		return m[1] + rest
 	}
 	return k
+}
+
+func (v *iterView) match(k string) ([2]string, string, bool) {
+	for _, m := range v.maps {
+		if rest, ok := strings.CutPrefix(k, m[0]); ok {
+			return m, rest, true
+		}
+	}
+	return [2]string{}, "", false
 }
 
 func (v *iterView) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -54,20 +69,23 @@ func (v *iterView) Delete(ctx context.Context, key string) error {
 // Iter maps a prefix inside the checkpoints folder (the only listings the stages make of it);
 // other prefixes list the underlying keys as they are.
 func (v *iterView) Iter(ctx context.Context, prefix string, f func(key string) error) error {
-	mapped := v.key(prefix)
-	if mapped == prefix {
+	m, _, ok := v.match(prefix)
+	if !ok {
 		return v.Bucket.Iter(ctx, prefix, f)
 	}
+	mapped := v.key(prefix)
 	return v.Bucket.Iter(ctx, mapped, func(key string) error {
-		rest, ok := strings.CutPrefix(key, v.to)
+		rest, ok := strings.CutPrefix(key, m[1])
 		if !ok {
 			return fmt.Errorf("iter %s: unexpected key %s", mapped, key)
 		}
-		return f(v.from + rest)
+		return f(m[0] + rest)
 	})
 }
 
-func (v *iterView) Name() string { return v.Bucket.Name() + " (checkpoints under " + v.to + ")" }
+func (v *iterView) Name() string {
+	return v.Bucket.Name() + " (checkpoints and evaluations under " + strings.TrimSuffix(v.maps[0][1], "checkpoints/") + ")"
+}
 
 // Close does nothing: the view does not own the bucket.
 func (v *iterView) Close() error { return nil }
