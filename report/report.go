@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/drmas-dev/drmas/analysis"
 )
@@ -113,7 +114,28 @@ func agentLabel(a string) string {
 	if a == "*" {
 		return "whole model"
 	}
+	if m, ok := strings.CutPrefix(a, "*"); ok {
+		return "whole model " + m
+	}
 	return a
+}
+
+// agentKey is the SQL of a series key for rows with agent and model columns: the agent, except
+// that with several models each model's whole-model rows (agent '*') stay apart, as '*<model>'.
+func agentKey(multiModel bool) string {
+	if !multiModel {
+		return "agent"
+	}
+	return "CASE WHEN agent = '*' THEN '*' || model ELSE agent END"
+}
+
+// multiModel reports whether the rows of table (where cond, with args) come from several models.
+func multiModel(ctx context.Context, s *analysis.Session, table, cond string, args ...any) (bool, error) {
+	var n int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(DISTINCT model) FROM `+table+` WHERE `+cond, args...).Scan(&n); err != nil {
+		return false, fmt.Errorf("report: %w", err)
+	}
+	return n > 1, nil
 }
 
 func keyNumbers(ctx context.Context, s *analysis.Session, o Options, r *Report) error {
@@ -170,16 +192,29 @@ func gradNormFigure(ctx context.Context, s *analysis.Session, _ Options, r *Repo
 		r.Notes = append(r.Notes, s.NotYet("metrics").Error()+": no grad-norm plot")
 		return nil
 	}
-	t, err := s.Query(ctx, `SELECT agent, iteration, grad_norm FROM metrics ORDER BY agent, iteration`)
+	series, err := gradNormSeries(ctx, s)
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
-	png, err := linePlot("Grad norm per agent (before clipping)", "iteration", "grad norm", seriesBy(t, "agent", "iteration", "grad_norm", agentLabel))
+	png, err := linePlot("Grad norm per agent (before clipping)", "iteration", "grad norm", series)
 	if err != nil {
 		return err
 	}
 	r.Figures = append(r.Figures, Figure{Name: "gradnorm", Caption: "Gradient norm per agent over iterations (mean over each iteration's updates).", PNG: png})
 	return nil
+}
+
+// gradNormSeries is a line per agent, and per model for the whole-model rows of several models.
+func gradNormSeries(ctx context.Context, s *analysis.Session) ([]Series, error) {
+	multi, err := multiModel(ctx, s, "metrics", "true")
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.Query(ctx, `SELECT `+agentKey(multi)+` AS agent, iteration, grad_norm FROM metrics ORDER BY agent, iteration`)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return seriesBy(t, "agent", "iteration", "grad_norm", agentLabel), nil
 }
 
 func rewardFigure(ctx context.Context, s *analysis.Session, _ Options, r *Report) error {
@@ -257,16 +292,26 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if n == 0 {
 		return fmt.Errorf("report: run %s has no committed %s ablation summary yet (run `drmas ablate --run %s --mode %s`)", s.Run, o.Ablation, s.Run, o.Ablation)
 	}
+	multi, err := multiModel(ctx, s, "ablations", "mode = ?", o.Ablation)
+	if err != nil {
+		return err
+	}
+	rows := `WITH a AS (SELECT *, ` + agentKey(multi) + ` AS series FROM ablations WHERE mode = ?) `
 	// Seeds are averaged.
-	t, err := s.Query(ctx, `SELECT estimator, agent, iteration, avg(grad_norm) AS grad_norm, avg(reward) AS reward,
-		avg(avg_at_k) AS avg_at_k, avg(pass_at_k) AS pass_at_k, count(DISTINCT seed) AS seeds
-		FROM ablations WHERE mode = ? GROUP BY estimator, agent, iteration ORDER BY agent, estimator, iteration`, o.Ablation)
+	t, err := s.Query(ctx, rows+`SELECT estimator, series, iteration, avg(grad_norm) AS grad_norm
+		FROM a GROUP BY estimator, series, iteration ORDER BY series, estimator, iteration`, o.Ablation)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	// Reward and evaluations of the whole system: every model's whole-model rows.
+	whole, err := s.Query(ctx, `SELECT estimator, iteration, avg(reward) AS reward, avg(avg_at_k) AS avg_at_k, avg(pass_at_k) AS pass_at_k
+		FROM ablations WHERE mode = ? AND agent = '*' GROUP BY estimator, iteration ORDER BY estimator, iteration`, o.Ablation)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	agents := map[string]*analysis.Table{}
 	for i, row := range t.Rows {
-		a := t.String(i, "agent")
+		a := t.String(i, "series")
 		if agents[a] == nil {
 			agents[a] = &analysis.Table{Columns: t.Columns}
 		}
@@ -279,12 +324,12 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 			return err
 		}
 		name := a
-		if a == "*" {
-			name = "model"
+		if m, ok := strings.CutPrefix(a, "*"); ok {
+			name = strings.TrimSuffix("model-"+m, "-")
 		}
 		r.Figures = append(r.Figures, Figure{Name: "ablation-gradnorm-" + name, Caption: fmt.Sprintf("Grad norm of %s per estimator (%s; mean over seeds).", agentLabel(a), o.Ablation), PNG: png})
 	}
-	if whole := agents["*"]; whole != nil && o.Ablation == "onpolicy" {
+	if len(whole.Rows) > 0 && o.Ablation == "onpolicy" {
 		png, err := linePlot("onpolicy ablation: mean score per estimator", "iteration", "score", seriesBy(whole, "estimator", "iteration", "reward", nil))
 		if err != nil {
 			return err
@@ -295,7 +340,7 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if err := s.DB().QueryRowContext(ctx, `SELECT count(avg_at_k) FROM ablations WHERE mode = ?`, o.Ablation).Scan(&evals); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if whole := agents["*"]; whole != nil && evals > 0 {
+	if len(whole.Rows) > 0 && evals > 0 {
 		series := seriesBy(whole, "estimator", "iteration", "avg_at_k", func(e string) string { return "avg@k " + e })
 		series = append(series, seriesBy(whole, "estimator", "iteration", "pass_at_k", func(e string) string { return "pass@k " + e })...)
 		png, err := linePlotY(o.Ablation+" ablation: avg@k / pass@k per estimator", "iteration", "success", series, 0, 1)
@@ -310,19 +355,18 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 		r.Notes = append(r.Notes, "replay trains every estimator on the same stored rollouts, so rewards are equal across estimators by construction; compare grad norms, losses and (with --eval) the evaluations")
 	}
 	// last avg@k / pass@k: the mean over seeds at the last iteration any seed evaluated.
-	st, err := s.Query(ctx, `WITH a AS (SELECT * FROM ablations WHERE mode = ?),
-		last AS (SELECT estimator, agent, max(iteration) FILTER (WHERE avg_at_k IS NOT NULL) AS last_it FROM a GROUP BY estimator, agent)
-		SELECT estimator, agent, count(DISTINCT seed) AS seeds, count(DISTINCT iteration) AS iterations,
+	st, err := s.Query(ctx, rows+`, last AS (SELECT estimator, series, max(iteration) FILTER (WHERE avg_at_k IS NOT NULL) AS last_it FROM a GROUP BY estimator, series)
+		SELECT estimator, series, count(DISTINCT seed) AS seeds, count(DISTINCT iteration) AS iterations,
 		avg(grad_norm) AS gn_mean, median(grad_norm) AS gn_median, max(grad_norm) AS gn_max, avg(loss) AS loss, avg(reward) AS reward,
 		avg(avg_at_k) FILTER (WHERE iteration = last_it) AS last_avg, avg(pass_at_k) FILTER (WHERE iteration = last_it) AS last_pass
-		FROM a JOIN last USING (estimator, agent) GROUP BY estimator, agent ORDER BY agent = '*' DESC, agent, estimator`, o.Ablation)
+		FROM a JOIN last USING (estimator, series) GROUP BY estimator, series ORDER BY starts_with(series, '*') DESC, series, estimator`, o.Ablation)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	tb := Table{Title: fmt.Sprintf("Ablation (%s) per estimator", o.Ablation), Note: "grad norm statistics over iterations (and seeds); last avg@k/pass@k = mean over seeds at the last evaluated iteration",
 		Columns: []string{"agent", "estimator", "seeds", "iterations", "grad norm mean", "median", "max", "loss mean", "reward mean", "last avg@k", "last pass@k"}}
 	for i := range st.Rows {
-		tb.Rows = append(tb.Rows, []string{agentLabel(st.String(i, "agent")), st.String(i, "estimator"), st.String(i, "seeds"), st.String(i, "iterations"),
+		tb.Rows = append(tb.Rows, []string{agentLabel(st.String(i, "series")), st.String(i, "estimator"), st.String(i, "seeds"), st.String(i, "iterations"),
 			f4(st.Float(i, "gn_mean")), f4(st.Float(i, "gn_median")), f4(st.Float(i, "gn_max")), f4(st.Float(i, "loss")), f4(st.Float(i, "reward")),
 			f4(st.Float(i, "last_avg")), f4(st.Float(i, "last_pass"))})
 	}
