@@ -23,7 +23,7 @@ FILE is JSONL (one JSON object per line; .jsonl, .ndjson, .json) or Parquet (.pa
 
 ` + columnHelp() + `
 Defaults: sample = the index of the traj_uid within its uid in first-seen order (give it on
-every row or on none), task_id = uid, data_source = "imported", model = the agent name,
+every row or on none), task_id = uid, data_source = "imported", model = the agent's model in the config (agents.<agent>.model), else the agent name,
 episode_reward = score, valid = true, policy_version = 0. Unknown columns are ignored; a JSON
 null is an absent field. Example JSONL line:
 

@@ -19,7 +19,7 @@ const (
 	kInt64                 // an integer
 	kFloat                 // a finite number (integers accepted)
 	kBool                  // true / false
-	kIntList               // a list of integers that fit int32
+	kIntList               // a list of token ids: integers ≥ 0 that fit int32
 	kFloatList             // a list of finite numbers (stored as float32)
 )
 
@@ -129,6 +129,9 @@ func checkInt(k kind, i int64) error {
 	if (k == kInt32 || k == kIntList) && (i < math.MinInt32 || i > math.MaxInt32) {
 		return fmt.Errorf("%d does not fit int32", i)
 	}
+	if k == kIntList && i < 0 {
+		return fmt.Errorf("token id %d is negative", i)
+	}
 	return nil
 }
 
@@ -162,7 +165,7 @@ func finish(r *rec) []string {
 		row.DataSource = DefaultDataSource
 	}
 	if !r.hasModel {
-		row.Model = row.Agent
+		row.Model = row.Agent // Run maps a configured agent to its model instead
 	}
 	if !r.hasEpisodeReward {
 		row.EpisodeReward = row.Score

@@ -165,8 +165,8 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if scoreCol == "" {
 		scoreCol = "score"
 	}
-	for _, c := range columns("score")[1:] {
-		if c.name == scoreCol && c.kind != kFloat {
+	for _, c := range columns("score") {
+		if c.name == scoreCol && c.name != "score" && c.kind != kFloat {
 			return nil, fmt.Errorf("import: score column %q is an input column of another type (%s)", scoreCol, c.kind)
 		}
 	}
@@ -208,6 +208,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	var groupRows []int // rows per uid, in sorted order
 	for i, j := range idx {
 		rows[i] = recs[j].row
+		if a, ok := cfg.Agents[rows[i].Agent]; ok && !recs[j].hasModel {
+			rows[i].Model = a.Model // the model the learner trains for this agent
+		}
 		rows[i].Run = cfg.Run
 		rows[i].Iteration = int32(o.Iteration)
 		res.PolicyVersion = max(res.PolicyVersion, rows[i].PolicyVersion)

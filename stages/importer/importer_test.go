@@ -318,9 +318,9 @@ func TestParquetWithTokens(t *testing.T) {
 		t.Fatalf("parts %v", parts)
 	}
 	a, b := parts[0][0], parts[0][1]
-	wantA := shards.Row{RowID: 0, Run: run, Iteration: 1, DataSource: "imported", TaskID: "10", UID: "10", TrajUID: "a", Sample: 0, Agent: "solver", Model: "solver",
+	wantA := shards.Row{RowID: 0, Run: run, Iteration: 1, DataSource: "imported", TaskID: "10", UID: "10", TrajUID: "a", Sample: 0, Agent: "solver", Model: "m1",
 		PromptIDs: []int32{1}, Valid: false, Score: 0, EpisodeReward: 0.5, FinishReason: "length"}
-	wantB := shards.Row{RowID: 1, Run: run, Iteration: 1, DataSource: "math", TaskID: "10", UID: "10", TrajUID: "b", Sample: 1, Agent: "solver", Model: "solver",
+	wantB := shards.Row{RowID: 1, Run: run, Iteration: 1, DataSource: "math", TaskID: "10", UID: "10", TrajUID: "b", Sample: 1, Agent: "solver", Model: "m1",
 		PromptIDs: []int32{1, 2}, ResponseIDs: []int32{7, 8, 9}, ResponseLogprobs: []float32{-1, -2, -3}, PromptText: "p", ResponseText: "r",
 		Valid: true, Score: 1, EpisodeReward: 1, FinishReason: "stop"}
 	// The reader gives empty lists as nil or empty: compare lengths for those.
@@ -344,11 +344,15 @@ func TestScoreColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, parts := stagetest.ReadRollout(t, env, 0)
-	if r := parts[0][0]; r.Score != 0.5 || r.EpisodeReward != 0.5 {
+	// Agent "a" is not in the config: its model defaults to its name (configured agents get
+	// their configured model, as TestParquetWithTokens checks).
+	if r := parts[0][0]; r.Score != 0.5 || r.EpisodeReward != 0.5 || r.Model != "a" {
 		t.Fatalf("row %+v", r)
 	}
-	if _, err := importer.Run(ctx, env, importer.Options{Path: path, Iteration: 1, ScoreColumn: "agent"}); err == nil {
-		t.Fatal("a string column accepted as the score")
+	for _, col := range []string{"agent", "uid"} {
+		if _, err := importer.Run(ctx, env, importer.Options{Path: path, Iteration: 1, ScoreColumn: col}); err == nil || !strings.Contains(err.Error(), "another type") {
+			t.Fatalf("score column %s: %v, want it refused as a column of another type", col, err)
+		}
 	}
 }
 
@@ -434,6 +438,8 @@ func TestErrors(t *testing.T) {
 		{"no rows", "a.jsonl", "\n\n", []string{"no rows"}},
 		{"int32 range", "a.jsonl", line(`,"prompt_ids":[1,4294967296]`),
 			[]string{"line 1: field \"prompt_ids\": element 1: 4294967296 does not fit int32"}},
+		{"negative token id", "a.jsonl", line(`,"response_ids":[3,-1]`),
+			[]string{"line 1: field \"response_ids\": element 1: token id -1 is negative"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

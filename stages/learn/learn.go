@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"strconv"
+	"strings"
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
@@ -191,6 +192,22 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
 	if err != nil {
 		return nil, err
+	}
+	// Every row must belong to a configured model: rows of another (an import whose model
+	// column names none of ours) would be skipped, and the step published having learnt nothing.
+	unknown := map[string]int{}
+	for i := range rows {
+		if _, ok := cfg.Models[rows[i].Model]; !ok {
+			unknown[rows[i].Model]++
+		}
+	}
+	if len(unknown) > 0 {
+		var what []string
+		for _, m := range stages.SortedKeys(unknown) {
+			what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
+		}
+		return nil, fmt.Errorf("learn iter %d: rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)",
+			iter, strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
 	}
 	digest := Digest(cfg, est)
 	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {

@@ -269,3 +269,36 @@ func TestMetricsCountRowsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnRefusesRowsOfUnknownModels: rows whose model the config does not have (an import
+// whose model column names another framework's model) are an error, not skipped while a step
+// is published having learnt nothing.
+func TestLearnRefusesRowsOfUnknownModels(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 1)
+	_, parts := stagetest.ReadRollout(t, env, 0)
+	for _, rows := range parts {
+		for i := range rows {
+			if rows[i].Agent == "verifier" {
+				rows[i].Model = "verifier"
+			}
+		}
+	}
+	env = stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.WriteRollout(t, env, 0, parts, false)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := learn.Run(ctx, env, learn.Options{})
+	if err == nil || !strings.Contains(err.Error(), `of model "verifier", which the config does not have (models: m1)`) {
+		t.Fatalf("rows of an unknown model: %v", err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+		t.Fatal("a step was published")
+	}
+}
