@@ -54,7 +54,7 @@ func (c Choice) Line(model string) string {
 // when DRMAS_LEARNER_ENGINE=gpu and no GPU can be used, or on an invalid setting; every other
 // failure to use a GPU is a CPU Choice with its reason.
 func OpenLearner(cfg *configs.Config, id string) (Choice, error) {
-	mode := strings.ToLower(strings.TrimSpace(os.Getenv(EngineEnv)))
+	mode := engineMode()
 	switch mode {
 	case "", "auto", "gpu":
 	case "cpu":
@@ -68,6 +68,12 @@ func OpenLearner(cfg *configs.Config, id string) (Choice, error) {
 	}
 	return c, nil
 }
+
+func engineMode() string { return strings.ToLower(strings.TrimSpace(os.Getenv(EngineEnv))) }
+
+// Required reports whether DRMAS_LEARNER_ENGINE=gpu: a learner that cannot train on a GPU must
+// fail rather than fall back to the CPU engine.
+func Required() bool { return engineMode() == "gpu" }
 
 func choose(cfg *configs.Config, id string) Choice {
 	cpu := func(reason string) Choice { return Choice{Where: "cpu", Reason: reason} }

@@ -174,10 +174,22 @@ func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string,
 			announce(id, c.Line(id), logf)
 			return GPUEngine(t), func() { _ = t.Close() }, nil
 		}
-		c = gpu.Choice{Where: "cpu", Reason: fmt.Sprintf("GPU engine failed to start: %v", err)}
+		if c, err = startFailed(gpu.Required(), err); err != nil {
+			return nil, nil, fmt.Errorf("learn: %s: %w", id, err)
+		}
 	}
 	announce(id, c.Line(id), logf)
 	return CPU, func() {}, nil
+}
+
+// startFailed is the choice after a GPU was placed and opened but its engine failed to start:
+// the CPU engine with the reason, or, when the GPU is required (DRMAS_LEARNER_ENGINE=gpu), the
+// error, as the setting promises.
+func startFailed(required bool, err error) (gpu.Choice, error) {
+	if required {
+		return gpu.Choice{}, fmt.Errorf("%s=gpu but the GPU engine failed to start: %w", gpu.EngineEnv, err)
+	}
+	return gpu.Choice{Where: "cpu", Reason: fmt.Sprintf("GPU engine failed to start: %v", err)}, nil
 }
 
 func announce(id, line string, logf func(string, ...any)) {
