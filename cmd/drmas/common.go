@@ -175,12 +175,22 @@ func openEnv(cmd *cobra.Command) (*stages.Env, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var prog io.Writer = os.Stderr
-	if q, _ := cmd.Flags().GetBool("quiet"); q {
-		prog = nil
-	}
-	env := &stages.Env{Bucket: b, Config: cfg, Log: cmd.ErrOrStderr(), Progress: prog}
+	q, _ := cmd.Flags().GetBool("quiet")
+	env := &stages.Env{Bucket: b, Config: cfg, Log: cmd.ErrOrStderr(), Progress: progressWriter(q, os.Stderr)}
 	return env, func() { _ = b.Close() }, nil
+}
+
+// progressWriter is where progress bars are drawn: f when it is a terminal, else nowhere (a
+// bar redraws itself with carriage returns, which would fill a log file or a pod's log; the
+// stages' one-line summaries still go to the log).
+func progressWriter(quiet bool, f *os.File) io.Writer {
+	if quiet || f == nil {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return f
 }
 
 // withEnv adapts a command body that needs the store and config into a cobra RunE: it loads

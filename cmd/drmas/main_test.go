@@ -115,3 +115,24 @@ func TestAnalyzeUnknownRun(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressOnlyOnATerminal: progress bars are drawn on a terminal only; stderr redirected to
+// a file (a log, a pod's log) gets none of their carriage-return redraws.
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if w := progressWriter(false, f); w != nil {
+		t.Fatal("progress bars drawn into a regular file")
+	}
+	tty, err := os.OpenFile("/dev/null", os.O_WRONLY, 0) // a character device, like a terminal
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	if progressWriter(false, tty) == nil || progressWriter(true, tty) != nil {
+		t.Fatal("a character device gets bars unless -q")
+	}
+}
