@@ -5,9 +5,11 @@ package devices
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/ebitengine/purego"
 )
 
 var (
@@ -20,11 +22,54 @@ var (
 // touching NVML. Every other function of this file must call it first and stop on error.
 func nvmlInit() error {
 	initOnce.Do(func() {
+		if err := checkSymbols(); err != nil {
+			initErr = err
+			return
+		}
 		if r := nvml.Init(); r != nvml.SUCCESS {
 			initErr = noDriver(r)
 		}
 	})
 	return initErr
+}
+
+// nvmlSymbols are the functions of libnvidia-ml.so.1 this package calls (each: any one of the
+// names, newest first, as go-nvml picks them).
+var nvmlSymbols = [][]string{
+	{"nvmlInit_v2", "nvmlInit"},
+	{"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"},
+	{"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"},
+	{"nvmlDeviceGetName"}, {"nvmlDeviceGetUUID"}, {"nvmlDeviceGetMemoryInfo"},
+	{"nvmlDeviceGetUtilizationRates"}, {"nvmlErrorString"},
+}
+
+// checkSymbols looks the functions up before go-nvml calls them: a libnvidia-ml.so.1 that lacks
+// one (a stub, a broken install) would otherwise end the process with the loader's "undefined
+// symbol" at the first call, past any Go error handling. A library that is not found is left
+// to nvml.Init, which reports it.
+func checkSymbols() error {
+	lib, err := purego.Dlopen("libnvidia-ml.so.1", purego.RTLD_LAZY|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil
+	}
+	defer purego.Dlclose(lib)
+	var missing []string
+	for _, names := range nvmlSymbols {
+		found := false
+		for _, n := range names {
+			if _, err := purego.Dlsym(lib, n); err == nil {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, names[0])
+		}
+	}
+	if len(missing) > 0 {
+		return &NoDriverError{Code: int(nvml.ERROR_FUNCTION_NOT_FOUND), Reason: "libnvidia-ml.so.1 lacks " + strings.Join(missing, ", ") + ": not a usable NVIDIA driver library"}
+	}
+	return nil
 }
 
 // noDriver explains a failed Init without asking NVML (nvml.ErrorString is an NVML call).
