@@ -76,8 +76,11 @@ type column struct {
 }
 
 func nonEmpty(v *value) error {
-	if strings.TrimSpace(v.s) == "" {
+	switch t := strings.TrimSpace(v.s); {
+	case t == "":
 		return errors.New("is empty")
+	case t != v.s: // " solver" would be an agent of its own, beside "solver"
+		return fmt.Errorf("%q has leading or trailing spaces", v.s)
 	}
 	return nil
 }

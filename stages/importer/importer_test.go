@@ -438,6 +438,8 @@ func TestErrors(t *testing.T) {
 		{"no rows", "a.jsonl", "\n\n", []string{"no rows"}},
 		{"int32 range", "a.jsonl", line(`,"prompt_ids":[1,4294967296]`),
 			[]string{"line 1: field \"prompt_ids\": element 1: 4294967296 does not fit int32"}},
+		{"spaces in a name", "a.jsonl", `{"uid":"u1","traj_uid":"t2","agent":" a","step":0,"score":1}` + "\n",
+			[]string{`line 1: field "agent": " a" has leading or trailing spaces`}},
 		{"negative token id", "a.jsonl", line(`,"response_ids":[3,-1]`),
 			[]string{"line 1: field \"response_ids\": element 1: token id -1 is negative"}},
 	}
