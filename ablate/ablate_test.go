@@ -316,11 +316,7 @@ func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	for it := range 2 {
-		for _, rows := range parts {
-			for i := range rows {
-				rows[i].Score = float64((rows[i].RowID*int64(7+it)+int64(rows[i].Sample))%3) / 2
-			}
-		}
+		stagetest.VaryScores(parts, int64(it))
 		stagetest.WriteRollout(t, env, it, parts, false)
 	}
 	res, err := ablate.Run(ctx, env, ablate.Options{Mode: ablate.Replay, Estimators: []string{"drmas"}, Eval: true})

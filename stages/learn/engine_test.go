@@ -211,11 +211,7 @@ func TestLearnStageOnGPUEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, parts = stagetest.ReadRollout(t, env, 0)
-		for _, rows := range parts {
-			for i := range rows {
-				rows[i].Score = float64((rows[i].RowID*7+int64(rows[i].Sample))%3) / 2
-			}
-		}
+		stagetest.VaryScores(parts, 0)
 	}
 	run := func() out {
 		env := stagetest.Env(t, cfg)

@@ -66,6 +66,22 @@ func prepare(t *testing.T, cfg *configs.Config, iters int) *stages.Env {
 	return env
 }
 
+// withRollout returns a fresh store with a warm-up, parts committed as iteration 0's rollout
+// and their drmas advantages: iteration 0 ready to learn from rows a test edited.
+func withRollout(t *testing.T, cfg *configs.Config, parts [][]shards.Row) *stages.Env {
+	t.Helper()
+	ctx := context.Background()
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.WriteRollout(t, env, 0, parts, false)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
 // TestRerunAfterDyingBeforeMetricsCommit: with keep_checkpoints 1, an attempt that publishes
 // step 2 and then fails to commit its metrics must not have deleted step 1 (the policy that
 // generated iteration 1's rollout): the rerun commits the earlier attempt's metrics, and only
@@ -131,21 +147,9 @@ func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
 	cfg := stagetest.Config(t, "math")
 	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 2
 	env := prepare(t, cfg, 1)
-	// Varied scores, so that there is a gradient (the test policy scores everything alike).
 	_, parts := stagetest.ReadRollout(t, env, 0)
-	for _, rows := range parts {
-		for i := range rows {
-			rows[i].Score = float64((rows[i].RowID*7+int64(rows[i].Sample))%3) / 2
-		}
-	}
-	env = stagetest.Env(t, cfg)
-	if _, err := warmup.Run(ctx, env); err != nil {
-		t.Fatal(err)
-	}
-	stagetest.WriteRollout(t, env, 0, parts, false)
-	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
-		t.Fatal(err)
-	}
+	stagetest.VaryScores(parts, 0) // so that there is a gradient
+	env = withRollout(t, cfg, parts)
 	t.Setenv(gpu.EngineEnv, "cpu")
 	store := env.Bucket
 	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 0)}
@@ -286,14 +290,7 @@ func TestLearnRefusesRowsOfUnknownModels(t *testing.T) {
 			}
 		}
 	}
-	env = stagetest.Env(t, cfg)
-	if _, err := warmup.Run(ctx, env); err != nil {
-		t.Fatal(err)
-	}
-	stagetest.WriteRollout(t, env, 0, parts, false)
-	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
-		t.Fatal(err)
-	}
+	env = withRollout(t, cfg, parts)
 	_, err := learn.Run(ctx, env, learn.Options{})
 	if err == nil || !strings.Contains(err.Error(), `of model "verifier", which the config does not have (models: m1)`) {
 		t.Fatalf("rows of an unknown model: %v", err)

@@ -145,3 +145,14 @@ func ReadRollout(t testing.TB, env *stages.Env, iter int) (*commit.Manifest, [][
 	}
 	return m, parts
 }
+
+// VaryScores replaces the scores of parts by a fixed pattern of 0, ½ and 1 that k varies: for
+// tests that need a gradient, since a barely warmed-up test policy scores every sample alike
+// (all advantages 0).
+func VaryScores(parts [][]shards.Row, k int64) {
+	for _, rows := range parts {
+		for i := range rows {
+			rows[i].Score = float64((rows[i].RowID*(7+k)+int64(rows[i].Sample))%3) / 2
+		}
+	}
+}
