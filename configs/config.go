@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -323,11 +324,7 @@ func checkValue(key, val string) error {
 	if err := v.Unmarshal(&Config{}); err == nil {
 		return nil
 	}
-	t := reflect.TypeOf(Config{})
-	for _, part := range strings.Split(key, ".") {
-		f, _ := fieldByTag(t, part)
-		t = f.Type
-	}
+	t := fixedFields()[key].Type
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
 		return errors.New("not a duration (e.g. 30s)")
@@ -409,22 +406,34 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 // FixedKeys lists the dotted keys that environment variables and flags can set.
 func FixedKeys() []string {
 	var keys []string
+	walkFixed(func(key string, _ reflect.StructField) { keys = append(keys, key) })
+	return keys
+}
+
+// fixedFields maps each fixed key to its struct field (its type, its secret tag).
+var fixedFields = sync.OnceValue(func() map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	walkFixed(func(key string, f reflect.StructField) { m[key] = f })
+	return m
+})
+
+// walkFixed calls f for every fixed key, in field order, with its field.
+func walkFixed(f func(key string, field reflect.StructField)) {
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			tag := f.Tag.Get("mapstructure")
-			switch f.Type.Kind() {
+			sf := t.Field(i)
+			tag := sf.Tag.Get("mapstructure")
+			switch sf.Type.Kind() {
 			case reflect.Struct:
-				walk(f.Type, prefix+tag+".")
+				walk(sf.Type, prefix+tag+".")
 			case reflect.Map:
 			default:
-				keys = append(keys, prefix+tag)
+				f(prefix+tag, sf)
 			}
 		}
 	}
 	walk(reflect.TypeOf(Config{}), "")
-	return keys
 }
 
 // EnvVar is the environment variable that sets the fixed key, e.g. DRMAS_LEARN_LR for learn.lr.
@@ -459,41 +468,11 @@ func Overrides(o LoadOptions) map[string]string {
 }
 
 // isSecretKey reports whether the fixed key's field is tagged secret:"true".
-func isSecretKey(key string) bool {
-	t := reflect.TypeOf(Config{})
-	parts := strings.Split(key, ".")
-	for i, part := range parts {
-		f, ok := fieldByTag(t, part)
-		if !ok {
-			return false
-		}
-		if i == len(parts)-1 {
-			return f.Tag.Get("secret") == "true"
-		}
-		t = f.Type
-	}
-	return false
-}
-
-func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
-	if t.Kind() != reflect.Struct {
-		return reflect.StructField{}, false
-	}
-	for i := 0; i < t.NumField(); i++ {
-		if f := t.Field(i); f.Tag.Get("mapstructure") == tag {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
+func isSecretKey(key string) bool { return fixedFields()[key].Tag.Get("secret") == "true" }
 
 func isFixedKey(k string) bool {
-	for _, f := range FixedKeys() {
-		if f == k {
-			return true
-		}
-	}
-	return false
+	_, ok := fixedFields()[k]
+	return ok
 }
 
 // AgentNames returns the configured agents, sorted.

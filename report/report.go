@@ -121,22 +121,9 @@ func agentLabel(a string) string {
 }
 
 // agentKey is the SQL of a series key for rows with agent and model columns: the agent, except
-// that with several models each model's whole-model rows (agent '*') stay apart, as '*<model>'.
-func agentKey(multiModel bool) string {
-	if !multiModel {
-		return "agent"
-	}
-	return "CASE WHEN agent = '*' THEN '*' || model ELSE agent END"
-}
-
-// multiModel reports whether the rows of table (where cond, with args) come from several models.
-func multiModel(ctx context.Context, s *analysis.Session, table, cond string, args ...any) (bool, error) {
-	var n int64
-	if err := s.DB().QueryRowContext(ctx, `SELECT count(DISTINCT model) FROM `+table+` WHERE `+cond, args...).Scan(&n); err != nil {
-		return false, fmt.Errorf("report: %w", err)
-	}
-	return n > 1, nil
-}
+// that when the rows (after WHERE) come from several models, each model's whole-model rows
+// (agent '*') stay apart, as '*<model>'.
+const agentKey = "CASE WHEN agent = '*' AND min(model) OVER () <> max(model) OVER () THEN '*' || model ELSE agent END"
 
 func keyNumbers(ctx context.Context, s *analysis.Session, o Options, r *Report) error {
 	if !s.Empty("rollouts") {
@@ -206,11 +193,7 @@ func gradNormFigure(ctx context.Context, s *analysis.Session, _ Options, r *Repo
 
 // gradNormSeries is a line per agent, and per model for the whole-model rows of several models.
 func gradNormSeries(ctx context.Context, s *analysis.Session) ([]Series, error) {
-	multi, err := multiModel(ctx, s, "metrics", "true")
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.Query(ctx, `SELECT `+agentKey(multi)+` AS agent, iteration, grad_norm FROM metrics ORDER BY agent, iteration`)
+	t, err := s.Query(ctx, `SELECT `+agentKey+` AS agent, iteration, grad_norm FROM metrics ORDER BY agent, iteration`)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -292,11 +275,7 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if n == 0 {
 		return fmt.Errorf("report: run %s has no committed %s ablation summary yet (run `drmas ablate --run %s --mode %s`)", s.Run, o.Ablation, s.Run, o.Ablation)
 	}
-	multi, err := multiModel(ctx, s, "ablations", "mode = ?", o.Ablation)
-	if err != nil {
-		return err
-	}
-	rows := `WITH a AS (SELECT *, ` + agentKey(multi) + ` AS series FROM ablations WHERE mode = ?) `
+	rows := `WITH a AS (SELECT *, ` + agentKey + ` AS series FROM ablations WHERE mode = ?) `
 	// Seeds are averaged.
 	t, err := s.Query(ctx, rows+`SELECT estimator, series, iteration, avg(grad_norm) AS grad_norm
 		FROM a GROUP BY estimator, series, iteration ORDER BY series, estimator, iteration`, o.Ablation)

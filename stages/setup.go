@@ -213,10 +213,7 @@ func CheckTasks(cfg *configs.Config) error {
 	if err != nil {
 		return fmt.Errorf("tasks.source: %w", err)
 	}
-	if err := fitsDataset(cfg, len(all)); err != nil {
-		return err
-	}
-	return nil
+	return fitsDataset(cfg, len(all))
 }
 
 // generated reports whether the prompts come from the workflow's seeded generator rather than

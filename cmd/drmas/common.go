@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/gpu"
+	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/stages"
 )
 
@@ -100,11 +102,11 @@ func loadOptions(cmd *cobra.Command) configs.LoadOptions {
 // nonConfigEnv are the DRMAS_* variables that are not config keys: read by the learner, by
 // the stages of a Kubernetes Job, or by build and test tooling.
 var nonConfigEnv = map[string]bool{
-	"DRMAS_LEARNER_ENGINE": true, "DRMAS_SHARD_COUNT": true,
+	gpu.EngineEnv: true, jobs.EnvShardCount: true,
 	"DRMAS_NVIDIA_TOOLS": true, "DRMAS_NVIDIA_DRIVER_LIBS": true, "DRMAS_TOOLS": true, "DRMAS_PTXAS": true,
 	"DRMAS_UPDATE_PTX": true, "DRMAS_DEBIAN_MIRROR": true, "DRMAS_DEBIAN_SECURITY_MIRROR": true,
 	"DRMAS_BENCH_STORE": true, "DRMAS_MINIO_BIN": true, "DRMAS_WRITE_FUZZ_SEEDS": true,
-	"DRMAS_FAKE_CUDA_CHILD": true, "DRMAS_REAL_CUDA_CHILD": true, "DRMAS_REAL_CUDA_DIR": true, "DRMAS_REAL_NVML_CHILD": true,
+	"DRMAS_FAKE_CUDA_CHILD": true, "DRMAS_REAL_CUDA_CHILD": true, "DRMAS_REAL_CUDA_DIR": true, "DRMAS_REAL_NVML_CHILD": true, "DRMAS_STUB_NVML_CHILD": true,
 }
 
 // warnUnknownEnv warns, one line each, about the DRMAS_* variables of environ that set no config

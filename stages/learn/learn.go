@@ -161,7 +161,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	outDir := commit.LearnDir(cfg.Run, iter)
 	if m, _, err := commit.Read(ctx, b, outDir); err == nil {
 		if m.Kind != "learn" || m.Step == nil {
-			return nil, fmt.Errorf("learn iter %d: %s holds a %q manifest without a step, not one drmas learn wrote", iter, outDir, m.Kind)
+			return nil, fmt.Errorf("learn iter %d: %s holds a %q manifest without a step, not the learn manifest drmas writes", iter, outDir, m.Kind)
 		}
 		if have := m.Params["estimator"]; have != est {
 			return nil, fmt.Errorf("learn iter %d: already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", iter, have, est)
@@ -188,26 +188,6 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	set, err := stages.LoadPolicy(ctx, env, version, true)
 	if err != nil {
 		return nil, fmt.Errorf("learn iter %d: load the policy that generated the rollout: %w", iter, err)
-	}
-	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
-	if err != nil {
-		return nil, err
-	}
-	// Every row must belong to a configured model: rows of another (an import whose model
-	// column names none of ours) would be skipped, and the step published having learnt nothing.
-	unknown := map[string]int{}
-	for i := range rows {
-		if _, ok := cfg.Models[rows[i].Model]; !ok {
-			unknown[rows[i].Model]++
-		}
-	}
-	if len(unknown) > 0 {
-		var what []string
-		for _, m := range stages.SortedKeys(unknown) {
-			what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
-		}
-		return nil, fmt.Errorf("learn iter %d: rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)",
-			iter, strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
 	}
 	digest := Digest(cfg, est)
 	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {
@@ -239,6 +219,26 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	} else if ok {
 		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
 		return finish(metrics, f)
+	}
+	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
+	if err != nil {
+		return nil, err
+	}
+	// Every row must belong to a configured model: rows of another (an import whose model
+	// column names none of ours) would be skipped, and the step published having learnt nothing.
+	unknown := map[string]int{}
+	for i := range rows {
+		if _, ok := cfg.Models[rows[i].Model]; !ok {
+			unknown[rows[i].Model]++
+		}
+	}
+	if len(unknown) > 0 {
+		var what []string
+		for _, m := range stages.SortedKeys(unknown) {
+			what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
+		}
+		return nil, fmt.Errorf("learn iter %d: rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)",
+			iter, strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
 	}
 	var ref *checkpoints.Set
 	if cfg.Learn.KLCoef > 0 {
