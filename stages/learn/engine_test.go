@@ -18,7 +18,6 @@ import (
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
-	"github.com/drmas-dev/drmas/stages/normalize"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
@@ -214,14 +213,7 @@ func TestLearnStageOnGPUEngine(t *testing.T) {
 		stagetest.VaryScores(parts, 0)
 	}
 	run := func() out {
-		env := stagetest.Env(t, cfg)
-		if _, err := warmup.Run(ctx, env); err != nil {
-			t.Fatal(err)
-		}
-		stagetest.WriteRollout(t, env, 0, parts, false)
-		if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
-			t.Fatal(err)
-		}
+		env := withRollout(t, cfg, parts)
 		var o out
 		var log strings.Builder
 		env.Log = &log
