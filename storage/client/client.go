@@ -1,7 +1,7 @@
 // Package client opens a storage.Bucket from a storage URL, the one place that knows
 // every provider:
 //
-//	file:///abs/path     a local folder (created if missing), storage/filestore
+//	file:///abs/path     a local folder (created by the first write), storage/filestore
 //	path/to/dir, /abs    the same, for a plain path (relative paths are made absolute)
 //	s3://bucket/prefix   an S3 bucket, storage/s3store; the bucket and prefix come from the
 //	                     URL, the endpoint, region, credentials and tuning from s3store.Config

@@ -43,6 +43,10 @@ const TempPrefix = ".drmas-tmp-"
 // Bucket is a storage.Bucket over a local folder. It is safe for concurrent use.
 type Bucket struct {
 	root string // absolute, cleaned
+	// base is the deepest folder among root and its ancestors that existed when New ran:
+	// the folders below it (root included) are created by the first Put, and their entries
+	// must be fsynced like any other new folder's.
+	base string
 	name string
 	// durable holds the folders (under root) whose entries in their parent folders this
 	// process has fsynced, so a Put into a new folder syncs the chain once, not every time.
@@ -51,8 +55,10 @@ type Bucket struct {
 
 var _ storage.Bucket = (*Bucket)(nil)
 
-// New returns a bucket rooted at root, creating the folder if needed. A relative root
-// is made absolute.
+// New returns a bucket rooted at root. A relative root is made absolute. New creates
+// nothing: a missing root reads as an empty bucket, and the first Put creates it (so a
+// mistyped root given to a read-only command leaves no folder behind). Root, or its
+// deepest existing ancestor, must be a folder.
 func New(root string) (*Bucket, error) {
 	if root == "" {
 		return nil, errors.New("filestore: empty root")
@@ -61,17 +67,28 @@ func New(root string) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: root %q: %w", root, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return nil, fmt.Errorf("filestore: create root: %w", err)
+	base := abs
+	for {
+		fi, err := os.Stat(base)
+		if err == nil {
+			if !fi.IsDir() {
+				if base == abs {
+					return nil, fmt.Errorf("filestore: root %s is not a folder", abs)
+				}
+				return nil, fmt.Errorf("filestore: root %s: %s is not a folder", abs, base)
+			}
+			break
+		}
+		if !notFound(err) { // ENOTDIR: an ancestor is a file, found on the way up
+			return nil, fmt.Errorf("filestore: root: %w", err)
+		}
+		parent := filepath.Dir(base)
+		if parent == base {
+			return nil, fmt.Errorf("filestore: root %s: no existing ancestor folder", abs)
+		}
+		base = parent
 	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return nil, fmt.Errorf("filestore: root: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("filestore: root %s is not a folder", abs)
-	}
-	return &Bucket{root: abs, name: "file://" + filepath.ToSlash(abs)}, nil
+	return &Bucket{root: abs, base: base, name: "file://" + filepath.ToSlash(abs)}, nil
 }
 
 // Root returns the absolute folder the bucket lives in.
@@ -260,7 +277,7 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 // (re)creates them: a folder that a Delete (of this or another process) removed comes back
 // as a new entry that needs its own fsync. One Lstat when dir exists.
 func (b *Bucket) forgetMissing(dir string) {
-	for d := dir; d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
+	for d := dir; d != b.base && strings.HasPrefix(d, b.base); d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); err == nil {
 			return
 		}
@@ -270,10 +287,11 @@ func (b *Bucket) forgetMissing(dir string) {
 
 // syncParents makes the entries of dir and of its ancestors up to root durable in their
 // parent folders (MkdirAll does not), stopping at the first folder already known durable.
+// Root itself and the ancestors the first Put created for it (those below base) count too.
 // Without it a crash could lose a new folder, and with it objects that Put reported durable.
 func (b *Bucket) syncParents(dir string) error {
 	var chain []string
-	for d := dir; d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
+	for d := dir; d != b.base && strings.HasPrefix(d, b.base); d = filepath.Dir(d) {
 		if _, ok := b.durable.Load(d); ok {
 			break
 		}

@@ -2,8 +2,12 @@ package filestore
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -67,4 +71,71 @@ func TestPutSyncsNewFolders(t *testing.T) {
 	expect("deletes")
 	put("a/b/c/x")
 	expect("the chain again after deletes removed it", "a/b/c", "a/b", "a", ".")
+}
+
+// TestMissingRootIsCreatedByTheFirstPut: New creates nothing (a mistyped root given to a
+// read-only command leaves no folder behind); the missing root reads as an empty bucket;
+// the first Put creates it and fsyncs the entries of root and of the ancestors it created.
+func TestMissingRootIsCreatedByTheFirstPut(t *testing.T) {
+	top := t.TempDir()
+	root := filepath.Join(top, "new", "store")
+	b, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := os.Stat(filepath.Join(top, "new")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("New created folders: stat %v", err)
+	}
+	if _, err := b.Get(ctx, "runs/r/x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Get on a missing root: %v, want ErrNotFound", err)
+	}
+	if _, err := b.Stat(ctx, "x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Stat on a missing root: %v, want ErrNotFound", err)
+	}
+	var keys []string
+	for _, prefix := range []string{"", "runs/"} {
+		if err := b.Iter(ctx, prefix, func(k string) error { keys = append(keys, k); return nil }); err != nil {
+			t.Fatalf("Iter %q on a missing root: %v", prefix, err)
+		}
+	}
+	if len(keys) != 0 {
+		t.Fatalf("Iter on a missing root listed %q", keys)
+	}
+	if err := b.Delete(ctx, "x"); err != nil {
+		t.Fatalf("Delete on a missing root: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(top, "new")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("reads created folders: stat %v", err)
+	}
+
+	var synced []string
+	orig := syncDir
+	syncDir = func(dir string) error {
+		rel, err := filepath.Rel(top, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Errorf("synced %s, outside %s", dir, top)
+		}
+		synced = append(synced, filepath.ToSlash(rel))
+		return orig(dir)
+	}
+	t.Cleanup(func() { syncDir = orig })
+	if err := storage.PutBytes(ctx, b, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(synced)
+	if want := []string{".", "new", "new/store"}; !slices.Equal(synced, want) {
+		t.Fatalf("first Put synced %q, want %q (the object's folder, then each new folder's parent)", synced, want)
+	}
+	if got, err := storage.ReadAll(ctx, b, "k"); err != nil || string(got) != "v" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+
+	file := filepath.Join(top, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(filepath.Join(file, "store")); err == nil || !strings.Contains(err.Error(), "is not a folder") {
+		t.Fatalf("New under a regular file: %v, want an error naming it", err)
+	}
 }
