@@ -23,15 +23,16 @@ FILE is JSONL (one JSON object per line; .jsonl, .ndjson, .json) or Parquet (.pa
 
 ` + columnHelp() + `
 Defaults: sample = the index of the traj_uid within its uid in first-seen order (give it on
-every row or on none), task_id = uid, data_source = "imported", model = the agent's model in the config (agents.<agent>.model), else the agent name,
-episode_reward = score, valid = true, policy_version = 0. Unknown columns are ignored; a JSON
-null is an absent field. Example JSONL line:
+every row or on none), task_id = uid, data_source = "imported", model = the agent's model in
+the config (agents.<agent>.model), else the agent name, episode_reward = score, valid = true,
+policy_version = 0. Unknown columns are ignored; a JSON null is an absent field. Example
+JSONL line:
 
   {"uid":"q17","traj_uid":"q17-s0","agent":"solver","step":0,"score":1.0,"response_text":"42"}
 
 The whole file is checked before anything is written: non-finite scores, empty uid or agent,
 duplicate (traj_uid, step, agent), a traj_uid under two uids, response_logprobs whose length is
-not that of response_ids, wrong types, missing columns. Every problem is listed (the first 20)
+not that of response_ids, wrong types, missing columns, a field given twice on a JSONL line. Every problem is listed (the first 20)
 with the JSONL line (from 1) or Parquet row (from 0), and on any problem nothing is written.
 
 Rows are sorted by (uid, sample, step, agent in first-seen order) and split into --parts parts

@@ -12,7 +12,8 @@ import (
 )
 
 // readJSONL decodes one JSON object per line. Blank lines are skipped; unknown fields are
-// ignored; null is the same as an absent field; a leading UTF-8 byte order mark is skipped. Problems name the line (from 1).
+// ignored; null is the same as an absent field; a field given twice on a line is an error;
+// a leading UTF-8 byte order mark is skipped. Problems name the line (from 1).
 func readJSONL(ctx context.Context, data []byte, cols []column, p *problems, c *checker) ([]rec, error) {
 	var recs []rec
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
@@ -70,24 +71,73 @@ func readJSONL(ctx context.Context, data []byte, cols []column, p *problems, c *
 	return recs, nil
 }
 
+// decodeObject decodes one line's object field by field, so that a field given twice
+// (`{"uid":"u","uid":"v"}`, which encoding/json would silently resolve to the last) is an
+// error rather than a guess. Values are decoded whole, with numbers as json.Number.
 func decodeObject(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) && (bytes.Contains(b, []byte("NaN")) || bytes.Contains(b, []byte("Infinity"))) {
-			return nil, fmt.Errorf("invalid JSON: %v (NaN and Infinity are not JSON, and a non-finite value cannot be imported)", err)
-		}
-		return nil, fmt.Errorf("invalid JSON: %v", err)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, invalidJSON(b, err)
 	}
-	if m == nil {
+	if tok == nil {
 		return nil, errors.New("want a JSON object, got null")
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("invalid JSON: want an object, got %s", describeToken(tok))
+	}
+	m := make(map[string]any)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, invalidJSON(b, err)
+		}
+		key := tok.(string) // inside an object the decoder yields only string keys
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, invalidJSON(b, err)
+		}
+		if _, dup := m[key]; dup {
+			return nil, fmt.Errorf("field %q is given twice", key)
+		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, invalidJSON(b, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("invalid JSON: more than one value on the line")
 	}
 	return m, nil
+}
+
+func invalidJSON(b []byte, err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && (bytes.Contains(b, []byte("NaN")) || bytes.Contains(b, []byte("Infinity"))) {
+		return fmt.Errorf("invalid JSON: %v (NaN and Infinity are not JSON, and a non-finite value cannot be imported)", err)
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// describeToken names the first token of a line that is not an object.
+func describeToken(tok json.Token) string {
+	switch x := tok.(type) {
+	case json.Delim:
+		if x == '[' {
+			return "an array"
+		}
+		return fmt.Sprintf("%q", string(x))
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 // describe names a decoded JSON value for an error message.
