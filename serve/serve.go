@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -38,7 +39,11 @@ const (
 	DefaultMaxBatch  = 64
 	DefaultPoll      = 3 * time.Second
 	DefaultMaxTokens = 16 // as vLLM and OpenAI
-	maxRequestBody   = 64 << 20
+	// DefaultBodyTimeout bounds the reading of one request's body; DefaultIdleTimeout
+	// closes a keep-alive connection that sends nothing for that long.
+	DefaultBodyTimeout = 30 * time.Second
+	DefaultIdleTimeout = 2 * time.Minute
+	maxRequestBody     = 64 << 20
 )
 
 // Options configure a Server.
@@ -56,6 +61,11 @@ type Options struct {
 	MaxBatch int
 	// Poll is how often LATEST is checked (default 3 s; < 0 = never).
 	Poll time.Duration
+	// BodyTimeout is how long a client may take to send a request's body once its header
+	// arrived (default DefaultBodyTimeout); a slower one gets 408 and its connection is
+	// closed, so a client that sends slowly cannot hold a handler. It does not limit the
+	// generation or the response.
+	BodyTimeout time.Duration
 	// Logf receives one-line notices (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -99,6 +109,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.Poll == 0 {
 		o.Poll = DefaultPoll
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -179,7 +192,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.poll(ctx) }()
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would bound the whole exchange, generation
+	// included; the body gets its own deadline (readRequest).
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: DefaultIdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.o.Logf("serve: model %s (checkpoint step %d of run %s) as %q on http://%s", s.o.Model, s.Version(), s.o.Run, s.o.Name, ln.Addr())
@@ -350,11 +365,39 @@ func badRequest(format string, args ...any) *httpError {
 	return &httpError{http.StatusBadRequest, "BadRequestError", fmt.Sprintf(format, args...)}
 }
 
+// readRequest reads the JSON body within BodyTimeout, then lifts the read deadline so that
+// it cannot end the connection in mid-generation (net/http also clears it when the body is
+// read to its end; lifting it here does not depend on that).
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, req any) *httpError {
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout)) == nil
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if deadline && err == nil { // on an error the deadline stays, to end the connection
+		err = rc.SetReadDeadline(time.Time{})
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		w.Header().Set("Connection", "close")
+		return &httpError{http.StatusRequestTimeout, "RequestTimeoutError",
+			fmt.Sprintf("request body not received within %s", s.o.BodyTimeout)}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return &httpError{http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+	}
+	if err != nil {
+		return badRequest("reading the request: %v", err)
+	}
+	if err := json.Unmarshal(body, req); err != nil {
+		return badRequest("malformed JSON request: %v", err)
+	}
+	return nil
+}
+
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var req openai.CompletionRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON request: "+err.Error(), "BadRequestError")
+	if herr := s.readRequest(w, r, &req); herr != nil {
+		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
 	p := s.cur.Load()

@@ -519,3 +519,59 @@ func TestNewErrors(t *testing.T) {
 		t.Fatalf("unknown model: %v", err)
 	}
 }
+
+// TestSlowBodyGetsATimeout: a client that sends its header and then trickles (or stops
+// sending) the body gets 408 after BodyTimeout instead of holding a handler for ever; and the
+// body's deadline is lifted once the body is read, so a request answered after more than
+// BodyTimeout (here held by a long batching window) still gets its 200.
+func TestSlowBodyGetsATimeout(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	const bodyTimeout = 300 * time.Millisecond
+	_, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, BodyTimeout: bodyTimeout, Window: 4 * bodyTimeout})
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: drmas\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\":")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	raw, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the server did not close the slow connection after answering: %v (read %q)", err, raw)
+	}
+	if !strings.HasPrefix(string(raw), "HTTP/1.1 408 ") || !strings.Contains(string(raw), "request body not received within 300ms") {
+		t.Fatalf("slow body: got %q, want 408 naming the timeout", raw)
+	}
+	if d := time.Since(start); d < bodyTimeout {
+		t.Fatalf("answered after %s, before the %s body timeout", d, bodyTimeout)
+	}
+
+	start = time.Now()
+	status, m := post(t, url+"/v1/completions", map[string]any{"prompt": []int{257, 1}, "max_tokens": 2})
+	if status != http.StatusOK || len(m["choices"].([]any)) != 1 {
+		t.Fatalf("request answered after the window: status %d, %v", status, m)
+	}
+	if d := time.Since(start); d < 4*bodyTimeout {
+		t.Fatalf("answered after %s: the window (%s) did not hold it past the body timeout, so the test shows nothing", d, 4*bodyTimeout)
+	}
+}
+
+// TestOversizedBody: a body over the 64 MiB cap is refused with 413, not read on.
+func TestOversizedBody(t *testing.T) {
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	_, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run})
+	body := bytes.Repeat([]byte(" "), 64<<20+1)
+	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), "request body over 67108864 bytes") {
+		t.Fatalf("oversized body: %d %s", resp.StatusCode, raw)
+	}
+}
