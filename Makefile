@@ -1,5 +1,9 @@
 # drmas — common tasks. `make test` is the test command CI runs (.ci/run).
 GO       ?= go
+# bash with pipefail: `go test -json … | testreport` fails when go test fails, even if the
+# report were to miss it.
+SHELL    := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas

@@ -173,7 +173,9 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 	return fmt.Errorf("update LATEST: committed steps kept changing")
 }
 
-// Steps lists the committed steps of run in increasing order.
+// Steps lists the committed steps of run in increasing order. Only folders named as
+// CheckpointDir names them count: a manifest under another spelling of a step ("step=5",
+// "step=+5" next to "step=000005") is not a checkpoint LoadStep or Retain would find.
 func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
 	prefix := commit.CheckpointsDir(run) + "/"
 	var steps []int64
@@ -181,7 +183,7 @@ func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
 		rest := strings.TrimPrefix(key, prefix)
 		el, file, ok := strings.Cut(rest, "/")
 		if ok && file == commit.ManifestName {
-			if s, ok := commit.ParseStepDir(el); ok {
+			if s, ok := commit.ParseStepDir(el); ok && prefix+el == commit.CheckpointDir(run, s) {
 				steps = append(steps, s)
 			}
 		}

@@ -187,3 +187,33 @@ func TestSetLatestRaceSettlesOnNewest(t *testing.T) {
 		}
 	}
 }
+
+// TestStepsIgnoresOtherSpellings: a manifest in a folder that spells a step otherwise than
+// CheckpointDir ("step=1", "step=+2": a copy by hand) is not a step. It used to be listed
+// beside the real one, so Steps named step 1 twice, Retain "deleted" it twice (the stray folder
+// stayed), and Load could try a step whose folder it then did not find.
+func TestStepsIgnoresOtherSpellings(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 3; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, 1), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := storage.ReadAll(ctx, b, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, el := range []string{"step=1", "step=+2", "step=0000001"} {
+		if err := storage.PutBytes(ctx, b, path.Join(commit.CheckpointsDir("r"), el, commit.ManifestName), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, err := checkpoints.Steps(ctx, b, "r")
+	if err != nil || len(steps) != 3 || steps[0] != 0 || steps[1] != 1 || steps[2] != 2 {
+		t.Fatalf("steps %v %v; want [0 1 2]", steps, err)
+	}
+	if deleted, err := checkpoints.Retain(ctx, b, "r", 1); err != nil || len(deleted) != 1 || deleted[0] != 1 {
+		t.Fatalf("retain deleted %v %v; want [1]", deleted, err)
+	}
+}

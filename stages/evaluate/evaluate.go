@@ -6,14 +6,17 @@ package evaluate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/shards"
@@ -27,13 +30,17 @@ import (
 type Options struct {
 	Step int64 // stages.LatestStep: the newest usable checkpoint
 	// Train evaluates on tasks.eval_size prompts of the training split instead of the held-out
-	// split: the in-distribution check that RL improves what it trains on. Written under
-	// eval-train/step=N/.
+	// split: the in-distribution check that RL improves what it trains on. With a tasks.source
+	// file that is the file's first tasks.eval_size tasks (the prompts the first iterations
+	// train on), otherwise the generator's training split. Written under eval-train/step=N/.
 	Train bool
 }
 
 // ResultRow is one row of eval/step=N/results.parquet. DataSource "all" aggregates every
-// prompt.
+// prompt. AvgAtK is the mean over prompts of the share of their K samples that succeeded
+// (reward > 0.5); PassAtK is the share of prompts with at least one success among their K
+// samples: with exactly K samples per prompt this equals the unbiased estimator of Chen et al.
+// (2021), 1 − C(n−c, k)/C(n, k) (workflows.PassAtK).
 type ResultRow struct {
 	Step       int64   `parquet:"step"`
 	Workflow   string  `parquet:"workflow,dict"`
@@ -65,51 +72,62 @@ const (
 	PromptsFile = "prompts.parquet"
 )
 
-// Run evaluates one checkpoint; an evaluation already committed is read back, not redone.
+// Run evaluates one checkpoint; an evaluation already committed is read back, not redone. One
+// committed with other settings (evaluate.k, temperature, top_p, tasks.eval_size, split) is
+// an error matching commit.ErrConflict, not a result for this config, and a committed
+// evaluation that does not read back (a damaged file, a store error) is an error: its files
+// are never rewritten.
 func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	cfg := env.Config
 	b := env.Bucket
+	evalDir := commit.EvalDir
+	split := "eval"
+	if o.Train {
+		evalDir, split = commit.TrainEvalDir, "train"
+	}
+	wf, err := stages.Workflow(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tasks := stages.EvalTasks(cfg, wf)
+	if o.Train {
+		if tasks, err = trainSplitTasks(cfg, wf); err != nil {
+			return nil, err
+		}
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
+	}
+	k := cfg.Evaluate.K
+	params := map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
+		"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split}
+	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
+	// itself may since have been removed by retention). Without a readable LATEST, LoadPolicy
+	// picks the step: it falls back to the newest usable one, and external models need none.
 	step := o.Step
 	if step < 0 {
-		latest, err := checkpoints.ReadLatest(ctx, b, cfg.Run)
-		if err != nil {
-			return nil, fmt.Errorf("evaluate: %w", err)
+		if latest, err := checkpoints.ReadLatest(ctx, b, cfg.Run); err == nil {
+			step = latest
 		}
-		step = latest
 	}
-	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
-	// itself may since have been removed by retention).
-	evalDir := commit.EvalDir
-	if o.Train {
-		evalDir = commit.TrainEvalDir
-	}
-	if rows, _, err := Read(ctx, b, evalDir(cfg.Run, step)); err == nil {
-		return rows, nil
+	if step >= 0 {
+		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params); ok || err != nil {
+			return rows, err
+		}
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	dir := evalDir(cfg.Run, set.Step)
-	wf, err := stages.Workflow(cfg)
-	if err != nil {
-		return nil, err
+	if set.Step != step {
+		if rows, ok, err := readBack(ctx, b, dir, params); ok || err != nil {
+			return rows, err
+		}
 	}
 	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
 		return nil, err
-	}
-	tasks := stages.EvalTasks(cfg, wf)
-	if o.Train {
-		tasks = wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize)
-	}
-	if len(tasks) == 0 {
-		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
-	}
-	k := cfg.Evaluate.K
-	split := "eval"
-	if o.Train {
-		split = "train"
 	}
 	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
 	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
@@ -148,12 +166,50 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
 		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows) + len(prompts)), Files: []commit.File{f, pf},
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
-		Params: map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
-			"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split},
+		Params: params,
 	}); err != nil {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// trainSplitTasks returns the prompts of a training-split evaluation: the first
+// tasks.eval_size tasks of the tasks.source file, or of the generator's training split.
+func trainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
+	if src := cfg.Tasks.Source; src != "" && src != "generator" {
+		all, err := workflows.LoadTasks(src)
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: tasks.source: %w", err)
+		}
+		return all[:min(cfg.Tasks.EvalSize, len(all))], nil
+	}
+	return wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize), nil
+}
+
+// readBack reads the evaluation committed in dir; ok is false when dir is not committed. An
+// evaluation committed with other params than these is an error matching commit.ErrConflict
+// (params an older drmas did not record are not compared).
+func readBack(ctx context.Context, b storage.Bucket, dir string, params map[string]string) (rows []ResultRow, ok bool, err error) {
+	m, _, err := commit.Read(ctx, b, dir)
+	if errors.Is(err, commit.ErrNotCommitted) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, fmt.Errorf("evaluate: %w", err)
+	}
+	var diff []string
+	for _, key := range stages.SortedKeys(params) {
+		if have, ok := m.Params[key]; ok && have != params[key] {
+			diff = append(diff, fmt.Sprintf("%s %s (this config: %s)", key, have, params[key]))
+		}
+	}
+	if len(diff) > 0 {
+		return nil, false, fmt.Errorf("evaluate: %s is already committed with %s: evaluate under another --run, or delete the folder: %w",
+			dir, strings.Join(diff, ", "), commit.ErrConflict)
+	}
+	if rows, err = readTable[ResultRow](ctx, b, dir, m, ResultsFile); err != nil {
+		return nil, false, fmt.Errorf("evaluate: committed evaluation does not read back: %w", err)
+	}
+	return rows, true, nil
 }
 
 // Read returns the per-source results of the committed evaluation in dir, and the sha256 of

@@ -2,12 +2,19 @@ package evaluate_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
+	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -127,6 +134,42 @@ func TestTrainSplitEvaluation(t *testing.T) {
 	}
 }
 
+// TestTrainSplitEvaluationOfADataset: a run that trains on a tasks.source file is checked
+// in-distribution on that file's prompts (its first tasks.eval_size), not on generated ones it
+// never saw.
+func TestTrainSplitEvaluationOfADataset(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	var lines []byte
+	for i := range 6 {
+		lines = fmt.Appendf(lines, `{"id": "d%d", "question": "%d+1", "answer": "%d", "data_source": "mine"}`+"\n", i, i, i+1)
+	}
+	cfg.Tasks.Source = filepath.Join(t.TempDir(), "mine.jsonl")
+	if err := os.WriteFile(cfg.Tasks.Source, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0, Train: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].DataSource != "all" && rows[0].DataSource != "mine" {
+		t.Fatalf("train-split evaluation of a dataset run measured source %q", rows[0].DataSource)
+	}
+	prompts := readPrompts(t, env.Bucket, commit.TrainEvalDir("t", 0))
+	if len(prompts) != cfg.Tasks.EvalSize {
+		t.Fatalf("%d prompts, want tasks.eval_size %d", len(prompts), cfg.Tasks.EvalSize)
+	}
+	for i, p := range prompts {
+		if p.TaskID != fmt.Sprintf("d%d", i) || p.DataSource != "mine" || p.Question != fmt.Sprintf("%d+1", i) {
+			t.Fatalf("prompt %d is %+v, want task d%d of %s", i, p, i, cfg.Tasks.Source)
+		}
+	}
+}
+
 // readPrompts reads the per-prompt rows of the evaluation committed in dir, after checking that
 // its manifest lists both files.
 func readPrompts(t *testing.T, b storage.Bucket, dir string) []evaluate.PromptRow {
@@ -161,5 +204,90 @@ func TestPairedDelta(t *testing.T) {
 	}
 	if d := evaluate.PairedDelta(from, nil); d.Prompts != 0 || d.Delta != 0 {
 		t.Fatalf("no pairs: %+v", d)
+	}
+}
+
+// TestRerunNeverReusesOrRewritesOtherSettings: a committed evaluation is read back only for the
+// settings it was made with; with others (here evaluate.k) the rerun is a conflict, not the old
+// k's numbers under the new config. A committed evaluation that does not read back is an error,
+// and its files are left as they are (a rerun used to evaluate again and overwrite them, tearing
+// the intact prompts.parquet away from the manifest).
+func TestRerunNeverReusesOrRewritesOtherSettings(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0}); err != nil {
+		t.Fatal(err)
+	}
+	env.Config.Evaluate.K = 4
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: stages.LatestStep})
+	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "k 2 (this config: 4)") {
+		t.Fatalf("rerun with k 4 over an evaluation with k 2: rows %+v, err %v; want a conflict naming k", rows, err)
+	}
+
+	// Damage results.parquet: a rerun (with the same settings, or others) reports it and leaves
+	// prompts.parquet intact.
+	dir := commit.EvalDir("t", 0)
+	key := path.Join(dir, evaluate.ResultsFile)
+	data, err := storage.ReadAll(ctx, env.Bucket, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := storage.PutBytes(ctx, env.Bucket, key, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{2, 3} {
+		env.Config.Evaluate.K = k
+		_, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+		if err == nil || (k == 2 && !strings.Contains(err.Error(), evaluate.ResultsFile)) {
+			t.Fatalf("k %d: rerun over a damaged committed evaluation: %v; want an error (naming %s at k 2)", k, err, evaluate.ResultsFile)
+		}
+	}
+	readPrompts(t, env.Bucket, dir)
+}
+
+// TestEvaluateLatestWithExternalModels: with every model served elsewhere there is no checkpoint
+// and no LATEST; evaluating "the latest step" (the CLI default) evaluates step 0, as rollout
+// does, instead of failing with "no checkpoint". The server is drmas's own, serving another
+// run's warm-up.
+func TestEvaluateLatestWithExternalModels(t *testing.T) {
+	ctx := context.Background()
+	src := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(ctx, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	cfg := stagetest.Config(t, "math")
+	cfg.Run = "ext"
+	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: "http://" + ln.Addr().String() + "/v1", Model: "m1"}}}
+	if err := cfg.Validate(); err != nil || !cfg.Models["m1"].External() {
+		t.Fatalf("external config: %v", err)
+	}
+	env := stagetest.Env(t, cfg)
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: stages.LatestStep})
+	if err != nil || len(rows) == 0 || rows[0].Step != 0 {
+		t.Fatalf("evaluate LATEST with external models: %+v %v", rows, err)
+	}
+	if ok, err := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir("ext", 0)); err != nil || !ok {
+		t.Fatalf("evaluation of step 0 not committed: %v", err)
 	}
 }
