@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -17,6 +18,33 @@ type AdamWConfig struct {
 // DefaultAdamWConfig: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01.
 func DefaultAdamWConfig() AdamWConfig {
 	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+}
+
+// Validate reports every out-of-range hyper-parameter at once (errors.Join):
+// lr and weight_decay must be finite and ≥ 0, beta1 and beta2 in [0, 1),
+// eps finite and > 0. (beta = 1 would divide by a zero bias correction, a
+// negative second-moment decay or eps would take square roots of negative
+// numbers: either turns every weight into NaN or Inf.)
+func (c AdamWConfig) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("adamw config: "+format, a...)) }
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if !finite(c.LR) || c.LR < 0 {
+		bad("lr %v must be finite and ≥ 0", c.LR)
+	}
+	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
+		bad("beta1 %v out of range [0, 1)", c.Beta1)
+	}
+	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
+		bad("beta2 %v out of range [0, 1)", c.Beta2)
+	}
+	if !finite(c.Eps) || c.Eps <= 0 {
+		bad("eps %v must be finite and > 0", c.Eps)
+	}
+	if !finite(c.WeightDecay) || c.WeightDecay < 0 {
+		bad("weight_decay %v must be finite and ≥ 0", c.WeightDecay)
+	}
+	return errors.Join(errs...)
 }
 
 // AdamW is decoupled-weight-decay Adam (Loshchilov & Hutter) with bias
@@ -83,10 +111,15 @@ func (o *AdamW) Moments() (mom, vel []float32) { return o.mom, o.vel }
 // Model returns the model the optimizer updates.
 func (o *AdamW) Model() *Model { return o.m }
 
-// Step applies one update with gradients g (configs must match).
+// Step applies one update with gradients g (configs must match). It
+// returns an error, changing nothing, when the hyper-parameters fail
+// AdamWConfig.Validate.
 func (o *AdamW) Step(g *Grads) error {
 	if g.cfg != o.m.cfg {
 		return fmt.Errorf("model: AdamW.Step: grads do not match the model config")
+	}
+	if err := o.AdamWConfig.Validate(); err != nil {
+		return fmt.Errorf("model: AdamW.Step: %w", err)
 	}
 	s := o.Advance()
 	b1, b2, stepSize, invBc2, eps := s.B1, s.B2, s.StepSize, s.InvBc2, s.Eps

@@ -2,9 +2,12 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strings"
 )
 
 // Metadata keys used in checkpoints.
@@ -38,13 +41,28 @@ func configFromFile(f *SafetensorsFile) (Config, error) {
 		return Config{}, fmt.Errorf("model: checkpoint has no %q metadata", MetaModelConfig)
 	}
 	var cfg Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	if err := decodeStrict(raw, &cfg); err != nil {
 		return Config{}, fmt.Errorf("model: bad %q metadata: %w", MetaModelConfig, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// decodeStrict decodes one JSON value from s into v, refusing unknown keys
+// (a misspelt key would otherwise silently leave its field at zero) and
+// trailing data.
+func decodeStrict(s string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
 }
 
 // checkLayout verifies, before anything is allocated, that f holds exactly
@@ -73,7 +91,10 @@ func checkLayout(f *SafetensorsFile, specs []paramSpec, prefix string, extra ...
 	return nil
 }
 
-func readInto(f *SafetensorsFile, name string, dst []float32) error {
+// readInto reads the named tensor into dst. Every element must be finite
+// (and ≥ 0 with nonNegative): a NaN or Inf weight or moment would turn every
+// later output or update into NaN.
+func readInto(f *SafetensorsFile, name string, dst []float32, nonNegative bool) error {
 	v, err := f.Float32s(name, nil)
 	if err != nil {
 		return err
@@ -81,13 +102,22 @@ func readInto(f *SafetensorsFile, name string, dst []float32) error {
 	if len(v) != len(dst) {
 		return fmt.Errorf("model: tensor %q has %d elements, want %d", name, len(v), len(dst))
 	}
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("model: tensor %q: element %d is %v, want a finite value", name, i, x)
+		}
+		if nonNegative && x < 0 {
+			return fmt.Errorf("model: tensor %q: element %d is %v, want ≥ 0", name, i, x)
+		}
+	}
 	copy(dst, v)
 	return nil
 }
 
 // LoadModel reads a checkpoint written by SaveSafetensors. The config comes
-// from the metadata; every parameter must be present as F32 with the right
-// shape and no other tensor may be present.
+// from the metadata (unknown keys are an error); every parameter must be
+// present as F32 with the right shape and finite values, and no other tensor
+// may be present.
 func LoadModel(r io.ReaderAt, size int64) (*Model, error) {
 	f, err := ReadSafetensors(r, size)
 	if err != nil {
@@ -102,7 +132,7 @@ func LoadModel(r io.ReaderAt, size int64) (*Model, error) {
 	}
 	m := newModel(cfg)
 	for i, s := range m.specs {
-		if err := readInto(f, s.name, m.parts[i]); err != nil {
+		if err := readInto(f, s.name, m.parts[i], false); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +164,9 @@ func (o *AdamW) SaveSafetensors(w io.Writer) error {
 }
 
 // LoadAdamW restores optimizer state saved by (*AdamW).SaveSafetensors for
-// model m (whose config must match the one recorded).
+// model m (whose config must match the one recorded). The hyper-parameters
+// must pass AdamWConfig.Validate (unknown keys are an error), the moments
+// must be finite and the second moments ≥ 0.
 func LoadAdamW(m *Model, r io.ReaderAt, size int64) (*AdamW, error) {
 	f, err := ReadSafetensors(r, size)
 	if err != nil {
@@ -147,8 +179,15 @@ func LoadAdamW(m *Model, r io.ReaderAt, size int64) (*AdamW, error) {
 	if cfg != m.cfg {
 		return nil, fmt.Errorf("model: optimizer state is for config %+v, model has %+v", cfg, m.cfg)
 	}
+	raw, ok := f.Metadata[MetaAdamWConfig]
+	if !ok {
+		return nil, fmt.Errorf("model: optimizer state has no %q metadata", MetaAdamWConfig)
+	}
 	var ac AdamWConfig
-	if err := json.Unmarshal([]byte(f.Metadata[MetaAdamWConfig]), &ac); err != nil {
+	if err := decodeStrict(raw, &ac); err != nil {
+		return nil, fmt.Errorf("model: bad %q metadata: %w", MetaAdamWConfig, err)
+	}
+	if err := ac.Validate(); err != nil {
 		return nil, fmt.Errorf("model: bad %q metadata: %w", MetaAdamWConfig, err)
 	}
 	specs := make([]paramSpec, 0, 2*len(m.specs))
@@ -173,10 +212,10 @@ func LoadAdamW(m *Model, r io.ReaderAt, size int64) (*AdamW, error) {
 	off := 0
 	for _, s := range m.specs {
 		n := prod(s.shape)
-		if err := readInto(f, "m."+s.name, o.mom[off:off+n]); err != nil {
+		if err := readInto(f, "m."+s.name, o.mom[off:off+n], false); err != nil {
 			return nil, err
 		}
-		if err := readInto(f, "v."+s.name, o.vel[off:off+n]); err != nil {
+		if err := readInto(f, "v."+s.name, o.vel[off:off+n], true); err != nil {
 			return nil, err
 		}
 		off += n

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Config sets the transformer's sizes.
@@ -22,7 +23,7 @@ const (
 	MaxContext = 1 << 16
 	MaxDim     = 1 << 14
 	MaxLayers  = 256
-	MaxParams  = 1 << 31 // total float32 parameters
+	MaxParams  = 1 << 31 // total float32 parameters (and at most MaxInt/4 bytes' worth)
 )
 
 // DefaultConfig returns the documented defaults: Vocab=VocabSize,
@@ -59,18 +60,23 @@ func (c Config) Validate() error {
 		bad("ff_mult %d out of range [1, 64]", c.FFMult)
 	}
 	if len(errs) == 0 {
-		if n := c.NumParams(); n > MaxParams {
-			bad("%d parameters exceed the limit %d", n, MaxParams)
+		if n := c.NumParams(); n > MaxParams || n > math.MaxInt/4 {
+			bad("%d parameters exceed the limit %d", n, min(int64(MaxParams), math.MaxInt/4))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// NumParams is the number of float32 parameters a model with c has.
+// NumParams is the number of float32 parameters a model with c has
+// (computed in int64: no overflow where int is 32 bits).
 func (c Config) NumParams() int64 {
 	var n int64
 	for _, s := range paramSpecs(c) {
-		n += int64(prod(s.shape))
+		p := int64(1)
+		for _, d := range s.shape {
+			p *= int64(d)
+		}
+		n += p
 	}
 	return n
 }

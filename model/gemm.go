@@ -20,9 +20,19 @@ type GEMM interface {
 	Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
 }
 
-// GonumGEMM is the default kernel: gonum.org/v1/gonum/blas/gonum (pure Go,
-// parallel across GOMAXPROCS for large products).
+// GonumGEMM is the portable kernel: gonum.org/v1/gonum/blas/gonum (pure Go,
+// with SSE assembly on amd64). gonum computes a product of fewer than four
+// 64×64 blocks of C serially, each element one sequential chain over all of
+// k, but a larger one in parallel with k split into blocks of 64, which
+// rounds differently: the same row of A would give different bits depending
+// on m. GonumGEMM therefore hands gonum tiles of at most 64×64 (always its
+// serial path) and runs the tiles concurrently itself, so that it keeps the
+// GEMM contract.
 type GonumGEMM struct{}
+
+// gonumTile is gonum's block size: a tile of at most gonumTile×gonumTile
+// is computed by gonum's serial path.
+const gonumTile = 64
 
 func tr(t bool) blas.Transpose {
 	if t {
@@ -33,7 +43,37 @@ func tr(t bool) blas.Transpose {
 
 // Sgemm implements GEMM.
 func (GonumGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	gblas.Implementation{}.Sgemm(tr(transA), tr(transB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	impl := gblas.Implementation{}
+	if m <= gonumTile && n <= gonumTile || k <= 0 || alpha == 0 {
+		// One tile, or no products (C is only scaled by beta).
+		impl.Sgemm(tr(transA), tr(transB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if m <= 0 || n <= 0 {
+		return
+	}
+	tilesN := (n + gonumTile - 1) / gonumTile
+	tiles := (m + gonumTile - 1) / gonumTile * tilesN
+	tile := func(t int) {
+		i0, j0 := t/tilesN*gonumTile, t%tilesN*gonumTile
+		mi, nj := min(gonumTile, m-i0), min(gonumTile, n-j0)
+		ao, bo := i0*lda, j0 // offsets of the tile's operands
+		if transA {
+			ao = i0
+		}
+		if transB {
+			bo = j0 * ldb
+		}
+		as, bs := a[ao:], b[bo:]
+		impl.Sgemm(tr(transA), tr(transB), mi, nj, k, alpha, as, lda, bs, ldb, beta, c[i0*ldc+j0:], ldc)
+	}
+	if 2*m*n*k < 1<<20 || workers() == 1 {
+		for t := 0; t < tiles; t++ {
+			tile(t)
+		}
+		return
+	}
+	parallelTasks(tiles, func(_, t int) { tile(t) })
 }
 
 // DefaultGEMM is the kernel New, Clone and LoadModel install: BlockedGEMM

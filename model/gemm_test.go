@@ -114,11 +114,19 @@ func TestGEMMRowIndependence(t *testing.T) {
 	}
 }
 
-// TestGEMMRowIndependenceLayouts: the same for every transpose combination
-// and shapes that split C by columns too (few row blocks).
+// TestGEMMRowIndependenceLayouts: the same for every kernel, every transpose
+// combination and shapes that split C by columns too (few row blocks), or
+// that gonum computes serially for few rows but in parallel (k split in
+// blocks) for many ({300, 32, 128}).
 func TestGEMMRowIndependenceLayouts(t *testing.T) {
+	for name, g := range map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}} {
+		t.Run(name, func(t *testing.T) { testRowIndependenceLayouts(t, g) })
+	}
+}
+
+func testRowIndependenceLayouts(t *testing.T, g GEMM) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}} {
+	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}, {300, 32, 128}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
@@ -138,7 +146,7 @@ func TestGEMMRowIndependenceLayouts(t *testing.T) {
 					ldb = k
 				}
 				full := make([]float32, m*n)
-				BlockedGEMM{}.Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, full, n)
+				g.Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, full, n)
 				for _, sub := range [][2]int{{0, 1}, {5, 7}, {13, 40}, {m - 1, m}} {
 					rows := sub[1] - sub[0]
 					off := sub[0] * lda
@@ -146,7 +154,7 @@ func TestGEMMRowIndependenceLayouts(t *testing.T) {
 						off = sub[0]
 					}
 					part := make([]float32, rows*n)
-					BlockedGEMM{}.Sgemm(ta, tb, rows, n, k, 1, a[off:], lda, b, ldb, 0, part, n)
+					g.Sgemm(ta, tb, rows, n, k, 1, a[off:], lda, b, ldb, 0, part, n)
 					for i := 0; i < rows*n; i++ {
 						if math.Float32bits(part[i]) != math.Float32bits(full[sub[0]*n+i]) {
 							t.Fatalf("%v ta=%v tb=%v: rows %v differ from the full product", s, ta, tb, sub)

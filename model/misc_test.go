@@ -172,3 +172,64 @@ func TestAdamWDecayMask(t *testing.T) {
 		t.Fatal("Steps")
 	}
 }
+
+// TestAdamWStepValidates: hyper-parameters that would turn every weight into
+// NaN or Inf (beta1 = 1 divides by a zero bias correction) are refused and
+// nothing changes.
+func TestAdamWStepValidates(t *testing.T) {
+	m, _ := New(tinyConfig(false), 4)
+	before := m.Clone()
+	opt := NewAdamW(m, DefaultAdamWConfig())
+	opt.Beta1 = 1
+	opt.LR = math.NaN()
+	g := m.NewGrads()
+	g.buf[0] = 1
+	err := opt.Step(g)
+	if err == nil || !strings.Contains(err.Error(), "beta1 1 out of range") || !strings.Contains(err.Error(), "lr NaN") {
+		t.Fatalf("Step: error %v, want beta1 and lr named", err)
+	}
+	if opt.Steps != 0 || !slices.Equal(m.buf, before.buf) {
+		t.Fatal("a refused step changed the model or the step count")
+	}
+	if err := DefaultAdamWConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEntropyBoundedAtTinyTemperature: the entropy is in [0, log V] at any
+// temperature. The clamped exp floors improbable tokens at 2^-126, and that
+// floor times a scaled log-prob of -1e37 used to give entropies of 70 nats
+// and more; the entropy gradient was inflated the same way.
+func TestEntropyBoundedAtTinyTemperature(t *testing.T) {
+	m, _ := New(tinyConfig(true), 1)
+	randomizeParams(m, 2, 0.3)
+	seqs := gradCheckSeqs()
+	for _, temp := range []float32{1e-6, 1e-30, 1e-37, 1e-40} {
+		p, err := m.Forward(seqs, temp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, en := range p.Entropy() {
+			for j, h := range en {
+				if !(h >= 0 && h <= float32(math.Log(VocabSize))) {
+					t.Fatalf("T=%g: entropy[%d][%d] = %v, want within [0, log %d]", temp, i, j, h, VocabSize)
+				}
+			}
+		}
+		g := m.NewGrads()
+		dEnt := make([][]float32, len(seqs))
+		for i, s := range seqs {
+			dEnt[i] = slices.Repeat([]float32{1}, len(s.Response))
+		}
+		dLP := make([][]float32, len(seqs))
+		for i, s := range seqs {
+			dLP[i] = make([]float32, len(s.Response))
+		}
+		if err := p.Backward(dLP, dEnt, g); err != nil {
+			t.Fatal(err)
+		}
+		if n := g.Norm(); n > 1e-12 {
+			t.Fatalf("T=%g: entropy gradient norm %v of an (almost) one-hot distribution, want ~0", temp, n)
+		}
+	}
+}

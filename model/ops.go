@@ -176,7 +176,11 @@ func geluBackward(x, dy []float32) {
 // log-sum-exp, fills p with the probabilities (when p is not nil) and
 // returns the entropy. The exponentials are the vector float32 exp of the
 // max-shifted logits (relative error < 1e-6); sums, the log-sum-exp and the
-// entropy are accumulated in float64 in index order.
+// entropy are accumulated in float64 in index order. A shifted logit below
+// expClampL (probability < 2^-126 relative to the largest), where the
+// clamped exp would floor at 2^-126 instead of underflowing, counts as
+// probability 0: the floor times a huge log-probability (at a tiny
+// temperature) would otherwise give an entropy above log(len(z)).
 func softmaxStats(z []float32, invT float64, p []float32) (lse, ent float64) {
 	mx := math.Inf(-1)
 	for _, v := range z {
@@ -193,8 +197,11 @@ func softmaxStats(z []float32, invT float64, p []float32) (lse, ent float64) {
 	}
 	expSpan(e)
 	var s float64
-	for _, v := range e {
-		s += float64(v)
+	for j, v := range z {
+		if float64(v)*invT-mx < expClampL {
+			e[j] = 0
+		}
+		s += float64(e[j])
 	}
 	lse = mx + math.Log(s)
 	inv := 1 / s

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // DType is a safetensors element type name ("F32", "I64", ...).
@@ -79,8 +80,11 @@ func I64Tensor(name string, shape []int, data []int64) Tensor {
 
 // Float32s decodes an F32 tensor.
 func (t Tensor) Float32s() ([]float32, error) {
-	if t.DType != F32 || len(t.Data)%4 != 0 {
+	if t.DType != F32 {
 		return nil, fmt.Errorf("safetensors: tensor %q is %s, want F32", t.Name, t.DType)
+	}
+	if len(t.Data)%4 != 0 {
+		return nil, fmt.Errorf("safetensors: F32 tensor %q has %d data bytes, not a multiple of 4", t.Name, len(t.Data))
 	}
 	out := make([]float32, len(t.Data)/4)
 	for i := range out {
@@ -91,8 +95,11 @@ func (t Tensor) Float32s() ([]float32, error) {
 
 // Int64s decodes an I64 tensor.
 func (t Tensor) Int64s() ([]int64, error) {
-	if t.DType != I64 || len(t.Data)%8 != 0 {
+	if t.DType != I64 {
 		return nil, fmt.Errorf("safetensors: tensor %q is %s, want I64", t.Name, t.DType)
+	}
+	if len(t.Data)%8 != 0 {
+		return nil, fmt.Errorf("safetensors: I64 tensor %q has %d data bytes, not a multiple of 8", t.Name, len(t.Data))
 	}
 	out := make([]int64, len(t.Data)/8)
 	for i := range out {
@@ -121,6 +128,8 @@ func numElements(shape []int, limit int64) (int64, error) {
 // by name with contiguous data offsets, the JSON header with sorted keys
 // ("__metadata__" first) padded with spaces to a multiple of 8 bytes. The
 // output depends only on the arguments, never on map iteration order.
+// Tensor names and metadata keys and values must be valid UTF-8 (JSON would
+// replace invalid bytes with U+FFFD: the file would not read back as written).
 func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	ts := slices.Clone(tensors)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
@@ -145,6 +154,9 @@ func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string)
 		sort.Strings(keys)
 		hdr.WriteByte('{')
 		for i, k := range keys {
+			if !utf8.ValidString(k) || !utf8.ValidString(metadata[k]) {
+				return fmt.Errorf("safetensors: metadata %q: key and value must be valid UTF-8", k)
+			}
 			if i > 0 {
 				hdr.WriteByte(',')
 			}
@@ -160,6 +172,9 @@ func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string)
 	for i, t := range ts {
 		if t.Name == "" || t.Name == "__metadata__" {
 			return fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
+		}
+		if !utf8.ValidString(t.Name) {
+			return fmt.Errorf("safetensors: tensor name %q is not valid UTF-8", t.Name)
 		}
 		if i > 0 && ts[i-1].Name == t.Name {
 			return fmt.Errorf("safetensors: duplicate tensor %q", t.Name)
@@ -230,8 +245,11 @@ type stEntry struct {
 // the given size: header length within the file and ≤ MaxSafetensorsHeader,
 // valid JSON without duplicate keys, known dtypes, shape × dtype size equal to
 // each offset span, offsets in range, non-overlapping and exactly covering
-// the data region. It returns an error (never panics) on anything else and
-// never allocates more than the file size.
+// the data region. It returns an error (never panics) on anything else. It
+// never allocates for a size the header merely declares: its memory is
+// proportional to the header it reads (parsing costs a few tens of bytes per
+// header byte, the header being at most MaxSafetensorsHeader), and tensor
+// data is read later, by Tensor, within the validated data region.
 func ReadSafetensors(r io.ReaderAt, size int64) (*SafetensorsFile, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("safetensors: file of %d bytes is too short", size)
@@ -282,8 +300,8 @@ func ReadSafetensors(r io.ReaderAt, size int64) (*SafetensorsFile, error) {
 			return nil, fmt.Errorf("safetensors: header: value of %q: %w", key, err)
 		}
 		if key == "__metadata__" {
-			md := map[string]string{}
-			if err := json.Unmarshal(raw, &md); err != nil {
+			md, err := parseMetadata(raw)
+			if err != nil {
 				return nil, fmt.Errorf("safetensors: __metadata__ must map strings to strings: %w", err)
 			}
 			f.Metadata = md
@@ -350,6 +368,39 @@ func ReadSafetensors(r io.ReaderAt, size int64) (*SafetensorsFile, error) {
 	}
 	sort.Slice(f.Tensors, func(i, j int) bool { return f.Tensors[i].Name < f.Tensors[j].Name })
 	return f, nil
+}
+
+// parseMetadata decodes the __metadata__ object, refusing duplicate keys
+// (json.Unmarshal would keep the last one silently) and non-string values.
+func parseMetadata(raw []byte) (map[string]string, error) {
+	md := map[string]string{}
+	if string(raw) == "null" {
+		return md, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := tok.(string)
+		if _, dup := md[k]; dup {
+			return nil, fmt.Errorf("duplicate key %q", k)
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		v, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("value of %q is not a string", k)
+		}
+		md[k] = v
+	}
+	return md, nil
 }
 
 // Info returns the named tensor's description.

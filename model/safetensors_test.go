@@ -229,6 +229,8 @@ func corruptCases(t testing.TB) map[string][]byte {
 		"dupKey":        stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)),
 		"unknownField":  stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, make([]byte, 4)),
 		"badMetadata":   stFile(`{"__metadata__":{"k":1}}`, nil),
+		"dupMetadata":   stFile(`{"__metadata__":{"k":"a","k":"b"}}`, nil),
+		"nullMetaValue": stFile(`{"__metadata__":{"k":null}}`, nil),
 		"trailing":      stFile(`{} x`, nil),
 		"threeOffsets":  stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,4]}}`, make([]byte, 4)),
 		"floatShape":    stFile(`{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}`, make([]byte, 4)),
@@ -385,4 +387,144 @@ func FuzzReadSafetensors(f *testing.F) {
 		}
 		_, _ = LoadModel(bytes.NewReader(data), int64(len(data)))
 	})
+}
+
+// TestLoadRejectsBadValues: checkpoints that are valid containers with the
+// right layout but unusable contents (a NaN or Inf weight, a misspelt config
+// key, optimizer hyper-parameters that turn every update into NaN, NaN or
+// negative moments, no optimizer metadata) are refused with errors that name
+// the problem.
+func TestLoadRejectsBadValues(t *testing.T) {
+	cfg := Config{Vocab: VocabSize, Context: 8, Dim: 4, Layers: 1, Heads: 1, FFMult: 1}
+	m, err := New(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := json.Marshal(cfg)
+	withWeight := func(v float32) []byte {
+		bad := m.Clone()
+		bad.Params()[3].Data[1] = v
+		return saveModel(t, bad)
+	}
+	withConfig := func(c string) []byte {
+		var b bytes.Buffer
+		if err := WriteSafetensors(&b, m.Tensors(), map[string]string{MetaModelConfig: c}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"nan":        {withWeight(float32(math.NaN())), `tensor "blocks.0.ln1.bias": element 1 is NaN`},
+		"inf":        {withWeight(float32(math.Inf(-1))), `element 1 is -Inf`},
+		"unknownKey": {withConfig(strings.Replace(string(cb), `"tied_head"`, `"tied_hed"`, 1)), `unknown field "tied_hed"`},
+		"trailing":   {withConfig(string(cb) + ` {}`), "trailing data"},
+	} {
+		if _, err := LoadModel(bytes.NewReader(tc.data), int64(len(tc.data))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadModel %s: error %v, want one containing %q", name, err, tc.want)
+		}
+	}
+
+	opt := NewAdamW(m, DefaultAdamWConfig())
+	for i := range opt.mom {
+		opt.mom[i], opt.vel[i] = 0.01, 0.02
+	}
+	good := func(edit func(map[string]string, []Tensor)) []byte {
+		var b bytes.Buffer
+		if err := opt.SaveSafetensors(&b); err != nil {
+			t.Fatal(err)
+		}
+		f, err := ReadSafetensors(bytes.NewReader(b.Bytes()), int64(b.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []Tensor
+		for _, ti := range f.Tensors {
+			tt, _ := f.Tensor(ti.Name)
+			ts = append(ts, tt)
+		}
+		edit(f.Metadata, ts)
+		var out bytes.Buffer
+		if err := WriteSafetensors(&out, ts, f.Metadata); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	setF32 := func(ts []Tensor, name string, v float32) {
+		for i := range ts {
+			if ts[i].Name == name {
+				binary.LittleEndian.PutUint32(ts[i].Data, math.Float32bits(v))
+				return
+			}
+		}
+		t.Fatalf("no tensor %q", name)
+	}
+	adamw := func(js string) func(map[string]string, []Tensor) {
+		return func(md map[string]string, _ []Tensor) { md[MetaAdamWConfig] = js }
+	}
+	unedited := good(func(map[string]string, []Tensor) {})
+	if _, err := LoadAdamW(m, bytes.NewReader(unedited), int64(len(unedited))); err != nil {
+		t.Fatalf("unedited optimizer state: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		edit func(map[string]string, []Tensor)
+		want string
+	}{
+		"beta1":      {adamw(`{"lr":0.001,"beta1":1,"beta2":0.999,"eps":1e-8,"weight_decay":0}`), "beta1 1 out of range"},
+		"eps":        {adamw(`{"lr":0.001,"beta1":0.9,"beta2":0.999,"eps":0,"weight_decay":0}`), "eps 0 must be"},
+		"unknownKey": {adamw(`{"lr":0.001,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decy":0}`), `unknown field "weight_decy"`},
+		"missing":    {func(md map[string]string, _ []Tensor) { delete(md, MetaAdamWConfig) }, `has no "drmas.adamw_config" metadata`},
+		"nanMoment":  {func(_ map[string]string, ts []Tensor) { setF32(ts, "m.ln_f.bias", float32(math.NaN())) }, `tensor "m.ln_f.bias": element 0 is NaN`},
+		"negSecond":  {func(_ map[string]string, ts []Tensor) { setF32(ts, "v.ln_f.bias", -1) }, `tensor "v.ln_f.bias": element 0 is -1, want ≥ 0`},
+	} {
+		data := good(tc.edit)
+		if _, err := LoadAdamW(m, bytes.NewReader(data), int64(len(data))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadAdamW %s: error %v, want one containing %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestWriteSafetensorsRejectsInvalidUTF8: JSON would turn invalid bytes into
+// U+FFFD, so two names differing only there would collide and the file would
+// not read back; such names and metadata are refused instead.
+func TestWriteSafetensorsRejectsInvalidUTF8(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ts []Tensor
+		md map[string]string
+	}{
+		"name":  {[]Tensor{F32Tensor("a\xff", []int{1}, []float32{1}), F32Tensor("a\xfe", []int{1}, []float32{2})}, nil},
+		"key":   {nil, map[string]string{"k\xff": "v"}},
+		"value": {nil, map[string]string{"k": "v\xff"}},
+	} {
+		if err := WriteSafetensors(&bytes.Buffer{}, tc.ts, tc.md); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%s: error %v, want one about UTF-8", name, err)
+		}
+	}
+}
+
+// TestTensorDecodeErrors: a wrong dtype and a ragged data length are told
+// apart (the ragged case used to say "is F32, want F32").
+func TestTensorDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		t    Tensor
+		i64  bool
+		want string
+	}{
+		{Tensor{Name: "a", DType: F32, Data: make([]byte, 6)}, false, "6 data bytes, not a multiple of 4"},
+		{Tensor{Name: "a", DType: I64, Data: make([]byte, 8)}, false, "is I64, want F32"},
+		{Tensor{Name: "b", DType: I64, Data: make([]byte, 12)}, true, "12 data bytes, not a multiple of 8"},
+		{Tensor{Name: "b", DType: F32, Data: make([]byte, 8)}, true, "is F32, want I64"},
+	} {
+		var err error
+		if tc.i64 {
+			_, err = tc.t.Int64s()
+		} else {
+			_, err = tc.t.Float32s()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: error %v, want one containing %q", tc.t.Name, tc.t.DType, err, tc.want)
+		}
+	}
 }

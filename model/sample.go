@@ -18,7 +18,7 @@ type SampleRequest struct {
 // SampleOptions control decoding.
 type SampleOptions struct {
 	Temperature float32 // 0 = greedy
-	TopP        float32 // nucleus mass; ≤ 0 or ≥ 1 = off
+	TopP        float32 // nucleus mass; ≤ 0 or ≥ 1 = off; NaN is an error
 	MaxTokens   int     // ≤ 0 = until the context is full
 	Stop        []int32 // extra stop tokens; EOS always stops
 }
@@ -39,9 +39,10 @@ const (
 // Sample continues every request with a batched forward over a KV cache:
 // each step, every active request advances one token; finished requests drop
 // out. Results do not depend on batch composition or order. ctx is checked
-// before every step.
+// before every step. A request's KV cache holds
+// min(Context, len(Prompt)+MaxTokens) positions (Context when MaxTokens ≤ 0).
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	d := &cachedDecoder{m: m, caches: make([]*kvCache, len(reqs))}
+	d := &cachedDecoder{m: m, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
 	return m.sampleLoop(ctx, reqs, opts, d.next)
 }
 
@@ -59,6 +60,9 @@ type nextFn func(active []int, hist [][]int32) ([]float32, error)
 func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, next nextFn) ([]SampleResult, error) {
 	if opts.Temperature < 0 || math.IsNaN(float64(opts.Temperature)) || math.IsInf(float64(opts.Temperature), 0) {
 		return nil, fmt.Errorf("model: temperature %v must be ≥ 0", opts.Temperature)
+	}
+	if math.IsNaN(float64(opts.TopP)) {
+		return nil, errors.New("model: top_p is NaN")
 	}
 	C, V := m.cfg.Context, m.cfg.Vocab
 	var errs []error
@@ -201,8 +205,9 @@ type kvCache struct {
 }
 
 type cachedDecoder struct {
-	m      *Model
-	caches []*kvCache
+	m         *Model
+	caches    []*kvCache
+	maxTokens int // SampleOptions.MaxTokens: bounds each cache's length
 }
 
 func (d *cachedDecoder) next(active []int, hist [][]int32) ([]float32, error) {
@@ -211,10 +216,16 @@ func (d *cachedDecoder) next(active []int, hist [][]int32) ([]float32, error) {
 	chunks := make([][]int32, len(active))
 	for a, i := range active {
 		if d.caches[i] == nil {
+			// The first call sees the prompt; at most maxTokens more
+			// positions follow (the last sampled token is never fed).
+			n := m.cfg.Context
+			if d.maxTokens > 0 && d.maxTokens < n-len(hist[i]) {
+				n = len(hist[i]) + d.maxTokens
+			}
 			c := &kvCache{k: make([][]float32, m.cfg.Layers), v: make([][]float32, m.cfg.Layers)}
 			for l := range c.k {
-				c.k[l] = make([]float32, m.cfg.Context*m.cfg.Dim)
-				c.v[l] = make([]float32, m.cfg.Context*m.cfg.Dim)
+				c.k[l] = make([]float32, n*m.cfg.Dim)
+				c.v[l] = make([]float32, n*m.cfg.Dim)
 			}
 			d.caches[i] = c
 		}

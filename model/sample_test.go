@@ -3,7 +3,9 @@ package model
 import (
 	"context"
 	"math"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -167,5 +169,82 @@ func TestSampleLimits(t *testing.T) {
 	}
 	if _, err := m.Sample(context.Background(), []SampleRequest{{Prompt: []int32{9999}}}, SampleOptions{}); err == nil {
 		t.Error("bad token: want error")
+	}
+}
+
+// TestSampleBatchIndependentEveryKernel: a request samples the same tokens
+// and log-probs, bit for bit, alone and in a batch whose prefill has many
+// rows, with either GEMM (gonum used to switch to a differently rounded
+// parallel path for the many-row products).
+func TestSampleBatchIndependentEveryKernel(t *testing.T) {
+	for name, g := range map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}} {
+		t.Run(name, func(t *testing.T) {
+			m, err := New(Config{Vocab: VocabSize, Context: 64, Dim: 32, Layers: 1, Heads: 2, FFMult: 4}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeParams(m, 5, 0.15)
+			m.SetGEMM(g)
+			opts := SampleOptions{Temperature: 1, MaxTokens: 10}
+			r := SampleRequest{Prompt: Encode("hello"), Seed: 1}
+			alone, err := m.Sample(context.Background(), []SampleRequest{r}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs := []SampleRequest{r}
+			for i := 0; i < 8; i++ {
+				reqs = append(reqs, SampleRequest{Prompt: Encode("a prompt of forty bytes, give or take..."), Seed: uint64(i)})
+			}
+			batch, err := m.Sample(context.Background(), reqs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(alone[0].Tokens, batch[0].Tokens) || !slices.Equal(alone[0].LogProbs, batch[0].LogProbs) {
+				t.Fatalf("alone %v %v, in a batch %v %v", alone[0].Tokens, alone[0].LogProbs, batch[0].Tokens, batch[0].LogProbs)
+			}
+		})
+	}
+}
+
+func TestSampleTopPNaN(t *testing.T) {
+	m := sampleModel(t)
+	_, err := m.Sample(context.Background(), sampleReqs(), SampleOptions{Temperature: 1, TopP: float32(math.NaN())})
+	if err == nil || !strings.Contains(err.Error(), "top_p") {
+		t.Fatalf("TopP NaN: error %v, want one naming top_p", err)
+	}
+}
+
+// TestSampleCacheSizedByMaxTokens: a request's KV cache covers its prompt
+// and MaxTokens, not the whole context (16 one-token prompts for two tokens
+// used to allocate 2 MiB of cache each on this 8192-position model).
+func TestSampleCacheSizedByMaxTokens(t *testing.T) {
+	m, err := New(Config{Vocab: VocabSize, Context: 8192, Dim: 16, Layers: 2, Heads: 2, FFMult: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]SampleRequest, 16)
+	for i := range reqs {
+		reqs[i] = SampleRequest{Prompt: []int32{BOS}, Seed: uint64(i)}
+	}
+	opts := SampleOptions{Temperature: 1, MaxTokens: 2}
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	res, err := m.Sample(context.Background(), reqs, opts)
+	runtime.ReadMemStats(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TotalAlloc - a.TotalAlloc; got > 4<<20 {
+		t.Fatalf("Sample allocated %d bytes for 16 requests of 3 positions", got)
+	}
+	// The bounded cache gives the same results as the full-context path.
+	full, err := m.SampleNoCache(context.Background(), reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res {
+		if !slices.Equal(res[i].Tokens, full[i].Tokens) || res[i].FinishReason != full[i].FinishReason {
+			t.Fatalf("request %d: %v/%s vs %v/%s", i, res[i].Tokens, res[i].FinishReason, full[i].Tokens, full[i].FinishReason)
+		}
 	}
 }
