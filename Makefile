@@ -85,5 +85,7 @@ lint:
 demo: build
 	./$(BIN) run
 
+## clean: removes the built binary. Runs and checkpoints in ./drmas-data are data, not build
+## output: delete them by hand (rm -rf drmas-data) when you mean to.
 clean:
-	rm -rf bin drmas-data
+	rm -rf bin

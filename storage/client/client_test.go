@@ -57,6 +57,25 @@ func TestBadURLs(t *testing.T) {
 		}
 		t.Logf("%q: %v", u, err)
 	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, u := range []string{"s3:/bucket/x", "s3:bucket", "file:/abs/path", "S3:/b"} {
+		_, err := client.Open(ctx, u, s3store.Config{})
+		if err == nil || !strings.Contains(err.Error(), `looks like a URL without "//"`) {
+			t.Errorf("Open(%q): %v, want an error saying the URL lacks //", u, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("mistyped URLs left %d entries in the working folder", len(ents))
+	}
+	for _, p := range []string{"./s3:/bucket", "c:/data", "data/s3:x"} {
+		b, err := client.Open(ctx, p, s3store.Config{})
+		if err != nil {
+			t.Errorf("Open(%q), a folder: %v", p, err)
+		} else if want := filepath.Join(dir, filepath.FromSlash(p)); b.Name() != "file://"+filepath.ToSlash(want) {
+			t.Errorf("Open(%q) is %s, want file://%s", p, b.Name(), want)
+		}
+	}
 	_, err := client.Open(ctx, "gs://bucket/x", s3store.Config{})
 	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "gs"`) {
 		t.Errorf("unknown scheme: %v", err)
