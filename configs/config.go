@@ -262,12 +262,14 @@ func Load(o LoadOptions) (*Config, error) {
 			return nil, fmt.Errorf("read embedded default config: %w", err)
 		}
 	}
+	// Unknown keys are reported with every other problem, all at once.
+	var errs []error
 	if err := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), ""); err != nil {
-		return nil, fmt.Errorf("config %s: %w", source, err)
+		errs = append(errs, fmt.Errorf("config %s: %w", source, err))
 	}
 	// A bad variable is named as such, not blamed on the file; the others are still applied so
 	// that every problem is reported at once.
-	var errs []error
+	var overrides []string
 	for _, key := range FixedKeys() {
 		if val, ok := o.LookupEnv(EnvVar(key)); ok {
 			if err := checkValue(key, val); err != nil {
@@ -275,14 +277,20 @@ func Load(o LoadOptions) (*Config, error) {
 				continue
 			}
 			v.Set(key, val)
+			overrides = append(overrides, EnvVar(key))
 		}
 	}
 	if o.Flags != nil {
 		o.Flags.VisitAll(func(f *pflag.Flag) {
 			if f.Changed && isFixedKey(f.Name) {
 				v.Set(f.Name, f.Value.String())
+				overrides = append(overrides, "--"+f.Name)
 			}
 		})
+	}
+	// What the values come from: a problem with an overridden value is not the file's.
+	if len(overrides) > 0 {
+		source += " as overridden by " + strings.Join(overrides, ", ")
 	}
 	cfg, err := defaults()
 	if err != nil {
@@ -365,10 +373,12 @@ func defaults() (*Config, error) {
 // checkKeys reports every key of m that t has no field for, as a dotted path.
 func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 	fields := map[string]reflect.Type{}
+	var names []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if tag := f.Tag.Get("mapstructure"); tag != "" {
 			fields[tag] = f.Type
+			names = append(names, tag)
 		}
 	}
 	keys := make([]string, 0, len(m))
@@ -380,7 +390,11 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 	for _, k := range keys {
 		ft, ok := fields[k]
 		if !ok {
-			errs = append(errs, fmt.Errorf("unknown key %s%s", prefix, k))
+			hint := ""
+			if c := Closest(k, names, max(2, len(k)/4)); c != "" {
+				hint = fmt.Sprintf(" (did you mean %s%s?)", prefix, c)
+			}
+			errs = append(errs, fmt.Errorf("unknown key %s%s%s", prefix, k, hint))
 			continue
 		}
 		sub, isMap := m[k].(map[string]any)
@@ -401,6 +415,39 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Closest returns the word of words nearest to s by edit distance (the first of equals), if
+// within maxDist; otherwise "".
+func Closest(s string, words []string, maxDist int) string {
+	best, bestDist := "", maxDist+1
+	for _, w := range words {
+		if d := editDistance(s, w); d < bestDist {
+			best, bestDist = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // FixedKeys lists the dotted keys that environment variables and flags can set.
@@ -539,6 +586,13 @@ func (c *Config) OptimOf(agent string) Optim {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// need reports key's value v when fail holds. The conditions name what fails (x <= 0, not
+	// !(x > 0)), so a NaN, reported once by checkFinite, fails none of them.
+	need := func(fail bool, key string, v any, want string) {
+		if fail {
+			bad("%s: %v, want %s", key, v, want)
+		}
+	}
 	checkFinite(reflect.ValueOf(*c), "", bad)
 	if err := commit.ValidateRunName(c.Run); err != nil {
 		bad("run: %v", err)
@@ -570,9 +624,13 @@ func (c *Config) Validate() error {
 		if m.External() {
 			continue
 		}
-		if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 || m.Context <= 0 || m.FFMult <= 0 {
-			bad("models.%s: dim, layers, heads, context and ff_mult must be > 0", name)
-		} else if m.Dim%m.Heads != 0 {
+		p := "models." + name + "."
+		need(m.Dim <= 0, p+"dim", m.Dim, "> 0")
+		need(m.Layers <= 0, p+"layers", m.Layers, "> 0")
+		need(m.Heads <= 0, p+"heads", m.Heads, "> 0")
+		need(m.Context <= 0, p+"context", m.Context, "> 0")
+		need(m.FFMult <= 0, p+"ff_mult", m.FFMult, "> 0")
+		if m.Dim > 0 && m.Heads > 0 && m.Dim%m.Heads != 0 {
 			bad("models.%s: dim %d is not a multiple of heads %d", name, m.Dim, m.Heads)
 		}
 	}
@@ -585,29 +643,31 @@ func (c *Config) Validate() error {
 			bad("agents.%s.model: %q is not in models (have %s)", name, a.Model, strings.Join(c.ModelNames(), ", "))
 		}
 		o := c.OptimOf(name)
-		if o.LR <= 0 || o.GradClip <= 0 || o.ClipLow <= 0 || o.ClipHigh <= 0 || o.MicroBatch <= 0 {
-			bad("agents.%s: lr, grad_clip, clip_low, clip_high and micro_batch must be > 0 (own or from learn)", name)
-		}
+		own := func(key string) string { return fmt.Sprintf("agents.%s.%s (own, or learn.%s)", name, key, key) }
+		need(o.LR <= 0, own("lr"), o.LR, "> 0")
+		need(o.GradClip <= 0, own("grad_clip"), o.GradClip, "> 0")
+		need(o.ClipLow <= 0, own("clip_low"), o.ClipLow, "> 0")
+		need(o.ClipHigh <= 0, own("clip_high"), o.ClipHigh, "> 0")
+		need(o.MicroBatch <= 0, own("micro_batch"), o.MicroBatch, "> 0")
 	}
 	for _, model := range c.ModelNames() {
 		agents := c.AgentsOf(model)
 		for _, a := range agents[min(1, len(agents)):] {
 			o0, o := c.OptimOf(agents[0]), c.OptimOf(a)
-			if o0 != o {
+			if d := optimDiff(o0, o); d != "" {
 				bad("agents %s and %s share model %s but their optimizer settings differ (%s): agents that share a model are trained by one optimizer",
-					agents[0], a, model, optimDiff(o0, o))
+					agents[0], a, model, d)
 			}
 		}
 	}
-	if c.Rollout.GroupSize < 1 || c.Rollout.Parts < 1 || c.Rollout.MaxTokens < 1 {
-		bad("rollout: group_size, parts and max_tokens must be ≥ 1")
-	}
-	if c.Rollout.Temperature <= 0 || c.Rollout.TopP <= 0 || c.Rollout.TopP > 1 {
-		bad("rollout: temperature must be > 0 and top_p in (0, 1]")
-	}
-	if c.Tasks.PerIteration < 1 || c.Tasks.EvalSize < 0 {
-		bad("tasks: per_iteration must be ≥ 1 and eval_size ≥ 0")
-	}
+	r := c.Rollout
+	need(r.GroupSize < 1, "rollout.group_size", r.GroupSize, "≥ 1")
+	need(r.Parts < 1, "rollout.parts", r.Parts, "≥ 1")
+	need(r.MaxTokens < 1, "rollout.max_tokens", r.MaxTokens, "≥ 1")
+	need(r.Temperature <= 0, "rollout.temperature", r.Temperature, "> 0")
+	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
+	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
+	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
 	if len(c.Normalize.Estimators) == 0 {
 		bad("normalize.estimators is empty")
 	}
@@ -625,24 +685,25 @@ func (c *Config) Validate() error {
 	if _, err := estimator(c.Learn.Estimator, c.Normalize.Eps); err != nil {
 		bad("learn.estimator: %v", err)
 	}
-	if c.Normalize.Eps <= 0 {
-		bad("normalize.eps must be > 0")
-	}
-	if c.Learn.Epochs < 1 || c.Learn.MiniBatches < 1 || c.Learn.KeepCheckpoints < 1 {
-		bad("learn: epochs, mini_batches and keep_checkpoints must be ≥ 1")
-	}
-	if c.Learn.KLCoef < 0 || c.Learn.WeightDecay < 0 {
-		bad("learn: kl_coef and weight_decay must be ≥ 0")
-	}
-	if c.Warmup.Steps < 0 || c.Warmup.Batch < 1 || c.Warmup.LR <= 0 || c.Warmup.Noise < 0 || c.Warmup.Noise > 1 || c.Warmup.Demos < 1 {
-		bad("warmup: steps ≥ 0, batch ≥ 1, lr > 0, noise in [0, 1], demos ≥ 1")
-	}
-	if c.Evaluate.Every < 0 || c.Evaluate.K < 1 || c.Evaluate.Temperature < 0 || c.Evaluate.TopP <= 0 || c.Evaluate.TopP > 1 {
-		bad("evaluate: every ≥ 0, k ≥ 1, temperature ≥ 0, top_p in (0, 1]")
-	}
-	if c.S3.MaxRetries < 0 {
-		bad("s3.max_retries must be ≥ 0")
-	}
+	need(c.Normalize.Eps <= 0, "normalize.eps", c.Normalize.Eps, "> 0")
+	l := c.Learn
+	need(l.Epochs < 1, "learn.epochs", l.Epochs, "≥ 1")
+	need(l.MiniBatches < 1, "learn.mini_batches", l.MiniBatches, "≥ 1")
+	need(l.KeepCheckpoints < 1, "learn.keep_checkpoints", l.KeepCheckpoints, "≥ 1")
+	need(l.KLCoef < 0, "learn.kl_coef", l.KLCoef, "≥ 0")
+	need(l.WeightDecay < 0, "learn.weight_decay", l.WeightDecay, "≥ 0")
+	w := c.Warmup
+	need(w.Steps < 0, "warmup.steps", w.Steps, "≥ 0")
+	need(w.Batch < 1, "warmup.batch", w.Batch, "≥ 1")
+	need(w.LR <= 0, "warmup.lr", w.LR, "> 0")
+	need(w.Noise < 0 || w.Noise > 1, "warmup.noise", w.Noise, "in [0, 1]")
+	need(w.Demos < 1, "warmup.demos", w.Demos, "≥ 1")
+	e := c.Evaluate
+	need(e.Every < 0, "evaluate.every", e.Every, "≥ 0")
+	need(e.K < 1, "evaluate.k", e.K, "≥ 1")
+	need(e.Temperature < 0, "evaluate.temperature", e.Temperature, "≥ 0")
+	need(e.TopP <= 0 || e.TopP > 1, "evaluate.top_p", e.TopP, "in (0, 1]")
+	need(c.S3.MaxRetries < 0, "s3.max_retries", c.S3.MaxRetries, "≥ 0")
 	return errors.Join(errs...)
 }
 
@@ -700,26 +761,42 @@ func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
 	if o.Batch && o.Mode == "chat" {
 		bad("%sbatch needs mode completions", p)
 	}
-	if o.MaxBatch < 0 || o.Concurrency < 0 || o.Timeout < 0 || o.Retries < -1 || o.Backoff < 0 {
-		bad("%smax_batch, concurrency, timeout and backoff must be ≥ 0 and retries ≥ -1", p)
+	for _, f := range []struct {
+		key  string
+		fail bool
+		v    any
+		want string
+	}{
+		{"max_batch", o.MaxBatch < 0, o.MaxBatch, "≥ 0"},
+		{"concurrency", o.Concurrency < 0, o.Concurrency, "≥ 0"},
+		{"timeout", o.Timeout < 0, o.Timeout, "≥ 0"},
+		{"retries", o.Retries < -1, o.Retries, "≥ -1 (-1: none)"},
+		{"backoff", o.Backoff < 0, o.Backoff, "≥ 0"},
+	} {
+		if f.fail {
+			bad("%s%s: %v, want %s", p, f.key, f.v, f.want)
+		}
 	}
 	if strings.ContainsAny(o.APIKeyEnv, "= \t") || strings.HasPrefix(o.APIKeyEnv, "sk-") {
 		bad("%sapi_key_env must be the NAME of an environment variable holding the key, not the key", p)
 	}
 }
 
+// optimDiff lists the settings in which a and b differ ("" if none). Two NaNs are the same
+// value here: a NaN is reported once, by key, not again as a difference.
 func optimDiff(a, b Optim) string {
 	var d []string
-	if a.LR != b.LR {
+	differ := func(x, y float64) bool { return x != y && !(math.IsNaN(x) && math.IsNaN(y)) }
+	if differ(a.LR, b.LR) {
 		d = append(d, fmt.Sprintf("lr %g vs %g", a.LR, b.LR))
 	}
-	if a.ClipLow != b.ClipLow {
+	if differ(a.ClipLow, b.ClipLow) {
 		d = append(d, fmt.Sprintf("clip_low %g vs %g", a.ClipLow, b.ClipLow))
 	}
-	if a.ClipHigh != b.ClipHigh {
+	if differ(a.ClipHigh, b.ClipHigh) {
 		d = append(d, fmt.Sprintf("clip_high %g vs %g", a.ClipHigh, b.ClipHigh))
 	}
-	if a.GradClip != b.GradClip {
+	if differ(a.GradClip, b.GradClip) {
 		d = append(d, fmt.Sprintf("grad_clip %g vs %g", a.GradClip, b.GradClip))
 	}
 	if a.MicroBatch != b.MicroBatch {

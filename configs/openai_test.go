@@ -37,7 +37,7 @@ agents:
 		`models.ext.openai.endpoint "localhost:8000" must start with http://`,
 		`models.ext.openai.mode: "stream" is not completions or chat`,
 		"models.ext.openai.api_key_env must be the NAME of an environment variable",
-		"retries ≥ -1",
+		"models.ext.openai.retries: -2, want ≥ -1",
 		`models.loc.openai is set but backend is ""`,
 		`models.odd.backend: "triton" is not local or openai`,
 	} {

@@ -98,7 +98,7 @@ func TestBadEnvValueNamesTheVariable(t *testing.T) {
 		`DRMAS_SEED="-1": seed: not an integer ≥ 0`,
 		`DRMAS_S3_INSECURE="maybe": s3.insecure: not true or false`,
 		`DRMAS_LEARN_EPOCHS="1.5": learn.epochs: not an integer`,
-		"config " + bad + ": rollout: group_size",
+		"config " + bad + ": rollout.group_size: 0, want ≥ 1",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
@@ -158,5 +158,53 @@ func TestModelNamesFoldCase(t *testing.T) {
 	bad := write(t, "bad.yaml", "models:\n  Big: {dim: 32, layers: 1, heads: 2, context: 128, ff_mult: 4, tied_head: true}\nagents:\n  solver: {model: Small}\n  verifier: {model: Big}\n")
 	if _, err := Load(LoadOptions{File: bad, LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), `agents.solver.model: "Small" is not in models`) {
 		t.Fatalf("a reference to no model: %v", err)
+	}
+}
+
+// TestProblemsNameTheirKeyAndSource: each range problem names its key and value; unknown keys
+// come with a suggestion and in the same report as the value problems; a value set by a flag
+// or a variable is not blamed on the file alone; a NaN is not also an optimizer mismatch.
+func TestProblemsNameTheirKeyAndSource(t *testing.T) {
+	p := write(t, "bad.yaml", `models:
+  m1: {dim: 16, layers: 1, heads: 0, context: 32, ff_mult: 2}
+agents:
+  solver: {model: m1, micro_batch: -1}
+  verifier: {model: m1, micro_batch: -1}
+learn: {epochs: 0, weigth_decay: 0.1}
+warmup: {noise: 2}
+evaluate: {k: 0}
+rolout: {parts: 2}
+`)
+	env := map[string]string{"DRMAS_LEARN_LR": "NaN"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("run", "", "")
+	if err := fs.Parse([]string{"--run", "My Run"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(LoadOptions{File: p, LookupEnv: lookup, Flags: fs})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"config " + p + ": unknown key learn.weigth_decay (did you mean learn.weight_decay?)",
+		"unknown key rolout (did you mean rollout?)",
+		"config " + p + " as overridden by DRMAS_LEARN_LR, --run: ",
+		`run: run name "My Run"`,
+		"learn.lr: NaN is not a finite number",
+		"models.m1.heads: 0, want > 0",
+		"agents.solver.micro_batch (own, or learn.micro_batch): -1, want > 0",
+		"learn.epochs: 0, want ≥ 1",
+		"warmup.noise: 2, want in [0, 1]",
+		"evaluate.k: 0, want ≥ 1",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	for _, not := range []string{"optimizer settings differ", "models.m1.dim", "is not a multiple"} {
+		if strings.Contains(err.Error(), not) {
+			t.Errorf("error has %q:\n%v", not, err)
+		}
 	}
 }

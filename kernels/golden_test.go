@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -284,6 +285,17 @@ func TestSpecNames(t *testing.T) {
 		"drmas_epsNaN", "rloo_nostd", "DRMAS", "grpo_agent", "rloo_agent_nostd"} {
 		if s, err := ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) = %+v, want an error", bad, s)
+		}
+	}
+	// A typo of a name lists the estimators; a bad suffix says which suffixes there are.
+	for name, want := range map[string]string{
+		"drmass":      `unknown estimator "drmass" (want grpo, drmas, grpo_step`,
+		"grpox_nostd": `unknown estimator "grpox_nostd" (want grpo, drmas`,
+		"ppo":         `unknown estimator "ppo" (want grpo, drmas`,
+		"drmas_std":   `estimator "drmas_std": unknown suffix "_std" (want _nostd or _eps<float>)`,
+	} {
+		if _, err := ParseSpec(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseSpec(%q): %v, want an error with %q", name, err, want)
 		}
 	}
 	// ParseSpecEps: the given ε for names that do not spell one out, the name's own otherwise

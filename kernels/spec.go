@@ -145,6 +145,9 @@ func ParseSpecEps(name string, eps float64) (Spec, error) {
 	return s, err
 }
 
+// specNames lists the names parseSpec accepts, for its errors.
+const specNames = "grpo, drmas, grpo_step, drgrpo, rloo, rloo_agent, optionally with _nostd or _eps<float>"
+
 // parseSpec is ParseSpec; explicit reports whether the name spelled ε out (_eps<float>).
 func parseSpec(name string) (s Spec, explicit bool, err error) {
 	if name == "drgrpo" {
@@ -162,8 +165,9 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 		s.Estimator, rest = GRPO, name[len("grpo"):]
 	case strings.HasPrefix(name, "drmas"):
 		s.Estimator, rest = DrMAS, name[len("drmas"):]
-	default:
-		return Spec{}, false, fmt.Errorf("kernels: unknown estimator %q (want grpo, drmas, grpo_step, drgrpo, rloo, rloo_agent, optionally with _nostd or _eps<float>)", name)
+	}
+	if s.Estimator == 0 && rest == "" || rest != "" && rest[0] != '_' { // "drmass" is a typo of a name, not a suffix
+		return Spec{}, false, fmt.Errorf("kernels: unknown estimator %q (want %s)", name, specNames)
 	}
 	s.NormStd, s.Eps = true, DefaultEps
 	switch {

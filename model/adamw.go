@@ -132,12 +132,16 @@ func (o *AdamW) Step(g *Grads) error {
 		// Element-wise: the split over cores cannot change any result.
 		parallelRows(n, 1<<13, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
+				// Each product is rounded by an explicit conversion, which the Go spec says
+				// prevents fusing it into an FMA (arm64, GOAMD64=v3 do fuse otherwise): the
+				// update is the same bits on every CPU and equals the GPU kernel's, which
+				// rounds every mul and add.
 				gj := gr[j]
-				mj := b1*mm[j] + (1-b1)*gj
-				vj := b2*vv[j] + (1-b2)*gj*gj
+				mj := float32(b1*mm[j]) + float32((1-b1)*gj)
+				vj := float32(b2*vv[j]) + float32(float32((1-b2)*gj)*gj)
 				mm[j], vv[j] = mj, vj
-				den := float32(math.Sqrt(float64(vj)))*invBc2 + eps
-				p[j] = p[j]*decay - stepSize*mj/den
+				den := float32(float32(math.Sqrt(float64(vj)))*invBc2) + eps
+				p[j] = float32(p[j]*decay) - float32(stepSize*mj)/den
 			}
 		})
 		off += n

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
 func newAnalyzeCmd() *cobra.Command {
@@ -45,6 +53,9 @@ Without --report or --sql it prints the views and their row counts.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reportName != "" && query != "" {
 				return fmt.Errorf("analyze: give --report or --sql, not both")
+			}
+			if !slices.Contains(analysis.Formats, format) {
+				return fmt.Errorf("analyze: --format %q: want %s", format, strings.Join(analysis.Formats, ", "))
 			}
 			if showSQL {
 				if reportName == "" {
@@ -109,9 +120,33 @@ func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.S
 	st := s.Stats
 	if st.Folders == 0 {
 		s.Close()
-		return nil, fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (drmas run, or run-stage, writes a run)", env.Config.Run, env.Config.Store)
+		return nil, nothingToAnalyze(cmd.Context(), env)
 	}
 	env.Logf("analyze: run %s: %d committed folders, %d files (%.1f MB): %d downloaded (%d re-fetched), %d cached in %s; views in %s",
 		s.Run, st.Folders, st.Files, float64(st.Bytes)/1e6, st.Downloaded, st.Refetched, st.Cached, s.SyncTime.Round(1e6), s.ViewTime.Round(1e6))
 	return s, nil
+}
+
+// nothingToAnalyze says why a run has no committed folder to analyze: a store folder that does
+// not exist, a run with only checkpoints (warm-up done, no iteration yet), or no such run.
+func nothingToAnalyze(ctx context.Context, env *stages.Env) error {
+	run, store := env.Config.Run, env.Config.Store
+	if fb, ok := env.Bucket.(*filestore.Bucket); ok {
+		if _, err := os.Stat(fb.Root()); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("store folder %s does not exist: check --store", fb.Root())
+		}
+	}
+	if steps, err := checkpoints.Steps(ctx, env.Bucket, run); err == nil && len(steps) > 0 {
+		return fmt.Errorf("run %s in store %s has checkpoints (steps %s) but no committed iteration or evaluation to analyze yet: run iterations first (drmas run, or run-stage rollout --iter 0)",
+			run, store, joinSteps(steps))
+	}
+	return fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (drmas run, or run-stage, writes a run)", run, store)
+}
+
+func joinSteps(steps []int64) string {
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -126,45 +126,13 @@ func warnUnknownEnv(w io.Writer, environ []string) {
 	slices.Sort(unknown)
 	for _, name := range unknown {
 		hint := ""
-		if s := closest(name, known, 2); s != "" {
+		if s := configs.Closest(name, known, 2); s != "" {
 			hint = fmt.Sprintf(" (did you mean %s?)", s)
 		} else if strings.HasPrefix(name, "DRMAS_MODELS_") || strings.HasPrefix(name, "DRMAS_AGENTS_") {
 			hint = " (models and agents are set in a config file only)"
 		}
 		fmt.Fprintf(w, "drmas: warning: %s sets no config key: ignored%s\n", name, hint)
 	}
-}
-
-// closest returns the word of words nearest to s by edit distance, if within maxDist.
-func closest(s string, words []string, maxDist int) string {
-	best, bestDist := "", maxDist+1
-	for _, w := range words {
-		if d := editDistance(s, w); d < bestDist {
-			best, bestDist = w, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // openEnv loads the config and opens the store.

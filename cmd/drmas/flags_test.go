@@ -16,6 +16,7 @@ func TestNegativeIterationsRejected(t *testing.T) {
 		{"run-stage", "learn", "--iter", "-1"},
 		{"run-stage", "evaluate", "--step", "-2"},
 		{"run", "--iters", "-5"},
+		{"run", "--eval-every", "-2"},
 		{"import", "x.jsonl", "--iter", "-1"},
 		{"jobs", "render", "--stage", "rollout", "--iter", "-1"},
 		{"jobs", "render", "--iteration", "-1"},
@@ -24,6 +25,13 @@ func TestNegativeIterationsRejected(t *testing.T) {
 		_, _, err := execute(t, append([]string{"-q", "--store", store}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), bad+": must be ≥ 0") {
 			t.Errorf("%s: want an error saying %s must be ≥ 0, got %v", strings.Join(args, " "), bad, err)
+		}
+	}
+	// A stage of one iteration must be told which: left out, it silently meant iteration 0.
+	for _, stage := range []string{"rollout", "normalize", "learn"} {
+		_, _, err := execute(t, "-q", "--store", store, "run-stage", stage)
+		if want := stage + ": --iter N is required"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("run-stage %s without --iter: %v, want %q", stage, err, want)
 		}
 	}
 	if entries, _ := os.ReadDir(store); len(entries) > 0 {

@@ -61,7 +61,7 @@ func TestUnknownConfigKeyIsNamed(t *testing.T) {
 
 func TestBadRunNamesRejected(t *testing.T) {
 	for _, run := range []string{"../x", "a/b", ""} {
-		_, _, err := execute(t, "--run", run, "--store", t.TempDir(), "run-stage", "rollout")
+		_, _, err := execute(t, "--run", run, "--store", t.TempDir(), "run-stage", "rollout", "--iter", "0")
 		if err == nil || !strings.Contains(err.Error(), "run") {
 			t.Errorf("run %q: %v", run, err)
 		}
@@ -113,6 +113,26 @@ func TestAnalyzeUnknownRun(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "run nosuchrun has nothing committed") {
 			t.Errorf("%v: err %v, out %q", args, err, out)
 		}
+	}
+	// A store folder that does not exist is named as such, and not created.
+	missing := filepath.Join(store, "typo")
+	if _, _, err := execute(t, "-q", "--store", missing, "analyze"); err == nil || !strings.Contains(err.Error(), "store folder "+missing+" does not exist") {
+		t.Errorf("analyze on a missing store folder: %v", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("analyze created the missing store folder: %v", err)
+	}
+	// A run with only its warm-up checkpoint has nothing to analyze yet, and is told so.
+	t.Setenv("DRMAS_WARMUP_STEPS", "1")
+	if _, _, err := execute(t, "-q", "--store", store, "--run", "w", "run-stage", "warmup"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execute(t, "-q", "--store", store, "--run", "w", "analyze"); err == nil || !strings.Contains(err.Error(), "has checkpoints (steps 0) but no committed iteration") {
+		t.Errorf("analyze after warm-up only: %v", err)
+	}
+	// A bad --format is refused before anything is read.
+	if _, _, err := execute(t, "-q", "--store", missing, "analyze", "--format", "xml"); err == nil || !strings.Contains(err.Error(), `--format "xml": want table, csv, json`) {
+		t.Errorf("analyze --format xml: %v", err)
 	}
 }
 

@@ -23,6 +23,9 @@ killed run resumes where it stopped when started again with the same config.`,
 			if o.Iterations < 0 {
 				return fmt.Errorf("--iters %d: must be ≥ 0 (0: the config's iterations)", o.Iterations)
 			}
+			if o.EvalEvery < 0 {
+				return fmt.Errorf("--eval-every %d: must be ≥ 0 (0: the config's evaluate.every)", o.EvalEvery)
+			}
 			return nil
 		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {

@@ -55,6 +55,15 @@ func checkIter(flag string, iter int) error {
 	return nil
 }
 
+// requireIter is checkIter for a stage of one iteration, which must be named: an iteration
+// left out would silently be iteration 0.
+func requireIter(cmd *cobra.Command, iter int) error {
+	if !cmd.Flags().Changed("iter") {
+		return fmt.Errorf("%s: --iter N is required (iterations are numbered from 0)", cmd.Name())
+	}
+	return checkIter("iter", iter)
+}
+
 // checkStep rejects a --step that names no checkpoint: steps are ≥ 0, or -1 for LATEST.
 func checkStep(step int64) error {
 	if step < stages.LatestStep {
@@ -105,8 +114,8 @@ samples of the configured workflow (agents sharing a model are batched together 
 commits Parquet parts under runs/<run>/iter=N/rollout/ — one row per agent invocation with
 token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identical parts.`,
 		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if err := checkIter("iter", o.Iteration); err != nil {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireIter(cmd, o.Iteration); err != nil {
 				return err
 			}
 			return checkStep(o.Step)
@@ -126,7 +135,7 @@ token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identica
 			return nil
 		}),
 	}
-	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to roll out")
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to roll out (required)")
 	cmd.Flags().Int64Var(&o.Step, "step", stages.LatestStep, "checkpoint step to sample from (-1: LATEST)")
 	return cmd
 }
@@ -179,7 +188,7 @@ Estimators (several at once, one pass over the data):
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
   any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
 		Args:    cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error { return checkIter("iter", o.Iteration) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			var err error
 			if o.Shard, err = shardOf(cmd); err != nil {
@@ -198,7 +207,7 @@ Estimators (several at once, one pass over the data):
 			return nil
 		}),
 	}
-	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to normalize")
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to normalize (required)")
 	cmd.Flags().StringSliceVar(&o.Estimators, "estimator", nil, "estimators, comma-separated (default: normalize.estimators)")
 	return cmd
 }
@@ -214,7 +223,7 @@ trained together with per-agent statistics, including each agent's own gradient 
 checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, keeps the last
 learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
 		Args:    cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error { return checkIter("iter", o.Iteration) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "learn"); err != nil || skip {
 				return err
@@ -231,7 +240,7 @@ learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
 			return nil
 		}),
 	}
-	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to learn from")
+	cmd.Flags().IntVar(&o.Iteration, "iter", 0, "iteration to learn from (required)")
 	cmd.Flags().StringVar(&o.Estimator, "estimator", "", "advantage estimator whose sidecars to use (default: learn.estimator)")
 	return cmd
 }

@@ -55,9 +55,9 @@ type Bucket struct {
 
 var _ storage.Bucket = (*Bucket)(nil)
 
-// New returns a bucket rooted at root. A relative root is made absolute. New creates
-// nothing: a missing root reads as an empty bucket, and the first Put creates it (so a
-// mistyped root given to a read-only command leaves no folder behind). Root, or its
+// New returns a bucket rooted at root; a relative root is made absolute. New creates
+// nothing: a missing root reads as an empty bucket, and the first Put creates it, so a
+// mistyped root given to a read-only command leaves no folder behind. Root, or else its
 // deepest existing ancestor, must be a folder.
 func New(root string) (*Bucket, error) {
 	if root == "" {
