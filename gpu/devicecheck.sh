@@ -24,8 +24,12 @@
 #      host-optimizer path)                                              ~ 2-3 min
 #   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test       ~ 1 min
 # BENCH_ARGS passes flags to benchgpu (e.g. BENCH_ARGS="-cpu-steps 0" on a rerun).
-# Each step has its own timeout; a failing step does not stop the later ones. Exit status is
-# non-zero if any step failed.
+# Each step has its own timeout, cut to what is left of BUDGET seconds for the whole run
+# (default 500, inside the device machine's 540 s; the steps' own timeouts add up to more),
+# so that the summary and $OUT are written before the machine's limit; a step with less than
+# 20 s left is skipped and counts as failed. A step that times out gets SIGQUIT first, so a
+# hung Go binary prints its goroutines. A failing step does not stop the later ones. Exit
+# status is non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.gpucheck
@@ -42,7 +46,7 @@ build() {
 	done
 	go build -ldflags='-s -w' -o "$BIN/benchgpu" ./gpu/cmd/benchgpu
 	gzip -9 "$BIN"/*
-	git rev-parse HEAD >"$BIN/commit"
+	echo "$(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' with uncommitted changes')" >"$BIN/commit"
 	du -sh "$BIN"
 }
 
@@ -54,11 +58,19 @@ run() {
 	T=/tmp/gpucheck && rm -rf $T && mkdir -p $T
 	for f in "$BIN"/*.gz; do b=$(basename "$f" .gz); gunzip -c "$f" >"$T/$b" && chmod +x "$T/$b"; done
 	fails=0
+	budget=${BUDGET:-500}
 	step() { # name timeout dir cmd...
 		local name=$1 to=$2 dir=$3; shift 3
 		echo; echo "=== $name ($(date -u +%T))"
+		local left=$((budget - SECONDS - 15))
+		if [ $left -lt 20 ]; then
+			echo "=== $name: skipped, ${left}s left of the ${budget}s budget"
+			fails=$((fails + 1))
+			return
+		fi
+		[ "$to" -le $left ] || to=$left
 		local s=$SECONDS
-		(cd "$dir" && timeout "$to" "$@"); local rc=$?
+		(cd "$dir" && timeout -s QUIT -k 10 "$to" "$@"); local rc=$?
 		echo "=== $name: rc=$rc in $((SECONDS - s))s"
 		[ $rc -eq 0 ] || fails=$((fails + 1))
 	}

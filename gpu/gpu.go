@@ -54,13 +54,12 @@ func (c Choice) Line(model string) string {
 // when DRMAS_LEARNER_ENGINE=gpu and no GPU can be used, or on an invalid setting; every other
 // failure to use a GPU is a CPU Choice with its reason.
 func OpenLearner(cfg *configs.Config, id string) (Choice, error) {
+	if err := CheckEngineEnv(); err != nil {
+		return Choice{}, err
+	}
 	mode := engineMode()
-	switch mode {
-	case "", "auto", "gpu":
-	case "cpu":
+	if mode == "cpu" {
 		return Choice{Where: "cpu", Reason: EngineEnv + "=cpu"}, nil
-	default:
-		return Choice{}, fmt.Errorf("%s=%q: want auto, cpu or gpu", EngineEnv, mode)
 	}
 	c := choose(cfg, id)
 	if c.Device == nil && mode == "gpu" {
@@ -70,6 +69,17 @@ func OpenLearner(cfg *configs.Config, id string) (Choice, error) {
 }
 
 func engineMode() string { return strings.ToLower(strings.TrimSpace(os.Getenv(EngineEnv))) }
+
+// CheckEngineEnv reports a DRMAS_LEARNER_ENGINE value that OpenLearner would refuse, so that a
+// command can refuse it up front rather than after the stages before learn have run.
+func CheckEngineEnv() error {
+	switch mode := engineMode(); mode {
+	case "", "auto", "gpu", "cpu":
+		return nil
+	default:
+		return fmt.Errorf("%s=%q: want auto, cpu or gpu", EngineEnv, mode)
+	}
+}
 
 // Required reports whether DRMAS_LEARNER_ENGINE=gpu: a learner that cannot train on a GPU must
 // fail rather than fall back to the CPU engine.

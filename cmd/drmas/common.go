@@ -81,7 +81,14 @@ func group(cmd *cobra.Command) *cobra.Command {
 
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
-	return configs.Load(loadOptions(cmd))
+	cfg, err := configs.Load(loadOptions(cmd))
+	if err == nil {
+		err = gpu.CheckEngineEnv() // read by learn only: refused before the stages before it run
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // loadOptions says where cmd's configuration comes from: --config, DRMAS_* and its flags. It

@@ -118,3 +118,17 @@ func TestBadEnvValueBlamesTheVariable(t *testing.T) {
 		t.Fatalf("want %q, got %v", want, err)
 	}
 }
+
+// TestBadEngineSettingRefusedUpFront: a DRMAS_LEARNER_ENGINE that the learner would refuse is
+// refused before anything runs, not after warm-up, rollout and normalize.
+func TestBadEngineSettingRefusedUpFront(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("DRMAS_LEARNER_ENGINE", "foo")
+	_, _, err := execute(t, "-q", "--store", store, "run", "--iters", "1")
+	if err == nil || !strings.Contains(err.Error(), `DRMAS_LEARNER_ENGINE="foo": want auto, cpu or gpu`) {
+		t.Fatalf("run with a bad engine setting: %v", err)
+	}
+	if entries, _ := os.ReadDir(store); len(entries) > 0 {
+		t.Errorf("the refused run wrote to the store: %v", entries)
+	}
+}

@@ -14,6 +14,9 @@
 //     time; the Device serialises them).
 //   - Module loading JIT-compiles the PTX of gpu/kernels; a compile failure returns the JIT's
 //     error log inside the error.
+//   - A failed Open leaves nothing behind (the module it loaded is unloaded, the primary
+//     context it retained is released); Close does the same for an open Device and is
+//     idempotent.
 //   - Errors carry the driver's error name and string (cuGetErrorName/cuGetErrorString).
 package cuda
 

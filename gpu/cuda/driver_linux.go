@@ -179,17 +179,19 @@ func check(call string, r Result) error {
 // Device is one GPU with the primary context retained and the kernels loaded. It implements
 // engine.Device.
 type Device struct {
-	ordinal int
-	name    string
-	uuid    [16]byte
-	calls   chan func()
-	done    chan struct{}
-	ctx     uintptr
-	mod     uintptr
-	funcs   map[string]uintptr
-	ks      map[string]*ir.Kernel
-	mu      sync.Mutex
-	closed  bool
+	ordinal  int
+	dev      int32 // the CUdevice of ordinal
+	name     string
+	uuid     [16]byte
+	calls    chan func()
+	done     chan struct{}
+	ctx      uintptr
+	retained bool // the primary context is retained (release undoes it)
+	mod      uintptr
+	funcs    map[string]uintptr
+	ks       map[string]*ir.Kernel
+	mu       sync.Mutex
+	closed   bool
 }
 
 // Open initialises the driver (once), retains the primary context of device ordinal and
@@ -211,7 +213,11 @@ func Open(ordinal int) (*Device, error) {
 	}
 	go d.loop()
 	var openErr error
-	d.run(func() { openErr = d.open(ks) })
+	d.run(func() {
+		if openErr = d.open(ks); openErr != nil {
+			_ = d.release() // the error that matters is open's
+		}
+	})
 	if openErr != nil {
 		d.shutdown()
 		return nil, openErr
@@ -240,11 +246,14 @@ func (d *Device) shutdown() {
 	<-d.done
 }
 
+// open retains the primary context and loads the module; on an error, release undoes what
+// it got to.
 func (d *Device) open(ks []*ir.Kernel) error {
 	var dev int32
 	if err := check("cuDeviceGet", drv.cuDeviceGet(&dev, int32(d.ordinal))); err != nil {
 		return err
 	}
+	d.dev = dev
 	name := make([]byte, 256)
 	if err := check("cuDeviceGetName", drv.cuDeviceGetName(&name[0], int32(len(name)), dev)); err != nil {
 		return err
@@ -253,9 +262,11 @@ func (d *Device) open(ks []*ir.Kernel) error {
 	if err := check("cuDeviceGetUuid", drv.cuDeviceGetUuid(&d.uuid, dev)); err != nil {
 		return err
 	}
-	if err := check("cuDevicePrimaryCtxRetain", drv.cuDevicePrimaryCtxRetain(&d.ctx, dev)); err != nil {
+	var ctx uintptr
+	if err := check("cuDevicePrimaryCtxRetain", drv.cuDevicePrimaryCtxRetain(&ctx, dev)); err != nil {
 		return err
 	}
+	d.ctx, d.retained = ctx, true
 	if err := check("cuCtxSetCurrent", drv.cuCtxSetCurrent(d.ctx)); err != nil {
 		return err
 	}
@@ -267,10 +278,13 @@ func (d *Device) open(ks []*ir.Kernel) error {
 	image := append([]byte(ptxSource()), 0)
 	var pin runtime.Pinner
 	pin.Pin(&errLog[0])
-	r := drv.cuModuleLoadDataEx(&d.mod, &image[0], uint32(len(opts)), &opts[0], &vals[0])
+	var mod uintptr
+	r := drv.cuModuleLoadDataEx(&mod, &image[0], uint32(len(opts)), &opts[0], &vals[0])
 	pin.Unpin()
 	runtime.KeepAlive(errLog)
-	if r != 0 {
+	if r == 0 {
+		d.mod = mod
+	} else {
 		log := string(bytes.TrimRight(errLog, "\x00"))
 		return fmt.Errorf("cuda: JIT-compile the kernels: %w; log: %s", check("cuModuleLoadDataEx", r), log)
 	}
@@ -420,18 +434,25 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	var err error
-	d.run(func() {
-		if d.mod != 0 {
-			err = check("cuModuleUnload", drv.cuModuleUnload(d.mod))
-		}
-		var dev int32
-		if e := check("cuDeviceGet", drv.cuDeviceGet(&dev, int32(d.ordinal))); e == nil {
-			if e := check("cuDevicePrimaryCtxRelease", drv.cuDevicePrimaryCtxRelease(dev)); e != nil && err == nil {
-				err = e
-			}
-		}
-	})
+	d.run(func() { err = d.release() })
 	d.shutdown()
+	return err
+}
+
+// release unloads the module and releases the primary context, as far as open got; it runs
+// on d's thread and returns the first error.
+func (d *Device) release() error {
+	var err error
+	if d.mod != 0 {
+		err = check("cuModuleUnload", drv.cuModuleUnload(d.mod))
+		d.mod = 0
+	}
+	if d.retained {
+		if e := check("cuDevicePrimaryCtxRelease", drv.cuDevicePrimaryCtxRelease(d.dev)); e != nil && err == nil {
+			err = e
+		}
+		d.retained, d.ctx = false, 0
+	}
 	return err
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
 	"github.com/drmas-dev/drmas/internal/nvidiatest"
@@ -51,16 +53,50 @@ func fakeChild(t *testing.T) {
 	if _, err := Open(1); err == nil {
 		t.Fatal("Open(1) of 1 device succeeded")
 	}
-	// A JIT failure carries the compiler's log.
+	// The fake's count of retained primary contexts and loaded modules.
+	lib, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fakeLive func(ctx, mod *int32)
+	var fakeMissing func(name string)
+	for _, f := range []struct {
+		fn   any
+		name string
+	}{{&fakeLive, "fake_live"}, {&fakeMissing, "fake_missing_function"}} {
+		addr, err := purego.Dlsym(lib, f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purego.RegisterFunc(f.fn, addr)
+	}
+	live := func(what string, wantCtx, wantMod int32) {
+		t.Helper()
+		var ctx, mod int32
+		fakeLive(&ctx, &mod)
+		if ctx != wantCtx || mod != wantMod {
+			t.Fatalf("%s: %d primary contexts retained and %d modules loaded, want %d and %d", what, ctx, mod, wantCtx, wantMod)
+		}
+	}
+	// A JIT failure carries the compiler's log and leaves no context retained.
 	ptxSource = func() string { return "not ptx" }
 	if _, err := Open(0); err == nil || !strings.Contains(err.Error(), "fake JIT error") || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_PTX") {
 		t.Fatalf("JIT failure: %v", err)
 	}
+	live("after a JIT failure", 0, 0)
 	ptxSource = func() string { return kernels.PTX }
+	// A kernel missing from the module: the loaded module is unloaded and the context released.
+	fakeMissing("adamw")
+	if _, err := Open(0); err == nil || !strings.Contains(err.Error(), "cuModuleGetFunction adamw") {
+		t.Fatalf("missing kernel: %v", err)
+	}
+	live("after a missing kernel", 0, 0)
+	fakeMissing("")
 	d, err := Open(0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	live("while open", 1, 1)
 	if d.Name() != "Fake GPU" || d.UUID() != uu[0] {
 		t.Fatalf("name %q uuid %q", d.Name(), d.UUID())
 	}
@@ -189,6 +225,7 @@ func fakeChild(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
+	live("after Close", 0, 0)
 	if _, err := d.Alloc(1); err == nil {
 		t.Fatal("Alloc after Close succeeded")
 	}

@@ -23,6 +23,9 @@
 //     gradients, sums over the batch's rows, may be split along the rows into chunks whose
 //     partial products are added in chunk order (split-K, for small weight matrices that
 //     would leave SMs idle): deterministic, but their bits depend on the batch size.
+//   - Sizes: the kernels index device words with int32, so Forward refuses (with the reason)
+//     a batch whose activations, attention maps or logits would exceed that, and New a model
+//     with more parameters; the learner then needs smaller micro-batches.
 //
 // A Pass is valid until the next Forward on the same Trainer (activations live in reused
 // device buffers). A Trainer is not safe for concurrent use.
@@ -63,6 +66,7 @@ type Trainer struct {
 	cfg    model.Config
 	off    []int // word offset of each parameter
 	sizes  []int
+	names  []string
 	total  int
 	w, g   ir.Ptr
 	idx    map[string]int
@@ -88,6 +92,15 @@ type Trainer struct {
 	mom, vel ir.Ptr
 	ahead    bool
 }
+
+// maxWords bounds every device buffer and element count: the kernels index words with int32
+// (addresses are base + 4·index with a signed 32-bit index), and a launch's last block or
+// chunk may compute indices up to 2^16 past its end.
+const maxWords = math.MaxInt32 - 1<<16
+
+// maxRows bounds the rows (tokens) of a pass: a GEMM over them has ceil(rows/Tile) blocks in
+// grid y, at most 65535.
+const maxRows = 65535 * kernels.Tile
 
 // DefaultBigGemmBlocks is Trainer's default for when a GEMM uses the TileBig kernel: two
 // resident blocks on each of the 132 SMs of an H100/H200, so that no SM idles.
@@ -122,8 +135,12 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
+		t.names = append(t.names, p.Name)
 		t.idx[p.Name] = i
 		t.total += len(p.Data)
+	}
+	if t.total > maxWords {
+		return nil, fmt.Errorf("gpu engine: %d parameters above the kernels' int32 indexing (%d words)", t.total, maxWords)
 	}
 	var err error
 	if t.w, err = dev.Alloc(t.total); err != nil {
@@ -163,6 +180,28 @@ func (t *Trainer) Close() error {
 	}
 	t.bufs, t.grads = nil, nil
 	return errors.Join(errs...)
+}
+
+// matches reports whether g is laid out like the Trainer's model: each parameter's gradient
+// found by name, of its size, at its position, and no untied head beside a tied model's.
+// (Checking tensor 0 alone let a gradient of a model with other layers through: its tensors
+// were indexed past their end, or received the gradients of other parameters.)
+func (t *Trainer) matches(g *model.Grads) bool {
+	if g == nil {
+		return false
+	}
+	for i, name := range t.names {
+		if len(g.ByName(name)) != t.sizes[i] {
+			return false
+		}
+	}
+	// Every name is there, so g has at least as many tensors as the model.
+	for i, name := range t.names {
+		if &g.Tensor(i)[0] != &g.ByName(name)[0] {
+			return false
+		}
+	}
+	return !t.cfg.TiedHead || g.ByName("head.weight") == nil
 }
 
 // MarkDirty says the host weights changed (an optimizer step on the host): the next Forward
@@ -326,7 +365,8 @@ type splitKey struct {
 
 // splitTable returns the device table of a split-K GEMM (one batched-GEMM entry per k-chunk,
 // its partial product at chunk·m·n words of the workspace), uploading it on first use; the
-// tables depend only on the shape, so a training run uploads each once.
+// tables depend only on the shape, so a pass uploads each once (the layers share them), and
+// dropSplitTables frees those of other batch sizes.
 func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr, error) {
 	key := splitKey{ta, tb, m, n, k, lda, ldb, chunk}
 	if p, ok := t.splitTabs[key]; ok {
@@ -343,7 +383,7 @@ func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr,
 		}
 		tab = append(tab, int32(m), int32(n), int32(min(chunk, k-k0)), int32(aOff), int32(bOff), int32(s*m*n), int32(lda), int32(ldb), int32(n))
 	}
-	p, err := t.buf(fmt.Sprintf("splitk table %v", key), len(tab))
+	p, err := t.buf(splitTableName(key), len(tab))
 	if err != nil {
 		return 0, err
 	}
@@ -353,6 +393,25 @@ func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr,
 	t.splitTabs[key] = p
 	return p, nil
 }
+
+// dropSplitTables frees the split-K tables whose k (a batch's rows) is neither n nor m, the
+// rows of the pass about to run, so that a Trainer holds one pass's tables however many batch
+// sizes it sees (a table per shape, kept for the Trainer's life, grew with every new size).
+func (t *Trainer) dropSplitTables(n, m int) error {
+	for key, p := range t.splitTabs {
+		if key.k == n || key.k == m {
+			continue
+		}
+		delete(t.splitTabs, key)
+		delete(t.bufs, splitTableName(key))
+		if err := t.dev.Free(p); err != nil {
+			return fmt.Errorf("gpu engine: free a split-K table: %w", err)
+		}
+	}
+	return nil
+}
+
+func splitTableName(key splitKey) string { return fmt.Sprintf("splitk table %v", key) }
 
 // batch is one batched-GEMM table on the device.
 type batch struct {

@@ -324,11 +324,13 @@ func TestAdamStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range p {
+		// Every product is rounded by an explicit conversion, so that a compiler that fuses
+		// a·b + c (arm64; amd64 with GOAMD64=v3) does not fuse the reference.
 		b1, b2 := float32(0.9), float32(0.999)
 		m := (1 - b1) * g[i]
-		v := (1 - b2) * g[i] * g[i]
-		den := float32(math.Sqrt(float64(v)))*1.2 + 1e-8
-		want := p[i]*0.99 - 0.01*m/den
+		v := float32((1-b2)*g[i]) * g[i]
+		den := float32(float32(math.Sqrt(float64(v)))*1.2) + 1e-8
+		want := float32(p[i]*0.99) - float32(0.01*m)/den
 		if math.Float32bits(got[i]) != math.Float32bits(want) {
 			t.Fatalf("p[%d] = %v, want %v", i, got[i], want)
 		}
@@ -476,6 +478,167 @@ func TestSplitKPass(t *testing.T) {
 			if math.Float32bits(b[j]) != math.Float32bits(b2[j]) {
 				t.Fatalf("gradient of %s[%d] differs between split-K runs", p.Name, j)
 			}
+		}
+	}
+}
+
+// boundedDevice is a Device that refuses allocations above max words (so that a test of a
+// batch too large for the kernels does not allocate it on the interpreter).
+type boundedDevice struct {
+	Device
+	max int
+}
+
+func (b boundedDevice) Alloc(words int) (ir.Ptr, error) {
+	if words > b.max {
+		return 0, fmt.Errorf("test device: refusing %d words", words)
+	}
+	return b.Device.Alloc(words)
+}
+
+// TestForwardRefusesInt32Overflow: a batch whose attention maps or logits would take more
+// words than the kernels' int32 indices reach (a fault or a write into another buffer on a
+// GPU) is refused with the reason before anything is allocated for it.
+func TestForwardRefusesInt32Overflow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  model.Config
+		lens [][2]int
+		what string
+	}{
+		// 8 heads · 19999² positions: 3.2e9 words of attention maps.
+		{"attention", model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true},
+			[][2]int{{1, 19999}}, "attention maps"},
+		// 625 sequences · 64 scored tokens · vocab 65535: 2.6e9 words of logits.
+		{"logits", model.Config{Vocab: 65535, Context: 128, Dim: 8, Layers: 1, Heads: 1, FFMult: 1, TiedHead: true},
+			func() [][2]int {
+				l := make([][2]int, 625)
+				for i := range l {
+					l[i] = [2]int{1, 64}
+				}
+				return l
+			}(), "logits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := model.New(tc.cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			_, err = tr.Forward(m, testBatch(tc.cfg, 1, tc.lens), 1)
+			if err == nil || !strings.Contains(err.Error(), tc.what) || !strings.Contains(err.Error(), "int32") {
+				t.Fatalf("Forward: %v, want a refusal naming the %s and int32 indexing", err, tc.what)
+			}
+		})
+	}
+}
+
+// TestSplitTablesDoNotAccumulate: passes of ever new token counts (as a learner's
+// micro-batches have) keep only the current pass's split-K tables on the device, not one
+// allocation per shape ever seen; Close frees everything.
+func TestSplitTablesDoNotAccumulate(t *testing.T) {
+	c := interpCases[0].cfg
+	m, err := model.New(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := interp(t)
+	tr, err := New(in, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.splitBlocks, tr.splitMinK = 1<<30, 8
+	others := -1 // live buffers that are not split-K tables: the same every pass
+	for k := 0; k < 6; k++ {
+		p, err := tr.Forward(m, testBatch(c, 1, [][2]int{{3, 14 + k}}), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.splitTabs) == 0 {
+			t.Fatal("no split-K GEMM ran: the test needs them")
+		}
+		for key := range tr.splitTabs {
+			if key.k != p.n && key.k != p.m {
+				t.Fatalf("pass %d (%d rows, %d scored): a split-K table for k = %d is still allocated", k, p.n, p.m, key.k)
+			}
+		}
+		if n := in.Live() - len(tr.splitTabs); others < 0 {
+			others = n
+		} else if n != others {
+			t.Fatalf("pass %d: %d live buffers besides the tables, %d after the first pass", k, n, others)
+		}
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := in.Live(); n != 0 {
+		t.Fatalf("%d buffers live after Close", n)
+	}
+}
+
+// TestGradsOfAnotherConfigRefused: Backward and Grads.Read refuse a host gradient of a model
+// with other layers or another head (same tensor 0): it was indexed past its end (a panic) or
+// received other parameters' gradients (the one-layer ln_f gradient in the second layer's ln1).
+func TestGradsOfAnotherConfigRefused(t *testing.T) {
+	c := interpCases[0].cfg // 2 layers, tied head
+	seqs := testBatch(c, 1, [][2]int{{3, 4}})
+	others := func(c model.Config) []model.Config {
+		fewer, more, untied := c, c, c
+		fewer.Layers, more.Layers, untied.TiedHead = c.Layers-1, c.Layers+1, !c.TiedHead
+		return []model.Config{fewer, more, untied}
+	}
+	for _, own := range []model.Config{c, func() model.Config { u := c; u.TiedHead = false; return u }()} {
+		m, err := model.New(own, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(interp(t), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tr.Forward(m, seqs, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dg, err := tr.NewGrads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, oc := range others(own) {
+			o, err := model.New(oc, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := o.NewGrads()
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("trainer %+v, grads of %+v: panic %v", own, oc, r)
+					}
+				}()
+				if err := p.Backward(p.LogProbs(), nil, g); err == nil || !strings.Contains(err.Error(), "do not match") {
+					t.Errorf("trainer %+v: Backward into grads of %+v: %v", own, oc, err)
+				}
+				if err := dg.Read(g); err == nil || !strings.Contains(err.Error(), "do not match") {
+					t.Errorf("trainer %+v: Read into grads of %+v: %v", own, oc, err)
+				}
+			}()
+			if g.Norm() != 0 {
+				t.Errorf("trainer %+v: grads of %+v were written", own, oc)
+			}
+		}
+		if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
+			t.Fatalf("own grads: %v", err)
+		}
+		if err := tr.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (g *Grads) Read(dst *model.Grads) error {
 	if err := g.check(t); err != nil {
 		return err
 	}
-	if dst == nil || len(dst.Tensor(0)) != t.sizes[0] {
+	if !t.matches(dst) {
 		return fmt.Errorf("gpu engine: Read: grads do not match the model config")
 	}
 	for i := range t.off {

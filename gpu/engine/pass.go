@@ -92,6 +92,9 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	if p.nsh > 65535 {
 		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
 	}
+	if err := p.checkSizes(c); err != nil {
+		return nil, err
+	}
 	N, M := p.n, p.m
 	p.toks, p.pos = make([]int32, N), make([]int32, N)
 	p.rows, p.tgts = make([]int32, M), make([]int32, M)
@@ -222,6 +225,29 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	return p, nil
 }
 
+// checkSizes refuses a batch whose activations the kernels cannot index: a buffer above
+// maxWords words would wrap the kernels' int32 indices (a fault or a silent write into
+// another buffer on a GPU), more than maxRows rows exceed a GEMM's grid.
+func (p *Pass) checkSizes(c model.Config) error {
+	if p.n > maxRows || p.m > maxRows {
+		return fmt.Errorf("gpu engine: %d positions (%d scored) above %d (grid limit): use smaller micro-batches", p.n, p.m, maxRows)
+	}
+	for _, b := range []struct {
+		what  string
+		words int
+	}{
+		{"attention maps", p.att},
+		{"qkv activations", p.n * 3 * c.Dim},
+		{"MLP activations", p.n * c.FFMult * c.Dim},
+		{"logits", p.m * c.Vocab},
+	} {
+		if b.words > maxWords {
+			return fmt.Errorf("gpu engine: the batch's %s take %d words, above the kernels' int32 indexing (%d): use smaller micro-batches or shorter sequences", b.what, b.words, maxWords)
+		}
+	}
+	return nil
+}
+
 // linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight, name.bias.
 func (t *Trainer) linear(l *launcher, x ir.Ptr, n, in int, name string, out int, y ir.Ptr) {
 	l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
@@ -251,7 +277,7 @@ func csr(ids []int32, rows int) (ptr, idx []int32) {
 // copied back to be added into g; BackwardInto keeps it on the device.
 func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error {
 	t := p.t
-	if g == nil || len(g.Tensor(0)) != t.sizes[0] {
+	if !t.matches(g) {
 		return fmt.Errorf("gpu engine: Backward: grads do not match the model config")
 	}
 	start := time.Now()
@@ -366,6 +392,9 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	}
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
 		return false, fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dropSplitTables(N, M); err != nil {
+		return false, err
 	}
 	if zero {
 		if err := t.dev.Zero(base, t.total); err != nil {

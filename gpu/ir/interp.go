@@ -52,7 +52,7 @@ type Interp struct {
 	bufs    map[uint64][]uint32
 	next    uint64
 	// launch state
-	writes map[Ptr]int64 // global word -> writer (block·nthreads + thread) during a launch
+	writes map[Ptr]gwrite // global word -> its writer during a launch
 }
 
 const ptrShift = 40
@@ -163,7 +163,10 @@ func (in *Interp) Launch(name string, grid, block [3]int, args ...Arg) error {
 			return fmt.Errorf("interp: kernel %s: bad grid %v", name, grid)
 		}
 	}
-	in.writes = map[Ptr]int64{}
+	if grid[0] > math.MaxInt32 || grid[1] > 65535 || grid[2] > 65535 {
+		return fmt.Errorf("interp: kernel %s: grid %v above a GPU's limits (2^31-1, 65535, 65535)", name, grid)
+	}
+	in.writes = map[Ptr]gwrite{}
 	defer func() { in.writes = nil }()
 	nt := block[0] * block[1]
 	r := &run{in: in, k: k, grid: grid, block: block, nt: nt, regs: make([][]uint64, k.nregs)}
@@ -219,6 +222,13 @@ func (in *Interp) Launch(name string, grid, block [3]int, args ...Arg) error {
 		}
 	}
 	return nil
+}
+
+// gwrite is the writer of a global word: block·nthreads + thread, and the barrier epoch of
+// its block at the store.
+type gwrite struct {
+	gid   int64
+	epoch int32
 }
 
 type run struct {
@@ -327,6 +337,25 @@ func ftz(f float32) float32 {
 	return f
 }
 
+// fmaF32 is fma.rn.f32: a·b + c rounded once to float32. The product of two float32 values
+// is exact in float64; the sum is rounded to float64 by round-to-odd (round to nearest, then,
+// when inexact and the last bit is even, step towards the exact value), which makes the final
+// rounding to float32 the correct one (53 ≥ 24+2 bits). float32(math.FMA(...)) rounds twice
+// and is one unit in the last place off when the float64 sum lands on a float32 tie.
+func fmaF32(a, b, c float32) float32 {
+	p, z := float64(a)*float64(b), float64(c)
+	s := p + z
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	bv := s - p
+	e := (p - (s - bv)) + (z - bv) // the rounding error of s (TwoSum), exact
+	if e != 0 && math.Float64bits(s)&1 == 0 {
+		s = math.Nextafter(s, math.Copysign(math.Inf(1), e))
+	}
+	return float32(s)
+}
+
 func fmin(a, b float32) float32 {
 	switch {
 	case a != a:
@@ -412,7 +441,7 @@ func (r *run) instr(s *Stmt, t int) {
 			out = iu(v)
 		}
 	case OpFma:
-		out = fu(float32(math.FMA(float64(f32(arg(0))), float64(f32(arg(1))), float64(f32(arg(2))))))
+		out = fu(fmaF32(f32(arg(0)), f32(arg(1)), f32(arg(2))))
 	case OpNeg:
 		out = fu(-f32(arg(0)))
 	case OpAbs:
@@ -423,10 +452,10 @@ func (r *run) instr(s *Stmt, t int) {
 		out = fu(ftz(float32(math.Exp2(float64(ftz(f32(arg(0))))))))
 	case OpLg2:
 		out = fu(ftz(float32(math.Log2(float64(ftz(f32(arg(0))))))))
-	case OpShl:
-		out = iu(i32(arg(0)) << (uint32(arg(1)) & 31))
+	case OpShl: // PTX: the amount is unsigned and clamps at 32, as Go's shifts do (no mask)
+		out = iu(i32(arg(0)) << uint32(arg(1)))
 	case OpShr:
-		out = iu(i32(arg(0)) >> (uint32(arg(1)) & 31))
+		out = iu(i32(arg(0)) >> uint32(arg(1)))
 	case OpAnd:
 		out = arg(0) & arg(1)
 	case OpOr:
@@ -476,17 +505,20 @@ func (r *run) instr(s *Stmt, t int) {
 		}
 		gid := r.blockID*int64(r.nt) + int64(t)
 		if s.op == OpLdG {
-			if wr, ok := r.in.writes[p]; ok && wr/int64(r.nt) != r.blockID {
-				r.err = fmt.Errorf("thread %d: global load at index %d of a word block %d wrote in the same launch", t, i32(arg(1)), wr/int64(r.nt))
+			if wr, ok := r.in.writes[p]; ok && wr.gid/int64(r.nt) != r.blockID {
+				r.err = fmt.Errorf("thread %d: global load at index %d of a word block %d wrote in the same launch", t, i32(arg(1)), wr.gid/int64(r.nt))
+				return
+			} else if ok && wr.gid != gid && wr.epoch == r.epoch {
+				r.err = fmt.Errorf("thread %d: global load at index %d of a word thread %d wrote since the last barrier", t, i32(arg(1)), wr.gid%int64(r.nt))
 				return
 			}
 			out = uint64(w[0])
 		} else {
-			if wr, ok := r.in.writes[p]; ok && wr != gid {
-				r.err = fmt.Errorf("thread %d: global store at index %d races with thread %d of block %d", t, i32(arg(1)), wr%int64(r.nt), wr/int64(r.nt))
+			if wr, ok := r.in.writes[p]; ok && wr.gid != gid {
+				r.err = fmt.Errorf("thread %d: global store at index %d races with thread %d of block %d", t, i32(arg(1)), wr.gid%int64(r.nt), wr.gid/int64(r.nt))
 				return
 			}
-			r.in.writes[p] = gid
+			r.in.writes[p] = gwrite{gid, r.epoch}
 			w[0] = uint32(arg(2))
 			return
 		}
@@ -503,6 +535,10 @@ func (r *run) instr(s *Stmt, t int) {
 			return
 		}
 		if s.op == OpLdS {
+			if r.swEpoch[a][idx] == 0 { // epochs start at 1: no thread of the block wrote it
+				r.err = fmt.Errorf("thread %d: shared %s[%d] read before any thread of the block wrote it (shared memory starts undefined on a GPU)", t, r.k.shared[a].name, idx)
+				return
+			}
 			if r.srEpoch[a][idx] != r.epoch {
 				r.srEpoch[a][idx], r.sr[a][idx] = r.epoch, tt
 			} else if r.sr[a][idx] != tt {

@@ -11,10 +11,17 @@
 //     math can be checked against the CPU engine on a machine without a GPU. The
 //     approximations the PTX uses (ex2.approx, lg2.approx) are modelled by float32 rounding of
 //     the exact function, which is within their documented error.
+//   - The interpreter refuses launches a GPU refuses (a block of more than 1024 threads, a
+//     grid above 2^31-1 × 65535 × 65535 blocks).
 //   - The interpreter checks what a GPU would not: out-of-bounds global and shared accesses,
+//     shared-memory reads of a word no thread of the block wrote (a GPU's shared memory starts
+//     undefined; the interpreter's starts at 0 and must not be relied on),
 //     bar.sync reached by part of a block, shared-memory races between barriers (a thread
-//     reading or overwriting a word another thread wrote since the last barrier) and global
-//     write/write races between threads of one launch. Each is an error, never a panic.
+//     reading or overwriting a word another thread wrote since the last barrier), global
+//     write/write races between threads of one launch, and global loads of a word another
+//     block wrote in the launch or another thread of the block wrote since the last barrier.
+//     Each is an error, never a panic. (Threads run in lockstep, statement by statement, so
+//     without these checks a race would read the value a GPU might not.)
 //   - EmitPTX output is deterministic (same kernels, same text).
 //
 // Registers are typed variables (S32, F32, Pred; U64 only for pointer parameters) and may be
@@ -72,8 +79,8 @@ const (
 	OpSqrt // f32, round-to-nearest
 	OpEx2  // f32, 2^a (ex2.approx.ftz)
 	OpLg2  // f32, log2 a (lg2.approx.ftz)
-	OpShl  // s32
-	OpShr  // s32 arithmetic
+	OpShl  // s32; the amount is unsigned and clamps at 32 (shl.b32): 32 or more gives 0
+	OpShr  // s32 arithmetic; the amount clamps at 32 (shr.s32): 32 or more gives 0 or -1
 	OpAnd  // s32 or pred
 	OpOr   // s32 or pred
 	OpNot  // pred

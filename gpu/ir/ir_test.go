@@ -2,6 +2,8 @@ package ir
 
 import (
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -97,10 +99,39 @@ func TestDetectsMissingBarrier(t *testing.T) {
 	b = NewKernel("war")
 	sh = b.Shared("s", 32)
 	tid = b.Special(TidX)
+	b.If(b.Setp(EQ, tid, b.I(0)), func() { b.StS(sh, b.I(0), b.F(3)) })
+	b.Barrier()
 	b.LdS(sh, b.I(0))
 	b.If(b.Setp(EQ, tid, b.I(5)), func() { b.StS(sh, b.I(0), b.F(1)) })
 	if _, err := launch(t, build(t, b), 32); err == nil || !strings.Contains(err.Error(), "after another thread read") {
 		t.Fatalf("write-after-read race not found: %v", err)
+	}
+}
+
+// TestDetectsUninitialisedSharedRead: a GPU's shared memory holds whatever the SM's last
+// block left there, so reading a word no thread of this block wrote is an error, in the
+// second block too (the first block's writes do not count).
+func TestDetectsUninitialisedSharedRead(t *testing.T) {
+	b := NewKernel("uninit")
+	out := b.Ptr("out")
+	sh := b.Shared("s", 64)
+	tid := b.Special(TidX)
+	b.If(b.Setp(EQ, b.Special(CtaidX), b.I(0)), func() { b.StS(sh, b.Add(tid, b.I(32)), b.F(1)) })
+	b.StS(sh, tid, b.F(2))
+	b.Barrier()
+	v := b.LdS(sh, b.Add(tid, b.I(32))) // written in block 0 only
+	b.St(out, b.Add(b.Mul(b.Special(CtaidX), b.I(32)), tid), v)
+	in := NewInterp([]*Kernel{build(t, b)})
+	p, err := in.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Launch("uninit", [3]int{1, 1, 1}, [3]int{32, 1, 1}, ArgP(p)); err != nil {
+		t.Fatalf("every word read was written: %v", err)
+	}
+	err = in.Launch("uninit", [3]int{2, 1, 1}, [3]int{32, 1, 1}, ArgP(p))
+	if err == nil || !strings.Contains(err.Error(), "before any thread of the block wrote it") || !strings.Contains(err.Error(), "block [1 0 0]") {
+		t.Fatalf("read of unwritten shared memory in block 1 not found: %v", err)
 	}
 }
 
@@ -137,8 +168,37 @@ func TestDetectsGlobalErrors(t *testing.T) {
 	if err := in.Launch("ww", [3]int{1, 1, 1}, [3]int{2, 1, 1}, ArgP(buf)); err == nil || !strings.Contains(err.Error(), "races") {
 		t.Fatalf("write/write race not found: %v", err)
 	}
+	// A thread reading a global word another thread of its block wrote: a race without a
+	// barrier between (the interpreter's lockstep would read the new value), fine with one.
+	for _, barrier := range []bool{false, true} {
+		b = NewKernel("raw")
+		p = b.Ptr("p")
+		tid := b.Special(TidX)
+		b.If(b.Setp(EQ, tid, b.I(0)), func() { b.St(p, b.I(0), b.F(7)) })
+		if barrier {
+			b.Barrier()
+		}
+		b.If(b.Setp(EQ, tid, b.I(100)), func() { b.St(p, b.I(1), b.Ld(F32, p, b.I(0))) })
+		raw := NewInterp([]*Kernel{build(t, b)})
+		rb, err := raw.Alloc(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = raw.Launch("raw", [3]int{1, 1, 1}, [3]int{128, 1, 1}, ArgP(rb))
+		if barrier && err != nil {
+			t.Fatalf("load after a barrier: %v", err)
+		}
+		if !barrier && (err == nil || !strings.Contains(err.Error(), "since the last barrier")) {
+			t.Fatalf("global read-after-write race in a block not found: %v", err)
+		}
+	}
 	if err := in.Launch("ww", [3]int{1, 1, 1}, [3]int{1, 1, 1}, ArgI(3)); err == nil {
 		t.Fatal("wrong argument kind accepted")
+	}
+	for _, grid := range [][3]int{{1, 65536, 1}, {1, 1, 65536}} {
+		if err := in.Launch("ww", grid, [3]int{1, 1, 1}, ArgP(buf)); err == nil || !strings.Contains(err.Error(), "limits") {
+			t.Fatalf("grid %v (above a GPU's grid limits) launched: %v", grid, err)
+		}
 	}
 	if err := in.Launch("nope", [3]int{1, 1, 1}, [3]int{1, 1, 1}); err == nil {
 		t.Fatal("unknown kernel launched")
@@ -195,5 +255,115 @@ func TestEmitDeterministicAndLoops(t *testing.T) {
 		if got[0] != tc.want {
 			t.Errorf("n=%d: %v, want %v", tc.n, got[0], tc.want)
 		}
+	}
+}
+
+// exactFma is a·b + c rounded once to float32, by exact arithmetic.
+func exactFma(a, b, c float32) float32 {
+	x := new(big.Float).SetPrec(400).SetFloat64(float64(a))
+	x.Mul(x, new(big.Float).SetPrec(400).SetFloat64(float64(b)))
+	x.Add(x, new(big.Float).SetPrec(400).SetFloat64(float64(c)))
+	f, _ := x.Float32()
+	return f
+}
+
+// TestFmaSingleRounding: OpFma is fma.rn.f32, one rounding of the exact a·b + c. The first
+// case is one where float32(math.FMA(a, b, c)) rounds twice (to float64, onto a float32 tie,
+// then to even) and lands one unit in the last place off; the rest are random, with the
+// product and the addend of close magnitudes and opposite signs (cancellation), subnormal
+// results and overflow.
+func TestFmaSingleRounding(t *testing.T) {
+	type abc struct{ a, b, c float32 }
+	cases := []abc{
+		{1 - 0x1p-23, (1 + 0x1p-23) * 0x1p-24, 1 + 0x1p-23},
+		{-(1 - 0x1p-23), (1 + 0x1p-23) * 0x1p-24, -(1 + 0x1p-23)},
+		{0x1p-70, 0x1p-70, 0x1p-149}, {3e38, 2, -1e38}, {3e38, 2, -3e38}, {0, -1, 0},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	bits := func() float32 {
+		for {
+			f := math.Float32frombits(r.Uint32())
+			if !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) {
+				return f
+			}
+		}
+	}
+	for range 20000 {
+		a, b := bits(), bits()
+		c := -a * b * float32(1+r.NormFloat64()*1e-6)
+		if r.IntN(2) == 0 {
+			c = bits()
+		}
+		cases = append(cases, abc{a, b, c})
+	}
+	bld := NewKernel("fma")
+	pa, pb, pc, out := bld.Ptr("a"), bld.Ptr("b"), bld.Ptr("c"), bld.Ptr("out")
+	i := bld.Add(bld.Mul(bld.Special(CtaidX), bld.Special(NtidX)), bld.Special(TidX))
+	n := bld.IParam("n")
+	bld.If(bld.Setp(LT, i, n), func() {
+		bld.St(out, i, bld.Fma(bld.Ld(F32, pa, i), bld.Ld(F32, pb, i), bld.Ld(F32, pc, i)))
+	})
+	in := NewInterp([]*Kernel{build(t, bld)})
+	var ps [4]Ptr
+	for j := range ps {
+		p, err := in.Alloc(len(cases))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[j] = p
+		v := make([]float32, len(cases))
+		for k, c := range cases {
+			v[k] = [4]float32{c.a, c.b, c.c, 0}[j]
+		}
+		if err := in.WriteF32(p, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := in.Launch("fma", [3]int{(len(cases) + 255) / 256, 1, 1}, [3]int{256, 1, 1}, ArgP(ps[0]), ArgP(ps[1]), ArgP(ps[2]), ArgP(ps[3]), ArgI(len(cases))); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, len(cases))
+	if err := in.ReadF32(got, ps[3]); err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range cases {
+		if want := exactFma(c.a, c.b, c.c); math.Float32bits(got[k]) != math.Float32bits(want) {
+			t.Fatalf("fma(%g, %g, %g) = %g (%#08x), want %g (%#08x)", c.a, c.b, c.c, got[k], math.Float32bits(got[k]), want, math.Float32bits(want))
+		}
+	}
+}
+
+// TestShiftAmountsClamp: shl.b32 and shr.s32 read the amount as unsigned and clamp it at 32,
+// so 32, 33 and -1 shift every bit out (0, or the sign for shr); they do not wrap mod 32.
+func TestShiftAmountsClamp(t *testing.T) {
+	b := NewKernel("shifts")
+	out := b.Ptr("out")
+	amounts := []int{0, 1, 31, 32, 33, -1}
+	for j, s := range amounts {
+		v := b.I(-12345)
+		b.St(out, b.I(2*j), b.CvtF(b.Shl(v, b.I(s))))
+		b.St(out, b.I(2*j+1), b.CvtF(b.Shr(v, b.I(s))))
+	}
+	in := NewInterp([]*Kernel{build(t, b)})
+	p, err := in.Alloc(2 * len(amounts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Launch("shifts", [3]int{1, 1, 1}, [3]int{1, 1, 1}, ArgP(p)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 2*len(amounts))
+	if err := in.ReadF32(got, p); err != nil {
+		t.Fatal(err)
+	}
+	for j, s := range amounts {
+		n := uint32(s)
+		wantL, wantR := float32(int32(-12345)<<n), float32(int32(-12345)>>n)
+		if got[2*j] != wantL || got[2*j+1] != wantR {
+			t.Errorf("-12345 shifted by %d: shl %v shr %v, want %v %v", s, got[2*j], got[2*j+1], wantL, wantR)
+		}
+	}
+	if got[6] != 0 || got[7] != -1 || got[10] != 0 || got[11] != -1 {
+		t.Errorf("shifts by 32 and by -1 (0xffffffff) did not clear the value: %v", got)
 	}
 }

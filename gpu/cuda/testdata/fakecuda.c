@@ -12,6 +12,12 @@ typedef uint64_t CUdeviceptr;
 static int inited;
 static const char *names[64];
 static int nnames;
+// Retained primary contexts and loaded modules, read by the test through fake_live; a missing
+// function (fake_missing_function) makes cuModuleGetFunction fail for that kernel name.
+static int live_ctx, live_mod;
+static char missing[64];
+void fake_live(int *ctx, int *mod) { *ctx = live_ctx; *mod = live_mod; }
+void fake_missing_function(const char *name) { strncpy(missing, name, sizeof missing - 1); }
 
 CUresult cuInit(unsigned flags) { if (flags != 0) return 1; inited = 1; return 0; }
 CUresult cuDriverGetVersion(int *v) { *v = 12000; return 0; }
@@ -19,8 +25,8 @@ CUresult cuDeviceGetCount(int *n) { if (!inited) return 3; *n = 1; return 0; }
 CUresult cuDeviceGet(int *d, int ord) { if (ord != 0) return 101; *d = 0; return 0; }
 CUresult cuDeviceGetName(char *name, int len, int dev) { strncpy(name, "Fake GPU", len); return 0; }
 CUresult cuDeviceGetUuid(unsigned char *u, int dev) { for (int i = 0; i < 16; i++) u[i] = (unsigned char)(i * 17); return 0; }
-CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)0x1234; return 0; }
-CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return 0; }
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)0x1234; live_ctx++; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) { if (dev != 0 || live_ctx == 0) return 201; live_ctx--; return 0; }
 CUresult cuCtxSetCurrent(void *ctx) { return ctx == (void *)0x1234 ? 0 : 201; }
 CUresult cuCtxSynchronize(void) { return 0; }
 
@@ -32,10 +38,12 @@ CUresult cuModuleLoadDataEx(void **mod, const char *image, unsigned n, int *opts
 		return 218; // CUDA_ERROR_INVALID_PTX
 	}
 	*mod = (void *)0x42;
+	live_mod++;
 	return 0;
 }
-CUresult cuModuleUnload(void *mod) { return 0; }
+CUresult cuModuleUnload(void *mod) { if (mod != (void *)0x42 || live_mod == 0) return 400; live_mod--; return 0; }
 CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
+	if (strcmp(name, missing) == 0) return 500; // CUDA_ERROR_NOT_FOUND
 	if (nnames >= 64) return 500;
 	names[nnames] = strdup(name);
 	*fn = (void *)(uintptr_t)(nnames + 1);
