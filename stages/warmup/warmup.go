@@ -6,6 +6,7 @@ package warmup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -41,13 +42,18 @@ func Digest(cfg *configs.Config) string {
 }
 
 // Run trains every model and publishes step 0. If step 0 is committed already, it does
-// nothing.
+// nothing; if that step 0 was warmed up with other settings (its config digest differs), it
+// says so: the run keeps its step 0 (everything after it was trained from it).
 func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 	cfg := env.Config
-	if done, err := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil {
+	if m, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return nil, err
-	} else if done {
+	} else if err == nil {
 		env.Logf("warmup: checkpoint step 0 already committed")
+		if d := Digest(cfg); m.ConfigDigest != d {
+			env.Logf("warmup: warning: step 0 of run %s was warmed up with other settings (seed, workflow, warmup, agents or models; config digest %.12s, this config %.12s): it is kept; warm up under another --run to use these",
+				cfg.Run, m.ConfigDigest, d)
+		}
 		if err := checkpoints.SetLatest(ctx, env.Bucket, cfg.Run, 0); err != nil {
 			return nil, err
 		}

@@ -36,9 +36,20 @@ func TestWarmupIsDeterministicAndPublishesStepZero(t *testing.T) {
 			t.Fatalf("manifest %+v", m)
 		}
 		files = append(files, fmt.Sprint(m.Files))
+		var log strings.Builder
+		env.Log = &log
 		again, err := warmup.Run(ctx, env)
-		if err != nil || !again.Skipped {
-			t.Fatalf("rerun: %+v %v", again, err)
+		if err != nil || !again.Skipped || strings.Contains(log.String(), "other settings") {
+			t.Fatalf("rerun: %+v %v, log %q", again, err, log.String())
+		}
+		// Other warm-up settings keep step 0, with a warning that says so.
+		changed := *env
+		cfg := *env.Config
+		cfg.Warmup.Steps++
+		changed.Config = &cfg
+		log.Reset()
+		if again, err := warmup.Run(ctx, &changed); err != nil || !again.Skipped || !strings.Contains(log.String(), "was warmed up with other settings") {
+			t.Fatalf("rerun with other warm-up steps: %+v %v, log %q", again, err, log.String())
 		}
 	}
 	if files[0] != files[1] {
