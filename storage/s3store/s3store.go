@@ -227,6 +227,10 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 		if cctx.Err() != nil {
 			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s not reachable within %v: %w", cfg.Bucket, host, timeout, b.redact(err))
 		}
+		if code := minio.ToErrorResponse(err).StatusCode; (code == http.StatusForbidden || code == http.StatusUnauthorized) && cfg.AccessKey == "" {
+			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (no credentials were given: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3.access_key and s3.secret_key)",
+				cfg.Bucket, host, b.redact(err))
+		}
 		return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w", cfg.Bucket, host, b.redact(err))
 	}
 	if !ok {

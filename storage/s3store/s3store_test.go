@@ -156,6 +156,17 @@ func testMissingBucketAndBadCredentials(t *testing.T, srv *miniotest.Server) {
 	if !strings.Contains(err.Error(), srv.Endpoint) || !strings.Contains(err.Error(), cfg.Bucket) {
 		t.Fatalf("error does not name endpoint and bucket: %v", err)
 	}
+	if strings.Contains(err.Error(), "no credentials were given") {
+		t.Fatalf("a wrong secret is blamed on missing credentials: %v", err)
+	}
+	// No credentials at all (none configured, none in the environment): the error says so.
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	cfg.AccessKey, cfg.SecretKey = "", ""
+	_, err = s3store.New(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "no credentials were given: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") {
+		t.Fatalf("no credentials: %v", err)
+	}
 }
 
 func closedPort(t *testing.T) string {
