@@ -217,6 +217,11 @@ type Warmup struct {
 
 // Evaluate configures avg@k / pass@k evaluation.
 type Evaluate struct {
+	// Source is where the held-out prompts come from: "generator" (or empty) for the
+	// workflow's held-out split, or a JSONL/Parquet tasks file (as tasks.source), whose first
+	// tasks.eval_size tasks are evaluated. Not part of any stage's digest: changing it changes
+	// only evaluations, and those refuse to be redone with other prompts.
+	Source      string  `mapstructure:"source" json:"source,omitempty"`
 	Every       int     `mapstructure:"every" json:"every"`
 	K           int     `mapstructure:"k" json:"k"`
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
@@ -247,6 +252,9 @@ func Load(o LoadOptions) (*Config, error) {
 	source := "the embedded default config"
 	if o.File != "" {
 		source = o.File
+		if fi, err := os.Stat(o.File); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("config %s is a folder: give a file in it (e.g. %s)", o.File, filepath.Join(o.File, "default.yaml"))
+		}
 		format := strings.ToLower(strings.TrimPrefix(filepath.Ext(o.File), "."))
 		if !slices.Contains(FileFormats, format) {
 			return nil, fmt.Errorf("config %s: unknown format: name the file .yaml, .yml, .json or .toml", o.File)

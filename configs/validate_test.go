@@ -208,3 +208,11 @@ rolout: {parts: 2}
 		}
 	}
 }
+
+func TestConfigFolderNamed(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(LoadOptions{File: dir, LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), "config "+dir+" is a folder: give a file in it") {
+		t.Fatalf("a folder as --config: %v", err)
+	}
+}
