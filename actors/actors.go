@@ -9,6 +9,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/drmas-dev/drmas/model"
 )
@@ -48,6 +49,36 @@ type Backend interface {
 	// Generate returns one response per request, in order. Results do not depend on how
 	// requests are batched: each request's sampling is seeded by its Seed alone.
 	Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error)
+}
+
+// Readier is implemented by backends that may have to wait before they generate: an openai
+// backend waits for `drmas serve` to load the checkpoint step the stage records. Generate
+// waits by itself; a stage that calls Ready first keeps the wait out of its progress bar and
+// its throughput.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Ready calls Ready on every distinct backend of backends (keyed by agent) that implements
+// Readier, in model-id order, and returns the first error.
+func Ready(ctx context.Context, backends map[string]Backend) error {
+	byModel := map[string]Readier{}
+	var ids []string
+	for _, b := range backends {
+		if r, ok := b.(Readier); ok {
+			if _, seen := byModel[b.Model()]; !seen {
+				ids = append(ids, b.Model())
+			}
+			byModel[b.Model()] = r
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := byModel[id].Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Describer is implemented by backends that can say what serves them, for the model → agents

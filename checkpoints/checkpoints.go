@@ -3,11 +3,11 @@
 //
 // A checkpoint step holds, per model, model.safetensors and optim.safetensors under
 // checkpoints/step=NNNNNN/<model>/, and one _MANIFEST.json for all models of the step (files,
-// sizes, sha256, step, parent step, config digest) written last: a step is visible only once
-// complete. LATEST names the newest complete step and is written after the manifest; it never
-// moves backwards. Readers verify sizes and hashes and fall back to the previous complete step
-// with a warning when the newest is damaged. Retention never deletes the step LATEST names, nor
-// step 0.
+// sizes, sha256, step, parent step, config digest and, for a step the learner published, the
+// inputs it was trained on) written last: a step is visible only once complete. LATEST names
+// the newest complete step and is written after the manifest; it never moves backwards.
+// Readers verify sizes and hashes and fall back to the previous complete step with a warning
+// when the newest is damaged. Retention never deletes the step LATEST names, nor step 0.
 package checkpoints
 
 import (
@@ -37,6 +37,11 @@ type Set struct {
 	Parent int64
 	Models map[string]*model.Model
 	Optims map[string]*model.AdamW // entries may be missing (no optimizer state yet)
+	// Inputs are the committed folders the step was trained on (the learner's: the iteration's
+	// rollout and advantage folders), recorded in its manifest by Publish and returned by Load.
+	// Empty for the warm-up's step 0 and for steps published by a drmas that did not record
+	// them; such steps load as any other.
+	Inputs []commit.Input
 	// ManifestSHA256 is set by Load: the digest of the step's manifest.
 	ManifestSHA256 string
 }
@@ -52,8 +57,9 @@ func (s *Set) ModelNames() []string {
 }
 
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
-// step that is already committed with identical bytes is a no-op (a rerun); with different
-// bytes it is a conflict, and nothing of the committed step is touched.
+// step that is already committed with an identical manifest (the same files, parent, config
+// digest and inputs) is a no-op (a rerun); with another one it is a conflict, and nothing of
+// the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
 	type file struct {
@@ -76,7 +82,8 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		}
 	}
 	step, parent := s.Step, s.Parent
-	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest}
+	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest,
+		Inputs: append([]commit.Input(nil), s.Inputs...)}
 	if parent >= 0 {
 		m.Parent = &parent
 	}
@@ -206,7 +213,8 @@ func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, wit
 	if m.Kind != "checkpoint" || m.Step == nil || *m.Step != step {
 		return nil, fmt.Errorf("%s: manifest is not the checkpoint of step %d", dir, step)
 	}
-	s := &Set{Step: step, Parent: NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{}, ManifestSHA256: sha}
+	s := &Set{Step: step, Parent: NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{},
+		Inputs: m.Inputs, ManifestSHA256: sha}
 	if m.Parent != nil {
 		s.Parent = *m.Parent
 	}

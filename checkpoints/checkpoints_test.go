@@ -2,6 +2,7 @@ package checkpoints_test
 
 import (
 	"context"
+	"errors"
 	"path"
 	"strings"
 	"testing"
@@ -215,5 +216,48 @@ func TestStepsIgnoresOtherSpellings(t *testing.T) {
 	}
 	if deleted, err := checkpoints.Retain(ctx, b, "r", 1); err != nil || len(deleted) != 1 || deleted[0] != 1 {
 		t.Fatalf("retain deleted %v %v; want [1]", deleted, err)
+	}
+}
+
+// TestPublishRecordsInputs: a step records what it was trained on, Load returns it, and the
+// same weights published for other inputs are a conflict (another iteration's update, however
+// alike its bytes). A step without inputs (the warm-up, or one published by a drmas that did
+// not record them: its manifest has no "inputs" key) loads as before.
+func TestPublishRecordsInputs(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 0, 1), "d"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := storage.ReadAll(ctx, b, path.Join(commit.CheckpointDir("r", 0), commit.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "inputs") {
+		t.Fatalf("a step without inputs writes an inputs key:\n%s", data)
+	}
+	if s, err := checkpoints.LoadStep(ctx, b, "r", 0, true); err != nil || s.Inputs != nil {
+		t.Fatalf("step without inputs: %+v %v", s, err)
+	}
+	in := []commit.Input{
+		{Dir: commit.RolloutDir("r", 0), ManifestSHA256: strings.Repeat("a", 64)},
+		{Dir: commit.AdvantageDir("r", 0, "drmas"), ManifestSHA256: strings.Repeat("b", 64)},
+	}
+	s := newSet(t, 1, 2)
+	s.Inputs = in
+	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkpoints.LoadStep(ctx, b, "r", 1, false)
+	if err != nil || len(got.Inputs) != 2 || got.Inputs[0] != in[0] || got.Inputs[1] != in[1] {
+		t.Fatalf("loaded inputs %+v %v, want %+v", got, err, in)
+	}
+	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
+		t.Fatalf("identical republish: %v", err)
+	}
+	other := newSet(t, 1, 2)
+	other.Inputs = []commit.Input{{Dir: commit.RolloutDir("r", 3), ManifestSHA256: in[0].ManifestSHA256}, in[1]}
+	if _, err := checkpoints.Publish(ctx, b, "r", other, "d"); !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("the same weights from other inputs: %v, want a conflict", err)
 	}
 }

@@ -2,6 +2,9 @@
 // iteration rollout → normalize → learn, and evaluate every E iterations. Every stage skips
 // work that is already committed, so a killed `drmas run` resumes where it stopped and never
 // redoes committed work; iteration i samples from checkpoint step i and publishes step i+1.
+// Models behind `drmas serve` (backend openai with sizes) are sampled by step i too: the
+// rollout, and the evaluation of step i+1, wait for the server to load the step learn just
+// published (it polls LATEST every --poll) before they sample.
 package pipeline
 
 import (

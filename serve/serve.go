@@ -8,7 +8,10 @@
 // response does not depend on what it was batched with: with the same seed, the server's
 // tokens and log-probs equal the in-process backend's bit for bit (log-probs are written with
 // float32 precision). The server polls LATEST and swaps in a new checkpoint atomically; a
-// batch is always served by one checkpoint, reported as drmas_policy_version.
+// batch is always served by one checkpoint, reported as drmas_policy_version. GET /v1/models
+// and /health name the checkpoint served (step, run, manifest sha256), so that a stage
+// sampling through the server (actors/openai, Options.RequireVersion) waits until it serves
+// the step the stage records, and refuses another checkpoint.
 package serve
 
 import (
@@ -81,6 +84,7 @@ type Stats struct {
 
 type policy struct {
 	step int64
+	sha  string // the checkpoint manifest's sha256
 	m    *model.Model
 }
 
@@ -144,7 +148,7 @@ func (s *Server) install(set *checkpoints.Set) error {
 	if old := s.cur.Load(); old != nil && old.m.Config() != m.Config() {
 		return fmt.Errorf("serve: checkpoint step %d: model %s changed size (%+v → %+v): restart the server", set.Step, s.o.Model, old.m.Config(), m.Config())
 	}
-	s.cur.Store(&policy{step: set.Step, m: m})
+	s.cur.Store(&policy{step: set.Step, sha: set.ManifestSHA256, m: m})
 	return nil
 }
 
@@ -243,13 +247,15 @@ func (s *Server) poll(ctx context.Context) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.Name, "policy_version": s.Version()})
+		p := s.cur.Load()
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.Name, "policy_version": p.step, "run": s.o.Run, "checkpoint_sha256": p.sha})
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		p := s.cur.Load()
 		v := p.step
 		writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: []openai.ModelCard{{
 			ID: s.o.Name, Object: "model", Created: s.created, OwnedBy: "drmas", MaxModelLen: p.m.Config().Context, DrmasPolicyVersion: &v,
+			DrmasRun: s.o.Run, DrmasCheckpointSHA256: p.sha,
 		}}})
 	})
 	mux.HandleFunc("POST /v1/completions", s.completions)

@@ -25,6 +25,7 @@ import (
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
@@ -77,8 +78,14 @@ func viaHTTP(cfg *configs.Config, url string, o configs.OpenAI) *configs.Config 
 
 func readRollout(t *testing.T, env *stages.Env) (*commit.Manifest, []shards.Row) {
 	t.Helper()
+	return readIteration(t, env, 0)
+}
+
+// readIteration returns the committed rollout of iteration iter.
+func readIteration(t *testing.T, env *stages.Env, iter int) (*commit.Manifest, []shards.Row) {
+	t.Helper()
 	ctx := context.Background()
-	dir := commit.RolloutDir(env.Config.Run, 0)
+	dir := commit.RolloutDir(env.Config.Run, iter)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +128,11 @@ func TestRolloutThroughServeMatchesLocal(t *testing.T) {
 					continue
 				}
 				t.Run(mode.name, func(t *testing.T) {
-					srv, url := start(t, serve.Options{Bucket: local.Bucket, Run: cfg.Run, Poll: -1})
-					remote := warm(t, viaHTTP(cfg, url, mode.o))
+					// The server serves the store the stage reads (a checkpoint of another
+					// store is another checkpoint, even with the same weights).
+					remote := warm(t, cfg)
+					srv, url := start(t, serve.Options{Bucket: remote.Bucket, Run: cfg.Run, Poll: -1})
+					remote.Config = viaHTTP(cfg, url, mode.o)
 					if _, err := rollout.Run(ctx, remote, rollout.Options{Step: stages.LatestStep}); err != nil {
 						t.Fatal(err)
 					}
@@ -341,11 +351,28 @@ func TestServerSpeaksVLLM(t *testing.T) {
 	if miss := covers(decodeShape(t, fixture(t, "vllm_models.json")), decodeShape(t, raw), "", map[string]bool{"owned_by": true, "created": true, "id": true, "max_model_len": true, "root": true, "permission": true}); len(miss) > 0 || !strings.Contains(string(raw), `"id":"m1"`) || !strings.Contains(string(raw), `"max_model_len":96`) {
 		t.Errorf("/v1/models: %v %s", miss, raw)
 	}
+	// Both name the checkpoint served: step, run and manifest sha256 (what a stage checks).
+	set, err := checkpoints.LoadStep(context.Background(), env.Bucket, cfg.Run, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list openai.ModelList
+	if err := json.Unmarshal(raw, &list); err != nil || len(list.Data) != 1 {
+		t.Fatalf("/v1/models: %v %s", err, raw)
+	}
+	if c := list.Data[0]; c.DrmasPolicyVersion == nil || *c.DrmasPolicyVersion != 0 || c.DrmasRun != "t" || c.DrmasCheckpointSHA256 != set.ManifestSHA256 || set.ManifestSHA256 == "" {
+		t.Errorf("/v1/models does not name checkpoint step 0 of run t (sha256 %s): %s", set.ManifestSHA256, raw)
+	}
 	resp, err = http.Get(url + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/health: %v %v", err, resp)
 	}
+	var health map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&health)
 	resp.Body.Close()
+	if err != nil || health["status"] != "ok" || health["policy_version"] != 0.0 || health["run"] != "t" || health["checkpoint_sha256"] != set.ManifestSHA256 {
+		t.Errorf("/health: %v %v", err, health)
+	}
 
 	for _, c := range []struct {
 		body   string
@@ -573,5 +600,234 @@ func TestOversizedBody(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), "request body over 67108864 bytes") {
 		t.Fatalf("oversized body: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// publish publishes step as a copy of step 0's weights, as a learner would (the server
+// tells checkpoints apart by their step).
+func publish(t *testing.T, env *stages.Env, step int64) {
+	t.Helper()
+	ctx := context.Background()
+	set, err := checkpoints.LoadStep(ctx, env.Bucket, env.Config.Run, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Step, set.Parent = step, step-1
+	if _, err := checkpoints.Publish(ctx, env.Bucket, env.Config.Run, set, "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logBuffer collects notices written from several goroutines.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimSuffix(string(p), "\n"), "\n")...)
+	return len(p), nil
+}
+
+func (l *logBuffer) Logf(format string, args ...any) { fmt.Fprintf(l, format+"\n", args...) }
+
+// has reports whether a line contains s.
+func (l *logBuffer) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor waits until a line contains s.
+func (l *logBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !l.has(s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no notice %q in:\n%s", s, strings.Join(l.lines, "\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestBackendSamplesOnlyTheRequiredStep: a backend that requires checkpoint step 1 from a
+// drmas serve that lags on step 0 waits for it (a notice says so), then fails with what to
+// check if the server never loads it, or samples once it does; a server on a newer step is
+// an error at once, and so is a response sampled after the server moved to another step. No
+// completion is sampled by a wrong step.
+func TestBackendSamplesOnlyTheRequiredStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1}) // reloads only when told
+	publish(t, env, 1)
+	reqs := []actors.Request{{Agent: "solver", Prompt: actors.PromptIDs("solver", "1+1"), Seed: 3}}
+	smp := actors.Sampling{Temperature: 1, TopP: 1, MaxTokens: 3}
+	newBackend := func(version int64, wait time.Duration) (*openai.Backend, *logBuffer) {
+		var log logBuffer
+		be, err := openai.New(openai.Options{ID: "m1", Endpoint: url, Version: version, RequireVersion: true, VersionWait: wait, Logf: log.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be, &log
+	}
+
+	// The server never reloads: the backend waits its VersionWait, then says what to check.
+	be, log := newBackend(1, 300*time.Millisecond)
+	start := time.Now()
+	_, err := be.Generate(ctx, reqs, smp)
+	if err == nil || !strings.Contains(err.Error(), "drmas serve (run t) still serves checkpoint step 0, want 1 (waited 300ms)") ||
+		!strings.Contains(err.Error(), "--run") || !strings.Contains(err.Error(), "--poll") {
+		t.Fatalf("error %v", err)
+	}
+	if time.Since(start) < 300*time.Millisecond || !log.has("waiting up to 300ms for drmas serve at "+url+" to load checkpoint step 1 (it serves step 0") {
+		t.Fatalf("did not wait (%s): %q", time.Since(start), log.lines)
+	}
+	if n := srv.Stats().Requests; n != 0 {
+		t.Fatalf("step 0 sampled %d requests for a backend that requires step 1", n)
+	}
+
+	// The server reloads while the backend waits: it samples with step 1.
+	be, log = newBackend(1, time.Minute)
+	errc := make(chan error, 1)
+	go func() { _, err := be.Generate(ctx, reqs, smp); errc <- err }()
+	log.waitFor(t, "waiting up to 1m0s")
+	if srv.Stats().Requests != 0 {
+		t.Fatal("sampled before the server loaded step 1")
+	}
+	if _, err := srv.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if be.Version() != 1 || srv.Stats().Requests != 1 || !log.has("now serves checkpoint step 1") {
+		t.Fatalf("version %d, %d requests, notices %q", be.Version(), srv.Stats().Requests, log.lines)
+	}
+
+	// A server on a newer step than the stage records: an error at once, nothing sampled.
+	old, log := newBackend(0, time.Minute)
+	start = time.Now()
+	if _, err := old.Generate(ctx, reqs, smp); err == nil || !strings.Contains(err.Error(), "serves checkpoint step 1, newer than step 0") {
+		t.Fatalf("error %v", err)
+	}
+	if time.Since(start) > 10*time.Second || len(log.lines) != 0 || srv.Stats().Requests != 1 {
+		t.Fatalf("waited %s, notices %q, %d requests", time.Since(start), log.lines, srv.Stats().Requests)
+	}
+
+	// An external model (an openai model without sizes: drmas holds no checkpoint of it)
+	// keeps recording the version the server reports.
+	ext, err := openai.FromConfig("m1", configs.Model{Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url}}, openai.Checkpoint{Step: 0}, 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.Generate(ctx, reqs, smp); err != nil || ext.Version() != 1 {
+		t.Fatalf("external model: %v, version %d, want the server's 1", err, ext.Version())
+	}
+
+	// The server moves on after the backend found its step: the response is refused.
+	publish(t, env, 2)
+	if _, err := srv.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Generate(ctx, reqs, smp); err == nil || !strings.Contains(err.Error(), "sampled by checkpoint step 2, but this stage samples from and records step 1") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestStagesWaitForTheServer: rollout and evaluate through a drmas serve that still serves
+// the previous checkpoint wait for it to load the step they record, and every row records the
+// step that sampled it; a stage of an older step than the server's fails and commits nothing.
+func TestStagesWaitForTheServer(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	local := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: local.Bucket, Run: cfg.Run, Poll: -1}) // reloads only when told
+	var log logBuffer
+	env := &stages.Env{Bucket: local.Bucket, Config: viaHTTP(cfg, url, configs.OpenAI{Concurrency: 4}), Log: &log}
+	publish(t, env, 1)
+	reload := func() {
+		t.Helper()
+		if _, err := srv.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Another run at the same step (its own store): the server's step 0 is not its step 0.
+	ocfg := stagetest.Config(t, "math")
+	ocfg.Run = "u"
+	other := warm(t, ocfg)
+	other.Config = viaHTTP(ocfg, url, configs.OpenAI{Concurrency: 4})
+	if _, err := rollout.Run(ctx, other, rollout.Options{Step: 0}); err == nil ||
+		!strings.Contains(err.Error(), "drmas serve (run t) serves a checkpoint step 0 whose manifest has sha256") || !strings.Contains(err.Error(), "point the server at this run (--run) and store") {
+		t.Fatalf("rollout of run u through a server of run t: %v", err)
+	}
+	if n := srv.Stats().Requests; n != 0 {
+		t.Fatalf("the server of run t sampled %d requests for run u", n)
+	}
+
+	// Rollout of iteration 1 from step 1 while the server lags on step 0.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rollout.Run(ctx, env, rollout.Options{Iteration: 1, Step: 1})
+		errc <- err
+	}()
+	log.waitFor(t, "to load checkpoint step 1 (it serves step 0")
+	if n := srv.Stats().Requests; n != 0 {
+		t.Fatalf("the server sampled %d requests with step 0 for a rollout of step 1", n)
+	}
+	reload()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	m, rows := readIteration(t, env, 1)
+	if m.Params["policy_version"] != "1" || len(rows) == 0 {
+		t.Fatalf("manifest policy_version %s, %d rows", m.Params["policy_version"], len(rows))
+	}
+	for _, r := range rows {
+		if r.PolicyVersion != 1 {
+			t.Fatalf("row %d has policy_version %d, want 1", r.RowID, r.PolicyVersion)
+		}
+	}
+
+	// Evaluation of step 2 while the server lags on step 1.
+	publish(t, env, 2)
+	type evalResult struct {
+		rows []evaluate.ResultRow
+		err  error
+	}
+	evc := make(chan evalResult, 1)
+	go func() {
+		rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 2})
+		evc <- evalResult{rows, err}
+	}()
+	log.waitFor(t, "to load checkpoint step 2 (it serves step 1")
+	reload()
+	if r := <-evc; r.err != nil || len(r.rows) == 0 || r.rows[0].Step != 2 {
+		t.Fatalf("evaluate: %v %+v", r.err, r.rows)
+	}
+
+	// Stages of an older step than the server's fail at once and commit nothing.
+	before := srv.Stats().Requests
+	if _, err := rollout.Run(ctx, env, rollout.Options{Iteration: 0, Step: 0}); err == nil || !strings.Contains(err.Error(), "serves checkpoint step 2, newer than step 0") {
+		t.Fatalf("rollout of step 0: %v", err)
+	}
+	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 1}); err == nil || !strings.Contains(err.Error(), "serves checkpoint step 2, newer than step 1") {
+		t.Fatalf("evaluate of step 1: %v", err)
+	}
+	if srv.Stats().Requests != before {
+		t.Fatal("the server sampled for a stage of an older step")
+	}
+	for _, dir := range []string{commit.RolloutDir(cfg.Run, 0), commit.EvalDir(cfg.Run, 1)} {
+		if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { return fmt.Errorf("a failed stage wrote %s", k) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

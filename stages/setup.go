@@ -73,35 +73,14 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 // (backend local), or an OpenAI-compatible server (backend openai: vLLM, SGLang, drmas serve;
 // the API key from the environment variable models.<id>.openai.api_key_env). Agents that share
 // a model share one backend and its concurrency budget. BackendPlan describes the result.
+//
+// The rows record set.Step as the policy version. An openai backend of a model with sizes
+// (drmas trains it; `drmas serve` serves its checkpoints) therefore samples only with that
+// step: its first Generate (or actors.Ready) waits for a server that reports an older step to
+// load set.Step, and a server on another checkpoint fails the stage
+// (openai.Options.RequireVersion).
 func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Backend, error) {
-	shared := map[string]actors.Backend{}
-	out := map[string]actors.Backend{}
-	for _, a := range cfg.AgentNames() {
-		id := cfg.Agents[a].Model
-		be, ok := shared[id]
-		if !ok && cfg.Models[id].IsOpenAI() {
-			b, err := openai.FromConfig(id, cfg.Models[id].OpenAI, set.Step, cfg.Seed, os.LookupEnv)
-			if err != nil {
-				return nil, err
-			}
-			be, ok = b, true
-			shared[id] = be
-		}
-		if !ok {
-			m, ok := set.Models[id]
-			if !ok {
-				return nil, fmt.Errorf("checkpoint step %d has no model %q (it has %s): the config's models changed since it was written",
-					set.Step, id, strings.Join(set.ModelNames(), ", "))
-			}
-			if got, want := m.Config(), cfg.Models[id].Engine(); got != want {
-				return nil, fmt.Errorf("checkpoint step %d: model %s has size %+v but the config says %+v", set.Step, id, got, want)
-			}
-			be = actors.NewLocal(id, set.Step, m)
-			shared[id] = be
-		}
-		out[a] = be
-	}
-	return out, nil
+	return BackendsLogged(&Env{Config: cfg}, set)
 }
 
 // BackendPlan describes which backend serves which agents, one line per model, e.g.
@@ -124,16 +103,41 @@ func BackendPlan(cfg *configs.Config, backends map[string]actors.Backend) []stri
 	return lines
 }
 
-// BackendsLogged is Backends, logging BackendPlan through env.
+// BackendsLogged is Backends, logging BackendPlan and the backends' notices (an openai
+// backend waiting for drmas serve to load set.Step) through env.
 func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, error) {
-	b, err := Backends(env.Config, set)
-	if err != nil {
-		return nil, err
+	cfg := env.Config
+	shared := map[string]actors.Backend{}
+	out := map[string]actors.Backend{}
+	for _, a := range cfg.AgentNames() {
+		id := cfg.Agents[a].Model
+		be, ok := shared[id]
+		if !ok && cfg.Models[id].IsOpenAI() {
+			b, err := openai.FromConfig(id, cfg.Models[id], openai.Checkpoint{Step: set.Step, SHA256: set.ManifestSHA256}, cfg.Seed, os.LookupEnv, env.Logf)
+			if err != nil {
+				return nil, err
+			}
+			be, ok = b, true
+			shared[id] = be
+		}
+		if !ok {
+			m, ok := set.Models[id]
+			if !ok {
+				return nil, fmt.Errorf("checkpoint step %d has no model %q (it has %s): the config's models changed since it was written",
+					set.Step, id, strings.Join(set.ModelNames(), ", "))
+			}
+			if got, want := m.Config(), cfg.Models[id].Engine(); got != want {
+				return nil, fmt.Errorf("checkpoint step %d: model %s has size %+v but the config says %+v", set.Step, id, got, want)
+			}
+			be = actors.NewLocal(id, set.Step, m)
+			shared[id] = be
+		}
+		out[a] = be
 	}
-	for _, l := range BackendPlan(env.Config, b) {
+	for _, l := range BackendPlan(cfg, out) {
 		env.Logf("%s", l)
 	}
-	return b, nil
+	return out, nil
 }
 
 // LatestStep selects the newest usable checkpoint in LoadPolicy.
@@ -203,9 +207,15 @@ func fitsDataset(cfg *configs.Config, n int) error {
 	return nil
 }
 
-// CheckTasks reads the dataset file of tasks.source, if any, so that a missing or malformed
-// file is reported before any work starts (TrainTasks reads it again for each iteration).
+// CheckTasks reads the dataset files of tasks.source and evaluate.source, if any, so that a
+// missing or malformed file is reported before any work starts (TrainTasks and EvalTasks read
+// them again when they need them).
 func CheckTasks(cfg *configs.Config) error {
+	if src := cfg.Evaluate.Source; src != "" && src != "generator" {
+		if _, err := workflows.LoadTasks(src); err != nil {
+			return fmt.Errorf("evaluate.source: %w", err)
+		}
+	}
 	if generated(cfg) {
 		return nil
 	}
@@ -222,9 +232,19 @@ func generated(cfg *configs.Config) bool {
 	return cfg.Tasks.Source == "" || cfg.Tasks.Source == "generator"
 }
 
-// EvalTasks returns the held-out evaluation prompts (the same every iteration).
-func EvalTasks(cfg *configs.Config, wf workflows.Workflow) []workflows.Task {
-	return wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize)
+// EvalTasks returns the held-out evaluation prompts (the same every iteration): from the
+// workflow's seeded generator (its held-out split), or the first tasks.eval_size tasks of the
+// evaluate.source file.
+func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
+	src := cfg.Evaluate.Source
+	if src == "" || src == "generator" {
+		return wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), nil
+	}
+	all, err := workflows.LoadTasks(src)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate.source: %w", err)
+	}
+	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
 }
 
 // SortedKeys returns m's keys sorted.

@@ -15,6 +15,12 @@
 // Requests are limited to Concurrency in flight per backend (shared by all agents of the
 // model); 429, 5xx and connection errors are retried with exponential backoff and
 // deterministic jitter. Any failed request fails the whole Generate.
+//
+// A backend of a model drmas trains (Options.RequireVersion: the model has sizes, and `drmas
+// serve` serves its checkpoints) samples only with the checkpoint step the stage records:
+// before its first request it waits until the server reports that step on GET /v1/models
+// (drmas serve reloads LATEST every --poll), and a response sampled by another step is an
+// error. Servers that report no version (vLLM, SGLang) are used as they are.
 package openai
 
 import (
@@ -52,7 +58,9 @@ const (
 	DefaultTimeout     = 120 * time.Second
 	DefaultRetries     = 3
 	DefaultBackoff     = 250 * time.Millisecond
+	DefaultVersionWait = 2 * time.Minute
 	maxBackoff         = 30 * time.Second
+	versionPoll        = 200 * time.Millisecond // how often a waiting backend asks the server's version
 	maxBody            = 256 << 20
 )
 
@@ -94,6 +102,21 @@ type Options struct {
 	// Version is the policy version recorded when the server does not report one (only
 	// drmas serve does, as drmas_policy_version).
 	Version int64
+	// RequireVersion makes Version the only policy version accepted from a server that
+	// reports one: the stage records Version as the checkpoint step that sampled. Before its
+	// first request, Generate waits (polling GET /v1/models, at most VersionWait, default
+	// DefaultVersionWait) until the server reports Version, and fails if it still serves an
+	// older step or serves a newer one; a response whose drmas_policy_version is not Version
+	// fails the Generate. A server that reports no version is used as it is. stages.Backends
+	// sets it for the models drmas trains (FromConfig).
+	RequireVersion bool
+	VersionWait    time.Duration
+	// CheckpointSHA256 is the sha256 of checkpoint Version's manifest (optional): with
+	// RequireVersion, a server that serves step Version of another checkpoint (it reports
+	// another drmas_checkpoint_sha256: another run or store) is an error.
+	CheckpointSHA256 string
+	// Logf receives one-line notices: the wait for the server to load Version (nil: none).
+	Logf func(format string, args ...any)
 	// Client is the HTTP client (default: a new one with keep-alive).
 	Client *http.Client
 }
@@ -106,12 +129,19 @@ type Backend struct {
 	client  *http.Client
 	sem     chan struct{}
 	version atomic.Int64
+	// ready is set once the server reported the required version (or that it reports none);
+	// waiting holds the one Generate that polls for it.
+	ready   atomic.Bool
+	waiting chan struct{}
 	// stats
 	requests atomic.Int64
 	retries  atomic.Int64
 }
 
-var _ actors.Backend = (*Backend)(nil)
+var (
+	_ actors.Backend = (*Backend)(nil)
+	_ actors.Readier = (*Backend)(nil)
+)
 
 // New returns a backend for o.
 func New(o Options) (*Backend, error) {
@@ -152,11 +182,18 @@ func New(o Options) (*Backend, error) {
 	if o.Backoff <= 0 {
 		o.Backoff = DefaultBackoff
 	}
+	if o.VersionWait <= 0 {
+		o.VersionWait = DefaultVersionWait
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
 	c := o.Client
 	if c == nil {
 		c = &http.Client{Transport: transport()}
 	}
-	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c, sem: make(chan struct{}, o.Concurrency)}
+	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c,
+		sem: make(chan struct{}, o.Concurrency), waiting: make(chan struct{}, 1)}
 	b.shown = b.base
 	if u, err := url.Parse(b.base); err == nil && u.User != nil {
 		b.shown = u.Redacted() // credentials in the endpoint never reach logs or errors
@@ -165,10 +202,25 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// FromConfig builds the backend of model id from its config; the API key is read from the
-// environment variable the config names, through lookupEnv (nil: os.LookupEnv). version is
-// recorded when the server reports none; seed seeds the retry jitter.
-func FromConfig(id string, c configs.OpenAI, version int64, seed uint64, lookupEnv func(string) (string, bool)) (*Backend, error) {
+// Checkpoint is the checkpoint a stage samples from and records as the rows' policy_version:
+// its step, and the sha256 of its manifest ("" when unknown).
+type Checkpoint struct {
+	Step   int64
+	SHA256 string
+}
+
+// FromConfig builds the backend of model id from its config m (an openai model) for a stage
+// that samples from checkpoint at; the API key is read from the environment variable m.OpenAI
+// names, through lookupEnv (nil: os.LookupEnv); seed seeds the retry jitter; logf receives
+// notices (nil: none).
+//
+// A model with sizes in completions mode is the built-in policy, trained by drmas and served
+// by `drmas serve`: its backend requires at (Options.RequireVersion), so it waits for the
+// server to load that checkpoint and never records another checkpoint's samples as at's. An
+// external model (no sizes) records the version its server reports, else at.Step; chat mode
+// reports none (drmas serve has no chat endpoint).
+func FromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEnv func(string) (string, bool), logf func(string, ...any)) (*Backend, error) {
+	c := m.OpenAI
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -183,15 +235,18 @@ func FromConfig(id string, c configs.OpenAI, version int64, seed uint64, lookupE
 	return New(Options{
 		ID: id, Endpoint: c.Endpoint, ServerModel: c.Model, APIKey: key, Mode: c.Mode,
 		Batch: c.Batch, MaxBatch: c.MaxBatch, Concurrency: c.Concurrency, Timeout: c.Timeout,
-		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: version,
+		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: at.Step,
+		RequireVersion: !m.External() && c.Mode != ModeChat, CheckpointSHA256: at.SHA256, Logf: logf,
 	})
 }
 
 // Model implements actors.Backend.
 func (b *Backend) Model() string { return b.o.ID }
 
-// Version implements actors.Backend: the policy version the server reported for the last
-// Generate (the lowest, if a batch spanned a reload), else Options.Version.
+// Version implements actors.Backend. With Options.RequireVersion it is Options.Version (a
+// response sampled by another step fails its Generate); otherwise the policy version the
+// server reported for the last Generate (the lowest, if a batch spanned a reload), else
+// Options.Version.
 func (b *Backend) Version() int64 { return b.version.Load() }
 
 // Describe implements actors.Describer. It never includes the API key.
@@ -224,6 +279,9 @@ func (b *Backend) Generate(ctx context.Context, reqs []actors.Request, s actors.
 	out := make([]actors.Response, len(reqs))
 	if len(reqs) == 0 {
 		return out, nil
+	}
+	if err := b.Ready(ctx); err != nil {
+		return nil, err
 	}
 	type job struct{ lo, hi int }
 	var jobs []job
@@ -289,6 +347,105 @@ func (b *Backend) Generate(ctx context.Context, reqs []actors.Request, s actors.
 	return out, nil
 }
 
+// Ready implements actors.Readier: with Options.RequireVersion it returns once the server
+// serves checkpoint Options.Version (awaitVersion), else at once. Generate calls it.
+func (b *Backend) Ready(ctx context.Context) error {
+	if err := b.awaitVersion(ctx); err != nil {
+		return fmt.Errorf("model %s (%s): %w", b.o.ID, b.shown, err)
+	}
+	return nil
+}
+
+// awaitVersion returns once the server serves Options.Version, with RequireVersion: it polls
+// the checkpoint the server reports (served) until it is Version, for at most VersionWait. A
+// server that serves a newer step, another checkpoint of step Version (CheckpointSHA256), or
+// still an older step after the wait is an error; one that reports no version is taken as it
+// is. Only the first call waits: every response is checked afterwards (complete).
+func (b *Backend) awaitVersion(ctx context.Context) error {
+	if !b.o.RequireVersion || b.ready.Load() {
+		return nil
+	}
+	select { // one caller polls; the others wait for its answer
+	case b.waiting <- struct{}{}:
+		defer func() { <-b.waiting }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.ready.Load() {
+		return nil
+	}
+	want := b.o.Version
+	start := time.Now()
+	deadline := start.Add(b.o.VersionWait)
+	waited := false
+	for {
+		card, url, err := b.served(ctx)
+		if err != nil {
+			return err
+		}
+		if card == nil || card.DrmasPolicyVersion == nil { // not drmas serve (vLLM, SGLang)
+			b.ready.Store(true)
+			return nil
+		}
+		v := *card.DrmasPolicyVersion
+		what := "drmas serve"
+		if card.DrmasRun != "" {
+			what = fmt.Sprintf("drmas serve (run %s)", card.DrmasRun)
+		}
+		switch {
+		case v == want && b.o.CheckpointSHA256 != "" && card.DrmasCheckpointSHA256 != "" && card.DrmasCheckpointSHA256 != b.o.CheckpointSHA256:
+			return fmt.Errorf("GET %s: %s serves a checkpoint step %d whose manifest has sha256 %s, but this stage samples from the one with sha256 %s: point the server at this run (--run) and store, or restart it if the run was recreated", url, what, v, card.DrmasCheckpointSHA256, b.o.CheckpointSHA256)
+		case v == want:
+			if waited {
+				b.o.Logf("model %s: drmas serve at %s now serves checkpoint step %d (waited %s)", b.o.ID, b.shown, want, time.Since(start).Round(time.Millisecond))
+			}
+			b.ready.Store(true)
+			return nil
+		case v > want:
+			return fmt.Errorf("GET %s: %s serves checkpoint step %d, newer than step %d that this stage samples from and records: it serves only its run's LATEST, so sample an older step with backend: local, and check that it serves this run (--run) and store", url, what, v, want)
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("GET %s: %s still serves checkpoint step %d, want %d (waited %s): is it serving this run (--run) and store, and polling LATEST (--poll)?", url, what, v, want, b.o.VersionWait)
+		}
+		if !waited {
+			b.o.Logf("model %s: waiting up to %s for drmas serve at %s to load checkpoint step %d (it serves step %d; it reloads LATEST every --poll)", b.o.ID, b.o.VersionWait, b.shown, want, v)
+			waited = true
+		}
+		t := time.NewTimer(min(versionPoll, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// served returns the served model's card from GET /v1/models, or nil when the server does not
+// describe it (a server that does not list the model, answers with a 4xx status, or sends
+// something else than a model list). Connection errors, timeouts and 5xx fail as a completion
+// request would.
+func (b *Backend) served(ctx context.Context) (*ModelCard, string, error) {
+	raw, url, err := b.do(ctx, http.MethodGet, "/v1/models", nil, 0)
+	var se *statusError
+	if errors.As(err, &se) && se.status < 500 && se.status != http.StatusTooManyRequests {
+		return nil, url, nil
+	}
+	if err != nil {
+		return nil, url, err
+	}
+	var list ModelList
+	if json.Unmarshal(raw, &list) != nil {
+		return nil, url, nil
+	}
+	for i, c := range list.Data {
+		if c.ID == b.o.ServerModel {
+			return &list.Data[i], url, nil
+		}
+	}
+	return nil, url, nil
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // complete runs one /v1/completions request for reqs and fills out.
@@ -321,7 +478,7 @@ func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.
 	if len(reqs) > 1 {
 		what = fmt.Sprintf("batch of %d prompts", len(reqs))
 	}
-	raw, url, err := b.post(ctx, "/v1/completions", data, reqs[0].Seed)
+	raw, url, err := b.do(ctx, http.MethodPost, "/v1/completions", data, reqs[0].Seed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -331,6 +488,9 @@ func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.
 	}
 	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil {
 		return nil, fmt.Errorf("%s: POST %s: the server does not report drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
+	}
+	if v := resp.DrmasPolicyVersion; b.o.RequireVersion && v != nil && *v != b.o.Version {
+		return nil, fmt.Errorf("%s: POST %s: sampled by checkpoint step %d, but this stage samples from and records step %d: the server loaded another checkpoint during the stage (did something else publish LATEST of its run, or does it serve another run?)", what, url, *v, b.o.Version)
 	}
 	if err := parseChoices(resp.Choices, out, url); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -385,7 +545,7 @@ func (b *Backend) chat(ctx context.Context, r actors.Request, s actors.Sampling,
 	if err != nil {
 		return err
 	}
-	raw, url, err := b.post(ctx, "/v1/chat/completions", data, r.Seed)
+	raw, url, err := b.do(ctx, http.MethodPost, "/v1/chat/completions", data, r.Seed)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", r.Agent, err)
 	}
@@ -431,6 +591,15 @@ func equal(a, b []int32) bool {
 	return true
 }
 
+// statusError is a response with an HTTP status other than 200.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
 // errRetry marks a failure worth retrying.
 type errRetry struct {
 	err        error
@@ -440,11 +609,12 @@ type errRetry struct {
 func (e *errRetry) Error() string { return e.err.Error() }
 func (e *errRetry) Unwrap() error { return e.err }
 
-// post sends one JSON request with retries and returns the 200 response body and the URL.
-func (b *Backend) post(ctx context.Context, path string, body []byte, seed uint64) ([]byte, string, error) {
+// do sends one request (a JSON body, or none) with retries and returns the 200 response body
+// and the URL.
+func (b *Backend) do(ctx context.Context, method, path string, body []byte, seed uint64) ([]byte, string, error) {
 	target, url := b.base+path, b.shown+path // url: what errors print
 	for attempt := 0; ; attempt++ {
-		raw, err := b.attempt(ctx, target, url, body)
+		raw, err := b.attempt(ctx, method, target, url, body)
 		if err == nil {
 			return raw, url, nil
 		}
@@ -474,15 +644,21 @@ func (b *Backend) post(ctx context.Context, path string, body []byte, seed uint6
 }
 
 // attempt makes one HTTP attempt.
-func (b *Backend) attempt(ctx context.Context, target, url string, body []byte) ([]byte, error) {
+func (b *Backend) attempt(ctx context.Context, method, target, url string, body []byte) ([]byte, error) {
 	b.requests.Add(1)
 	actx, cancel := context.WithTimeout(ctx, b.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(actx, method, target, rd)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 	if b.o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+b.o.APIKey)
@@ -498,14 +674,14 @@ func (b *Backend) attempt(ctx context.Context, target, url string, body []byte) 
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, context.DeadlineExceeded) || actx.Err() != nil {
-			return nil, fmt.Errorf("POST %s: no response within the timeout of %s (openai.timeout)", url, b.o.Timeout)
+			return nil, fmt.Errorf("%s %s: no response within the timeout of %s (openai.timeout)", method, url, b.o.Timeout)
 		}
-		return nil, &errRetry{err: fmt.Errorf("POST %s: %v", url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))}
+		return nil, &errRetry{err: fmt.Errorf("%s %s: %v", method, url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))}
 	}
 	if resp.StatusCode == http.StatusOK {
 		return raw, nil
 	}
-	e := fmt.Errorf("POST %s: server error: HTTP %d %s: %s", url, resp.StatusCode, http.StatusText(resp.StatusCode), errorMessage(raw, b.o.APIKey))
+	e := &statusError{status: resp.StatusCode, err: fmt.Errorf("%s %s: server error: HTTP %d %s: %s", method, url, resp.StatusCode, http.StatusText(resp.StatusCode), errorMessage(raw, b.o.APIKey))}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		var after time.Duration
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {

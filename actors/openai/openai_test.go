@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -223,8 +224,8 @@ func TestAPIKeyFromEnvNeverLeaks(t *testing.T) {
 		}
 		return "", false
 	}
-	cfg := configs.OpenAI{Endpoint: s.URL, APIKeyEnv: "MY_KEY"}
-	b, err := openai.FromConfig("m1", cfg, 0, 1, env)
+	cfg := configs.Model{Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: s.URL, APIKeyEnv: "MY_KEY"}}
+	b, err := openai.FromConfig("m1", cfg, openai.Checkpoint{}, 1, env, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +239,8 @@ func TestAPIKeyFromEnvNeverLeaks(t *testing.T) {
 	if strings.Contains(b.Describe(), key) {
 		t.Fatal("Describe shows the key")
 	}
-	cfg.APIKeyEnv = "UNSET_KEY"
-	if _, err := openai.FromConfig("m1", cfg, 0, 1, env); err == nil || !strings.Contains(err.Error(), "UNSET_KEY, which is not set") {
+	cfg.OpenAI.APIKeyEnv = "UNSET_KEY"
+	if _, err := openai.FromConfig("m1", cfg, openai.Checkpoint{}, 1, env, nil); err == nil || !strings.Contains(err.Error(), "UNSET_KEY, which is not set") {
 		t.Fatalf("unset key env: %v", err)
 	}
 }
@@ -375,6 +376,64 @@ func TestBatchModeNeedsDrmasServe(t *testing.T) {
 	}
 }
 
+// TestRequireVersionUsesServersWithoutVersions: a backend that requires a version takes a
+// server that reports none (vLLM's /v1/models, or no /v1/models at all) as it is: it does not
+// wait, and records Options.Version. One that reports a version in its responses only (not on
+// /v1/models) fails on a response of another step, and succeeds on one of the right step.
+func TestRequireVersionUsesServersWithoutVersions(t *testing.T) {
+	good := fixture(t, "vllm_completions_response.json")
+	var resp map[string]any
+	if err := json.Unmarshal(good, &resp); err != nil {
+		t.Fatal(err)
+	}
+	resp["drmas_policy_version"] = 6
+	stepSix, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noModels := func(body []byte) func(http.ResponseWriter, *http.Request, []byte) {
+		return func(w http.ResponseWriter, r *http.Request, b []byte) {
+			if r.URL.Path == "/v1/models" {
+				reply(404, []byte(`{"detail":"Not Found"}`))(w, r, b)
+				return
+			}
+			reply(200, body)(w, r, b)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		h       func(http.ResponseWriter, *http.Request, []byte)
+		version int64
+		want    string
+	}{
+		{"vllm", asVLLM(t, reply(200, good)), 7, ""},
+		{"no-models-endpoint", noModels(good), 7, ""},
+		{"response-of-another-step", noModels(stepSix), 7, "sampled by checkpoint step 6, but this stage samples from and records step 7"},
+		{"response-of-the-step", noModels(stepSix), 6, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newServer(t, c.h)
+			var log []string
+			b := backend(t, openai.Options{Endpoint: s.URL, Version: c.version, RequireVersion: true, VersionWait: time.Minute,
+				Logf: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }})
+			start := time.Now()
+			res, err := b.Generate(context.Background(), oneRequest(), sampling)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) || res != nil {
+					t.Fatalf("error %v, want %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Version() != c.version || len(log) != 0 || time.Since(start) > 10*time.Second {
+				t.Fatalf("version %d (want %d), notices %q, %s", b.Version(), c.version, log, time.Since(start))
+			}
+		})
+	}
+}
+
 // ---- through the rollout stage ----
 
 // warmEnv returns a warmed-up local store and the config pointing its model at url.
@@ -406,6 +465,19 @@ func keys(t *testing.T, env *stages.Env, prefix string) []string {
 	return out
 }
 
+// asVLLM answers GET /v1/models as vLLM does (the model, no drmas_policy_version) and every
+// other request with h.
+func asVLLM(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body []byte)) func(w http.ResponseWriter, r *http.Request, body []byte) {
+	models := fixture(t, "vllm_models.json")
+	return func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+			reply(200, models)(w, r, body)
+			return
+		}
+		h(w, r, body)
+	}
+}
+
 // TestFailedRolloutWritesNothing: a server that fails (500, timeout, malformed JSON, missing
 // log-probs, wrong choice count) fails the rollout with a clear error, and the rollout folder
 // stays empty: no parts, no manifest.
@@ -434,7 +506,7 @@ func TestFailedRolloutWritesNothing(t *testing.T) {
 		}, "HTTP 502 Bad Gateway"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newServer(t, c.h)
+			s := newServer(t, asVLLM(t, c.h))
 			env := &stages.Env{Bucket: warm.Bucket, Config: warm.Config}
 			pointAt(env, configs.OpenAI{Endpoint: s.URL, Retries: 1, Backoff: time.Millisecond, Timeout: 150 * time.Millisecond})
 			_, err := rollout.Run(context.Background(), env, rollout.Options{Step: stages.LatestStep})

@@ -120,6 +120,10 @@ type ModelCard struct {
 	OwnedBy            string `json:"owned_by"`
 	MaxModelLen        int    `json:"max_model_len,omitempty"`
 	DrmasPolicyVersion *int64 `json:"drmas_policy_version,omitempty"`
+	// DrmasRun and DrmasCheckpointSHA256 name the checkpoint served (drmas serve only): its
+	// run, and the sha256 of its manifest (what a rollout manifest records of its input).
+	DrmasRun              string `json:"drmas_run,omitempty"`
+	DrmasCheckpointSHA256 string `json:"drmas_checkpoint_sha256,omitempty"`
 }
 
 // ErrorResponse is the body of a failed request, as OpenAI sends it.

@@ -6,6 +6,8 @@ package evaluate
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -89,7 +91,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	tasks := stages.EvalTasks(cfg, wf)
+	tasks, err := stages.EvalTasks(cfg, wf)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
 	if o.Train {
 		if tasks, err = trainSplitTasks(cfg, wf); err != nil {
 			return nil, err
@@ -100,7 +105,8 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	k := cfg.Evaluate.K
 	params := map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
-		"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split}
+		"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split,
+		"prompts_sha256": promptsDigest(tasks)}
 	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
 	// itself may since have been removed by retention). Without a readable LATEST, LoadPolicy
 	// picks the step: it falls back to the newest usable one, and external models need none.
@@ -128,6 +134,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
 		return nil, err
+	}
+	// A drmas serve still loading the checkpoint is waited for before the progress bar.
+	if err := actors.Ready(ctx, backends); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
 	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
@@ -171,6 +181,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// promptsDigest identifies an evaluation's prompts (ids, questions, answers, sources, in
+// order), so that an evaluation committed with other prompts is never read back as this one's.
+func promptsDigest(tasks []workflows.Task) string {
+	h := sha256.New()
+	for _, t := range tasks {
+		for _, f := range []string{t.ID, t.Question, t.Answer, t.DataSource} {
+			fmt.Fprintf(h, "%d:%s", len(f), f)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // trainSplitTasks returns the prompts of a training-split evaluation: the first

@@ -291,3 +291,54 @@ func TestEvaluateLatestWithExternalModels(t *testing.T) {
 		t.Fatalf("evaluation of step 0 not committed: %v", err)
 	}
 }
+
+// TestHeldOutEvaluationOfAFile: with evaluate.source a tasks file, the held-out evaluation is
+// the file's first tasks.eval_size tasks; rerunning it after the file changed is a conflict
+// naming the prompts, not the old numbers; a missing file is reported up front by CheckTasks.
+func TestHeldOutEvaluationOfAFile(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	write := func(first int) {
+		var lines []byte
+		for i := range 10 {
+			lines = fmt.Appendf(lines, `{"id": "h%d", "question": "%d+2", "answer": "%d", "data_source": "heldout"}`+"\n", i, i+first, i+first+2)
+		}
+		if err := os.WriteFile(cfg.Evaluate.Source, lines, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Evaluate.Source = filepath.Join(t.TempDir(), "heldout.jsonl")
+	write(0)
+	if err := stages.CheckTasks(cfg); err != nil {
+		t.Fatal(err)
+	}
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 || (rows[0].DataSource != "all" && rows[0].DataSource != "heldout") {
+		t.Fatalf("held-out evaluation of a file measured %+v", rows)
+	}
+	prompts := readPrompts(t, env.Bucket, commit.EvalDir("t", 0))
+	if want := min(cfg.Tasks.EvalSize, 10); len(prompts) != want {
+		t.Fatalf("%d prompts, want %d", len(prompts), want)
+	}
+	for i, p := range prompts {
+		if p.TaskID != fmt.Sprintf("h%d", i) || p.DataSource != "heldout" || p.Question != fmt.Sprintf("%d+2", i) {
+			t.Fatalf("prompt %d is %+v, want task h%d of %s", i, p, i, cfg.Evaluate.Source)
+		}
+	}
+	write(100) // same ids, other questions
+	_, err = evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "prompts_sha256") {
+		t.Fatalf("rerun with other prompts: %v, want a conflict naming prompts_sha256", err)
+	}
+	cfg.Evaluate.Source = filepath.Join(t.TempDir(), "missing.jsonl")
+	if err := stages.CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), "evaluate.source: ") {
+		t.Fatalf("CheckTasks with a missing evaluate.source: %v", err)
+	}
+}

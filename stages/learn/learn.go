@@ -2,8 +2,16 @@
 // chosen estimator's advantage sidecars and, per model, runs PPO-clip with token-mean
 // aggregation (agents sharing a model are trained together; statistics stay per agent),
 // AdamW and global grad-norm clipping. It publishes checkpoint step S+1 (S = the policy that
-// generated the rollout) and commits per-model and per-agent metrics, including each agent's
-// own gradient norm (DESIGN §4).
+// generated the rollout), recording in its manifest the rollout and advantage folders it was
+// trained on, and commits per-model and per-agent metrics, including each agent's own gradient
+// norm (DESIGN §4).
+//
+// The iterations of a run are a chain: iteration N is sampled from step N and publishes step
+// N+1. Learn refuses a rollout of the run sampled from another step (one rolled out out of
+// order), but not an imported rollout, whose policy_version is whatever its file says, nor one
+// copied from another run (an ablation replay: its iterations are independent what-ifs, each
+// with checkpoints of its own); and it never takes a step that another iteration published as
+// its own (see publishedEarlier).
 //
 // Old log-probs for the PPO ratio are recomputed with the pre-update policy at the sampling
 // temperature (as verl does), so the ratio is exactly 1 on the first mini-batch; the stored
@@ -26,6 +34,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,9 +112,20 @@ func Digest(cfg *configs.Config, estimator string) string {
 // step version+1 and died before committing its metrics (a crash, a signal, a store error).
 // Training again would not do: on another engine or CPU the bits differ and the publish
 // would conflict. Run writes the metrics before publishing, so they are there; ok is false
-// when the step is not published (train as usual). A step published from another parent or
-// config is an error: this run's history and the store disagree.
-func publishedEarlier(ctx context.Context, env *stages.Env, outDir string, version int64, digest string) (metrics []MetricsRow, f commit.File, ok bool, err error) {
+// when the step is not published (train as usual).
+//
+// The step is this iteration's only if it was trained from the same parent, config and inputs
+// (the iteration's rollout and advantage folders, by manifest sha256, which Publish records):
+// a step another iteration published (one run out of order), or this iteration from other
+// inputs, is an error that says whose it is. A step published by an older drmas records no
+// inputs; it is taken as this iteration's unless a committed learn folder of another iteration
+// names it (the run's whole folder is listed to find out); that check is skipped when chained
+// is false (an imported or copied rollout, whose iterations need not follow the run's order).
+// An older drmas's step whose publisher died before committing its metrics names no
+// iteration: it is taken as this iteration's if this iteration's metrics are there (an older
+// drmas's failed attempt may have left them); if not, this iteration trains and its publish
+// conflicts (see publishConflict, which removes the metrics again).
+func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, digest string, inputs []commit.Input, chained bool) (metrics []MetricsRow, f commit.File, ok bool, err error) {
 	run, next := env.Config.Run, version+1
 	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
 	if errors.Is(err, commit.ErrNotCommitted) {
@@ -118,8 +138,23 @@ func publishedEarlier(ctx context.Context, env *stages.Env, outDir string, versi
 		if cm.Parent != nil {
 			parent = strconv.FormatInt(*cm.Parent, 10)
 		}
-		return nil, f, false, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s, not from step %d with config %.12s: train under another --run",
-			next, parent, cm.ConfigDigest, version, digest)
+		return nil, f, false, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s: train under another --run",
+			next, parent, cm.ConfigDigest, publishedBy(cm), version, digest)
+	}
+	switch by, recorded := publisher(cm); {
+	case recorded && by != iter:
+		return nil, f, false, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
+			next, publishedBy(cm), iter, inOrder(run, by))
+	case recorded && !slices.Equal(cm.Inputs, inputs):
+		return nil, f, false, fmt.Errorf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned: train under another --run",
+			next, describeInputs(cm.Inputs), describeInputs(inputs))
+	case !recorded && chained:
+		if by, claimed, err := claimedBy(ctx, env.Bucket, run, next); err != nil {
+			return nil, f, false, err
+		} else if claimed {
+			return nil, f, false, fmt.Errorf("checkpoint step %d is already published (by iteration %d's learn, whose committed metrics name it, from step %d), so iteration %d cannot publish its update: %s",
+				next, by, version, iter, inOrder(run, by))
+		}
 	}
 	key := path.Join(outDir, metricsFile)
 	data, err := storage.ReadAll(ctx, env.Bucket, key)
@@ -142,6 +177,98 @@ func publishedEarlier(ctx context.Context, env *stages.Env, outDir string, versi
 	}
 	f = commit.File{Name: metricsFile, Rows: int64(len(metrics)), Bytes: int64(len(data)), SHA256: commit.Digest(data)}
 	return metrics, f, true, nil
+}
+
+// publisher returns the iteration whose rollout a checkpoint manifest records among its inputs;
+// ok is false when it records none (the warm-up, or a step published by an older drmas).
+func publisher(cm *commit.Manifest) (iter int, ok bool) {
+	for _, in := range cm.Inputs {
+		rest, isRollout := strings.CutSuffix(in.Dir, "/rollout")
+		num, isIter := strings.CutPrefix(path.Base(rest), "iter=")
+		if !isRollout || !isIter {
+			continue
+		}
+		if n, err := strconv.Atoi(num); err == nil && n >= 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// publishedBy says who published a checkpoint step and from which parent, for errors.
+func publishedBy(cm *commit.Manifest) string {
+	from := "from no parent"
+	if cm.Parent != nil {
+		from = fmt.Sprintf("from step %d", *cm.Parent)
+	}
+	if by, ok := publisher(cm); ok {
+		return fmt.Sprintf("by iteration %d's learn, %s", by, from)
+	}
+	return "by an older drmas that does not record its inputs, " + from
+}
+
+// describeInputs lists input folders with their manifests' digests, for errors.
+func describeInputs(ins []commit.Input) string {
+	var parts []string
+	for _, in := range ins {
+		parts = append(parts, fmt.Sprintf("%s (manifest %.12s)", in.Dir, in.ManifestSHA256))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// inOrder is the remedy of a step that iteration by, not this one, published.
+func inOrder(run string, by int) string {
+	return fmt.Sprintf("the iterations of a run must run in order (iteration N samples from step N and publishes step N+1; `drmas run` runs them so), "+
+		"and this run's step belongs to iteration %d (%s): train under another --run", by, commit.IterDir(run, by))
+}
+
+// claimedBy finds an iteration whose committed learn manifest names step: the publisher of a
+// step that records no inputs (an older drmas's). It lists the run's whole folder.
+func claimedBy(ctx context.Context, b storage.Bucket, run string, step int64) (int, bool, error) {
+	prefix := commit.RunDir(run) + "/"
+	var iters []int
+	err := b.Iter(ctx, prefix, func(key string) error {
+		el, tail, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		num, isIter := strings.CutPrefix(el, "iter=")
+		if !ok || !isIter || tail != "learn/"+commit.ManifestName {
+			return nil
+		}
+		if n, err := strconv.Atoi(num); err == nil && n >= 0 && commit.IterDir(run, n) == prefix+el {
+			iters = append(iters, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("list the learn folders of %s: %w", run, err)
+	}
+	for _, it := range iters {
+		m, _, err := commit.Read(ctx, b, commit.LearnDir(run, it))
+		if err != nil {
+			return 0, false, err
+		}
+		if m.Step != nil && *m.Step == step {
+			return it, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// outOfOrder is the error of an iteration whose rollout was not sampled from step iter: one
+// rolled out before the iterations ahead of it had learned (drmas now refuses that at rollout,
+// older versions did not).
+func outOfOrder(run string, iter int, version int64) error {
+	want := fmt.Sprintf("step %d, which iteration %d's learn publishes", iter, iter-1)
+	if iter == 0 {
+		want = "step 0, the warm-up"
+	}
+	first := ""
+	if version == int64(iter)-1 {
+		first = fmt.Sprintf("run iteration %d first, then ", iter-1)
+	} else if version < int64(iter) {
+		first = fmt.Sprintf("run iterations %d..%d first, then ", version, iter-1)
+	}
+	return fmt.Errorf("learn iter %d: its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order): "+
+		"%sdelete %s/ and roll iteration %d out again, or train under another --run", iter, version, iter, want, first, commit.IterDir(run, iter), iter)
 }
 
 // Run trains on one iteration. If its metrics are committed already, Run does nothing.
@@ -189,7 +316,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("learn iter %d: load the policy that generated the rollout: %w", iter, err)
 	}
+	// Iteration N samples from step N (the loop's order; rollout refuses any other step). An
+	// imported rollout's policy_version is the step its file names; a rollout copied from
+	// another run (an ablation replay, whose manifest still names its source) is a what-if
+	// with checkpoints of its own; an all-external config (no checkpoint loaded) has no steps.
+	chained := in.Params["imported"] != "true" && in.Run == cfg.Run
+	if chained && set.ManifestSHA256 != "" && version != int64(iter) {
+		return nil, outOfOrder(cfg.Run, iter, version)
+	}
 	digest := Digest(cfg, est)
+	// What the step is trained on, recorded in its manifest: publishedEarlier resumes only a
+	// step trained on exactly these.
+	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA}}
 	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {
 		step := version + 1
 		if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
@@ -214,7 +352,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		return &Result{Step: step, Metrics: metrics}, nil
 	}
-	if metrics, f, ok, err := publishedEarlier(ctx, env, outDir, version, digest); err != nil {
+	if metrics, f, ok, err := publishedEarlier(ctx, env, iter, outDir, version, digest, inputs, chained); err != nil {
 		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
 	} else if ok {
 		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
@@ -246,7 +384,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			return nil, fmt.Errorf("learn: load the reference policy (step 0): %w", err)
 		}
 	}
-	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}}
+	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}, Inputs: inputs}
 	var metrics []MetricsRow
 	for _, id := range cfg.ModelNames() {
 		if cfg.Models[id].External() {
@@ -282,10 +420,35 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, digest); err != nil {
+	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, digest); errors.Is(err, commit.ErrConflict) {
+		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, err)
+	} else if err != nil {
 		return nil, err
 	}
 	return finish(metrics, f)
+}
+
+// publishConflict is the error of a publish that found step already committed with other
+// content. If this iteration's learn published it from the same inputs (an earlier attempt on
+// another engine, whose metrics are gone), the metrics this attempt wrote stay for the rerun
+// to commit with it. Otherwise it is another iteration's (or an older drmas's) update, and the
+// metrics go: they describe weights that were not published, and a rerun must not commit them
+// against the step that was.
+func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir string, step int64, inputs []commit.Input, err error) error {
+	who := "by another learn"
+	if cm, _, rerr := commit.Read(ctx, env.Bucket, commit.CheckpointDir(env.Config.Run, step)); rerr == nil {
+		if slices.Equal(cm.Inputs, inputs) {
+			return fmt.Errorf("learn iter %d: step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w",
+				iter, step, err)
+		}
+		who = publishedBy(cm)
+	}
+	if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
+		err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
+	}
+	return fmt.Errorf("learn iter %d: step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
+		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w",
+		iter, step, who, err)
 }
 
 // gpuTelemetry returns the most loaded device's memory in use and utilisation, or zeros in CPU

@@ -1,8 +1,9 @@
-// Package rollout is the rollout stage: it loads each model's LATEST checkpoint, plays the
-// configured multi-agent workflow for an iteration's prompts (a group of samples per prompt),
-// and commits the trajectories as Parquet parts (DESIGN §2): one row per agent invocation,
-// a uid never split across parts, deterministic rows and bytes for the same seed and
-// checkpoint.
+// Package rollout is the rollout stage: for iteration N it loads each model's checkpoint of
+// step N (LATEST by default, which must be step N: the iterations of a run are a chain),
+// plays the configured multi-agent workflow for the iteration's prompts (a group of samples
+// per prompt), and commits the trajectories as Parquet parts (DESIGN §2): one row per agent
+// invocation, a uid never split across parts, deterministic rows and bytes for the same seed
+// and checkpoint.
 package rollout
 
 import (
@@ -30,7 +31,12 @@ type Options struct {
 	Iteration int
 	// Step is the checkpoint to sample from; stages.LatestStep (the default of the CLI) means
 	// LATEST. drmas run passes the step the previous iteration's learner published; sharded
-	// workers should all pass the same explicit step.
+	// workers should all pass the same explicit step. The iterations of a run are a chain
+	// (iteration N samples from step N, which iteration N-1's learn publishes; step 0 is the
+	// warm-up), so Run refuses any other step: an iteration rolled out ahead of its turn would
+	// learn a step that belongs to another iteration. Rows and the manifest record the step
+	// as policy_version: a model behind `drmas serve` is sampled only once the server serves
+	// that checkpoint, and a server on another one fails the rollout (stages.Backends).
 	Step int64
 	// Shard selects the parts this worker writes (zero value: all of them). The worker that
 	// finds every part written commits the folder.
@@ -119,6 +125,23 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
 	}
+	// (An all-external config loads no checkpoint, and has no steps to keep in order.)
+	if n := int64(o.Iteration); set.ManifestSHA256 != "" && set.Step != n {
+		want := fmt.Sprintf("step %d, which iteration %d's learn publishes", n, n-1)
+		if n == 0 {
+			want = "step 0, the warm-up"
+		}
+		fix := fmt.Sprintf("pass --step %d if it is still kept", n)
+		if o.Step == stages.LatestStep && set.Step < n {
+			which := fmt.Sprintf("iterations %d..%d", set.Step, n-1)
+			if set.Step == n-1 {
+				which = fmt.Sprintf("iteration %d", n-1)
+			}
+			fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", which, n)
+		}
+		return nil, fmt.Errorf("rollout iter %d: would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
+			n, set.Step, n, want, fix)
+	}
 	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
 		return nil, err
@@ -162,6 +185,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	var mine partStats
 	var elapsed time.Duration
 	if len(todo) > 0 {
+		// A server still loading the checkpoint is waited for before the clock starts.
+		if err := actors.Ready(ctx, backends); err != nil {
+			return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+		}
 		bar := progress.New(env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", o.Iteration), "episodes")
 		var tokens int64
 		eps, err := Play(ctx, wf, todoTasks, backends, PlayOptions{

@@ -86,8 +86,15 @@ func EnvAt(t testing.TB, cfg *configs.Config, dir string) *stages.Env {
 }
 
 // WriteRollout commits parts (already numbered with shards.RowID) as iteration iter's rollout,
-// bypassing the writer's checks when raw is true (to plant malformed rows).
+// sampled from step 0, bypassing the writer's checks when raw is true (to plant malformed rows).
 func WriteRollout(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row, raw bool) {
+	t.Helper()
+	WriteRolloutWith(t, env, iter, parts, raw, map[string]string{"policy_version": "0"})
+}
+
+// WriteRolloutWith is WriteRollout with the manifest's params given: "policy_version" (the step
+// the rows were sampled from), and "imported": "true" for what the importer commits.
+func WriteRolloutWith(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row, raw bool, params map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	dir := commit.RolloutDir(env.Config.Run, iter)
@@ -115,7 +122,7 @@ func WriteRollout(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row,
 	}
 	if _, err := commit.Commit(ctx, env.Bucket, dir, &commit.Manifest{
 		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: env.Config.Run, Iteration: &iter, Rows: rows, Files: files,
-		Params: map[string]string{"policy_version": "0"},
+		Params: params,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,126 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/pipeline"
+	"github.com/drmas-dev/drmas/serve"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/stages/warmup"
+)
+
+// syncBuffer is a log both the server and the loop write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLoopThroughDrmasServe runs the documented loop with the policy behind `drmas serve`
+// (configs/vllm-shared.yaml): the server reloads LATEST only every Poll, so when learn
+// publishes step i+1 the next rollout finds it still serving step i. Every iteration's rows
+// must have been sampled by the step its manifest records (the backend waits for the server
+// to reload), never by the one before.
+func TestLoopThroughDrmasServe(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	env := stagetest.Env(t, cfg)
+	var log syncBuffer
+	env.Log = &log
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(ctx, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: 400 * time.Millisecond, Logf: env.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	remote := *cfg
+	remote.Models = map[string]configs.Model{}
+	for id, m := range cfg.Models { // sizes kept: drmas trains the model, the server samples it
+		m.Backend = configs.BackendOpenAI
+		m.OpenAI = configs.OpenAI{Endpoint: "http://" + ln.Addr().String(), Concurrency: 4}
+		remote.Models[id] = m
+	}
+	if err := remote.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	env.Config = &remote
+	const iters = 3
+	if _, err := pipeline.Run(ctx, env, pipeline.Options{Iterations: iters, EvalEvery: 1}); err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, log.String())
+	}
+	for iter := range iters {
+		dir := commit.RolloutDir(cfg.Run, iter)
+		m, _, err := commit.Read(ctx, env.Bucket, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Params["policy_version"] != strconv.Itoa(iter) {
+			t.Fatalf("iter %d: manifest policy_version %s", iter, m.Params["policy_version"])
+		}
+		rows := 0
+		for _, f := range m.Files {
+			data, err := commit.ReadFile(ctx, env.Bucket, dir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.PolicyVersion != int64(iter) {
+					t.Fatalf("iter %d: a row has policy_version %d, but the rollout records step %d\nlog:\n%s", iter, r.PolicyVersion, iter, log.String())
+				}
+				rows++
+			}
+		}
+		if rows == 0 {
+			t.Fatalf("iter %d: no rows", iter)
+		}
+	}
+	waits := 0
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "waiting up to") || strings.Contains(l, "now serves checkpoint step") {
+			t.Log(l)
+			waits++
+		}
+	}
+	if waits == 0 {
+		t.Errorf("the loop never waited for the server to reload:\n%s", log.String())
+	}
+}

@@ -1,0 +1,269 @@
+package learn_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/gpu"
+	"github.com/drmas-dev/drmas/gpu/cuda"
+	gpuengine "github.com/drmas-dev/drmas/gpu/engine"
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/normalize"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// aheadOfTurn returns a store where iteration 0 is learned (step 1), iteration 1 is rolled out
+// from step 1 and normalized, and iteration 3 holds a rollout sampled from step 1 (with params,
+// and scores that give a gradient), normalized: what `drmas run --iters 1` and then
+// `run-stage rollout --iter 3`, `normalize --iter 3` left in a store before rollout checked
+// the order.
+func aheadOfTurn(t *testing.T, params map[string]string) *stages.Env {
+	t.Helper()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 2)
+	_, parts := stagetest.ReadRollout(t, env, 1)
+	stagetest.VaryScores(parts, 1)
+	stagetest.WriteRolloutWith(t, env, 3, parts, false, params)
+	if _, err := normalize.Run(context.Background(), env, normalize.Options{Iteration: 3, Estimators: []string{"drmas"}}); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// learnFails runs iteration iter's learn twice, as `drmas run` run again would, and checks
+// that both attempts fail with want and leave the iteration uncommitted, without metrics a
+// later attempt could commit.
+func learnFails(t *testing.T, env *stages.Env, iter int, want ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for attempt := 1; attempt <= 2; attempt++ {
+		var log strings.Builder
+		env.Log = &log
+		res, err := learn.Run(ctx, env, learn.Options{Iteration: iter})
+		if err == nil {
+			t.Fatalf("attempt %d: learn iter %d committed %+v\n%s", attempt, iter, res, log.String())
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("attempt %d: %v\nwant it to say %q", attempt, err, w)
+			}
+		}
+		if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.LearnDir("t", iter)); ok {
+			t.Fatalf("attempt %d: iteration %d's learn committed", attempt, iter)
+		}
+		if _, err := env.Bucket.Stat(ctx, path.Join(commit.LearnDir("t", iter), "metrics.parquet")); !storage.IsNotFound(err) {
+			t.Fatalf("attempt %d: iteration %d's metrics left behind (%v)", attempt, iter, err)
+		}
+	}
+}
+
+// TestRolloutRefusesAnIterationAheadOfItsStep: the reviewer's first step, `drmas run --iters 1`
+// then `run-stage rollout --iter 3`, sampled iteration 3 from step 1 (LATEST); iteration N
+// samples from step N, so rollout refuses and says which iterations to run first.
+func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 2) // step 1 published by iteration 0
+	for _, c := range []struct {
+		iter int
+		step int64
+		want string
+	}{
+		{3, stages.LatestStep, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes (the iterations of a run run in order): run iterations 1..2 first (`drmas run --iters 3` does)"},
+		{2, stages.LatestStep, "run iteration 1 first (`drmas run --iters 2` does)"},
+		{3, 1, "pass --step 3 if it is still kept"},
+		{0, 1, "iteration 0 samples from step 0, the warm-up"},
+	} {
+		dir := commit.RolloutDir("t", c.iter)
+		if c.iter == 0 { // committed: roll it out again
+			if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := rollout.Run(ctx, env, rollout.Options{Iteration: c.iter, Step: c.step})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("rollout iter %d from step %d: %v\nwant it to say %q", c.iter, c.step, err, c.want)
+		}
+		if ok, _ := commit.IsCommitted(ctx, env.Bucket, dir); ok {
+			t.Fatalf("rollout iter %d committed", c.iter)
+		}
+	}
+	if _, err := rollout.Run(ctx, env, rollout.Options{Iteration: 0, Step: stages.LatestStep}); err == nil {
+		t.Fatal("iteration 0 rolled out again from step 1")
+	}
+}
+
+// TestLearnRefusesARolloutOutOfOrder: a rollout of iteration 3 sampled from step 1 (committed
+// by a drmas that did not check the order) is refused by learn, which says what to do, and no
+// step is published: it would be step 2, which iteration 1 publishes.
+func TestLearnRefusesARolloutOutOfOrder(t *testing.T) {
+	env := aheadOfTurn(t, map[string]string{"policy_version": "1"})
+	learnFails(t, env, 3, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes",
+		"run iterations 1..2 first, then delete runs/t/iter=000003/ and roll iteration 3 out again, or train under another --run")
+	if ok, _ := commit.IsCommitted(context.Background(), env.Bucket, commit.CheckpointDir("t", 2)); ok {
+		t.Fatal("step 2 was published")
+	}
+}
+
+// publishThird learns iteration 3 (imported, so sampled from any step: here step 1), which
+// publishes step 2 from step 1, the step iteration 1 publishes in the loop's order.
+func publishThird(t *testing.T) *stages.Env {
+	t.Helper()
+	env := aheadOfTurn(t, map[string]string{"policy_version": "1", "imported": "true"})
+	res, err := learn.Run(context.Background(), env, learn.Options{Iteration: 3})
+	if err != nil || res.Step != 2 {
+		t.Fatalf("learn iter 3: %+v %v", res, err)
+	}
+	return env
+}
+
+// stripInputs rewrites step's manifest as a drmas that does not record inputs wrote it.
+func stripInputs(t *testing.T, env *stages.Env, step int64) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.CheckpointDir("t", step)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Inputs) == 0 {
+		t.Fatalf("step %d records no inputs", step)
+	}
+	m.Inputs = nil
+	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Commit(ctx, env.Bucket, dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLearnNeverTakesAnotherIterationsStep is the reviewer's sequence: step 2 is published by
+// iteration 3's learn (from step 1), then `drmas run --iters 3` learns iteration 1 (from step
+// 1, so it would publish step 2). The first attempt used to fail with a bare commit conflict,
+// leaving its metrics, and the second committed them against the weights iteration 3 trained.
+// Both attempts must fail and say whose step 2 is.
+func TestLearnNeverTakesAnotherIterationsStep(t *testing.T) {
+	env := publishThird(t)
+	m, _, err := commit.Read(context.Background(), env.Bucket, commit.CheckpointDir("t", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Inputs) != 2 || m.Inputs[0].Dir != commit.RolloutDir("t", 3) || m.Inputs[1].Dir != commit.AdvantageDir("t", 3, "drmas") {
+		t.Fatalf("step 2 records inputs %+v, want iteration 3's rollout and drmas advantages", m.Inputs)
+	}
+	learnFails(t, env, 1, "learn iter 1: checkpoint step 2 is already published (by iteration 3's learn, from step 1), so iteration 1 cannot publish its update",
+		"the iterations of a run must run in order", "this run's step belongs to iteration 3 (runs/t/iter=000003): train under another --run")
+}
+
+// TestLearnNeverTakesAnOlderDrmassStepOfAnotherIteration: the same with step 2 published by a
+// drmas that did not record inputs: iteration 3's committed learn names it, so it is not
+// iteration 1's.
+func TestLearnNeverTakesAnOlderDrmassStepOfAnotherIteration(t *testing.T) {
+	env := publishThird(t)
+	stripInputs(t, env, 2)
+	learnFails(t, env, 1, "checkpoint step 2 is already published (by iteration 3's learn, whose committed metrics name it, from step 1), so iteration 1 cannot publish its update",
+		"train under another --run")
+}
+
+// TestPublishConflictSaysWhatHappened: step 2 published by an older drmas for iteration 3,
+// which died before committing its metrics, cannot be told from iteration 1's own earlier
+// attempt; iteration 1 trains, and its publish conflicts: the error says so and what to do,
+// and the attempt's metrics go, so the rerun fails the same way instead of committing them.
+func TestPublishConflictSaysWhatHappened(t *testing.T) {
+	env := publishThird(t)
+	stripInputs(t, env, 2)
+	if err := env.Bucket.Delete(context.Background(), path.Join(commit.LearnDir("t", 3), commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	learnFails(t, env, 1, "learn iter 1: step 2 is already published (by an older drmas that does not record its inputs, from step 1) with other weights",
+		"the iterations of a run must run in order", "train under another --run", commit.ErrConflict.Error())
+}
+
+// TestRerunKeepsAnOlderDrmassStep: a step published by a drmas that did not record inputs,
+// whose learn died before committing its metrics, is still taken up by the rerun when no other
+// iteration's learn names it.
+func TestRerunKeepsAnOlderDrmassStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 2)
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 1)}
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	env.Bucket = store
+	stripInputs(t, env, 2)
+	var log strings.Builder
+	env.Log = &log
+	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
+	if err != nil || res.Step != 2 || !strings.Contains(log.String(), "published by an earlier attempt") {
+		t.Fatalf("rerun: %+v %v\n%s", res, err, log.String())
+	}
+	if s, err := checkpoints.LoadStep(ctx, store, "t", 2, true); err != nil || s.Inputs != nil {
+		t.Fatalf("the older drmas's step 2: %+v %v", s, err)
+	}
+}
+
+// TestConflictWithThisIterationsOwnStep: an earlier attempt at this iteration (CPU engine)
+// published step 1 and its metrics are gone; the rerun on the GPU engine trains again and its
+// publish conflicts with the step (other bits, same inputs). The error says it is this
+// iteration's own step, and the attempt's metrics stay, so that the next run commits them with
+// the published step instead of failing the same way forever.
+func TestConflictWithThisIterationsOwnStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 2
+	env := prepare(t, cfg, 1)
+	_, parts := stagetest.ReadRollout(t, env, 0)
+	parts = parts[:1] // the interpreted GPU engine trains on it: keep it small
+	stagetest.VaryScores(parts, 0)
+	env = withRollout(t, cfg, parts)
+	t.Setenv(gpu.EngineEnv, "cpu")
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 0)}
+	if _, err := learn.Run(ctx, env, learn.Options{}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	env.Bucket = store
+	metrics := path.Join(commit.LearnDir("t", 0), "metrics.parquet")
+	if err := store.Delete(ctx, metrics); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := kernels.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cuda.Init() == nil {
+		t.Setenv(gpu.EngineEnv, "gpu")
+	} else {
+		t.Setenv(gpu.EngineEnv, "")
+		learn.SetTestDevice(t, func() gpuengine.Device { return ir.NewInterp(ks) })
+	}
+	_, err = learn.Run(ctx, env, learn.Options{})
+	if err == nil || !strings.Contains(err.Error(), "step 1 was published by an earlier attempt at this iteration, from the same inputs but with other weights") ||
+		!strings.Contains(err.Error(), "run learn again") || !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("rerun on the GPU engine: %v", err)
+	}
+	if _, err := store.Stat(ctx, metrics); err != nil {
+		t.Fatalf("the attempt's metrics are gone: %v", err)
+	}
+	var log strings.Builder
+	env.Log = &log
+	if res, err := learn.Run(ctx, env, learn.Options{}); err != nil || res.Step != 1 || !strings.Contains(log.String(), "published by an earlier attempt") {
+		t.Fatalf("next run: %+v %v\n%s", res, err, log.String())
+	}
+}
