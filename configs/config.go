@@ -399,7 +399,7 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 		ft, ok := fields[k]
 		if !ok {
 			hint := ""
-			if c := Closest(k, names, max(2, len(k)/4)); c != "" {
+			if c := suggestKey(k, names); c != "" {
 				hint = fmt.Sprintf(" (did you mean %s%s?)", prefix, c)
 			}
 			errs = append(errs, fmt.Errorf("unknown key %s%s%s", prefix, k, hint))
@@ -423,6 +423,24 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// suggestKey returns the key of names that k, an unknown key, most likely means: one that
+// begins with k (kl: kl_coef), else the nearest within max(2, len(k)/4) edits that keeps
+// something of k (not s3 for lr: two edits, but every letter changed); "" if none.
+func suggestKey(k string, names []string) string {
+	if len(k) >= 2 {
+		for _, n := range names {
+			if strings.HasPrefix(n, k) {
+				return n
+			}
+		}
+	}
+	c := Closest(k, names, max(2, len(k)/4))
+	if c != "" && editDistance(k, c) >= min(len(k), len(c)) {
+		return ""
+	}
+	return c
 }
 
 // Closest returns the word of words nearest to s by edit distance (the first of equals), if

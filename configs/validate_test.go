@@ -216,3 +216,25 @@ func TestConfigFolderNamed(t *testing.T) {
 		t.Fatalf("a folder as --config: %v", err)
 	}
 }
+
+// TestUnknownKeySuggestionsMakeSense: a suggestion is a key the unknown one begins (kl:
+// kl_coef, not lr, one edit away) or a near spelling of it, never a key with nothing in common
+// (a top-level lr is not "s3", though two edits make one of the other).
+func TestUnknownKeySuggestionsMakeSense(t *testing.T) {
+	p := write(t, "keys.yaml", "lr: 0.1\nlearn: {kl: 0.1}\nrollout: {grop_size: 4}\n")
+	_, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"unknown key learn.kl (did you mean learn.kl_coef?)",
+		"unknown key rollout.grop_size (did you mean rollout.group_size?)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "unknown key lr (") {
+		t.Errorf("a suggestion for lr, which resembles no key:\n%v", err)
+	}
+}

@@ -8,10 +8,11 @@
 // response does not depend on what it was batched with: with the same seed, the server's
 // tokens and log-probs equal the in-process backend's bit for bit (log-probs are written with
 // float32 precision). The server polls LATEST and swaps in a new checkpoint atomically; a
-// batch is always served by one checkpoint, reported as drmas_policy_version. GET /v1/models
-// and /health name the checkpoint served (step, run, manifest sha256), so that a stage
-// sampling through the server (actors/openai, Options.RequireVersion) waits until it serves
-// the step the stage records, and refuses another checkpoint.
+// batch is always served by one checkpoint, reported as drmas_policy_version and
+// drmas_checkpoint_sha256. GET /v1/models and /health name the checkpoint served (step, run,
+// manifest sha256), so that a stage sampling through the server (actors/openai,
+// Options.RequireVersion) waits until it serves the step the stage records, and refuses
+// another checkpoint.
 package serve
 
 import (
@@ -275,6 +276,7 @@ type item struct {
 type result struct {
 	res  []model.SampleResult
 	step int64
+	sha  string // the checkpoint manifest's sha256
 	err  error
 }
 
@@ -350,7 +352,7 @@ func (s *Server) run(ctx context.Context, batch []*item) {
 		}
 		off := 0
 		for _, it := range items {
-			r := result{step: p.step, err: err}
+			r := result{step: p.step, sha: p.sha, err: err}
 			if err == nil {
 				r.res = res[off : off+len(it.reqs)]
 			}
@@ -439,6 +441,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	out := openai.CompletionResponse{
 		ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(),
 		Model: s.o.Name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{}, DrmasPolicyVersion: &res.step,
+		DrmasCheckpointSHA256: res.sha,
 	}
 	for i, sr := range res.res {
 		c := openai.CompletionChoice{Index: i, FinishReason: &sr.FinishReason}

@@ -9,11 +9,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -766,7 +770,7 @@ func TestStagesWaitForTheServer(t *testing.T) {
 	other := warm(t, ocfg)
 	other.Config = viaHTTP(ocfg, url, configs.OpenAI{Concurrency: 4})
 	if _, err := rollout.Run(ctx, other, rollout.Options{Step: 0}); err == nil ||
-		!strings.Contains(err.Error(), "drmas serve (run t) serves a checkpoint step 0 whose manifest has sha256") || !strings.Contains(err.Error(), "point the server at this run (--run) and store") {
+		!strings.Contains(err.Error(), "drmas serve serves checkpoint step 0 of run t, but this stage samples from step 0 of run u") || !strings.Contains(err.Error(), "point the server at this run (--run u) and store") {
 		t.Fatalf("rollout of run u through a server of run t: %v", err)
 	}
 	if n := srv.Stats().Requests; n != 0 {
@@ -829,5 +833,168 @@ func TestStagesWaitForTheServer(t *testing.T) {
 		if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { return fmt.Errorf("a failed stage wrote %s", k) }); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// front forwards every request to one drmas serve, then (after a Store) to another: a server
+// restarted at the same address.
+type front struct{ target atomic.Pointer[url.URL] }
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	httputil.NewSingleHostReverseProxy(f.target.Load()).ServeHTTP(w, r)
+}
+
+func (f *front) point(t *testing.T, raw string) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.target.Store(u)
+}
+
+// TestBackendRefusesAnotherCheckpointAfterARestart: a backend found its checkpoint on the
+// server, then the server restarts (same address) on another checkpoint of the same step (a
+// run recreated under the same name, another store): its responses are refused, not
+// recorded as the stage's checkpoint.
+func TestBackendRefusesAnotherCheckpointAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	a := warm(t, cfg)
+	ocfg := stagetest.Config(t, "math")
+	ocfg.Seed++ // the same run name and step, other weights
+	b := warm(t, ocfg)
+	sets := make([]*checkpoints.Set, 2)
+	for i, env := range []*stages.Env{a, b} {
+		set, err := checkpoints.LoadStep(ctx, env.Bucket, cfg.Run, 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[i] = set
+	}
+	if sets[0].ManifestSHA256 == sets[1].ManifestSHA256 {
+		t.Fatal("the two checkpoints are the same: the test shows nothing")
+	}
+	_, urlA := start(t, serve.Options{Bucket: a.Bucket, Run: cfg.Run, Poll: -1})
+	srvB, urlB := start(t, serve.Options{Bucket: b.Bucket, Run: cfg.Run, Poll: -1})
+	var f front
+	f.point(t, urlA)
+	fs := httptest.NewServer(&f)
+	defer fs.Close()
+	be, err := openai.New(openai.Options{ID: "m1", Endpoint: fs.URL, Version: 0, RequireVersion: true, CheckpointSHA256: sets[0].ManifestSHA256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []actors.Request{{Agent: "solver", Prompt: actors.PromptIDs("solver", "1+1"), Seed: 3}}
+	smp := actors.Sampling{Temperature: 1, TopP: 1, MaxTokens: 3}
+	if _, err := be.Generate(ctx, reqs, smp); err != nil {
+		t.Fatal(err)
+	}
+	f.point(t, urlB) // restarted on the other checkpoint
+	res, err := be.Generate(ctx, reqs, smp)
+	if err == nil || !strings.Contains(err.Error(), "sampled by a checkpoint step 0 whose manifest has sha256 "+sets[1].ManifestSHA256) ||
+		!strings.Contains(err.Error(), sets[0].ManifestSHA256) || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("a response of another checkpoint of step 0: %v (%d responses, %d sampled by it)", err, len(res), srvB.Stats().Requests)
+	}
+
+	// A new backend finds the other checkpoint before it samples: nothing more is sampled.
+	before := srvB.Stats().Requests
+	be, err = openai.New(openai.Options{ID: "m1", Endpoint: fs.URL, Version: 0, RequireVersion: true, Run: cfg.Run, CheckpointSHA256: sets[0].ManifestSHA256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Generate(ctx, reqs, smp); err == nil || !strings.Contains(err.Error(), "serves a checkpoint step 0 whose manifest has sha256 "+sets[1].ManifestSHA256) {
+		t.Fatalf("a server on another checkpoint of step 0: %v", err)
+	}
+	if n := srvB.Stats().Requests; n != before {
+		t.Fatalf("sampled %d requests from another checkpoint", n-before)
+	}
+}
+
+// TestBackendRefusesAServerOfAnotherRun: a drmas serve of another run never serves this run's
+// step, whichever step it is on: the backend says so at once, instead of waiting out
+// VersionWait for it to load a step it never will (an older step), or advising an older step
+// with backend: local (a newer one).
+func TestBackendRefusesAServerOfAnotherRun(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	srv, url := start(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1}) // run t, step 0
+	reqs := []actors.Request{{Agent: "solver", Prompt: actors.PromptIDs("solver", "1+1"), Seed: 3}}
+	smp := actors.Sampling{Temperature: 1, TopP: 1, MaxTokens: 3}
+	for _, step := range []int64{2, 0} { // the server lags behind, then is ahead
+		const wait = 3 * time.Second
+		be, err := openai.New(openai.Options{ID: "m1", Endpoint: url, Version: step, RequireVersion: true, VersionWait: wait, Run: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step == 0 {
+			publish(t, env, 1)
+			if _, err := srv.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		_, err = be.Generate(ctx, reqs, smp)
+		want := fmt.Sprintf("drmas serve serves checkpoint step %d of run t, but this stage samples from step %d of run u: point the server at this run (--run u) and store", srv.Version(), step)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("step %d of run u through a server of run t: %v, want %q", step, err, want)
+		}
+		if d := time.Since(start); d >= wait {
+			t.Fatalf("step %d: answered after %s, having waited for the server", step, d)
+		}
+	}
+	if n := srv.Stats().Requests; n != 0 {
+		t.Fatalf("the server of run t sampled %d requests for run u", n)
+	}
+}
+
+// TestBackendWaitsForAServerStillStarting: a `drmas serve … &` started beside the stage may
+// not listen yet; connection refusals count toward the same wait instead of failing the stage.
+func TestBackendWaitsForAServerStillStarting(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	env := warm(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there until the server below starts
+	var log logBuffer
+	be, err := openai.New(openai.Options{ID: "m1", Endpoint: "http://" + addr, Version: 0, RequireVersion: true, VersionWait: time.Minute, Logf: log.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- be.Ready(ctx) }()
+	log.waitFor(t, "to answer")
+	s, err := serve.New(ctx, serve.Options{Bucket: env.Bucket, Run: cfg.Run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(sctx, ln) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Ready once the server listens: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Ready did not return after the server started")
+	}
+	// Without a server for the whole wait, the error says what it tried.
+	be, err = openai.New(openai.Options{ID: "m1", Endpoint: "http://" + addr + "0", Version: 0, RequireVersion: true, VersionWait: 200 * time.Millisecond, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Ready(ctx); err == nil {
+		t.Fatal("Ready with no server succeeded")
 	}
 }

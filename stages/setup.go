@@ -113,7 +113,7 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 		id := cfg.Agents[a].Model
 		be, ok := shared[id]
 		if !ok && cfg.Models[id].IsOpenAI() {
-			b, err := openai.FromConfig(id, cfg.Models[id], openai.Checkpoint{Step: set.Step, SHA256: set.ManifestSHA256}, cfg.Seed, os.LookupEnv, env.Logf)
+			b, err := openai.FromConfig(id, cfg.Models[id], openai.Checkpoint{Run: cfg.Run, Step: set.Step, SHA256: set.ManifestSHA256}, cfg.Seed, os.LookupEnv, env.Logf)
 			if err != nil {
 				return nil, err
 			}

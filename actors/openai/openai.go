@@ -19,8 +19,9 @@
 // A backend of a model drmas trains (Options.RequireVersion: the model has sizes, and `drmas
 // serve` serves its checkpoints) samples only with the checkpoint step the stage records:
 // before its first request it waits until the server reports that step on GET /v1/models
-// (drmas serve reloads LATEST every --poll), and a response sampled by another step is an
-// error. Servers that report no version (vLLM, SGLang) are used as they are.
+// (drmas serve reloads LATEST every --poll); a server of another run, or of another
+// checkpoint of that step, and a response sampled by another step or checkpoint are errors.
+// Servers that report no version (vLLM, SGLang) are used as they are.
 package openai
 
 import (
@@ -30,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,9 +113,14 @@ type Options struct {
 	// sets it for the models drmas trains (FromConfig).
 	RequireVersion bool
 	VersionWait    time.Duration
+	// Run is the run whose checkpoint Version the stage samples from (optional): with
+	// RequireVersion, a drmas serve of another run (drmas_run on GET /v1/models) is an error
+	// at once, whatever step it serves.
+	Run string
 	// CheckpointSHA256 is the sha256 of checkpoint Version's manifest (optional): with
 	// RequireVersion, a server that serves step Version of another checkpoint (it reports
-	// another drmas_checkpoint_sha256: another run or store) is an error.
+	// another drmas_checkpoint_sha256, on GET /v1/models or in a response: another run or
+	// store, or a server restarted on one during the stage) is an error.
 	CheckpointSHA256 string
 	// Logf receives one-line notices: the wait for the server to load Version (nil: none).
 	Logf func(format string, args ...any)
@@ -203,8 +210,9 @@ func New(o Options) (*Backend, error) {
 }
 
 // Checkpoint is the checkpoint a stage samples from and records as the rows' policy_version:
-// its step, and the sha256 of its manifest ("" when unknown).
+// its run, its step, and the sha256 of its manifest ("" when unknown).
 type Checkpoint struct {
+	Run    string
 	Step   int64
 	SHA256 string
 }
@@ -236,7 +244,7 @@ func FromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEn
 		ID: id, Endpoint: c.Endpoint, ServerModel: c.Model, APIKey: key, Mode: c.Mode,
 		Batch: c.Batch, MaxBatch: c.MaxBatch, Concurrency: c.Concurrency, Timeout: c.Timeout,
 		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: at.Step,
-		RequireVersion: !m.External() && c.Mode != ModeChat, CheckpointSHA256: at.SHA256, Logf: logf,
+		RequireVersion: !m.External() && c.Mode != ModeChat, Run: at.Run, CheckpointSHA256: at.SHA256, Logf: logf,
 	})
 }
 
@@ -360,7 +368,10 @@ func (b *Backend) Ready(ctx context.Context) error {
 // the checkpoint the server reports (served) until it is Version, for at most VersionWait. A
 // server that serves a newer step, another checkpoint of step Version (CheckpointSHA256), or
 // still an older step after the wait is an error; one that reports no version is taken as it
-// is. Only the first call waits: every response is checked afterwards (complete).
+// is. A server that refuses connections (not listening yet) counts toward the same wait.
+// A drmas serve of another run than Options.Run is an error at once: it never serves
+// this run's step. Only the first call waits: every response is checked afterwards
+// (complete).
 func (b *Backend) awaitVersion(ctx context.Context) error {
 	if !b.o.RequireVersion || b.ready.Load() {
 		return nil
@@ -380,6 +391,18 @@ func (b *Backend) awaitVersion(ctx context.Context) error {
 	waited := false
 	for {
 		card, url, err := b.served(ctx)
+		if err != nil && refused(err) && ctx.Err() == nil && time.Now().Before(deadline) {
+			// Not listening yet: a `drmas serve … &` started beside the stage is still
+			// loading. It counts toward the same wait.
+			if !waited {
+				b.o.Logf("model %s: waiting up to %s for drmas serve at %s to answer (%v)", b.o.ID, b.o.VersionWait, b.shown, err)
+				waited = true
+			}
+			if err := sleepCtx(ctx, min(versionPoll, time.Until(deadline))); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -393,6 +416,8 @@ func (b *Backend) awaitVersion(ctx context.Context) error {
 			what = fmt.Sprintf("drmas serve (run %s)", card.DrmasRun)
 		}
 		switch {
+		case b.o.Run != "" && card.DrmasRun != "" && card.DrmasRun != b.o.Run:
+			return fmt.Errorf("GET %s: drmas serve serves checkpoint step %d of run %s, but this stage samples from step %d of run %s: point the server at this run (--run %s) and store", url, v, card.DrmasRun, want, b.o.Run, b.o.Run)
 		case v == want && b.o.CheckpointSHA256 != "" && card.DrmasCheckpointSHA256 != "" && card.DrmasCheckpointSHA256 != b.o.CheckpointSHA256:
 			return fmt.Errorf("GET %s: %s serves a checkpoint step %d whose manifest has sha256 %s, but this stage samples from the one with sha256 %s: point the server at this run (--run) and store, or restart it if the run was recreated", url, what, v, card.DrmasCheckpointSHA256, b.o.CheckpointSHA256)
 		case v == want:
@@ -411,14 +436,36 @@ func (b *Backend) awaitVersion(ctx context.Context) error {
 			b.o.Logf("model %s: waiting up to %s for drmas serve at %s to load checkpoint step %d (it serves step %d; it reloads LATEST every --poll)", b.o.ID, b.o.VersionWait, b.shown, want, v)
 			waited = true
 		}
-		t := time.NewTimer(min(versionPoll, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleepCtx(ctx, min(versionPoll, time.Until(deadline))); err != nil {
+			return err
 		}
 	}
+}
+
+// sleepCtx waits d, or returns ctx's error when it ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// dialError is a failed connection attempt (its text is redacted, so the transport's own
+// error is not kept).
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// refused reports whether err is a failure to connect (nothing listening yet), as opposed to
+// a server that answered or a request that timed out.
+func refused(err error) bool {
+	var de *dialError
+	return errors.As(err, &de)
 }
 
 // served returns the served model's card from GET /v1/models, or nil when the server does not
@@ -491,6 +538,9 @@ func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.
 	}
 	if v := resp.DrmasPolicyVersion; b.o.RequireVersion && v != nil && *v != b.o.Version {
 		return nil, fmt.Errorf("%s: POST %s: sampled by checkpoint step %d, but this stage samples from and records step %d: the server loaded another checkpoint during the stage (did something else publish LATEST of its run, or does it serve another run?)", what, url, *v, b.o.Version)
+	}
+	if sha := resp.DrmasCheckpointSHA256; b.o.RequireVersion && b.o.CheckpointSHA256 != "" && sha != "" && sha != b.o.CheckpointSHA256 {
+		return nil, fmt.Errorf("%s: POST %s: sampled by a checkpoint step %d whose manifest has sha256 %s, but this stage samples from the one with sha256 %s: the server was restarted on another run or store during the stage", what, url, b.o.Version, sha, b.o.CheckpointSHA256)
 	}
 	if err := parseChoices(resp.Choices, out, url); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -676,7 +726,11 @@ func (b *Backend) attempt(ctx context.Context, method, target, url string, body 
 		if errors.Is(err, context.DeadlineExceeded) || actx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: no response within the timeout of %s (openai.timeout)", method, url, b.o.Timeout)
 		}
-		return nil, &errRetry{err: fmt.Errorf("%s %s: %v", method, url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))}
+		e := fmt.Errorf("%s %s: %v", method, url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			e = &dialError{e}
+		}
+		return nil, &errRetry{err: e}
 	}
 	if resp.StatusCode == http.StatusOK {
 		return raw, nil

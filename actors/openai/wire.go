@@ -46,6 +46,8 @@ type CompletionResponse struct {
 	Usage   *Usage             `json:"usage,omitempty"`
 	// DrmasPolicyVersion is the checkpoint step that served the request (drmas serve only).
 	DrmasPolicyVersion *int64 `json:"drmas_policy_version,omitempty"`
+	// DrmasCheckpointSHA256 is the sha256 of that checkpoint's manifest (drmas serve only).
+	DrmasCheckpointSHA256 string `json:"drmas_checkpoint_sha256,omitempty"`
 }
 
 // CompletionChoice is one generated continuation.

@@ -75,8 +75,9 @@ const (
 )
 
 // Run evaluates one checkpoint; an evaluation already committed is read back, not redone. One
-// committed with other settings (evaluate.k, temperature, top_p, tasks.eval_size, split) is
-// an error matching commit.ErrConflict, not a result for this config, and a committed
+// committed with other settings (evaluate.k, temperature, top_p, tasks.eval_size, split) or of
+// other prompts (evaluate.source, the workflow's generator) is an error matching
+// commit.ErrConflict, not a result for this config, and a committed
 // evaluation that does not read back (a damaged file, a store error) is an error: its files
 // are never rewritten.
 func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
@@ -91,14 +92,13 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := stages.EvalTasks(cfg, wf)
-	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
-	}
-	if o.Train {
+	var tasks []workflows.Task
+	if o.Train { // evaluate.source holds held-out prompts only
 		if tasks, err = trainSplitTasks(cfg, wf); err != nil {
 			return nil, err
 		}
+	} else if tasks, err = stages.EvalTasks(cfg, wf); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	if len(tasks) == 0 {
 		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
@@ -117,7 +117,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		}
 	}
 	if step >= 0 {
-		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params); ok || err != nil {
+		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params, tasks); ok || err != nil {
 			return rows, err
 		}
 	}
@@ -127,7 +127,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	dir := evalDir(cfg.Run, set.Step)
 	if set.Step != step {
-		if rows, ok, err := readBack(ctx, b, dir, params); ok || err != nil {
+		if rows, ok, err := readBack(ctx, b, dir, params, tasks); ok || err != nil {
 			return rows, err
 		}
 	}
@@ -209,9 +209,11 @@ func trainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Ta
 }
 
 // readBack reads the evaluation committed in dir; ok is false when dir is not committed. An
-// evaluation committed with other params than these is an error matching commit.ErrConflict
-// (params an older drmas did not record are not compared).
-func readBack(ctx context.Context, b storage.Bucket, dir string, params map[string]string) (rows []ResultRow, ok bool, err error) {
+// evaluation committed with other params than these, or of other prompts than tasks, is an
+// error matching commit.ErrConflict. Params an older drmas did not record are not compared;
+// without prompts_sha256 the prompts its prompts.parquet lists are compared instead (an
+// evaluation older still, with neither, is taken as it is).
+func readBack(ctx context.Context, b storage.Bucket, dir string, params map[string]string, tasks []workflows.Task) (rows []ResultRow, ok bool, err error) {
 	m, _, err := commit.Read(ctx, b, dir)
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, false, nil
@@ -224,6 +226,15 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 			diff = append(diff, fmt.Sprintf("%s %s (this config: %s)", key, have, params[key]))
 		}
 	}
+	if _, ok := m.Params["prompts_sha256"]; !ok && len(diff) == 0 && lists(m, PromptsFile) {
+		prompts, err := readTable[PromptRow](ctx, b, dir, m, PromptsFile)
+		if err != nil {
+			return nil, false, fmt.Errorf("evaluate: committed evaluation does not read back: %w", err)
+		}
+		if d := otherPrompts(prompts, tasks); d != "" {
+			diff = append(diff, d)
+		}
+	}
 	if len(diff) > 0 {
 		return nil, false, fmt.Errorf("evaluate: %s is already committed with %s: evaluate under another --run, or delete the folder: %w",
 			dir, strings.Join(diff, ", "), commit.ErrConflict)
@@ -232,6 +243,31 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 		return nil, false, fmt.Errorf("evaluate: committed evaluation does not read back: %w", err)
 	}
 	return rows, true, nil
+}
+
+// lists reports whether manifest m lists the file name.
+func lists(m *commit.Manifest, name string) bool {
+	for _, f := range m.Files {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// otherPrompts describes the first difference between the prompts a committed evaluation
+// lists and tasks (ids, questions and sources, in order), or returns "" if there is none.
+func otherPrompts(prompts []PromptRow, tasks []workflows.Task) string {
+	for i := range max(len(prompts), len(tasks)) {
+		if i >= len(prompts) || i >= len(tasks) {
+			return fmt.Sprintf("other prompts (%d; this config: %d)", len(prompts), len(tasks))
+		}
+		p, t := prompts[i], tasks[i]
+		if p.TaskID != t.ID || p.Question != t.Question || p.DataSource != t.DataSource {
+			return fmt.Sprintf("other prompts (prompt %d is task %q of %s; this config: task %q of %s)", i, p.TaskID, p.DataSource, t.ID, t.DataSource)
+		}
+	}
+	return ""
 }
 
 // Read returns the per-source results of the committed evaluation in dir, and the sha256 of

@@ -2,6 +2,7 @@ package evaluate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -340,5 +342,75 @@ func TestHeldOutEvaluationOfAFile(t *testing.T) {
 	cfg.Evaluate.Source = filepath.Join(t.TempDir(), "missing.jsonl")
 	if err := stages.CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), "evaluate.source: ") {
 		t.Fatalf("CheckTasks with a missing evaluate.source: %v", err)
+	}
+}
+
+// TestTrainSplitIgnoresEvaluateSource: a training-split evaluation does not use the held-out
+// prompts, so an evaluate.source file that is missing here (or malformed) does not stop it.
+func TestTrainSplitIgnoresEvaluateSource(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Evaluate.Source = filepath.Join(t.TempDir(), "missing.jsonl")
+	env := stagetest.Env(t, cfg)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0, Train: true})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("train-split evaluation with a missing evaluate.source: %v", err)
+	}
+	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0}); err == nil || !strings.Contains(err.Error(), "evaluate.source: ") {
+		t.Fatalf("held-out evaluation with a missing evaluate.source: %v", err)
+	}
+}
+
+// TestReadBackOfAnOlderManifestComparesItsPrompts: an evaluation committed by a drmas that
+// recorded no prompts_sha256 (before evaluate.source existed) is read back for the prompts it
+// evaluated, which its prompts.parquet lists: the same prompts read back, others (here an
+// evaluate.source file set since) are a conflict, not the generator's numbers under the file's
+// name.
+func TestReadBackOfAnOlderManifestComparesItsPrompts(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	want, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an older drmas committed it: no prompts_sha256.
+	dir := commit.EvalDir("t", 0)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Params["prompts_sha256"]; !ok {
+		t.Fatal("no prompts_sha256 to remove: the test shows nothing")
+	}
+	delete(m.Params, "prompts_sha256")
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.PutBytes(ctx, env.Bucket, path.Join(dir, commit.ManifestName), data); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if err != nil || !reflect.DeepEqual(rows, want) {
+		t.Fatalf("read-back of the same prompts: %v\n%+v\nwant %+v", err, rows, want)
+	}
+
+	var lines []byte
+	for i := range env.Config.Tasks.EvalSize {
+		lines = fmt.Appendf(lines, `{"id": "h%d", "question": "%d+2", "answer": "%d"}`+"\n", i, i, i+2)
+	}
+	env.Config.Evaluate.Source = filepath.Join(t.TempDir(), "heldout.jsonl")
+	if err := os.WriteFile(env.Config.Evaluate.Source, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = evaluate.Run(ctx, env, evaluate.Options{Step: 0})
+	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "other prompts") {
+		t.Fatalf("read-back over other prompts: rows %+v, err %v; want a conflict", rows, err)
 	}
 }

@@ -123,8 +123,9 @@ func Digest(cfg *configs.Config, estimator string) string {
 // is false (an imported or copied rollout, whose iterations need not follow the run's order).
 // An older drmas's step whose publisher died before committing its metrics names no
 // iteration: it is taken as this iteration's if this iteration's metrics are there (an older
-// drmas's failed attempt may have left them); if not, this iteration trains and its publish
-// conflicts (see publishConflict, which removes the metrics again).
+// drmas's failed attempt may have left them); if not, this iteration trains: the same bits
+// are the same step (Publish takes them), other bits conflict (see publishConflict, which
+// removes the metrics again).
 func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, digest string, inputs []commit.Input, chained bool) (metrics []MetricsRow, f commit.File, ok bool, err error) {
 	run, next := env.Config.Run, version+1
 	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
@@ -312,17 +313,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("learn iter %d: rollout manifest has no policy_version", iter)
 	}
+	// Iteration N samples from step N (the loop's order; rollout refuses any other step, and
+	// labels an all-external config's iteration N with step N too). An imported rollout's
+	// policy_version is the step its file names; a rollout copied from another run (an
+	// ablation replay, whose manifest still names its source) is a what-if with checkpoints of
+	// its own. Checked before the step is loaded: retention may have deleted it since.
+	chained := in.Params["imported"] != "true" && in.Run == cfg.Run
+	if chained && version != int64(iter) {
+		return nil, outOfOrder(cfg.Run, iter, version)
+	}
 	set, err := stages.LoadPolicy(ctx, env, version, true)
 	if err != nil {
 		return nil, fmt.Errorf("learn iter %d: load the policy that generated the rollout: %w", iter, err)
-	}
-	// Iteration N samples from step N (the loop's order; rollout refuses any other step). An
-	// imported rollout's policy_version is the step its file names; a rollout copied from
-	// another run (an ablation replay, whose manifest still names its source) is a what-if
-	// with checkpoints of its own; an all-external config (no checkpoint loaded) has no steps.
-	chained := in.Params["imported"] != "true" && in.Run == cfg.Run
-	if chained && set.ManifestSHA256 != "" && version != int64(iter) {
-		return nil, outOfOrder(cfg.Run, iter, version)
 	}
 	digest := Digest(cfg, est)
 	// What the step is trained on, recorded in its manifest: publishedEarlier resumes only a

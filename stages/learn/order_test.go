@@ -267,3 +267,49 @@ func TestConflictWithThisIterationsOwnStep(t *testing.T) {
 		t.Fatalf("next run: %+v %v\n%s", res, err, log.String())
 	}
 }
+
+// TestRerunRepublishesAnOlderDrmassStep: an older drmas published step 2 for iteration 1 and
+// died before writing its metrics (older versions wrote them last). The rerun trains again and
+// gets the same bits, so its publish is the same step (a no-op), not a conflict "with other
+// weights" that deleted the rerun's metrics and failed every rerun after it.
+func TestRerunRepublishesAnOlderDrmassStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 2)
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 1)}
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+	env.Bucket = store
+	stripInputs(t, env, 2)
+	if err := store.Delete(ctx, path.Join(commit.LearnDir("t", 1), "metrics.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
+	if err != nil || res.Step != 2 || res.Skipped {
+		t.Fatalf("rerun: %+v %v", res, err)
+	}
+	if ok, err := commit.IsCommitted(ctx, store, commit.LearnDir("t", 1)); err != nil || !ok {
+		t.Fatalf("iteration 1's learn is not committed: %v", err)
+	}
+}
+
+// TestLearnRefusesARolloutOutOfOrderWhoseStepIsGone: the same, after iteration 1's learn has
+// published step 2 and retention (keep_checkpoints 1) deleted step 1, the step iteration 3's
+// rollout was sampled from: the error still says the rollout is out of order, not only that
+// the step that generated it cannot be loaded.
+func TestLearnRefusesARolloutOutOfOrderWhoseStepIsGone(t *testing.T) {
+	ctx := context.Background()
+	env := aheadOfTurn(t, map[string]string{"policy_version": "1"})
+	env.Config.Learn.KeepCheckpoints = 1
+	if res, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err != nil || res.Step != 2 {
+		t.Fatalf("learn iter 1: %+v %v", res, err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+		t.Fatal("retention kept step 1")
+	}
+	learnFails(t, env, 3, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes",
+		"then delete runs/t/iter=000003/ and roll iteration 3 out again")
+}

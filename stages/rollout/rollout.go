@@ -30,12 +30,13 @@ import (
 type Options struct {
 	Iteration int
 	// Step is the checkpoint to sample from; stages.LatestStep (the default of the CLI) means
-	// LATEST. drmas run passes the step the previous iteration's learner published; sharded
-	// workers should all pass the same explicit step. The iterations of a run are a chain
-	// (iteration N samples from step N, which iteration N-1's learn publishes; step 0 is the
-	// warm-up), so Run refuses any other step: an iteration rolled out ahead of its turn would
-	// learn a step that belongs to another iteration. Rows and the manifest record the step
-	// as policy_version: a model behind `drmas serve` is sampled only once the server serves
+	// LATEST (step Iteration when every model is external: there is no checkpoint to load,
+	// but learn still publishes a step per iteration). drmas run passes the step the previous
+	// iteration's learner published; sharded workers should all pass the same explicit step.
+	// The iterations of a run are a chain (iteration N samples from step N, which iteration
+	// N-1's learn publishes; step 0 is the warm-up), so Run refuses any other step: an
+	// iteration rolled out ahead of its turn would learn a step that belongs to another
+	// iteration. Rows and the manifest record the step as policy_version: a model behind `drmas serve` is sampled only once the server serves
 	// that checkpoint, and a server on another one fails the rollout (stages.Backends).
 	Step int64
 	// Shard selects the parts this worker writes (zero value: all of them). The worker that
@@ -125,8 +126,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
 	}
-	// (An all-external config loads no checkpoint, and has no steps to keep in order.)
-	if n := int64(o.Iteration); set.ManifestSHA256 != "" && set.Step != n {
+	// An all-external config loads no checkpoint, but learn still publishes (empty) step N+1
+	// from iteration N's rollout: LATEST stands for step N here, as `drmas run` passes it.
+	if set.ManifestSHA256 == "" && o.Step == stages.LatestStep {
+		set.Step = int64(o.Iteration)
+	}
+	if n := int64(o.Iteration); set.Step != n {
 		want := fmt.Sprintf("step %d, which iteration %d's learn publishes", n, n-1)
 		if n == 0 {
 			want = "step 0, the warm-up"
