@@ -19,16 +19,23 @@ import (
 	"github.com/drmas-dev/drmas/stages/warmup"
 )
 
-// syncBuffer is a log both the server and the loop write to.
+// syncBuffer is a log both the server and the loop write to. onLine, if set, is called
+// (outside the lock) with each line written.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	onLine func(string)
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	on := s.onLine
+	s.mu.Unlock()
+	if on != nil {
+		on(string(p))
+	}
+	return n, err
 }
 
 func (s *syncBuffer) String() string {
@@ -38,10 +45,10 @@ func (s *syncBuffer) String() string {
 }
 
 // TestLoopThroughDrmasServe runs the documented loop with the policy behind `drmas serve`
-// (configs/vllm-shared.yaml): the server reloads LATEST only every Poll, so when learn
-// publishes step i+1 the next rollout finds it still serving step i. Every iteration's rows
-// must have been sampled by the step its manifest records (the backend waits for the server
-// to reload), never by the one before.
+// (configs/vllm-shared.yaml). The server here reloads LATEST only when a stage logs that it
+// waits for it, so every new step finds it still serving the one before: each must be waited
+// for (the backend refuses responses of another step, so the loop fails if it is not), and
+// every iteration's rows and manifest record the step that sampled them.
 func TestLoopThroughDrmasServe(t *testing.T) {
 	ctx := context.Background()
 	cfg := stagetest.Config(t, "math")
@@ -51,9 +58,19 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 	if _, err := warmup.Run(ctx, env); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serve.New(ctx, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: 400 * time.Millisecond, Logf: env.Logf})
+	srv, err := serve.New(ctx, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, Logf: env.Logf})
 	if err != nil {
 		t.Fatal(err)
+	}
+	log.onLine = func(l string) { // a reload only once a stage waits: as late as a poll can be
+		if strings.Contains(l, "waiting up to") {
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := srv.Reload(ctx); err != nil {
+					t.Errorf("reload: %v", err)
+				}
+			}()
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,14 +130,15 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 			t.Fatalf("iter %d: no rows", iter)
 		}
 	}
+	// Steps 1..iters were each published while the server served the one before.
 	waits := 0
 	for _, l := range strings.Split(log.String(), "\n") {
-		if strings.Contains(l, "waiting up to") || strings.Contains(l, "now serves checkpoint step") {
+		if strings.Contains(l, "now serves checkpoint step") {
 			t.Log(l)
 			waits++
 		}
 	}
-	if waits == 0 {
-		t.Errorf("the loop never waited for the server to reload:\n%s", log.String())
+	if waits != iters {
+		t.Errorf("the loop waited for %d new steps, want %d:\n%s", waits, iters, log.String())
 	}
 }
