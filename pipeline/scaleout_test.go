@@ -1,10 +1,12 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -100,7 +102,15 @@ func TestScaleOutWorkersOnMinIO(t *testing.T) {
 	for _, store := range []string{single, sharded} {
 		run(store, "run-stage", "warmup")
 	}
-	run(single, "run-stage", "rollout", "--iter", "0", "--step", "0")
+	singleOut, err := drmas(single, "run-stage", "rollout", "--iter", "0", "--step", "0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("single rollout: %v\n%s", err, singleOut)
+	}
+	// "…, committed; 48 episodes, 144 rows, 1234 tokens in 0.5s (…)": the iteration's totals.
+	totals := regexp.MustCompile(`committed; (\d+ episodes, \d+ rows, \d+ tokens)`).FindSubmatch(singleOut)
+	if totals == nil {
+		t.Fatalf("single rollout log has no totals:\n%s", singleOut)
+	}
 	run(single, "run-stage", "normalize", "--iter", "0")
 
 	for _, stage := range []string{"rollout", "normalize"} {
@@ -120,10 +130,19 @@ func TestScaleOutWorkersOnMinIO(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		reported := 0
 		for w, err := range errs {
 			if err != nil {
 				t.Fatalf("%s worker %d: %v\n%s", stage, w, err, outs[w])
 			}
+			// The worker that commits the rollout reports the folder's totals, the same as a
+			// single process's, and then its own share.
+			if bytes.Contains(outs[w], []byte(", committed; "+string(totals[1])+"; this shard ")) {
+				reported++
+			}
+		}
+		if stage == "rollout" && reported == 0 {
+			t.Errorf("no rollout worker reports the iteration's totals %q:\n%s", totals[1], bytes.Join(outs, []byte("\n")))
 		}
 	}
 	ctx := context.Background()

@@ -258,8 +258,11 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	} else {
 		what += ", waiting for the other shards to write theirs"
 	}
-	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %d tokens in %s (%.0f tokens/s), mean reward %.3f",
-		iter, what, res.Episodes, res.Rows, mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9), res.MeanReward)
+	rate := fmt.Sprintf("%d tokens in %s (%.0f tokens/s)", mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9))
+	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
+		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
+	}
+	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %s, mean reward %.3f", iter, what, res.Episodes, res.Rows, rate, res.MeanReward)
 	return res, nil
 }
 
