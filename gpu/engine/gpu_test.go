@@ -45,9 +45,9 @@ func TestGPUMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestGPUInterpBitIdentical checks that the GPU computes what the interpreter computes: the
+// TestGPUMatchesInterpreter checks that the GPU computes what the interpreter computes: the
 // same IR, so log-probs agree to float32 rounding of the approximate exp/log.
-func TestGPUInterpBitIdentical(t *testing.T) {
+func TestGPUMatchesInterpreter(t *testing.T) {
 	d := gpuDevice(t)
 	m, seqs := smallCase(t)
 	run := func(dev Device) ([]float32, []float32) {
