@@ -316,6 +316,11 @@ func TestAdamStep(t *testing.T) {
 	if err := in.WriteF32(bufs[1], g); err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range bufs[2:] { // the moments start at zero (device memory starts undefined)
+		if err := in.WriteF32(b, make([]float32, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := AdamStep(in, bufs[0], bufs[1], bufs[2], bufs[3], n, 0.99, 0.9, 0.999, 0.01, 1.2, 1e-8); err != nil {
 		t.Fatal(err)
 	}

@@ -66,14 +66,23 @@ func NewInterp(ks []*Kernel) *Interp {
 	return &Interp{kernels: m, bufs: map[uint64][]uint32{}, next: 1}
 }
 
-// Alloc returns a zeroed buffer of words 4-byte words.
+// Poison fills every buffer Alloc returns: a quiet NaN with a recognisable payload. Device
+// memory from cuMemAlloc is undefined, not zero, so a kernel or engine that reads a word it
+// never wrote (or zeroed) must get garbage here too, and fail its tests.
+const Poison uint32 = 0x7fc0bad0
+
+// Alloc returns a buffer of words 4-byte words, each set to Poison.
 func (in *Interp) Alloc(words int) (Ptr, error) {
 	if words < 0 || words >= 1<<(ptrShift-2) {
 		return 0, fmt.Errorf("interp: alloc %d words", words)
 	}
 	id := in.next
 	in.next++
-	in.bufs[id] = make([]uint32, words)
+	b := make([]uint32, words)
+	for i := range b {
+		b[i] = Poison
+	}
+	in.bufs[id] = b
 	return Ptr(id << ptrShift), nil
 }
 

@@ -367,3 +367,22 @@ func TestShiftAmountsClamp(t *testing.T) {
 		t.Errorf("shifts by 32 and by -1 (0xffffffff) did not clear the value: %v", got)
 	}
 }
+
+// TestAllocIsPoisoned: like cuMemAlloc's memory, a new buffer holds no zeros: every word is
+// the Poison NaN, so code that reads what it never wrote fails its tests here too.
+func TestAllocIsPoisoned(t *testing.T) {
+	in := NewInterp(nil)
+	p, err := in.Alloc(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 5)
+	if err := in.ReadF32(got, p); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if math.Float32bits(v) != Poison || !math.IsNaN(float64(v)) {
+			t.Fatalf("word %d of a new buffer is %#x, want the poison NaN %#x", i, math.Float32bits(v), Poison)
+		}
+	}
+}
