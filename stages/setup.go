@@ -31,12 +31,10 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 	if w.TopK != 0 {
 		o.TopK = w.TopK
 	}
-	if w.HardFrac != 0 {
-		o.HardFrac = w.HardFrac
-	}
-	if w.CorpusSeed != 0 {
-		o.CorpusSeed = w.CorpusSeed
-	}
+	// Zero is a valid share of hard tasks and a valid corpus seed, not "unset": the config's
+	// defaults (default.yaml) provide both.
+	o.HardFrac = w.HardFrac
+	o.CorpusSeed = w.CorpusSeed
 	if w.CorpusPeople != 0 {
 		o.CorpusPeople = w.CorpusPeople
 	}
@@ -212,8 +210,12 @@ func fitsDataset(cfg *configs.Config, n int) error {
 // them again when they need them).
 func CheckTasks(cfg *configs.Config) error {
 	if src := cfg.Evaluate.Source; src != "" && src != "generator" {
-		if _, err := workflows.LoadTasks(src); err != nil {
+		all, err := workflows.LoadTasks(src)
+		if err != nil {
 			return fmt.Errorf("evaluate.source: %w", err)
+		}
+		if err := heldOut(cfg, all[:min(cfg.Tasks.EvalSize, len(all))]); err != nil {
+			return err
 		}
 	}
 	if generated(cfg) {
@@ -244,7 +246,39 @@ func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, er
 	if err != nil {
 		return nil, fmt.Errorf("evaluate.source: %w", err)
 	}
-	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
+	tasks := all[:min(cfg.Tasks.EvalSize, len(all))]
+	if err := heldOut(cfg, tasks); err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// heldOut checks that no held-out prompt of the evaluate.source file is also a training
+// prompt of the tasks.source file (same question): the held-out evaluation would measure
+// memorisation. The training split is evaluated with --train-split instead.
+func heldOut(cfg *configs.Config, eval []workflows.Task) error {
+	if generated(cfg) {
+		return nil // generated training prompts never come from a file
+	}
+	train, err := workflows.LoadTasks(cfg.Tasks.Source)
+	if err != nil {
+		return fmt.Errorf("tasks.source: %w", err)
+	}
+	questions := make(map[string]string, len(train))
+	for _, t := range train {
+		questions[t.Question] = t.ID
+	}
+	var shared []string
+	for _, t := range eval {
+		if id, ok := questions[t.Question]; ok {
+			shared = append(shared, fmt.Sprintf("%s (training task %s)", t.ID, id))
+		}
+	}
+	if len(shared) > 0 {
+		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (same question), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
+			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
+	}
+	return nil
 }
 
 // SortedKeys returns m's keys sorted.

@@ -102,3 +102,68 @@ func TestTrainTasksNeverRepeatATask(t *testing.T) {
 		}
 	}
 }
+
+// TestHardFracZeroMeansNoHardTasks: workflow.hard_frac 0 is a share like any other (it was
+// taken as "unset" and became the workflow's own default, 0.5).
+func TestHardFracZeroMeansNoHardTasks(t *testing.T) {
+	for _, frac := range []float64{0, 1} {
+		cfg := configs.Default()
+		cfg.Workflow.HardFrac = frac
+		wf, err := Workflow(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := TrainTasks(cfg, wf, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hard := 0
+		for _, task := range tasks {
+			if task.DataSource == "math_hard" {
+				hard++
+			}
+		}
+		if want := int(frac) * len(tasks); hard != want {
+			t.Errorf("hard_frac %v: %d of %d tasks are hard, want %d", frac, hard, len(tasks), want)
+		}
+	}
+}
+
+// TestHeldOutPromptsAreNotTrainingPrompts: an evaluate.source file that shares questions with
+// the tasks.source file is refused (by question, whatever the ids), up front and at evaluation.
+func TestHeldOutPromptsAreNotTrainingPrompts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := configs.Default()
+	cfg.Tasks.PerIteration = 2
+	cfg.Tasks.Source = write("train.jsonl", `{"id":"a","question":"1+1","answer":"2"}
+{"id":"b","question":"2+2","answer":"4"}
+`)
+	cfg.Evaluate.Source = write("eval.jsonl", `{"id":"x","question":"3+3","answer":"6"}
+{"id":"y","question":"2+2","answer":"4"}
+`)
+	wf, err := Workflow(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "evaluate.source: 1 of its 2 held-out prompts are training prompts of tasks.source (same question), e.g. y (training task b)"
+	if err := CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckTasks: %v, want %q", err, want)
+	}
+	if _, err := EvalTasks(cfg, wf); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("EvalTasks: %v, want %q", err, want)
+	}
+	cfg.Evaluate.Source = write("eval2.jsonl", `{"id":"x","question":"3+3","answer":"6"}`+"\n")
+	if err := CheckTasks(cfg); err != nil {
+		t.Errorf("disjoint files: %v", err)
+	}
+	if tasks, err := EvalTasks(cfg, wf); err != nil || len(tasks) != 1 || tasks[0].ID != "x" {
+		t.Errorf("EvalTasks of disjoint files: %v, %v", tasks, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -20,7 +21,8 @@ import (
 // non-empty) and data_source (optional; default: the file's base name without
 // extension, e.g. "gsm_small" for gsm_small.jsonl). id and answer may be JSON
 // strings or numbers (Parquet: string or integer columns). Blank JSONL lines
-// are skipped; unknown fields are ignored. Errors name the file and the line
+// are skipped; unknown fields are ignored; a UTF-8 byte order mark and CRLF
+// line ends are fine. Text must be UTF-8. Errors name the file and the line
 // (JSONL, from 1) or row (Parquet, from 0); a duplicate id is an error.
 func LoadTasks(path string) ([]Task, error) {
 	def := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
@@ -87,7 +89,16 @@ func loadJSONL(path, def string) ([]Task, error) {
 		if rerr != nil && rerr != io.EOF {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, rerr)
 		}
-		if len(bytes.TrimSpace(b)) > 0 {
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
+		}
+		if trimmed := bytes.TrimSpace(b); len(trimmed) > 0 {
+			if !utf8.Valid(b) {
+				return nil, fmt.Errorf("%s:%d: not valid UTF-8 (convert the file to UTF-8)", path, line)
+			}
+			if trimmed[0] != '{' {
+				return nil, fmt.Errorf("%s:%d: want one JSON object per line (JSONL), got a line starting with %q", path, line, trimmed[:1])
+			}
 			var rec struct {
 				ID         jsonScalar `json:"id"`
 				Question   jsonScalar `json:"question"`
@@ -95,6 +106,10 @@ func loadJSONL(path, def string) ([]Task, error) {
 				DataSource jsonScalar `json:"data_source"`
 			}
 			if err := json.Unmarshal(b, &rec); err != nil {
+				var se *json.SyntaxError
+				if errors.As(err, &se) {
+					return nil, fmt.Errorf("%s:%d: want one JSON object per line (JSONL): %w", path, line, err)
+				}
 				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 			}
 			t, err := checkTask(rec.ID.s, rec.Question.s, rec.Answer.s, rec.DataSource.s, def)
@@ -214,6 +229,9 @@ func parquetString(v parquet.Value) (string, error) {
 	}
 	switch v.Kind() {
 	case parquet.ByteArray, parquet.FixedLenByteArray:
+		if !utf8.Valid(v.ByteArray()) {
+			return "", errors.New("not valid UTF-8")
+		}
 		return string(v.ByteArray()), nil
 	case parquet.Int32:
 		return strconv.FormatInt(int64(v.Int32()), 10), nil

@@ -65,6 +65,35 @@ func TestLoadTasksJSONLErrors(t *testing.T) {
 	}
 }
 
+// A byte order mark and CRLF line ends load; non-UTF-8 text, a JSON array
+// and a pretty-printed object are errors that say what to fix (they were
+// "invalid character 'ï'", a silent U+FFFD in the question, and an error
+// naming a Go struct type).
+func TestLoadTasksJSONLEncodings(t *testing.T) {
+	p := writeFile(t, "bom.jsonl", "\ufeff{\"id\":\"a\",\"question\":\"1+1\",\"answer\":\"2\"}\r\n{\"id\":\"b\",\"question\":\"é\",\"answer\":\"3\"}\r\n")
+	got, err := LoadTasks(p)
+	if err != nil || !reflect.DeepEqual(got, []Task{{"a", "1+1", "2", "bom"}, {"b", "é", "3", "bom"}}) {
+		t.Fatalf("BOM + CRLF: %+v %v", got, err)
+	}
+	cases := map[string]string{
+		"{\"id\":\"a\",\"question\":\"q\xff\",\"answer\":\"1\"}\n":                                                     "t.jsonl:1: not valid UTF-8",
+		"{\"id\":\"a\",\"question\":\"q\",\"answer\":\"1\"}\n{\"id\":\"b\xe9\",\"question\":\"q\",\"answer\":\"1\"}\n": "t.jsonl:2: not valid UTF-8",
+		"[{\"id\":\"a\",\"question\":\"q\",\"answer\":\"1\"}]\n":                                                       `t.jsonl:1: want one JSON object per line (JSONL), got a line starting with "["`,
+		"{\n  \"id\": \"a\",\n  \"question\": \"q\",\n  \"answer\": \"1\"\n}\n":                                        "t.jsonl:1: want one JSON object per line (JSONL): unexpected end of JSON input",
+		"\ufeff\ufeff{\"id\":\"a\",\"question\":\"q\",\"answer\":\"1\"}\n":                                             "t.jsonl:1: want one JSON object per line",
+	}
+	for content, want := range cases {
+		_, err := LoadTasks(writeFile(t, "t.jsonl", content))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("content %q: err %v, want %q", content, err, want)
+		}
+	}
+	p = writeParquet(t, "latin1.parquet", []pqTask{{"a", "caf\xe9", "1", nil}})
+	if _, err := LoadTasks(p); err == nil || !strings.Contains(err.Error(), `latin1.parquet: row 0: column "question": not valid UTF-8`) {
+		t.Fatalf("parquet: err %v", err)
+	}
+}
+
 type pqTask struct {
 	ID         string  `parquet:"id"`
 	Question   string  `parquet:"question"`

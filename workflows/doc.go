@@ -25,9 +25,9 @@
 //     the same turns, prompts and reward. Episodes hold no randomness.
 //   - Every prompt is at most [PromptBudget] bytes for any sequence of
 //     responses (responses are never echoed raw: the parsed, canonical action
-//     is shown instead), and every expert response from Demonstrations is at
-//     most [ResponseBudget] bytes, so prompt + response fit a 256-byte
-//     context.
+//     is shown instead), and every expert response from Demonstrations of a
+//     generated task is at most [ResponseBudget] bytes, so prompt + response
+//     fit a 256-byte context (a dataset task's answer is replayed as it is).
 //   - Turn.Step is the environment step (math: loop index; search: retrieval
 //     step), and within one step agents act in the order of Agents(), so rows
 //     sorted by (step, agent order) are in chronological order.

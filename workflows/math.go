@@ -35,8 +35,11 @@ func init() {
 // accepted, and the solver gets its retry. An invalid solver action counts as
 // no answer ("?" in later prompts), which is graded incorrect.
 //
-// Reward: 1 if the last solver answer equals the task's answer (as integers),
-// else 0. Prompts (every line ends in "\n"):
+// Reward: 1 if the last solver answer equals the task's answer as integers,
+// else 0. The task's answer may carry surrounding space, a sign ("+" or "-",
+// or U+2212 "−"), leading zeros and a fractional part of zeros ("42.", "42.0",
+// as a JSON number 42.0 loads); "4.2", "1e3" or "1,000" are not integers, and
+// like answers of more than 9 digits (see ParseSolver) can never be solved. Prompts (every line ends in "\n"):
 //
 //	solver:    "solver\nQ 12+7\n"                  first loop
 //	           "solver\nQ 12+7\nrejected 18\n"     after a reject
@@ -66,8 +69,30 @@ func (m *Math) InvalidPenalty() float64 { return MathInvalidPenalty }
 func (m *Math) NewEpisode(t Task) Episode { return m.newEpisode(t) }
 
 func (m *Math) newEpisode(t Task) *mathEpisode {
-	want, err := strconv.Atoi(strings.TrimSpace(t.Answer))
-	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: err == nil}
+	want, ok := parseTaskInt(t.Answer)
+	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok}
+}
+
+// parseTaskInt parses a task's integer answer: surrounding white space is
+// ignored, a sign may be "+", "-" or U+2212 ("−"), and a fractional part of
+// only zeros is allowed ("42.", "42.0"). Anything else ("4.2", "1e3", "1,000",
+// "", overflow) is not an integer.
+func parseTaskInt(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "\u2212"); ok {
+		s = "-" + rest
+	}
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		if strings.Trim(s[i+1:], "0") != "" {
+			return 0, false
+		}
+		s = s[:i]
+	}
+	v, err := strconv.Atoi(s) // one optional sign, then decimal digits
+	if err != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 type mathEpisode struct {

@@ -135,3 +135,31 @@ func TestMathNextIdempotentAndNonIntegerAnswer(t *testing.T) {
 		t.Fatalf("prompt %d bytes: %q", len(turn.Prompt), turn.Prompt)
 	}
 }
+
+// A dataset answer written as an integer in another form is still that
+// integer (a JSONL answer 42.0, a number, loads as the string "42.0").
+func TestMathTaskAnswerForms(t *testing.T) {
+	w := newWF(t, "math", nil)
+	solved := map[string]string{
+		"42": "ans 42", " 42\n": "ans 42", "+42": "ans 42", "042": "ans 42", "42.": "ans 42", "42.0": "ans 42",
+		"42.000": "ans 42", "-7": "ans -7", "\u22127": "ans -7", " \u22127.0 ": "ans -7", "-0.0": "ans 0", "0": "ans 0",
+	}
+	for answer, resp := range solved {
+		ep := w.NewEpisode(Task{ID: "a", Question: "q", Answer: answer})
+		play(t, ep, resp, "yes")
+		if ep.Reward() != 1 {
+			t.Errorf("answer %q, response %q: reward %v, want 1", answer, resp, ep.Reward())
+		}
+	}
+	unsolvable := []string{"4.2", "42.01", "1e3", "1,000", "4 2", ".0", ".", "-", "+-1", "\u2212-1", "--1", "42..0", "0x10", "1_000", "", "99999999999999999999"}
+	for _, answer := range unsolvable {
+		if v, ok := parseTaskInt(answer); ok {
+			t.Errorf("parseTaskInt(%q) = %d, want not an integer", answer, v)
+		}
+	}
+	ep := w.NewEpisode(Task{ID: "a", Question: "q", Answer: "4.2"})
+	play(t, ep, "ans 4", "yes")
+	if ep.Reward() != 0 {
+		t.Error("answer 4.2 graded as 4")
+	}
+}

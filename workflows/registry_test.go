@@ -52,7 +52,7 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.MaxLoop = 0 }, func(o *Options) { o.MaxLoop = 9 },
 		func(o *Options) { o.MaxSteps = 0 }, func(o *Options) { o.TopK = 3 },
 		func(o *Options) { o.HardFrac = -0.1 }, func(o *Options) { o.HardFrac = math.NaN() },
-		func(o *Options) { o.CorpusPeople = 5 },
+		func(o *Options) { o.CorpusPeople = 5 }, func(o *Options) { o.CorpusPeople = 12 },
 	}
 	for i, mod := range bad {
 		o := DefaultOptions()

@@ -42,6 +42,8 @@ func init() {
 // an invalid answer is graded wrong.
 //
 // Reward: 1 if NormalizeAnswer(answer) == NormalizeAnswer(task answer), else 0.
+// As an answer is printable ASCII of at most 40 bytes (see ParseAnswerer), a
+// dataset task whose normalized answer is not can never be solved.
 // Prompts ("P" lines are passages, oldest first, at most
 // SearchContextPassages of them):
 //
@@ -263,8 +265,9 @@ func (e *searchEpisode) derive(kind qKind, x string) (string, bool) {
 // missing fact (a mistake queries a random person and relation). Answerer: the
 // answer derived from the passages, or, if they do not suffice, a random guess
 // of the right type; a mistake answers a wrong value of the right type. For a
-// question the expert does not recognise (dataset tasks), it searches the
-// question's words once and answers the task's answer.
+// question the expert does not recognise (dataset tasks), it searches once,
+// for the question's words that fit in ResponseBudget, and answers the task's
+// answer (which may be longer than ResponseBudget, or not a legal answer).
 func (s *Search) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 	e := s.newEpisode(t)
 	kind, x := s.parseQuestion(t.Question)
@@ -283,7 +286,7 @@ func (s *Search) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 		case AgentRouter:
 			var enough bool
 			if kind == qUnknown {
-				enough = len(e.passages) > 0
+				enough = e.step > 0 // searched once (a step ends with a search)
 			} else {
 				_, enough = e.derive(kind, x)
 			}
@@ -321,9 +324,11 @@ func (s *Search) expertQuery(e *searchEpisode, kind qKind, x, question string) s
 		return x + " " + retriever.RelLives
 	}
 	var words []string
+	size := len("q") // the response so far: "q", then " <word>" per word
 	for _, w := range retriever.Tokenize(question) {
-		if isQueryWord(w) && len(words) < maxQueryWords {
+		if isQueryWord(w) && len(words) < maxQueryWords && size+1+len(w) <= ResponseBudget {
 			words = append(words, w)
+			size += 1 + len(w)
 		}
 	}
 	if len(words) == 0 {

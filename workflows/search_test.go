@@ -151,21 +151,75 @@ func TestSearchContextCapAndTopK(t *testing.T) {
 }
 
 func TestSearchExpertQueriesRankFirst(t *testing.T) {
-	s := searchWF(t, nil)
+	checkExpertQueriesRankFirst(t, searchWF(t, nil))
+}
+
+// Every corpus size that Options.Validate accepts keeps the promise that the
+// expert query's fact ranks first (with 10..12 people "is" got a negative
+// IDF and "q <city> is" retrieved a resident's "lives in <city>" instead).
+func TestSearchSmallCorporaExpertQueriesRankFirst(t *testing.T) {
+	accepted := 0
+	for people := 1; people <= 40; people++ {
+		o := DefaultOptions()
+		o.CorpusPeople = people
+		w, err := New("search", o)
+		if err != nil {
+			continue
+		}
+		accepted++
+		checkExpertQueriesRankFirst(t, w.(*Search))
+	}
+	if accepted == 0 {
+		t.Fatal("no small corpus accepted")
+	}
+}
+
+func checkExpertQueriesRankFirst(t *testing.T, s *Search) {
+	t.Helper()
 	c := s.Corpus()
 	ix := s.Index()
 	for _, p := range c.People {
 		for _, rel := range []string{retriever.RelLives, retriever.RelWorks} {
 			hits := ix.Search(p+" "+rel, 2)
 			if hits[0].Doc != c.FactID[p+" "+rel] || !(hits[0].Score > hits[1].Score) {
-				t.Fatalf("query %q: top %q", p+" "+rel, ix.Doc(hits[0].Doc))
+				t.Fatalf("%d people: query %q: top %q", len(c.People), p+" "+rel, ix.Doc(hits[0].Doc))
 			}
 		}
 	}
 	for _, city := range c.Cities {
 		hits := ix.Search(city+" is", 2)
 		if hits[0].Doc != c.FactID[city+" is"] || !(hits[0].Score > hits[1].Score) {
-			t.Fatalf("query %q: top %q", city+" is", ix.Doc(hits[0].Doc))
+			t.Fatalf("%d people: query %q: top %q", len(c.People), city+" is", ix.Doc(hits[0].Doc))
+		}
+	}
+}
+
+// For a question it does not recognise the expert searches once (it searched
+// until max_steps when the query retrieved nothing), with a legal query
+// within ResponseBudget (a long question gave a query over the budget).
+func TestSearchDemonstrationsUnknownQuestionSearchOnce(t *testing.T) {
+	for _, maxSteps := range []int{2, 4, 8} {
+		s := searchWF(t, func(o *Options) { o.MaxSteps = maxSteps })
+		for _, q := range []string{"who wrote hamlet", "which playwright composed the tragedy of hamlet prince of denmark", "¿qué?"} {
+			task := Task{ID: "x", Question: q, Answer: "Shakespeare"}
+			demos := s.Demonstrations(task, nil, 0)
+			var got []string
+			for _, d := range demos {
+				got = append(got, d.Agent)
+				if len(d.Response) > ResponseBudget {
+					t.Errorf("%q: response %q over ResponseBudget", q, d.Response)
+				}
+			}
+			want := []string{"router", "searcher", "router", "answerer"}
+			if maxSteps == 2 { // step 1 is the last: no router
+				want = []string{"router", "searcher", "answerer"}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("max_steps %d, %q: agents %v, want %v", maxSteps, q, got, want)
+			}
+			if r := replay(t, s, task, demos); r != 1 {
+				t.Errorf("%q: reward %v", q, r)
+			}
 		}
 	}
 }

@@ -139,9 +139,17 @@ type Options struct {
 	HardFrac float64 `json:"hard_frac"`
 	// CorpusSeed (search) seeds the synthetic fact corpus. Default 1.
 	CorpusSeed uint64 `json:"corpus_seed"`
-	// CorpusPeople (search) is the number of people in the corpus. Default 200.
+	// CorpusPeople (search) is the number of people in the corpus, 13..2000.
+	// Default 200. (With fewer, the word "is" of the 24 city facts is in more
+	// than half of the documents and gets a negative BM25 weight, so the query
+	// "q <city> is" ranks a resident's "lives in <city>" above the city fact.)
 	CorpusPeople int `json:"corpus_people"`
 }
+
+// minCorpusPeople is the smallest corpus whose expert queries rank their fact
+// first: the 24 "<city> is in <country>" facts must be fewer than half of the
+// 24 + 2·people documents, so that "is" has a positive IDF.
+const minCorpusPeople = 13
 
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
@@ -163,8 +171,8 @@ func (o Options) Validate() error {
 	if !(o.HardFrac >= 0 && o.HardFrac <= 1) {
 		errs = append(errs, fmt.Errorf("hard_frac=%v: want 0..1 (default 0.5)", o.HardFrac))
 	}
-	if o.CorpusPeople < 10 || o.CorpusPeople > 2000 {
-		errs = append(errs, fmt.Errorf("corpus_people=%d: want 10..2000 (default 200)", o.CorpusPeople))
+	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
+		errs = append(errs, fmt.Errorf("corpus_people=%d: want %d..2000 (default 200)", o.CorpusPeople, minCorpusPeople))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("workflows: invalid options: %w", errors.Join(errs...))
