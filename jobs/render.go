@@ -120,7 +120,9 @@ type Options struct {
 	Suspend bool
 	// ConfigEnv sets DRMAS_* config overrides (configs.Overrides) in every pod, so that the
 	// pods resolve the configuration the Jobs were rendered with: the ConfigMap's file plus
-	// what flags and DRMAS_* variables set when rendering (--run, --store, --seed, …).
+	// what flags and DRMAS_* variables set when rendering (--run, --store, --seed, …). Values
+	// reach the pods verbatim: each '$' is rendered as "$$", which Kubernetes' $(VAR)
+	// expansion of env values turns back into '$'.
 	ConfigEnv map[string]string
 	// EvalStep is the checkpoint step the evaluate Job measures (--step), and part of its
 	// name, so that a Job per step can be applied and waited for; nil: the LATEST step when
@@ -285,7 +287,7 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 		if !strings.HasPrefix(k, "DRMAS_") || k == EnvShardCount {
 			return nil, fmt.Errorf("config env %s: want a DRMAS_* config variable", k)
 		}
-		env = append(env, corev1.EnvVar{Name: k, Value: o.ConfigEnv[k]})
+		env = append(env, corev1.EnvVar{Name: k, Value: escapeExpansion(o.ConfigEnv[k])})
 	}
 	if o.S3Secret != "" {
 		for _, k := range []string{EnvAccessKey, EnvSecretKey} {
@@ -356,6 +358,11 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	}
 	return job, nil
 }
+
+// escapeExpansion escapes v for an EnvVar value, which Kubernetes expands before the container
+// starts: "$(NAME)" becomes the value of an earlier variable NAME and "$$" becomes "$". With
+// every '$' doubled, the expansion yields v itself.
+func escapeExpansion(v string) string { return strings.ReplaceAll(v, "$", "$$") }
 
 // Name is the Job name of stage for run and iteration (negative: none):
 // drmas-<run>-<stage>[-<iter>], lowercased, with characters outside [a-z0-9-] replaced by

@@ -52,10 +52,11 @@ func (s Shard) Owns(part int) bool {
 	return part%s.Count == s.Index
 }
 
-// Parts returns the parts of 0..total-1 this shard owns, in order.
+// Parts returns the parts of 0..total-1 this shard owns, in order: none for an invalid shard,
+// as Owns says.
 func (s Shard) Parts(total int) []int {
 	var out []int
-	if s.Count < 1 || s.Index < 0 {
+	if s.Count < 1 || s.Index < 0 || s.Index >= s.Count {
 		return out
 	}
 	for p := s.Index; p < total; p += s.Count {

@@ -118,3 +118,18 @@ func TestOwnsPartitions(t *testing.T) {
 		t.Fatal("Whole must own everything")
 	}
 }
+
+// TestPartsOfInvalidShards: Parts agrees with Owns on shards Validate refuses: they own nothing
+// (an index ≥ the count used to get the parts index, index+count, … of other shards).
+func TestPartsOfInvalidShards(t *testing.T) {
+	for _, s := range []Shard{{5, 2}, {2, 2}, {-1, 3}, {0, 0}, {}} {
+		if got := s.Parts(10); len(got) != 0 {
+			t.Errorf("%v.Parts(10) = %v, want none", s, got)
+		}
+		for p := range 10 {
+			if s.Owns(p) {
+				t.Errorf("%v owns part %d", s, p)
+			}
+		}
+	}
+}

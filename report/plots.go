@@ -86,9 +86,7 @@ func histPlot(title, xlabel string, values []float64) ([]byte, error) {
 	if len(values) == 0 {
 		lo, hi = 0, 1
 	}
-	if hi-lo < 1e-12 {
-		lo, hi = lo-0.5, hi+0.5
-	}
+	lo, hi = widen(lo, hi)
 	n := int(math.Ceil(math.Sqrt(float64(len(values)))))
 	n = min(max(n, 5), 40)
 	width := (hi - lo) / float64(n)
@@ -121,10 +119,21 @@ func render(p *plot.Plot) ([]byte, error) {
 
 // padY widens a flat Y range so that a constant series is drawn mid-plot.
 func padY(p *plot.Plot) {
-	if p.Y.Max-p.Y.Min < 1e-12 {
-		p.Y.Min -= 0.5
-		p.Y.Max += 0.5
+	if math.IsInf(p.Y.Min, 0) || math.IsInf(p.Y.Max, 0) {
+		return // no data: gonum picks a range
 	}
+	p.Y.Min, p.Y.Max = widen(p.Y.Min, p.Y.Max)
+}
+
+// widen returns a flat range [lo, hi] (hi − lo < 1e-12) widened by 0.5, or by 5% of its
+// magnitude when that is more: ±0.5 is lost to rounding from about 4.5e15 on, and gonum
+// refuses an empty range (it panics). Other ranges are returned as they are.
+func widen(lo, hi float64) (float64, float64) {
+	if hi-lo >= 1e-12 {
+		return lo, hi
+	}
+	d := math.Max(0.5, 0.05*math.Max(math.Abs(lo), math.Abs(hi)))
+	return lo - d, hi + d
 }
 
 // integerTicks puts ticks on whole numbers (iterations and steps) only.

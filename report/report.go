@@ -226,6 +226,10 @@ func successFigure(ctx context.Context, s *analysis.Session, _ Options, r *Repor
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	if len(t.Rows) == 0 {
+		r.Notes = append(r.Notes, "run "+s.Run+": the committed evaluations hold no rows: no avg@k/pass@k plot")
+		return nil
+	}
 	k := t.String(0, "k")
 	var series []Series
 	series = append(series, seriesBy(t, "data_source", "step", "avg_at_k", func(n string) string { return "avg@" + k + " " + n })...)

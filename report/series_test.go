@@ -1,13 +1,18 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image/png"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -69,5 +74,91 @@ func TestWholeModelRowsOfEachModelStayApart(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("series %v", got)
+	}
+}
+
+// TestFlatPlotsOfLargeValues: a single point or a constant series of large values (a grad
+// norm of 1e16 before clipping, one iteration into a diverging run) is drawn: widening its
+// flat range by ±0.5 was lost to rounding and gonum panicked ("illegal range").
+func TestFlatPlotsOfLargeValues(t *testing.T) {
+	for _, v := range []float64{1e16, -3e17, 1e300, 0, 2.5} {
+		for _, s := range [][]float64{{v}, {v, v, v}} {
+			x := make([]float64, len(s))
+			for i := range x {
+				x[i] = float64(i)
+			}
+			for name, plot := range map[string]func() ([]byte, error){
+				"line": func() ([]byte, error) {
+					return linePlot("flat", "iteration", "grad norm", []Series{{Name: "a", X: x, Y: s}})
+				},
+				"histogram": func() ([]byte, error) { return histPlot("flat", "score", s) },
+			} {
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Errorf("%s of %v: panic %v", name, s, r)
+						}
+					}()
+					data, err := plot()
+					if err != nil {
+						t.Errorf("%s of %v: %v", name, s, err)
+					} else if _, err := png.Decode(bytes.NewReader(data)); err != nil {
+						t.Errorf("%s of %v: not a PNG: %v", name, s, err)
+					}
+				}()
+			}
+		}
+	}
+}
+
+// TestEvalsWithoutRows: a committed evaluation whose results file has no rows leaves the
+// success plot out with a note; the report used to index its first row and panic.
+func TestEvalsWithoutRows(t *testing.T) {
+	ctx := context.Background()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "noevals"
+	data, err := shards.EncodeTable([]evaluate.ResultRow{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := commit.EvalDir(run, 3)
+	f, err := commit.PutFile(ctx, b, dir, evaluate.ResultsFile, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := int64(3)
+	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{Kind: "eval", SchemaVersion: 1, Run: run, Step: &step, Files: []commit.File{f}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: run, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Empty("evals") {
+		t.Fatal("the committed evaluation is not in the evals view")
+	}
+	var r *Report
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("Build panicked: %v", p)
+			}
+		}()
+		r, err = Build(ctx, s, Options{})
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Figures {
+		if f.Name == "success" {
+			t.Error("a success plot of no evaluations")
+		}
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "no avg@k/pass@k plot") }) {
+		t.Errorf("notes %q do not say why there is no success plot", r.Notes)
 	}
 }

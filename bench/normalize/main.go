@@ -1,7 +1,9 @@
 // Command normalize benchmarks drmas's normalize stage (estimator drmas) against DuckDB doing the
-// same work: read the key and score columns of a committed rollout iteration, compute the
-// agent-wise advantage per (uid, agent) with the singleton rule, and write a narrow Parquet
-// output.
+// same computation: read the key and score columns of a committed rollout iteration and compute
+// the agent-wise advantage per (uid, agent) with the singleton rule. The outputs are not the
+// same: DuckDB writes one Parquet file of (row_id, advantage DOUBLE); drmas writes what the stage
+// commits, the advantage sidecars (row_id, uid, agent, advantage FLOAT, baseline_mean,
+// baseline_std, group_size), the per-agent diagnostics and their manifests.
 //
 //	go run ./bench/normalize [-rows 10000000] [-parts 8] [-dir DIR] [-threads 2] [-reps 3]
 //
@@ -87,7 +89,26 @@ type measured struct {
 	elapsed time.Duration // including process start
 }
 
+// validate reports flag values the benchmark cannot run with.
+func (o options) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rows", o.rows}, {"parts", o.parts}, {"threads", o.threads}, {"reps", o.reps}, {"tokens", o.tokens}} {
+		if f.v < 1 {
+			return fmt.Errorf("-%s %d: must be at least 1", f.name, f.v)
+		}
+	}
+	if o.parts > o.rows {
+		return fmt.Errorf("-parts %d: must be at most -rows %d", o.parts, o.rows)
+	}
+	return nil
+}
+
 func runBench(o options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
 	ctx := context.Background()
 	root := filepath.Join(o.dir, fmt.Sprintf("rows=%d-parts=%d-tokens=%d-v2", o.rows, o.parts, o.tokens))
 	rows, bytes, err := ensureDataset(ctx, root, o)
