@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,10 +57,7 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 	if _, err := warmup.Run(ctx, env); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serve.New(ctx, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, Logf: env.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, url := stagetest.Serve(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, Logf: env.Logf})
 	log.onLine = func(l string) { // a reload only once a stage waits: as late as a poll can be
 		if strings.Contains(l, "waiting up to") {
 			go func() {
@@ -72,24 +68,11 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 			}()
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
 	remote := *cfg
 	remote.Models = map[string]configs.Model{}
 	for id, m := range cfg.Models { // sizes kept: drmas trains the model, the server samples it
 		m.Backend = configs.BackendOpenAI
-		m.OpenAI = configs.OpenAI{Endpoint: "http://" + ln.Addr().String(), Concurrency: 4}
+		m.OpenAI = configs.OpenAI{Endpoint: url, Concurrency: 4}
 		remote.Models[id] = m
 	}
 	if err := remote.Validate(); err != nil {

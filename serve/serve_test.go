@@ -38,24 +38,7 @@ import (
 // start runs a drmas serve on a free 127.0.0.1 port until the test ends.
 func start(t *testing.T, o serve.Options) (*serve.Server, string) {
 	t.Helper()
-	s, err := serve.New(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return s, "http://" + ln.Addr().String()
+	return stagetest.Serve(t, o)
 }
 
 // warm returns an environment on a fresh store with checkpoint step 0 published.

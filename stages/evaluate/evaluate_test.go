@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -261,26 +260,10 @@ func TestEvaluateLatestWithExternalModels(t *testing.T) {
 	if _, err := warmup.Run(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serve.New(ctx, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	_, url := stagetest.Serve(t, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
 	cfg := stagetest.Config(t, "math")
 	cfg.Run = "ext"
-	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: "http://" + ln.Addr().String() + "/v1", Model: "m1"}}}
+	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url + "/v1", Model: "m1"}}}
 	if err := cfg.Validate(); err != nil || !cfg.Models["m1"].External() {
 		t.Fatalf("external config: %v", err)
 	}

@@ -41,6 +41,19 @@ func (f *failCommit) Put(ctx context.Context, key string, r io.Reader, size int6
 	return f.Bucket.Put(ctx, key, r, size, opts...)
 }
 
+// dieBeforeMetricsCommit runs learn for iteration iter on env with the commit of its metrics
+// failing (the attempt publishes its step, then "dies"), checks that it failed so, and puts
+// env's store back.
+func dieBeforeMetricsCommit(t *testing.T, env *stages.Env, iter int) {
+	t.Helper()
+	store := env.Bucket
+	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", iter)}
+	defer func() { env.Bucket = store }()
+	if _, err := learn.Run(context.Background(), env, learn.Options{Iteration: iter}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first attempt: %v, want the injected failure", err)
+	}
+}
+
 // prepare runs warm-up, rollout and normalize (drmas) for iterations 0..iters-1 of a fresh
 // store, learning each but the last, and returns the environment.
 func prepare(t *testing.T, cfg *configs.Config, iters int) *stages.Env {
@@ -92,17 +105,13 @@ func TestRerunAfterDyingBeforeMetricsCommit(t *testing.T) {
 	cfg.Learn.Epochs, cfg.Learn.MiniBatches, cfg.Learn.KeepCheckpoints = 1, 1, 1
 	env := prepare(t, cfg, 2)
 	store := env.Bucket
-	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 1)}
-	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("first attempt: %v, want the injected failure", err)
-	}
+	dieBeforeMetricsCommit(t, env, 1)
 	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 2)); !ok {
 		t.Fatal("the first attempt did not publish step 2 (the test no longer reaches the window it is about)")
 	}
 	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 1)); !ok {
 		t.Fatal("step 1 was deleted before the metrics were committed")
 	}
-	env.Bucket = store
 	var log strings.Builder
 	env.Log = &log
 	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
@@ -152,15 +161,11 @@ func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
 	env = withRollout(t, cfg, parts)
 	t.Setenv(gpu.EngineEnv, "cpu")
 	store := env.Bucket
-	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", 0)}
-	if _, err := learn.Run(ctx, env, learn.Options{}); err == nil || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("first attempt: %v, want the injected failure", err)
-	}
+	dieBeforeMetricsCommit(t, env, 0)
 	published, _, err := commit.Read(ctx, store, commit.CheckpointDir("t", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Bucket = store
 	ks, err := kernels.All()
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,17 @@
 // Package stagetest builds small, fast configurations and local-folder environments for stage
-// and pipeline tests.
+// and pipeline tests, and runs a drmas serve for tests of the openai backend.
 package stagetest
 
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/shards"
-
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/serve"
+	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -162,4 +163,28 @@ func VaryScores(parts [][]shards.Row, k int64) {
 			rows[i].Score = float64((rows[i].RowID*(7+k)+int64(rows[i].Sample))%3) / 2
 		}
 	}
+}
+
+// Serve runs a drmas serve with o on a free 127.0.0.1 port until the test ends (then checks
+// that it shut down cleanly) and returns it with its base URL, http://127.0.0.1:PORT.
+func Serve(t testing.TB, o serve.Options) (*serve.Server, string) {
+	t.Helper()
+	s, err := serve.New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s, "http://" + ln.Addr().String()
 }
