@@ -37,6 +37,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// setOnLine sets onLine (the server may be writing already).
+func (s *syncBuffer) setOnLine(f func(string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onLine = f
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,7 +65,7 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, url := stagetest.Serve(t, serve.Options{Bucket: env.Bucket, Run: cfg.Run, Poll: -1, Logf: env.Logf})
-	log.onLine = func(l string) { // a reload only once a stage waits: as late as a poll can be
+	log.setOnLine(func(l string) { // a reload only once a stage waits: as late as a poll can be
 		if strings.Contains(l, "waiting up to") {
 			go func() {
 				time.Sleep(50 * time.Millisecond)
@@ -67,7 +74,7 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 				}
 			}()
 		}
-	}
+	})
 	remote := *cfg
 	remote.Models = map[string]configs.Model{}
 	for id, m := range cfg.Models { // sizes kept: drmas trains the model, the server samples it
