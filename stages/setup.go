@@ -206,64 +206,88 @@ func fitsDataset(cfg *configs.Config, n int) error {
 }
 
 // CheckTasks reads the dataset files of tasks.source and evaluate.source, if any, so that a
-// missing or malformed file is reported before any work starts (TrainTasks and EvalTasks read
-// them again when they need them).
+// missing or malformed file, or held-out prompts that are training prompts, are reported
+// before any work starts (TrainTasks and EvalTasks read them again when they need them).
 func CheckTasks(cfg *configs.Config) error {
-	if src := cfg.Evaluate.Source; src != "" && src != "generator" {
-		all, err := workflows.LoadTasks(src)
-		if err != nil {
-			return fmt.Errorf("evaluate.source: %w", err)
+	var train []workflows.Task
+	if !generated(cfg) {
+		var err error
+		if train, err = workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+			return fmt.Errorf("tasks.source: %w", err)
 		}
-		if err := heldOut(cfg, all[:min(cfg.Tasks.EvalSize, len(all))]); err != nil {
+		if err := fitsDataset(cfg, len(train)); err != nil {
 			return err
 		}
 	}
-	if generated(cfg) {
+	if !fromFile(cfg.Evaluate.Source) {
 		return nil
 	}
-	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	eval, err := evalFileTasks(cfg)
 	if err != nil {
-		return fmt.Errorf("tasks.source: %w", err)
+		return err
 	}
-	return fitsDataset(cfg, len(all))
+	return heldOut(eval, train)
 }
 
-// generated reports whether the prompts come from the workflow's seeded generator rather than
-// a dataset file.
-func generated(cfg *configs.Config) bool {
-	return cfg.Tasks.Source == "" || cfg.Tasks.Source == "generator"
-}
+// fromFile reports whether a tasks source (tasks.source, evaluate.source) names a dataset
+// file rather than the workflow's seeded generator.
+func fromFile(src string) bool { return src != "" && src != "generator" }
+
+// generated reports whether the training prompts come from the workflow's seeded generator
+// rather than a dataset file.
+func generated(cfg *configs.Config) bool { return !fromFile(cfg.Tasks.Source) }
 
 // EvalTasks returns the held-out evaluation prompts (the same every iteration): from the
 // workflow's seeded generator (its held-out split), or the first tasks.eval_size tasks of the
 // evaluate.source file.
 func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
-	src := cfg.Evaluate.Source
-	if src == "" || src == "generator" {
+	if !fromFile(cfg.Evaluate.Source) {
 		return wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), nil
 	}
-	all, err := workflows.LoadTasks(src)
+	eval, err := evalFileTasks(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var train []workflows.Task
+	if !generated(cfg) {
+		if train, err = workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+			return nil, fmt.Errorf("tasks.source: %w", err)
+		}
+	}
+	if err := heldOut(eval, train); err != nil {
+		return nil, err
+	}
+	return eval, nil
+}
+
+// TrainSplitTasks returns the prompts of a training-split evaluation (evaluate --train-split):
+// the first tasks.eval_size tasks of the tasks.source file, or of the generator's training
+// split.
+func TrainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
+	if generated(cfg) {
+		return wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize), nil
+	}
+	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	if err != nil {
+		return nil, fmt.Errorf("tasks.source: %w", err)
+	}
+	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
+}
+
+// evalFileTasks loads the first tasks.eval_size tasks of the evaluate.source file.
+func evalFileTasks(cfg *configs.Config) ([]workflows.Task, error) {
+	all, err := workflows.LoadTasks(cfg.Evaluate.Source)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate.source: %w", err)
 	}
-	tasks := all[:min(cfg.Tasks.EvalSize, len(all))]
-	if err := heldOut(cfg, tasks); err != nil {
-		return nil, err
-	}
-	return tasks, nil
+	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
 }
 
 // heldOut checks that no held-out prompt of the evaluate.source file is also a training
-// prompt of the tasks.source file (same question): the held-out evaluation would measure
-// memorisation. The training split is evaluated with --train-split instead.
-func heldOut(cfg *configs.Config, eval []workflows.Task) error {
-	if generated(cfg) {
-		return nil // generated training prompts never come from a file
-	}
-	train, err := workflows.LoadTasks(cfg.Tasks.Source)
-	if err != nil {
-		return fmt.Errorf("tasks.source: %w", err)
-	}
+// prompt of the tasks.source file, train (same question; nil for generated training prompts):
+// the held-out evaluation would measure memorisation. The training split is evaluated with
+// --train-split instead.
+func heldOut(eval, train []workflows.Task) error {
 	questions := make(map[string]string, len(train))
 	for _, t := range train {
 		questions[t.Question] = t.ID

@@ -18,7 +18,6 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/shards"
@@ -94,8 +93,8 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	var tasks []workflows.Task
 	if o.Train { // evaluate.source holds held-out prompts only
-		if tasks, err = trainSplitTasks(cfg, wf); err != nil {
-			return nil, err
+		if tasks, err = stages.TrainSplitTasks(cfg, wf); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
 		}
 	} else if tasks, err = stages.EvalTasks(cfg, wf); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
@@ -193,19 +192,6 @@ func promptsDigest(tasks []workflows.Task) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// trainSplitTasks returns the prompts of a training-split evaluation: the first
-// tasks.eval_size tasks of the tasks.source file, or of the generator's training split.
-func trainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
-	if src := cfg.Tasks.Source; src != "" && src != "generator" {
-		all, err := workflows.LoadTasks(src)
-		if err != nil {
-			return nil, fmt.Errorf("evaluate: tasks.source: %w", err)
-		}
-		return all[:min(cfg.Tasks.EvalSize, len(all))], nil
-	}
-	return wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize), nil
 }
 
 // readBack reads the evaluation committed in dir; ok is false when dir is not committed. An
