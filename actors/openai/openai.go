@@ -683,12 +683,8 @@ func (b *Backend) do(ctx context.Context, method, path string, body []byte, seed
 			d = min(re.retryAfter, maxBackoff)
 		}
 		b.retries.Add(1)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, url, ctx.Err()
-		case <-t.C:
+		if err := sleepCtx(ctx, d); err != nil {
+			return nil, url, err
 		}
 	}
 }
