@@ -3,6 +3,7 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 
@@ -125,6 +126,22 @@ func TestRunNames(t *testing.T) {
 	for _, bad := range []string{"", "..", "a/b", "a..b", ".x", "-x", "a b", strings.Repeat("x", 129)} {
 		if err := commit.ValidateRunName(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseIterDir(t *testing.T) {
+	for el, want := range map[string]int{"iter=000007": 7, "iter=000000": 0, "iter=1234567": 1234567} {
+		if n, ok := commit.ParseIterDir(el); !ok || n != want {
+			t.Errorf("ParseIterDir(%q) = %d, %v; want %d", el, n, ok, want)
+		}
+		if got := path.Base(commit.IterDir("r", want)); got != el {
+			t.Errorf("IterDir spells %d as %q, not %q", want, got, el)
+		}
+	}
+	for _, el := range []string{"iter=7", "iter=+000007", "iter=-00001", "iter=", "step=000007", "iter=00000x"} {
+		if n, ok := commit.ParseIterDir(el); ok {
+			t.Errorf("ParseIterDir(%q) = %d, want not an iteration folder", el, n)
 		}
 	}
 }

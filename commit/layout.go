@@ -89,3 +89,14 @@ func ParseStepDir(el string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n >= 0
 }
+
+// ParseIterDir extracts the iteration of an "iter=000008" element spelt as IterDir spells
+// it (not "iter=8" or "iter=+8", which no stage writes).
+func ParseIterDir(el string) (int, bool) {
+	s, ok := strings.CutPrefix(el, "iter=")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 0 && fmt.Sprintf("%06d", n) == s
+}

@@ -138,6 +138,24 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 	return out, nil
 }
 
+// ChainStep names the checkpoint step iteration n samples from, for errors: the iterations of
+// a run are a chain (iteration n samples from step n, which iteration n-1's learn publishes).
+func ChainStep(n int64) string {
+	if n == 0 {
+		return "step 0, the warm-up"
+	}
+	return fmt.Sprintf("step %d, which iteration %d's learn publishes", n, n-1)
+}
+
+// ChainBefore names the iterations that must run before iteration n when the newest step is
+// found (< n), for errors: "iteration 4" or "iterations 2..4".
+func ChainBefore(found, n int64) string {
+	if found == n-1 {
+		return fmt.Sprintf("iteration %d", n-1)
+	}
+	return fmt.Sprintf("iterations %d..%d", found, n-1)
+}
+
 // LatestStep selects the newest usable checkpoint in LoadPolicy.
 const LatestStep = -1
 

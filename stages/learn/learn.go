@@ -184,13 +184,10 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 // ok is false when it records none (the warm-up, or a step published by an older drmas).
 func publisher(cm *commit.Manifest) (iter int, ok bool) {
 	for _, in := range cm.Inputs {
-		rest, isRollout := strings.CutSuffix(in.Dir, "/rollout")
-		num, isIter := strings.CutPrefix(path.Base(rest), "iter=")
-		if !isRollout || !isIter {
-			continue
-		}
-		if n, err := strconv.Atoi(num); err == nil && n >= 0 {
-			return n, true
+		if rest, isRollout := strings.CutSuffix(in.Dir, "/rollout"); isRollout {
+			if n, ok := commit.ParseIterDir(path.Base(rest)); ok {
+				return n, true
+			}
 		}
 	}
 	return 0, false
@@ -229,12 +226,8 @@ func claimedBy(ctx context.Context, b storage.Bucket, run string, step int64) (i
 	prefix := commit.RunDir(run) + "/"
 	var iters []int
 	err := b.Iter(ctx, prefix, func(key string) error {
-		el, tail, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		num, isIter := strings.CutPrefix(el, "iter=")
-		if !ok || !isIter || tail != "learn/"+commit.ManifestName {
-			return nil
-		}
-		if n, err := strconv.Atoi(num); err == nil && n >= 0 && commit.IterDir(run, n) == prefix+el {
+		el, tail, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		if n, ok := commit.ParseIterDir(el); ok && tail == "learn/"+commit.ManifestName {
 			iters = append(iters, n)
 		}
 		return nil
@@ -258,18 +251,12 @@ func claimedBy(ctx context.Context, b storage.Bucket, run string, step int64) (i
 // rolled out before the iterations ahead of it had learned (drmas now refuses that at rollout,
 // older versions did not).
 func outOfOrder(run string, iter int, version int64) error {
-	want := fmt.Sprintf("step %d, which iteration %d's learn publishes", iter, iter-1)
-	if iter == 0 {
-		want = "step 0, the warm-up"
-	}
 	first := ""
-	if version == int64(iter)-1 {
-		first = fmt.Sprintf("run iteration %d first, then ", iter-1)
-	} else if version < int64(iter) {
-		first = fmt.Sprintf("run iterations %d..%d first, then ", version, iter-1)
+	if version < int64(iter) {
+		first = "run " + stages.ChainBefore(version, int64(iter)) + " first, then "
 	}
 	return fmt.Errorf("learn iter %d: its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order): "+
-		"%sdelete %s/ and roll iteration %d out again, or train under another --run", iter, version, iter, want, first, commit.IterDir(run, iter), iter)
+		"%sdelete %s/ and roll iteration %d out again, or train under another --run", iter, version, iter, stages.ChainStep(int64(iter)), first, commit.IterDir(run, iter), iter)
 }
 
 // Run trains on one iteration. If its metrics are committed already, Run does nothing.

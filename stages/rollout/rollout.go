@@ -132,20 +132,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		set.Step = int64(o.Iteration)
 	}
 	if n := int64(o.Iteration); set.Step != n {
-		want := fmt.Sprintf("step %d, which iteration %d's learn publishes", n, n-1)
-		if n == 0 {
-			want = "step 0, the warm-up"
-		}
 		fix := fmt.Sprintf("pass --step %d if it is still kept", n)
 		if o.Step == stages.LatestStep && set.Step < n {
-			which := fmt.Sprintf("iterations %d..%d", set.Step, n-1)
-			if set.Step == n-1 {
-				which = fmt.Sprintf("iteration %d", n-1)
-			}
-			fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", which, n)
+			fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", stages.ChainBefore(set.Step, n), n)
 		}
 		return nil, fmt.Errorf("rollout iter %d: would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
-			n, set.Step, n, want, fix)
+			n, set.Step, n, stages.ChainStep(n), fix)
 	}
 	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
