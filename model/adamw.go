@@ -84,8 +84,12 @@ type AdamWStep struct {
 }
 
 // Advance counts one step and returns its constants. Step calls it; a caller that runs the
-// update elsewhere calls it once per update instead of Step.
-func (o *AdamW) Advance() AdamWStep {
+// update elsewhere (the GPU engine) calls it once per update instead of Step. Hyper-parameters
+// that fail AdamWConfig.Validate are an error, and nothing is counted.
+func (o *AdamW) Advance() (AdamWStep, error) {
+	if err := o.AdamWConfig.Validate(); err != nil {
+		return AdamWStep{}, err
+	}
 	o.Steps++
 	t := float64(o.Steps)
 	bc1 := 1 - math.Pow(o.Beta1, t)
@@ -100,7 +104,7 @@ func (o *AdamW) Advance() AdamWStep {
 			s.Decay[i] = float32(1 - o.LR*o.WeightDecay)
 		}
 	}
-	return s
+	return s, nil
 }
 
 // Moments returns the first and second moments, laid out like the model's parameters. They
@@ -118,10 +122,10 @@ func (o *AdamW) Step(g *Grads) error {
 	if g.cfg != o.m.cfg {
 		return fmt.Errorf("model: AdamW.Step: grads do not match the model config")
 	}
-	if err := o.AdamWConfig.Validate(); err != nil {
+	s, err := o.Advance()
+	if err != nil {
 		return fmt.Errorf("model: AdamW.Step: %w", err)
 	}
-	s := o.Advance()
 	b1, b2, stepSize, invBc2, eps := s.B1, s.B2, s.StepSize, s.InvBc2, s.Eps
 	off := 0
 	for i, part := range o.m.parts {

@@ -50,6 +50,10 @@ func (g *Grads) Norm() float64 {
 // Tensor returns the gradient of the i-th parameter (in Params order).
 func (g *Grads) Tensor(i int) []float32 { return g.parts[i] }
 
+// Config is the config of the model the gradients are of: gradients of two models with one
+// config are laid out alike.
+func (g *Grads) Config() Config { return g.cfg }
+
 // ByName returns the gradient tensor of the named parameter, or nil.
 func (g *Grads) ByName(name string) []float32 {
 	for i, s := range g.specs {

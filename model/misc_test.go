@@ -191,6 +191,10 @@ func TestAdamWStepValidates(t *testing.T) {
 	if opt.Steps != 0 || !slices.Equal(m.buf, before.buf) {
 		t.Fatal("a refused step changed the model or the step count")
 	}
+	// Advance, what a device optimizer calls instead of Step, refuses them the same way.
+	if _, err := opt.Advance(); err == nil || !strings.Contains(err.Error(), "beta1 1 out of range") || opt.Steps != 0 {
+		t.Fatalf("Advance: error %v, steps %d; want the settings refused and nothing counted", err, opt.Steps)
+	}
 	if err := DefaultAdamWConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}

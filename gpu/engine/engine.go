@@ -66,7 +66,6 @@ type Trainer struct {
 	cfg    model.Config
 	off    []int // word offset of each parameter
 	sizes  []int
-	names  []string
 	total  int
 	w, g   ir.Ptr
 	idx    map[string]int
@@ -135,7 +134,6 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	for i, p := range m.Params() {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
-		t.names = append(t.names, p.Name)
 		t.idx[p.Name] = i
 		t.total += len(p.Data)
 	}
@@ -182,27 +180,10 @@ func (t *Trainer) Close() error {
 	return errors.Join(errs...)
 }
 
-// matches reports whether g is laid out like the Trainer's model: each parameter's gradient
-// found by name, of its size, at its position, and no untied head beside a tied model's.
-// (Checking tensor 0 alone let a gradient of a model with other layers through: its tensors
-// were indexed past their end, or received the gradients of other parameters.)
-func (t *Trainer) matches(g *model.Grads) bool {
-	if g == nil {
-		return false
-	}
-	for i, name := range t.names {
-		if len(g.ByName(name)) != t.sizes[i] {
-			return false
-		}
-	}
-	// Every name is there, so g has at least as many tensors as the model.
-	for i, name := range t.names {
-		if &g.Tensor(i)[0] != &g.ByName(name)[0] {
-			return false
-		}
-	}
-	return !t.cfg.TiedHead || g.ByName("head.weight") == nil
-}
+// matches reports whether g is laid out like the Trainer's model: the gradients of a model of
+// its config. (Checking tensor 0 alone let a gradient of a model with other layers through:
+// its tensors were indexed past their end, or received the gradients of other parameters.)
+func (t *Trainer) matches(g *model.Grads) bool { return g != nil && g.Config() == t.cfg }
 
 // MarkDirty says the host weights changed (an optimizer step on the host): the next Forward
 // uploads them. While the device holds newer weights from Step, that Forward fails instead.
@@ -227,6 +208,9 @@ func (t *Trainer) upload(m *model.Model) error {
 // is large enough.
 func (t *Trainer) buf(name string, words int) (ir.Ptr, error) {
 	words = max(words, 1)
+	if words > maxWords { // every device buffer, whatever Pass.checkSizes knows of
+		return 0, fmt.Errorf("gpu engine: %s needs %d words, above the kernels' int32 indexing (%d)", name, words, maxWords)
+	}
 	if b, ok := t.bufs[name]; ok {
 		if b.words >= words {
 			return b.p, nil

@@ -542,6 +542,26 @@ func TestForwardRefusesInt32Overflow(t *testing.T) {
 	}
 }
 
+// TestBufRefusesInt32Overflow: every device buffer goes through buf, which refuses one the
+// kernels' int32 word indices cannot address, whatever Forward's own size checks list.
+func TestBufRefusesInt32Overflow(t *testing.T) {
+	m, err := model.New(interpCases[0].cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.buf("huge", maxWords+1); err == nil || !strings.Contains(err.Error(), "huge needs") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("buf of %d words: %v, want a refusal naming it", maxWords+1, err)
+	}
+	if _, err := tr.buf("fits", 16); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSplitTablesDoNotAccumulate: passes of ever new token counts (as a learner's
 // micro-batches have) keep only the current pass's split-K tables on the device, not one
 // allocation per shape ever seen; Close frees everything.

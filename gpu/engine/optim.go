@@ -176,7 +176,10 @@ func (t *Trainer) Step(m *model.Model, opt *model.AdamW, g *Grads) error {
 			return err
 		}
 	}
-	s := opt.Advance()
+	s, err := opt.Advance()
+	if err != nil {
+		return fmt.Errorf("gpu engine: Step: %w", err)
+	}
 	t.optSteps = opt.Steps
 	t.ahead = true
 	l := t.launcher()
