@@ -477,11 +477,14 @@ func editDistance(a, b string) int {
 }
 
 // FixedKeys lists the dotted keys that environment variables and flags can set.
-func FixedKeys() []string {
+func FixedKeys() []string { return slices.Clone(fixedKeys()) }
+
+// fixedKeys is the list FixedKeys copies, walked once.
+var fixedKeys = sync.OnceValue(func() []string {
 	var keys []string
 	walkFixed(func(key string, _ reflect.StructField) { keys = append(keys, key) })
 	return keys
-}
+})
 
 // fixedFields maps each fixed key to its struct field (its type, its secret tag).
 var fixedFields = sync.OnceValue(func() map[string]reflect.StructField {

@@ -32,7 +32,7 @@ func Open(ctx context.Context, rawURL string, s3 s3store.Config) (storage.Bucket
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		if s, _, found := strings.Cut(rawURL, ":"); found && looksLikeScheme(s) {
+		if u, err := url.Parse(rawURL); err == nil && len(u.Scheme) > 1 { // not a drive letter
 			return nil, fmt.Errorf("open storage %q: looks like a URL without \"//\" (want s3://bucket/prefix or file:///abs/path); a folder whose name has a colon is ./%s",
 				redactURL(rawURL), redactURL(rawURL))
 		}
@@ -72,21 +72,6 @@ func Open(ctx context.Context, rawURL string, s3 s3store.Config) (storage.Bucket
 	default:
 		return nil, fmt.Errorf("open storage %q: unsupported scheme %q (want file:///abs/path, a plain path, or s3://bucket/prefix)", redactURL(rawURL), scheme)
 	}
-}
-
-// looksLikeScheme reports whether s, the text before a path's first colon, reads as a URL
-// scheme (a letter, then letters, digits, '+', '-' or '.'; two characters at least, so
-// that a drive letter is not one).
-func looksLikeScheme(s string) bool {
-	if len(s) < 2 || !('a' <= s[0]|0x20 && s[0]|0x20 <= 'z') {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 func openDir(path string) (storage.Bucket, error) {
