@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/configs"
-	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -256,17 +254,7 @@ func TestRerunNeverReusesOrRewritesOtherSettings(t *testing.T) {
 // run's warm-up.
 func TestEvaluateLatestWithExternalModels(t *testing.T) {
 	ctx := context.Background()
-	src := stagetest.Env(t, stagetest.Config(t, "math"))
-	if _, err := warmup.Run(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	_, url := stagetest.Serve(t, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
-	cfg := stagetest.Config(t, "math")
-	cfg.Run = "ext"
-	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url + "/v1", Model: "m1"}}}
-	if err := cfg.Validate(); err != nil || !cfg.Models["m1"].External() {
-		t.Fatalf("external config: %v", err)
-	}
+	cfg := stagetest.ExternalConfig(t)
 	env := stagetest.Env(t, cfg)
 	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: stages.LatestStep})
 	if err != nil || len(rows) == 0 || rows[0].Step != 0 {

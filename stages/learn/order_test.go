@@ -129,6 +129,18 @@ func publishThird(t *testing.T) *stages.Env {
 	return env
 }
 
+// olderDrmasDiedAfterPublishing returns a store where an older drmas (one that does not record
+// a step's inputs) published step 2 for iteration 1 and died before committing its metrics.
+func olderDrmasDiedAfterPublishing(t *testing.T) *stages.Env {
+	t.Helper()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	env := prepare(t, cfg, 2)
+	dieBeforeMetricsCommit(t, env, 1)
+	stripInputs(t, env, 2)
+	return env
+}
+
 // stripInputs rewrites step's manifest as a drmas that does not record inputs wrote it.
 func stripInputs(t *testing.T, env *stages.Env, step int64) {
 	t.Helper()
@@ -197,12 +209,8 @@ func TestPublishConflictSaysWhatHappened(t *testing.T) {
 // iteration's learn names it.
 func TestRerunKeepsAnOlderDrmassStep(t *testing.T) {
 	ctx := context.Background()
-	cfg := stagetest.Config(t, "math")
-	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
-	env := prepare(t, cfg, 2)
+	env := olderDrmasDiedAfterPublishing(t)
 	store := env.Bucket
-	dieBeforeMetricsCommit(t, env, 1)
-	stripInputs(t, env, 2)
 	var log strings.Builder
 	env.Log = &log
 	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
@@ -266,12 +274,8 @@ func TestConflictWithThisIterationsOwnStep(t *testing.T) {
 // weights" that deleted the rerun's metrics and failed every rerun after it.
 func TestRerunRepublishesAnOlderDrmassStep(t *testing.T) {
 	ctx := context.Background()
-	cfg := stagetest.Config(t, "math")
-	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
-	env := prepare(t, cfg, 2)
+	env := olderDrmasDiedAfterPublishing(t)
 	store := env.Bucket
-	dieBeforeMetricsCommit(t, env, 1)
-	stripInputs(t, env, 2)
 	if err := store.Delete(ctx, path.Join(commit.LearnDir("t", 1), "metrics.parquet")); err != nil {
 		t.Fatal(err)
 	}

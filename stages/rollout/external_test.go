@@ -6,12 +6,9 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/configs"
-	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
-	"github.com/drmas-dev/drmas/stages/warmup"
 )
 
 // TestExternalRolloutRecordsItsIterationsStep: with every model served elsewhere there is no
@@ -22,18 +19,8 @@ import (
 // another iteration is refused, as for a config with checkpoints.
 func TestExternalRolloutRecordsItsIterationsStep(t *testing.T) {
 	ctx := context.Background()
-	src := stagetest.Env(t, stagetest.Config(t, "math"))
-	if _, err := warmup.Run(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	_, url := stagetest.Serve(t, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
-	cfg := stagetest.Config(t, "math")
-	cfg.Run = "ext"
+	cfg := stagetest.ExternalConfig(t)
 	cfg.Tasks.PerIteration, cfg.Rollout.GroupSize = 2, 2
-	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url + "/v1", Model: "m1"}}}
-	if err := cfg.Validate(); err != nil || !cfg.Models["m1"].External() {
-		t.Fatalf("external config: %v", err)
-	}
 	env := stagetest.Env(t, cfg)
 	res, err := rollout.Run(ctx, env, rollout.Options{Iteration: 1, Step: stages.LatestStep})
 	if err != nil || res.PolicyVersion != 1 {

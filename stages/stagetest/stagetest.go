@@ -13,6 +13,7 @@ import (
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/warmup"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -187,4 +188,23 @@ func Serve(t testing.TB, o serve.Options) (*serve.Server, string) {
 		}
 	})
 	return s, "http://" + ln.Addr().String()
+}
+
+// ExternalConfig returns a tiny math config of run "ext" whose only model is external: an
+// openai backend without sizes, served by a drmas serve (until the test ends) of another run's
+// warm-up, so drmas holds no checkpoint of it.
+func ExternalConfig(t testing.TB) *configs.Config {
+	t.Helper()
+	src := Env(t, Config(t, "math"))
+	if _, err := warmup.Run(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	_, url := Serve(t, serve.Options{Bucket: src.Bucket, Run: "t", Poll: -1})
+	cfg := Config(t, "math")
+	cfg.Run = "ext"
+	cfg.Models = map[string]configs.Model{"m1": {Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url + "/v1", Model: "m1"}}}
+	if err := cfg.Validate(); err != nil || !cfg.Models["m1"].External() {
+		t.Fatalf("external config: %v", err)
+	}
+	return cfg
 }
