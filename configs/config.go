@@ -156,6 +156,10 @@ type OpenAI struct {
 	// plus deterministic jitter.
 	Retries int           `mapstructure:"retries" json:"retries,omitempty"`
 	Backoff time.Duration `mapstructure:"backoff" json:"backoff,omitempty"`
+	// VersionWait bounds how long rollout and evaluation wait for `drmas serve` to load the
+	// checkpoint step they sample from (default 2m; models drmas trains only): keep it above
+	// the server's --poll.
+	VersionWait time.Duration `mapstructure:"version_wait" json:"version_wait,omitempty"`
 }
 
 // Engine is the built-in policy engine's config for this model size.
@@ -801,6 +805,7 @@ func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
 		{"timeout", o.Timeout < 0, o.Timeout, "≥ 0"},
 		{"retries", o.Retries < -1, o.Retries, "≥ -1 (-1: none)"},
 		{"backoff", o.Backoff < 0, o.Backoff, "≥ 0"},
+		{"version_wait", o.VersionWait < 0, o.VersionWait, "≥ 0"},
 	} {
 		if f.fail {
 			bad("%s%s: %v, want %s", p, f.key, f.v, f.want)

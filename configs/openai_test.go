@@ -12,6 +12,13 @@ func TestOpenAIBackendSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shared, err := Load(LoadOptions{File: "vllm-shared.yaml", LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := shared.Models["m1"].OpenAI.VersionWait; w != 2*time.Minute {
+		t.Fatalf("vllm-shared.yaml version_wait decoded as %s", w)
+	}
 	big, small := c.Models["big"], c.Models["small"]
 	if !big.IsOpenAI() || big.External() || !big.OpenAI.Batch || big.OpenAI.Endpoint != "http://127.0.0.1:8000" || small.OpenAI.Timeout != 60*time.Second {
 		t.Fatalf("decoded %+v %+v", big, small)
@@ -23,7 +30,7 @@ func TestOpenAIBackendSettings(t *testing.T) {
 
 	p := write(t, "bad.yaml", `run: x
 models:
-  ext: {backend: openai, openai: {endpoint: "localhost:8000", mode: stream, api_key_env: sk-abc, retries: -2}}
+  ext: {backend: openai, openai: {endpoint: "localhost:8000", mode: stream, api_key_env: sk-abc, retries: -2, version_wait: -1s}}
   loc: {dim: 8, layers: 1, heads: 2, context: 16, ff_mult: 2, openai: {endpoint: "http://x"}}
   odd: {dim: 8, layers: 1, heads: 2, context: 16, ff_mult: 2, backend: triton}
 agents:
@@ -38,6 +45,7 @@ agents:
 		`models.ext.openai.mode: "stream" is not completions or chat`,
 		"models.ext.openai.api_key_env must be the NAME of an environment variable",
 		"models.ext.openai.retries: -2, want ≥ -1",
+		"models.ext.openai.version_wait: -1s, want ≥ 0",
 		`models.loc.openai is set but backend is ""`,
 		`models.odd.backend: "triton" is not local or openai`,
 	} {

@@ -666,11 +666,18 @@ func TestBackendSamplesOnlyTheRequiredStep(t *testing.T) {
 		return be, &log
 	}
 
-	// The server never reloads: the backend waits its VersionWait, then says what to check.
-	be, log := newBackend(1, 300*time.Millisecond)
+	// The server never reloads: the backend waits the config's version_wait, then says what
+	// to check.
+	m := cfg.Models["m1"]
+	m.Backend, m.OpenAI = configs.BackendOpenAI, configs.OpenAI{Endpoint: url, VersionWait: 300 * time.Millisecond}
+	log := &logBuffer{}
+	be, err := openai.FromConfig("m1", m, openai.Checkpoint{Step: 1, Run: cfg.Run}, 1, nil, log.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	_, err := be.Generate(ctx, reqs, smp)
-	if err == nil || !strings.Contains(err.Error(), "drmas serve (run t) still serves checkpoint step 0, want 1 (waited 300ms)") ||
+	_, err = be.Generate(ctx, reqs, smp)
+	if err == nil || !strings.Contains(err.Error(), "drmas serve (run t) still serves checkpoint step 0, want 1 (waited 300ms, models.m1.openai.version_wait)") ||
 		!strings.Contains(err.Error(), "--run") || !strings.Contains(err.Error(), "--poll") {
 		t.Fatalf("error %v", err)
 	}

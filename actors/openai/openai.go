@@ -243,7 +243,7 @@ func FromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEn
 	return New(Options{
 		ID: id, Endpoint: c.Endpoint, ServerModel: c.Model, APIKey: key, Mode: c.Mode,
 		Batch: c.Batch, MaxBatch: c.MaxBatch, Concurrency: c.Concurrency, Timeout: c.Timeout,
-		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: at.Step,
+		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: at.Step, VersionWait: c.VersionWait,
 		RequireVersion: !m.External() && c.Mode != ModeChat, Run: at.Run, CheckpointSHA256: at.SHA256, Logf: logf,
 	})
 }
@@ -430,7 +430,7 @@ func (b *Backend) awaitVersion(ctx context.Context) error {
 			return fmt.Errorf("GET %s: %s serves checkpoint step %d, newer than step %d that this stage samples from and records: it serves only its run's LATEST, so sample an older step with backend: local, and check that it serves this run (--run) and store", url, what, v, want)
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("GET %s: %s still serves checkpoint step %d, want %d (waited %s): is it serving this run (--run) and store, and polling LATEST (--poll)?", url, what, v, want, b.o.VersionWait)
+			return fmt.Errorf("GET %s: %s still serves checkpoint step %d, want %d (waited %s, models.%s.openai.version_wait): is it serving this run (--run) and store, and polling LATEST (--poll)?", url, what, v, want, b.o.VersionWait, b.o.ID)
 		}
 		if !waited {
 			b.o.Logf("model %s: waiting up to %s for drmas serve at %s to load checkpoint step %d (it serves step %d; it reloads LATEST every --poll)", b.o.ID, b.o.VersionWait, b.shown, want, v)
