@@ -19,8 +19,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRootCmd()
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := runRoot(ctx, newRootCmd()); err != nil {
 		fmt.Fprintln(os.Stderr, "drmas:", err)
 		if errors.Is(err, context.Canceled) {
 			os.Exit(130)
@@ -28,6 +27,28 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// runRoot runs root and returns its error with the commands it suggests completed by the
+// invocation's --config, --store and --run (completeHints).
+func runRoot(ctx context.Context, root *cobra.Command) error {
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return nil
+	}
+	if msg := completeHints(err.Error(), placeArgs(cmd)); msg != err.Error() {
+		return hinted{msg, err}
+	}
+	return err
+}
+
+// hinted is an error whose message completeHints rewrote; it still matches what err matches.
+type hinted struct {
+	msg string
+	err error
+}
+
+func (h hinted) Error() string { return h.msg }
+func (h hinted) Unwrap() error { return h.err }
 
 func newRootCmd() *cobra.Command {
 	root := group(&cobra.Command{

@@ -20,7 +20,7 @@ func execute(t *testing.T, args ...string) (string, string, error) {
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := root.ExecuteContext(ctx)
+	err := runRoot(ctx, root)
 	return out.String(), errOut.String(), err
 }
 

@@ -44,6 +44,6 @@ openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down g
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address host:port")
 	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request waits for others to batch with")
 	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
-	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long")
+	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
 }
