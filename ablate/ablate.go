@@ -19,7 +19,8 @@
 //
 // Both modes write runs/SRC/ablations/<mode>/summary.parquet (+ _MANIFEST.json): one SummaryRow
 // per (estimator, seed, iteration, model, agent). The same inputs and config give byte-identical
-// outputs.
+// outputs. Committed work is not redone (an interrupted ablation resumes), so an output run
+// whose updates were learned under another config is an error, not summarized as this one's.
 package ablate
 
 import (
@@ -90,7 +91,7 @@ func ParseRange(s string) (Range, error) {
 // Contains reports whether it is in r.
 func (r Range) Contains(it int) bool { return !r.Set || (it >= r.First && it <= r.Last) }
 
-// ParseSeeds parses "1,2,3".
+// ParseSeeds parses "1,2,3". A seed given twice is an error.
 func ParseSeeds(s string) ([]uint64, error) {
 	var out []uint64
 	for _, f := range strings.Split(s, ",") {
@@ -104,7 +105,19 @@ func ParseSeeds(s string) ([]uint64, error) {
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, uniqueSeeds(out)
+}
+
+// uniqueSeeds rejects a seed given twice: its run would be summarized twice, as two seeds.
+func uniqueSeeds(seeds []uint64) error {
+	seen := map[uint64]bool{}
+	for _, v := range seeds {
+		if seen[v] {
+			return fmt.Errorf("seed %d given twice", v)
+		}
+		seen[v] = true
+	}
+	return nil
 }
 
 // Options configure Run. The source run is env.Config.Run; the config must be the one the source
@@ -164,9 +177,15 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if err := commit.ValidateRunName(cfg.Run); err != nil {
 		return nil, fmt.Errorf("ablate: source run: %w", err)
 	}
+	if o.Eval && o.Mode == Replay && cfg.Tasks.EvalSize == 0 {
+		return nil, fmt.Errorf("ablate: evaluation asked for, but tasks.eval_size is 0: set it to the number of held-out prompts to evaluate on")
+	}
 	res := &Result{Mode: o.Mode, Source: cfg.Run}
 	seeds := []uint64{cfg.Seed}
 	if o.Mode == OnPolicy && len(o.Seeds) > 0 {
+		if err := uniqueSeeds(o.Seeds); err != nil {
+			return nil, fmt.Errorf("ablate: %w", err)
+		}
 		seeds = o.Seeds
 	}
 	var ests []string
@@ -284,8 +303,13 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 			if _, err := CopyFolder(ctx, b, commit.CheckpointDir(src, version), view, commit.CheckpointDir(run, version)); err != nil {
 				if errors.Is(err, commit.ErrNotCommitted) {
 					skipped[it] = true
-					res.Skipped = append(res.Skipped, fmt.Sprintf("iteration %d: checkpoint step %d of run %s that generated it is gone (learn.keep_checkpoints)", it, version, src))
-					env.Logf("ablate: skip iteration %d: checkpoint step %d of %s is gone", it, version, src)
+					why := fmt.Sprintf("iteration %d: checkpoint step %d of run %s that generated it is gone (learn.keep_checkpoints)", it, version, src)
+					if rm.Params["imported"] == "true" {
+						// Never there, rather than retired: say how to provide it.
+						why = fmt.Sprintf("iteration %d: imported rollout of policy_version %d, and run %s has no checkpoint step %d to start from (publish it first: `drmas run-stage warmup` publishes step 0)", it, version, src, version)
+					}
+					res.Skipped = append(res.Skipped, why)
+					env.Logf("ablate: skip %s", why)
 					continue
 				}
 				return nil, fmt.Errorf("ablate: copy checkpoint: %w", err)
@@ -298,7 +322,7 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 			if err != nil {
 				return nil, fmt.Errorf("ablate %s: %w", est, err)
 			}
-			if o.Eval && cfg.Tasks.EvalSize > 0 {
+			if o.Eval {
 				if _, err := evaluate.Run(ctx, aenv, evaluate.Options{Step: lr.Step}); err != nil {
 					return nil, fmt.Errorf("ablate %s: %w", est, err)
 				}
@@ -393,6 +417,13 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	lm, lsha, err := commit.Read(ctx, b, ldir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ablate: %w", err)
+	}
+	// Committed work is not redone, so an output run left by an ablation under another config
+	// (learn settings, seed, agents, models, rollout temperature) would be summarized as this
+	// config's. A manifest without a digest (an older drmas) is taken as it is.
+	if want := learn.Digest(cfg, est); lm.ConfigDigest != "" && lm.ConfigDigest != want {
+		return nil, nil, fmt.Errorf("ablate: %s was learned under another config than this one (learn settings, seed, agents, models or rollout temperature differ): rerun with that config, or delete runs/%s to redo the %s ablation with this one",
+			ldir, run, mode)
 	}
 	data, err := commit.ReadFile(ctx, b, ldir, lm.Files[0])
 	if err != nil {
@@ -502,7 +533,8 @@ func sortRows(rows []SummaryRow) {
 
 // writeSummary commits the summary. A summary is a derived report: a different earlier one
 // (other estimators or iterations) is replaced — its manifest is deleted first, so readers
-// never see a manifest that does not match its file.
+// never see a manifest that does not match its file; the same one is kept, its file rewritten
+// if it no longer matches.
 func writeSummary(ctx context.Context, b storage.Bucket, src, dir string, rows []SummaryRow, inputs []commit.Input, params map[string]string) (string, error) {
 	data, err := shards.EncodeTable(rows)
 	if err != nil {
@@ -522,6 +554,18 @@ func writeSummary(ctx context.Context, b storage.Bucket, src, dir string, rows [
 	old, err := storage.ReadAll(ctx, b, mkey)
 	switch {
 	case err == nil && bytes.Equal(old, want):
+		// The same summary is committed: keep it, unless its file was damaged or lost since
+		// (readers refuse it then), which rewriting the same bytes repairs.
+		have, err := storage.ReadAll(ctx, b, path.Join(dir, "summary.parquet"))
+		if err == nil && bytes.Equal(have, data) {
+			return commit.Digest(want), nil
+		}
+		if err != nil && !storage.IsNotFound(err) {
+			return "", fmt.Errorf("ablate: %w", err)
+		}
+		if _, err := commit.PutFile(ctx, b, dir, "summary.parquet", data, int64(len(rows))); err != nil {
+			return "", err
+		}
 		return commit.Digest(want), nil
 	case err == nil:
 		if err := b.Delete(ctx, mkey); err != nil {
@@ -582,12 +626,14 @@ func CopyFolder(ctx context.Context, src storage.Bucket, srcDir string, dst stor
 	return m, err
 }
 
-// WriteReport prints the summary: per (estimator, seed) and agent, the mean and max grad norm,
-// mean loss and reward over the iterations, and the last evaluation.
+// WriteReport prints the summary: per (estimator, seed) and agent, the mean and max over the
+// iterations of the grad norm (each iteration's mean over its updates, as `drmas report` and the
+// gradnorm report take it), the peak mini-batch grad norm, mean loss and reward over the
+// iterations, and the last evaluation.
 func WriteReport(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "ablation %s of run %s (runs %s) → %s\n", r.Mode, r.Source, strings.Join(r.Runs, ", "), r.SummaryDir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "estimator\tseed\tagent\titers\tgrad_norm mean\tgrad_norm max\tloss mean\treward mean\tavg@k last\tpass@k last\t")
+	fmt.Fprintln(tw, "estimator\tseed\tagent\titers\tgrad_norm mean\tgrad_norm max\tpeak mini-batch\tloss mean\treward mean\tavg@k last\tpass@k last\t")
 	type key struct {
 		est   string
 		seed  uint64
@@ -616,11 +662,12 @@ func WriteReport(w io.Writer, r *Result) error {
 	})
 	for _, k := range order {
 		rows := groups[k]
-		var gn, gmax, loss, rew float64
+		var gn, gmax, peak, loss, rew float64
 		avg, pass := "-", "-"
 		for _, x := range rows {
 			gn += x.GradNorm
-			gmax = math.Max(gmax, x.GradNormMax)
+			gmax = math.Max(gmax, x.GradNorm)
+			peak = math.Max(peak, x.GradNormMax)
 			loss += x.Loss
 			rew += x.Reward
 			if x.AvgAtK != nil {
@@ -629,7 +676,7 @@ func WriteReport(w io.Writer, r *Result) error {
 			}
 		}
 		n := float64(len(rows))
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", k.est, k.seed, k.agent, len(rows), gn/n, gmax, loss/n, rew/n, avg, pass)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", k.est, k.seed, k.agent, len(rows), gn/n, gmax, peak, loss/n, rew/n, avg, pass)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/importer"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
@@ -292,6 +294,23 @@ func TestParse(t *testing.T) {
 	if err != nil || len(s) != 3 || s[2] != 3 {
 		t.Errorf("ParseSeeds: %v %v", s, err)
 	}
+	// A seed twice would run once and be summarized twice, as if two seeds agreed.
+	if _, err := ablate.ParseSeeds("1,2,1"); err == nil || !strings.Contains(err.Error(), "seed 1 given twice") {
+		t.Errorf("ParseSeeds(1,2,1): %v", err)
+	}
+	cfg := stagetest.Config(t, "math")
+	env := stagetest.Env(t, cfg)
+	r, _ := ablate.ParseRange("0..0")
+	_, err = ablate.Run(context.Background(), env, ablate.Options{Mode: ablate.OnPolicy, Estimators: []string{"drmas"}, Seeds: []uint64{3, 3}, Iterations: r})
+	if err == nil || !strings.Contains(err.Error(), "seed 3 given twice") {
+		t.Errorf("on-policy with seeds 3,3: %v", err)
+	}
+	// Evaluation asked for with no held-out prompts is an error, not a summary without it.
+	env.Config.Tasks.EvalSize = 0
+	_, err = ablate.Run(context.Background(), env, ablate.Options{Mode: ablate.Replay, Estimators: []string{"drmas"}, Eval: true})
+	if err == nil || !strings.Contains(err.Error(), "tasks.eval_size is 0") {
+		t.Errorf("replay --eval with tasks.eval_size 0: %v", err)
+	}
 }
 
 // TestReplayEvaluatesEachIterationsCheckpoint: two source iterations rolled out by the same
@@ -344,5 +363,146 @@ func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
 	}
 	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir(run, 1)); ok {
 		t.Fatal("a replay evaluation was written to the run-wide eval folder, shared by iterations")
+	}
+}
+
+// TestReplayRefusesOutputsOfAnotherConfig: committed work is not redone, so a replay under a
+// changed learn config over the output runs of an earlier replay must not summarize the earlier
+// config's updates as this config's; it says so, and after deleting the output run it redoes
+// the update with the new config.
+func TestReplayRefusesOutputsOfAnotherConfig(t *testing.T) {
+	ctx := context.Background()
+	store, cfg := analysistest.Store(t)
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r, _ := ablate.ParseRange("1")
+	o := ablate.Options{Mode: ablate.Replay, Estimators: []string{"grpo"}, Iterations: r}
+	first, err := ablate.Run(ctx, &stages.Env{Bucket: b, Config: cfg}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := first.Runs[0]
+	next := path.Join(commit.IterDir(run, 1), "checkpoints", checkpointEl(2), "m1", "model.safetensors")
+	before := hashes(t, b, next)[next]
+
+	other := *cfg
+	other.Learn.LR *= 10
+	_, err = ablate.Run(ctx, &stages.Env{Bucket: b, Config: &other}, o)
+	if err == nil || !strings.Contains(err.Error(), "another config") || !strings.Contains(err.Error(), run) {
+		t.Fatalf("replay under another learn.lr over the earlier replay's outputs: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(store, "runs", run)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ablate.Run(ctx, &stages.Env{Bucket: b, Config: &other}, o); err != nil {
+		t.Fatal(err)
+	}
+	if after := hashes(t, b, next)[next]; after == "" || after == before {
+		t.Fatalf("step 2 under lr ×10: %q, under the first lr %q: want a new, different update", after, before)
+	}
+}
+
+// TestReplayOfImportedRolloutWithoutCheckpoint: an imported rollout's checkpoint was never in
+// the run; the skip says so and how to provide it, rather than blaming retention.
+func TestReplayOfImportedRolloutWithoutCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Run = "imp"
+	env := stagetest.Env(t, cfg)
+	file := filepath.Join(t.TempDir(), "trajectories.jsonl")
+	var lines []string
+	for g := range 2 {
+		for s := range 2 {
+			for st, ag := range []string{"solver", "verifier"} {
+				lines = append(lines, fmt.Sprintf(`{"uid":"q%d","traj_uid":"q%d-s%d","agent":%q,"step":%d,"score":%d}`, g, g, s, ag, st, s))
+			}
+		}
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := importer.Run(ctx, env, importer.Options{Path: file, Iteration: 0}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas"}})
+	if err == nil || !strings.Contains(err.Error(), "imported") || !strings.Contains(err.Error(), "run-stage warmup") || strings.Contains(err.Error(), "keep_checkpoints") {
+		t.Fatalf("replay of an imported rollout with no checkpoint: %v", err)
+	}
+}
+
+// TestRerunRepairsDamagedSummary: a rerun over committed outputs is a no-op, except that a
+// summary file damaged or lost since its commit (which analyze refuses) is written again.
+func TestRerunRepairsDamagedSummary(t *testing.T) {
+	ctx := context.Background()
+	store, cfg := analysistest.Store(t)
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	env := &stages.Env{Bucket: b, Config: cfg}
+	r, _ := ablate.ParseRange("2")
+	o := ablate.Options{Mode: ablate.Replay, Estimators: []string{"grpo"}, Iterations: r}
+	if _, err := ablate.Run(ctx, env, o); err != nil {
+		t.Fatal(err)
+	}
+	dir := ablate.SummaryDir(analysistest.Run, ablate.Replay)
+	want := hashes(t, b, dir+"/")
+	file := filepath.Join(store, filepath.FromSlash(dir), "summary.parquet")
+	for _, damage := range []func() error{
+		func() error { return os.WriteFile(file, []byte("not parquet"), 0o644) },
+		func() error { return os.Remove(file) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ablate.Run(ctx, env, o); err != nil {
+			t.Fatal(err)
+		}
+		got := hashes(t, b, dir+"/")
+		if len(got) != len(want) {
+			t.Fatalf("after the rerun: %v, want %v", got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: sha256 %.12s after the rerun, %.12s committed", k, got[k], v)
+			}
+		}
+		if m, _, err := commit.Read(ctx, b, dir); err != nil {
+			t.Fatal(err)
+		} else if _, err := commit.ReadFile(ctx, b, dir, m.Files[0]); err != nil {
+			t.Errorf("summary still unreadable after the rerun: %v", err)
+		}
+	}
+}
+
+// TestWriteReportGradNormColumns: "grad_norm max" is the largest per-iteration grad norm, as
+// `drmas report` and the gradnorm report show it, not the peak of the mini-batches, which has a
+// column of its own.
+func TestWriteReportGradNormColumns(t *testing.T) {
+	rows := []ablate.SummaryRow{
+		{Estimator: "grpo", Seed: 1, Iteration: 0, Model: "m1", Agent: "solver", GradNorm: 1, GradNormMax: 5, Loss: 0.5, Reward: 0.25},
+		{Estimator: "grpo", Seed: 1, Iteration: 1, Model: "m1", Agent: "solver", GradNorm: 2, GradNormMax: 3, Loss: 0.5, Reward: 0.25},
+	}
+	var buf strings.Builder
+	if err := ablate.WriteReport(&buf, &ablate.Result{Mode: ablate.Replay, Source: "s", Rows: rows}); err != nil {
+		t.Fatal(err)
+	}
+	// Header words joined per column, then matched with the row's fields.
+	lines := strings.Split(buf.String(), "\n")
+	head := strings.Fields(strings.NewReplacer("grad_norm mean", "gn_mean", "grad_norm max", "gn_max", "peak mini-batch", "peak",
+		"loss mean", "loss", "reward mean", "reward", "avg@k last", "avg", "pass@k last", "pass").Replace(lines[1]))
+	row := strings.Fields(lines[2])
+	cols := map[string]string{}
+	for i, h := range head {
+		if i < len(row) {
+			cols[h] = row[i]
+		}
+	}
+	if cols["gn_mean"] != "1.5000" || cols["gn_max"] != "2.0000" || cols["peak"] != "5.0000" {
+		t.Fatalf("columns %v\n%s", cols, buf.String())
 	}
 }

@@ -4,7 +4,8 @@
 // committed folders (those with a _MANIFEST.json), downloads their files through the storage
 // layer into a local cache that mirrors the key layout (verifying each against its manifest's
 // sha256; cached files that still match are not downloaded again), and registers one view per
-// kind of output over read_parquet([...], hive_partitioning=true):
+// kind of output over read_parquet([...], hive_partitioning=false) (a sidecar's iteration and
+// estimator come from its folders iter=N and est=E):
 //
 //	rollouts     iter=N/rollout/part-*.parquet                 (shards.Row)
 //	advantages   iter=N/advantage/est=E/part-*.parquet         (shards.AdvantageRow + iteration, estimator)
@@ -219,9 +220,9 @@ func viewSQL(view string, files []string) string {
 	for _, c := range cols {
 		switch {
 		case view == "advantages" && c.name == "iteration":
-			sel = append(sel, "CAST(iter AS INTEGER) AS iteration")
+			sel = append(sel, "CAST(regexp_extract(filename, "+quoteString(`[/\\]iter=([0-9]+)[/\\]advantage[/\\]est=[^/\\]+[/\\][^/\\]+$`)+", 1) AS INTEGER) AS iteration")
 		case view == "advantages" && c.name == "estimator":
-			sel = append(sel, "CAST(est AS VARCHAR) AS estimator")
+			sel = append(sel, "regexp_extract(filename, "+quoteString(`[/\\]est=([^/\\]+)[/\\][^/\\]+$`)+", 1) AS estimator")
 		default:
 			sel = append(sel, quoteIdent(c.name))
 		}
@@ -230,14 +231,12 @@ func viewSQL(view string, files []string) string {
 	for i, f := range files {
 		q[i] = quoteString(f)
 	}
-	// Hive partitions (iter=…, est=…, step=…) become columns; the views keep the ones the files
-	// lack (the estimator and iteration of a sidecar) and drop the duplicates.
-	hive := "true"
-	if view == "evals" || view == "train_evals" || view == "eval_prompts" || view == "ablations" {
-		hive = "false" // step is a column of the file; no partition adds anything
-	}
-	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=%s, union_by_name=true)",
-		view, strings.Join(sel, ", "), strings.Join(q, ", "), hive)
+	// No hive partitioning: DuckDB would take every name=value folder of the whole local path
+	// as a column, the cache root's too (a cache under /data/model=x/ would replace every
+	// metrics row's model). The files carry their own iteration, estimator and step; a sidecar
+	// lacks its iteration and estimator, which come from the last folders of its path.
+	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=false, union_by_name=true, filename=true)",
+		view, strings.Join(sel, ", "), strings.Join(q, ", "))
 }
 
 // Query runs sql and returns the whole result.
@@ -251,6 +250,10 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 	if err != nil {
 		return nil, err
 	}
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, err
+	}
 	t := &Table{Columns: cols}
 	for rows.Next() {
 		vals := make([]any, len(cols))
@@ -261,9 +264,33 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
+		for i, v := range vals {
+			vals[i] = fromDriver(v, types[i].DatabaseTypeName())
+		}
 		t.Rows = append(t.Rows, vals)
 	}
 	return t, rows.Err()
+}
+
+// fromDriver gives the values whose Go form loses their SQL type the form DuckDB prints: a UUID
+// (handed over as its 16 bytes, like a BLOB), a DATE and a TIME (handed over as a time.Time at
+// midnight and on 0001-01-01).
+func fromDriver(v any, dbType string) any {
+	switch x := v.(type) {
+	case []byte:
+		if dbType == "UUID" && len(x) == 16 {
+			u := duckdb.UUID(x)
+			return u.String()
+		}
+	case time.Time:
+		switch dbType {
+		case "DATE":
+			return x.Format(time.DateOnly)
+		case "TIME":
+			return x.Format("15:04:05.999999")
+		}
+	}
+	return v
 }
 
 // Describe writes one line per view: files and rows.

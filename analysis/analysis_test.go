@@ -144,7 +144,7 @@ func TestViewsMatchShards(t *testing.T) {
 	}
 
 	// advantages: one row per rollout row per estimator, joinable on row_id; the estimator and
-	// iteration come from the hive partitions.
+	// iteration come from the folders iter=N and est=E.
 	tb, err = s.Query(ctx, `SELECT estimator, count(*) AS n, count(DISTINCT iteration) AS iters,
 		sum(CASE WHEN r.row_id IS NULL THEN 1 ELSE 0 END) AS unmatched
 		FROM advantages a LEFT JOIN rollouts r USING (iteration, row_id) GROUP BY estimator ORDER BY estimator`)
@@ -501,5 +501,108 @@ func TestStoreHash(t *testing.T) {
 	}
 	if analysis.StoreHash("s3://a/b") == analysis.StoreHash("s3://a/c") {
 		t.Error("different stores share a cache")
+	}
+}
+
+// TestQueryTypesRender: DECIMAL (a bare literal like 0.5, or a sum of one), INTERVAL, UUID, DATE
+// and TIME results come out as their values in every format, not as the driver's Go structs,
+// bytes or midnight/year-1 timestamps.
+func TestQueryTypesRender(t *testing.T) {
+	ctx := context.Background()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Query(ctx, `SELECT 1.5 AS d, -0.05::DECIMAL(10,4) AS d4, [0.25, 2.5] AS dl,
+		INTERVAL '1 year 2 months 3 days 04:05:06.5' AS iv, '00000000-0000-0000-0000-00000000000a'::UUID AS u,
+		DATE '2024-01-02' AS day, TIME '04:05:06.25' AS tod`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := tb.Float(0, "d"); f != 1.5 {
+		t.Errorf("Float of a DECIMAL 1.5: %v", f)
+	}
+	want := map[string]string{
+		"json": `[
+  {"d": 1.5, "d4": -0.05, "dl": [0.25,2.5], "iv": "1 year 2 months 3 days 04:05:06.5", "u": "00000000-0000-0000-0000-00000000000a", "day": "2024-01-02", "tod": "04:05:06.25"}
+]
+`,
+		"csv": "d,d4,dl,iv,u,day,tod\n1.5,-0.05,\"[0.25, 2.5]\",1 year 2 months 3 days 04:05:06.5,00000000-0000-0000-0000-00000000000a,2024-01-02,04:05:06.25\n",
+	}
+	for f, w := range want {
+		var buf bytes.Buffer
+		if err := tb.Write(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != w {
+			t.Errorf("%s:\n%s\nwant\n%s", f, buf.String(), w)
+		}
+	}
+	var buf bytes.Buffer
+	if err := tb.Write(&buf, "table"); err != nil {
+		t.Fatal(err)
+	}
+	// Numbers are right-aligned: the DECIMAL column is as wide as its header "d4" and "-0.05".
+	if lines := strings.Split(buf.String(), "\n"); !strings.HasPrefix(lines[2], "1.5  -0.05  [0.25, 2.5]  1 year 2 months 3 days 04:05:06.5  00000000-") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// TestReportParamsRejected: a spike threshold that SQL cannot hold (NaN, ±Inf) or that makes no
+// sense (negative), or a negative window, is an error naming the parameter, not a DuckDB binder
+// error about a column "NaN" nor a silent fallback to the default.
+func TestReportParamsRejected(t *testing.T) {
+	for _, p := range []analysis.ReportParams{{SpikeK: math.NaN()}, {SpikeK: math.Inf(1)}, {SpikeK: -3}, {Window: -1}} {
+		q, err := analysis.ReportSQL("gradnorm", p)
+		if err == nil || !(strings.Contains(err.Error(), "spike threshold k") || strings.Contains(err.Error(), "window")) {
+			t.Errorf("%+v: %v\n%s", p, err, q)
+		}
+	}
+	if q, err := analysis.ReportSQL("gradnorm", analysis.ReportParams{}); err != nil || !strings.Contains(q, "grad_norm > 2 * rolling_median") || !strings.Contains(q, "5 PRECEDING") {
+		t.Errorf("defaults: %v\n%s", err, q)
+	}
+}
+
+// TestCacheUnderNameValueFolders: a cache root whose path has name=value folders (as data lakes
+// lay out theirs) must not turn them into columns that replace the files' own: every view
+// answers as from a plain cache.
+func TestCacheUnderNameValueFolders(t *testing.T) {
+	ctx := context.Background()
+	store, _ := analysistest.Source(t)
+	plain := open(t, store, t.TempDir())
+	odd := open(t, store, filepath.Join(t.TempDir(), "model=x", "iteration=7", "run=r", "estimator=e", "agent=a", "step=9"))
+	queries := []string{
+		`SELECT run, iteration, agent, model, count(*) FROM rollouts GROUP BY ALL ORDER BY ALL`,
+		`SELECT estimator, iteration, agent, count(*), sum(advantage) FROM advantages GROUP BY ALL ORDER BY ALL`,
+		`SELECT estimator, iteration, agent, mu_k FROM diagnostics ORDER BY ALL`,
+		`SELECT estimator, iteration, model, agent, step, grad_norm FROM metrics ORDER BY ALL`,
+		`SELECT step, data_source, avg_at_k FROM evals ORDER BY ALL`,
+		`SELECT split, step, task_id, successes FROM eval_prompts ORDER BY ALL`,
+	}
+	for _, q := range queries {
+		var out []string
+		for _, s := range []*analysis.Session{plain, odd} {
+			tb, err := s.Query(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var buf bytes.Buffer
+			if err := tb.WriteCSV(&buf); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, buf.String())
+		}
+		if strings.Count(out[0], "\n") < 2 {
+			t.Fatalf("%s: no rows\n%s", q, out[0])
+		}
+		if out[0] != out[1] {
+			t.Errorf("%s:\nplain cache\n%s\ncache under name=value folders\n%s", q, out[0], out[1])
+		}
 	}
 }

@@ -3,17 +3,31 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
 
-// ReportParams tune the canned reports.
+// ReportParams tune the canned reports. Zero values take the defaults; a negative or
+// non-finite value is an error.
 type ReportParams struct {
 	// SpikeK: an update is a grad-norm spike when its grad norm exceeds SpikeK × the rolling
 	// median of the agent's previous Window updates (gradnorm). Default 2.
 	SpikeK float64
 	// Window is the rolling-median window, in updates (iterations). Default 5.
 	Window int
+}
+
+// validate rejects what the SQL cannot express: SpikeK is formatted into it with %g, where NaN
+// and ±Inf are not numbers but column names.
+func (p ReportParams) validate() error {
+	if math.IsNaN(p.SpikeK) || math.IsInf(p.SpikeK, 0) || p.SpikeK < 0 {
+		return fmt.Errorf("spike threshold k = %g: want a finite number > 0 (default 2)", p.SpikeK)
+	}
+	if p.Window < 0 {
+		return fmt.Errorf("rolling-median window = %d: want a number of iterations > 0 (default 5)", p.Window)
+	}
+	return nil
 }
 
 func (p ReportParams) withDefaults() ReportParams {
@@ -125,6 +139,9 @@ func ReportSQL(name string, p ReportParams) (string, error) {
 		}
 		sort.Strings(names)
 		return "", fmt.Errorf("unknown report %q (have %s)", name, strings.Join(names, ", "))
+	}
+	if err := p.validate(); err != nil {
+		return "", fmt.Errorf("report %s: %w", name, err)
 	}
 	return r.sql(p.withDefaults()), nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/duckdb/duckdb-go/v2"
 )
 
 // Table is a query result.
@@ -94,6 +96,8 @@ func toFloat(v any) (float64, bool) {
 	case *big.Int:
 		f, _ := new(big.Float).SetInt(x).Float64()
 		return f, true
+	case duckdb.Decimal:
+		return x.Float64(), true
 	}
 	return 0, false
 }
@@ -126,6 +130,10 @@ func formatValue(v any, short bool) string {
 		return strconv.FormatFloat(float64(x), 'g', -1, 32)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
+	case duckdb.Decimal:
+		return x.String() // exact, as DuckDB prints it
+	case duckdb.Interval:
+		return formatInterval(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -252,6 +260,10 @@ func jsonValue(v any) any {
 		return string(x)
 	case *big.Int:
 		return json.Number(x.String())
+	case duckdb.Decimal:
+		return json.Number(x.String()) // exact; a struct of width, scale and unscaled value otherwise
+	case duckdb.Interval:
+		return formatInterval(x)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -266,4 +278,33 @@ func jsonValue(v any) any {
 		return out
 	}
 	return v
+}
+
+// formatInterval renders an INTERVAL as DuckDB does: "1 year 2 months 3 days 04:05:06.5".
+func formatInterval(iv duckdb.Interval) string {
+	var parts []string
+	unit := func(n int64, name string) {
+		if n == 0 {
+			return
+		}
+		if n != 1 && n != -1 {
+			name += "s"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n, name))
+	}
+	unit(int64(iv.Months/12), "year")
+	unit(int64(iv.Months%12), "month")
+	unit(int64(iv.Days), "day")
+	if us := iv.Micros; us != 0 || len(parts) == 0 {
+		sign := ""
+		if us < 0 {
+			sign, us = "-", -us
+		}
+		t := fmt.Sprintf("%s%02d:%02d:%02d", sign, us/3_600_000_000, us/60_000_000%60, us/1_000_000%60)
+		if frac := us % 1_000_000; frac != 0 {
+			t += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, " ")
 }
