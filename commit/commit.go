@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"sort"
+	"strings"
 
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -38,7 +40,7 @@ var ErrConflict = errors.New("commit conflict")
 
 // File is one committed file of a folder.
 type File struct {
-	Name   string `json:"name"` // relative to the folder, may contain "/"
+	Name   string `json:"name"` // relative to the folder, may contain "/"; not _MANIFEST.json or under _receipts/
 	Rows   int64  `json:"rows,omitempty"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
@@ -76,9 +78,12 @@ func (m *Manifest) Validate() error {
 	}
 	seen := map[string]bool{}
 	var rows int64
+	overflow := false
 	for i, f := range m.Files {
 		if err := storage.ValidateKey(f.Name); err != nil {
 			errs = append(errs, fmt.Errorf("file %d: %w", i, err))
+		} else if reserved(f.Name) {
+			errs = append(errs, fmt.Errorf("file %q: the name is reserved for the commit protocol (%s, %s/)", f.Name, ManifestName, ReceiptsDir))
 		}
 		if seen[f.Name] {
 			errs = append(errs, fmt.Errorf("file %q listed twice", f.Name))
@@ -90,9 +95,15 @@ func (m *Manifest) Validate() error {
 		if b, err := hex.DecodeString(f.SHA256); err != nil || len(b) != sha256.Size {
 			errs = append(errs, fmt.Errorf("file %q: sha256 %q is not 64 hex digits", f.Name, f.SHA256))
 		}
+		if f.Rows > 0 && rows > math.MaxInt64-f.Rows {
+			overflow = true
+		}
 		rows += f.Rows
 	}
-	if rows != m.Rows {
+	switch {
+	case overflow:
+		errs = append(errs, errors.New("the rows of the files add up to more than 2^63-1"))
+	case rows != m.Rows:
 		errs = append(errs, fmt.Errorf("rows %d, but files add up to %d", m.Rows, rows))
 	}
 	return errors.Join(errs...)
@@ -119,13 +130,20 @@ func Decode(data []byte, name string) (*Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%s: parse manifest: %w", name, err)
 	}
-	if dec.More() {
+	// dec.More is false before a stray "]" or "}": ask for the next token instead.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%s: trailing data after manifest", name)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &m, nil
+}
+
+// reserved reports whether a file name of a folder would collide with the folder's manifest
+// or receipts (which Finalize deletes).
+func reserved(name string) bool {
+	return name == ManifestName || name == ReceiptsDir || strings.HasPrefix(name, ReceiptsDir+"/")
 }
 
 // Digest is the hex sha256 of data.

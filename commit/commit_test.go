@@ -3,6 +3,7 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path"
 	"strings"
 	"testing"
@@ -105,8 +106,14 @@ func TestDecodeRejectsBadManifests(t *testing.T) {
 		"bad run":       strings.Replace(good, `"run":"r"`, `"run":"../x"`, 1),
 		"bad key":       strings.Replace(good, `"name":"a"`, `"name":"../a"`, 1),
 		"trailing":      good + "{}",
-		"not json":      "PAR1PAR1",
-		"empty":         "",
+		"trailing ]":    good + "]",
+		"trailing }":    good + "}",
+		"rows overflow": strings.Replace(strings.Replace(good, `"rows":1,"files"`, `"rows":-9223372036854775807,"files"`, 1),
+			`"rows":1,"bytes"`, `"rows":9223372036854775807,"bytes":1,"sha256":"`+strings.Repeat("ab", 32)+`"},{"name":"b","rows":2,"bytes"`, 1),
+		"manifest as a file": strings.Replace(good, `"name":"a"`, `"name":"_MANIFEST.json"`, 1),
+		"receipt as a file":  strings.Replace(good, `"name":"a"`, `"name":"_receipts/a.json"`, 1),
+		"not json":           "PAR1PAR1",
+		"empty":              "",
 	}
 	for name, in := range cases {
 		if _, err := commit.Decode([]byte(in), "m.json"); err == nil {
@@ -143,5 +150,75 @@ func TestParseIterDir(t *testing.T) {
 		if n, ok := commit.ParseIterDir(el); ok {
 			t.Errorf("ParseIterDir(%q) = %d, want not an iteration folder", el, n)
 		}
+	}
+}
+
+// hookBucket runs before once, just before the first Get of key.
+type hookBucket struct {
+	storage.Bucket
+	key    string
+	before func()
+}
+
+func (h *hookBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == h.key && h.before != nil {
+		h.before()
+		h.before = nil
+	}
+	return h.Bucket.Get(ctx, key)
+}
+
+// A worker whose Finalize reads the receipts while another worker commits the folder and
+// removes them reports the folder committed, not waiting for a part.
+func TestFinalizeSeesAConcurrentCommit(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 0)
+	it := 0
+	newManifest := func() *commit.Manifest {
+		return &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
+	}
+	parts := []string{"part-00000-of-00002.parquet", "part-00001-of-00002.parquet"}
+	for i, p := range parts {
+		f, err := commit.PutFile(ctx, b, dir, p, []byte{byte(i)}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commit.PutReceipt(ctx, b, dir, commit.Receipt{File: f, Writer: commit.Writer(newManifest())}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var shaA string
+	hooked := &hookBucket{Bucket: b, key: path.Join(dir, commit.ReceiptsDir, parts[1]+".json"), before: func() {
+		done, sha, err := commit.Finalize(ctx, b, dir, parts, newManifest(), nil)
+		if err != nil || !done {
+			t.Fatalf("first worker: done %v, %v", done, err)
+		}
+		shaA = sha
+	}}
+	done, sha, err := commit.Finalize(ctx, hooked, dir, parts, newManifest(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shaA == "" {
+		t.Fatal("the other worker's Finalize did not run")
+	}
+	if !done || sha != shaA {
+		t.Fatalf("Finalize racing a commit: done %v, sha %q; want true, %q", done, sha, shaA)
+	}
+	// Without a commit, a missing part still means not done.
+	dir2 := commit.RolloutDir("r", 1)
+	f, err := commit.PutFile(ctx, b, dir2, parts[0], []byte{0}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.PutReceipt(ctx, b, dir2, commit.Receipt{File: f, Writer: commit.Writer(newManifest())}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _, err := commit.Finalize(ctx, b, dir2, parts, newManifest(), nil); done || err != nil {
+		t.Fatalf("Finalize with a part missing: done %v, %v", done, err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, b, dir2); ok {
+		t.Fatal("a folder with a missing part was committed")
 	}
 }

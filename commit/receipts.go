@@ -110,8 +110,10 @@ func partWritten(ctx context.Context, b storage.Bucket, dir string, r Receipt) (
 // that ran another config or checkpoint are an error, and nothing is committed), calls merge (if not nil) with the receipts in part order so
 // the caller can complete m (and write summary files, whose entries merge returns), commits
 // the manifest with an only-if-absent put, and removes the receipts. It returns false (and
-// commits nothing) while some part is missing. Finalize is idempotent and may be called by
-// every worker: the first complete call commits, later ones confirm the identical manifest.
+// commits nothing) while some part is missing, unless another worker committed the folder
+// meanwhile (and removed the receipts): then it returns true and that manifest's sha256.
+// Finalize is idempotent and may be called by every worker: the first complete call commits,
+// later ones confirm the identical manifest.
 func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string, m *Manifest, merge func([]Receipt) ([]File, error)) (bool, string, error) {
 	if _, sha, err := Read(ctx, b, dir); err == nil {
 		return true, sha, CleanReceipts(ctx, b, dir)
@@ -133,8 +135,18 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 		if ok {
 			ok, err = partWritten(ctx, b, dir, r)
 		}
-		if err != nil || !ok {
+		if err != nil {
 			return false, "", err
+		}
+		if !ok {
+			// Another worker may have committed the folder (and removed its receipts) since
+			// the check above: then the folder is done, not waiting for this part.
+			if _, sha, err := Read(ctx, b, dir); err == nil {
+				return true, sha, nil
+			} else if !errors.Is(err, ErrNotCommitted) {
+				return false, "", err
+			}
+			return false, "", nil
 		}
 		recs = append(recs, r)
 	}

@@ -39,8 +39,10 @@ func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) 
 	return f, nil
 }
 
-// CheckSchema reports every column of want that f lacks or holds with another physical type,
-// naming the file. Extra columns in f are allowed.
+// CheckSchema reports every column of want that f lacks, holds with another physical type, or
+// holds as optional or repeated where want has a required (or less nested) column, naming the
+// file. Extra columns in f are allowed. A nullable column is refused even when it holds no
+// nulls: decoding into want's required fields would turn a null into a zero value unnoticed.
 func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...string) error {
 	var errs []error
 	for _, path := range want.Columns() {
@@ -55,6 +57,12 @@ func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...
 		}
 		if wk, fk := wl.Node.Type().Kind(), fl.Node.Type().Kind(); wk != fk {
 			errs = append(errs, fmt.Errorf("column %s is %v, want %v", strings.Join(path, "."), fk, wk))
+		}
+		switch {
+		case fl.MaxRepetitionLevel > wl.MaxRepetitionLevel:
+			errs = append(errs, fmt.Errorf("column %s is repeated, want one value a row", strings.Join(path, ".")))
+		case fl.MaxDefinitionLevel > wl.MaxDefinitionLevel:
+			errs = append(errs, fmt.Errorf("column %s is optional (nullable), want required: write it NOT NULL", strings.Join(path, ".")))
 		}
 	}
 	if len(errs) > 0 {

@@ -16,7 +16,7 @@ import (
 const maxFooterBytes = 64 << 20
 
 // OpenColumns opens the Parquet object key (of the given size) for reading only the named
-// top-level columns, without downloading the rest: it fetches the footer, then each row
+// top-level columns (all the leaves of a list or group column), without downloading the rest: it fetches the footer, then each row
 // group's chunks of those columns with one ranged read per chunk, and serves the Parquet
 // reader from memory. Reading any other column of the returned file fails.
 func OpenColumns(ctx context.Context, b storage.Bucket, key string, size int64, columns []string) (*parquet.File, error) {
@@ -92,15 +92,22 @@ func openFile(ra io.ReaderAt, size int64) (f *parquet.File, err error) {
 	return parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true), parquet.ReadBufferSize(1<<20))
 }
 
-// columnIndexes returns the leaf column indexes of the named top-level columns.
+// columnIndexes returns the leaf column indexes of the named top-level columns: one for a
+// plain column, every leaf below it for a list or a group.
 func columnIndexes(f *parquet.File, key string, columns []string) ([]int, error) {
 	var idx []int
+	paths := f.Schema().Columns()
 	for _, c := range columns {
-		leaf, ok := f.Schema().Lookup(c)
-		if !ok {
+		n := len(idx)
+		for _, p := range paths {
+			if p[0] == c {
+				leaf, _ := f.Schema().Lookup(p...)
+				idx = append(idx, leaf.ColumnIndex)
+			}
+		}
+		if len(idx) == n {
 			return nil, fmt.Errorf("%s: missing column %s", key, c)
 		}
-		idx = append(idx, leaf.ColumnIndex)
 	}
 	return idx, nil
 }

@@ -6,8 +6,9 @@
 //     timestamps, fixed row-group size, zstd at a fixed level).
 //   - Writers refuse rows that break the sort order or the partition rule (all rows of one uid
 //     in one part), so readers may rely on groups being contiguous runs.
-//   - Readers validate the schema and report every missing or mistyped column at once, naming
-//     the file; malformed files give errors, never panics.
+//   - Readers validate the schema and report every missing, mistyped or nullable (where the
+//     row type needs a value) column at once, naming the file; malformed files give errors,
+//     never panics.
 package shards
 
 import (

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -192,6 +193,114 @@ func TestMalformedFiles(t *testing.T) {
 	_, err = shards.ReadTrajectories(bytes.NewReader(other), int64(len(other)), "other.parquet")
 	if err == nil || !strings.Contains(err.Error(), "missing column score") || !strings.Contains(err.Error(), "column uid is INT64") {
 		t.Fatalf("want schema errors naming columns, got %v", err)
+	}
+}
+
+// nullableRow is Row with uid and score nullable, as DuckDB and pyarrow write columns unless
+// told NOT NULL.
+type nullableRow struct {
+	RowID            int64     `parquet:"row_id"`
+	Run              string    `parquet:"run"`
+	Iteration        int32     `parquet:"iteration"`
+	PolicyVersion    int64     `parquet:"policy_version"`
+	DataSource       string    `parquet:"data_source"`
+	TaskID           string    `parquet:"task_id"`
+	UID              *string   `parquet:"uid,optional"`
+	TrajUID          string    `parquet:"traj_uid"`
+	Sample           int32     `parquet:"sample"`
+	Step             int32     `parquet:"step"`
+	Agent            string    `parquet:"agent"`
+	Model            string    `parquet:"model"`
+	PromptIDs        []int32   `parquet:"prompt_ids,list"`
+	ResponseIDs      []int32   `parquet:"response_ids,list"`
+	ResponseLogprobs []float32 `parquet:"response_logprobs,list"`
+	PromptText       string    `parquet:"prompt_text"`
+	ResponseText     string    `parquet:"response_text"`
+	Valid            bool      `parquet:"valid"`
+	Score            *float64  `parquet:"score,optional"`
+	EpisodeReward    float64   `parquet:"episode_reward"`
+	FinishReason     string    `parquet:"finish_reason"`
+}
+
+// A file whose columns are nullable is refused by every reader, naming the columns: reading it
+// into Row would turn a null uid or score into "" or 0 without a word.
+func TestNullableColumnsRejected(t *testing.T) {
+	rows := shardtest.Rows(shardtest.Options{Seed: 3, Groups: 2, Samples: 2})
+	nullable := make([]nullableRow, len(rows))
+	for i, r := range rows {
+		nullable[i] = nullableRow{RowID: r.RowID, Run: r.Run, TrajUID: r.TrajUID, Agent: r.Agent, Sample: r.Sample}
+		if i != 1 { // row 1: null uid and score
+			uid, score := r.UID, r.Score
+			nullable[i].UID, nullable[i].Score = &uid, &score
+		}
+	}
+	data, err := shards.EncodeTable(nullable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s read a file with nullable uid and score", what)
+		}
+		for _, want := range []string{"nullable.parquet", "column uid is optional", "column score is optional"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: error %q does not say %q", what, err, want)
+			}
+		}
+	}
+	_, err = shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), "nullable.parquet")
+	check("ReadTrajectories", err)
+	_, err = shards.ReadTable[shards.Row](bytes.NewReader(data), int64(len(data)), "nullable.parquet")
+	check("ReadTable", err)
+	var kr shards.KeyReader
+	_, err = kr.Read(context.Background(), bytesBucket{data: data}, "nullable.parquet", int64(len(data)))
+	check("KeyReader", err)
+	// Nullable columns where the struct has optional fields read as before.
+	type opt struct {
+		UID   *string  `parquet:"uid,optional"`
+		Score *float64 `parquet:"score,optional"`
+	}
+	got, err := shards.ReadTable[opt](bytes.NewReader(data), int64(len(data)), "nullable.parquet")
+	if err != nil || len(got) != len(rows) || got[1].UID != nil || got[0].Score == nil || *got[0].Score != rows[0].Score {
+		t.Fatalf("ReadTable into optional fields: %d rows, %v", len(got), err)
+	}
+}
+
+// OpenColumns reads list columns too (every leaf below the named top-level column), rather than
+// calling an existing column missing.
+func TestOpenColumnsListColumn(t *testing.T) {
+	rows := shardtest.Rows(shardtest.Options{Seed: 3, Groups: 2, Samples: 2})
+	data := encode(t, 0, rows)
+	pf, err := shards.OpenColumns(context.Background(), bytesBucket{data: data}, "p", int64(len(data)), []string{"row_id", "prompt_ids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := pf.Schema().Lookup("prompt_ids", "list", "element")
+	var got, want []int32
+	for _, rg := range pf.RowGroups() {
+		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		for {
+			p, err := pages.ReadPage()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := p.Data()
+			got = append(got, v.Int32()...)
+		}
+		pages.Close()
+	}
+	for _, r := range rows {
+		want = append(want, r.PromptIDs...)
+	}
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("prompt_ids through OpenColumns: %d values, want %d", len(got), len(want))
+	}
+	if _, err := shards.OpenColumns(context.Background(), bytesBucket{data: data}, "p", int64(len(data)), []string{"nope"}); err == nil || !strings.Contains(err.Error(), "missing column nope") {
+		t.Fatalf("a missing column: %v", err)
 	}
 }
 

@@ -3,9 +3,11 @@
 // (prefixing, metrics). Providers live in their own packages (storage/filestore,
 // storage/s3store) and are chosen by one factory (storage/client) from a URL.
 //
-// Keys are slash-separated, relative, never start with "/" and never contain "." or ".."
-// elements; ValidateKey says why one is rejected. Every provider stores the same key
-// layout, so a local folder and a bucket are interchangeable.
+// Keys are slash-separated, relative, valid UTF-8, never start with "/" and never contain
+// "." or ".." elements; a key is at most MaxKeyBytes long and each element at most
+// MaxKeyElementBytes (the limits of S3 and of local file systems). ValidateKey says why one
+// is rejected. Every provider stores the same key layout, so a local folder and a bucket are
+// interchangeable.
 package storage
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bucket is an object store. All methods honour ctx cancellation.
@@ -128,11 +131,22 @@ func (e *KeyError) Error() string {
 
 func (e *KeyError) Unwrap() error { return e.Err }
 
+// MaxKeyBytes is the longest key (S3's limit); MaxKeyElementBytes the longest element of a
+// key (a file name on local file systems, and on MinIO).
+const (
+	MaxKeyBytes        = 1024
+	MaxKeyElementBytes = 255
+)
+
 // ValidateKey reports why key cannot name an object, or nil.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("empty object key")
+	case !utf8.ValidString(key):
+		return fmt.Errorf("object key %q is not valid UTF-8", key)
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("object key %.40q… is %d bytes long, more than %d", key, len(key), MaxKeyBytes)
 	case strings.HasPrefix(key, "/"):
 		return fmt.Errorf("object key %q starts with /", key)
 	case strings.HasSuffix(key, "/"):
@@ -143,6 +157,9 @@ func ValidateKey(key string) error {
 	for _, el := range strings.Split(key, "/") {
 		if el == "" || el == "." || el == ".." {
 			return fmt.Errorf("object key %q has an empty, . or .. element", key)
+		}
+		if len(el) > MaxKeyElementBytes {
+			return fmt.Errorf("object key %q has an element of %d bytes, more than %d", key, len(el), MaxKeyElementBytes)
 		}
 	}
 	return nil

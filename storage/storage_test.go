@@ -18,7 +18,16 @@ func TestValidateKey(t *testing.T) {
 			t.Errorf("ValidateKey(%q): %v", k, err)
 		}
 	}
-	for _, k := range []string{"", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b", "../a", "a\x00"} {
+	if err := storage.ValidateKey(strings.Repeat("x/", 511) + "yy"); err != nil { // 1024 bytes
+		t.Errorf("ValidateKey of a 1024-byte key: %v", err)
+	}
+	if err := storage.ValidateKey("a/" + strings.Repeat("é", 127) + "x"); err != nil { // 255-byte element
+		t.Errorf("ValidateKey of a 255-byte element: %v", err)
+	}
+	// What S3 (invalid UTF-8, over 1024 bytes) or a local folder and MinIO (an element over 255
+	// bytes) cannot store is rejected up front, the same way by every provider.
+	for _, k := range []string{"", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b", "../a", "a\x00",
+		"a/\xff\xfe", "a\xc3", strings.Repeat("x/", 512) + "y", "a/" + strings.Repeat("x", 256)} {
 		if err := storage.ValidateKey(k); err == nil {
 			t.Errorf("ValidateKey(%q) accepted", k)
 		}

@@ -15,8 +15,9 @@
 //     empty (best effort).
 //
 // Limits: a key cannot both name an object and be a folder of other objects (keys "a/b"
-// and "a/b/c" cannot coexist; the second Put fails), as on MinIO. Keys whose last element
-// starts with ".drmas-tmp-" are rejected. Reads are not interrupted by ctx once started,
+// and "a/b/c" cannot coexist; the second Put fails). S3 and MinIO store both, so a bucket
+// holding such a pair cannot be copied into a folder. Keys whose last element starts with
+// ".drmas-tmp-" are rejected. Reads are not interrupted by ctx once started,
 // except between Read calls.
 package filestore
 

@@ -64,6 +64,7 @@ func TestWithServer(t *testing.T) {
 		{"ConditionalPutDialErrorThenConflict", testConditionalPutDialErrorThenConflict},
 		{"ConditionalPutTooLarge", testConditionalPutTooLarge},
 		{"CancelledMultipartLeavesNoUploads", testCancelledMultipartLeavesNoUploads},
+		{"ReaderAtConnectionCut", testReaderAtConnectionCut},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, srv) })
 	}
@@ -468,5 +469,79 @@ func testConditionalPutConflict409(t *testing.T, srv *miniotest.Server) {
 		if err := storage.PutBytes(ctx, b, "LATEST", []byte("v1"), storage.IfAbsent()); !storage.IsAlreadyExists(err) {
 			t.Fatalf("fresh conditional put: %v", err)
 		}
+	}
+}
+
+// cutBody yields left bytes of a response body, then fails as net/http does when the server
+// goes away in the middle of a body (a restarted MinIO).
+type cutBody struct {
+	rc   io.ReadCloser
+	left int
+}
+
+func (c *cutBody) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := c.rc.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
+}
+
+func (c *cutBody) Close() error { return c.rc.Close() }
+
+// cutTransport cuts the bodies of ranged GETs while cut is set.
+type cutTransport struct {
+	base http.RoundTripper
+	cut  atomic.Bool
+}
+
+func (c *cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && req.Header.Get("Range") != "" && c.cut.Load() {
+		resp.Body = &cutBody{rc: resp.Body, left: 100}
+	}
+	return resp, err
+}
+
+// A ranged read whose connection fails mid-body is a read error naming the store, not an
+// object "shorter than its size" (which says the object changed); a really shorter object
+// still says so.
+func testReaderAtConnectionCut(t *testing.T, srv *miniotest.Server) {
+	ctx := context.Background()
+	base, err := minio.DefaultTransport(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &cutTransport{base: base}
+	cfg := config(srv, srv.NewBucket(t))
+	cfg.Transport = ct
+	b := open(t, cfg)
+	data := bytes.Repeat([]byte("0123456789"), 100_000)
+	if err := storage.PutBytes(ctx, b, "part.parquet", data); err != nil {
+		t.Fatal(err)
+	}
+	ra, _, err := storage.OpenReaderAt(ctx, b, "part.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	ct.cut.Store(true)
+	n, err := ra.ReadAt(buf, 1000)
+	ct.cut.Store(false)
+	if err == nil || n != 100 {
+		t.Fatalf("ReadAt over a cut connection: %d bytes, %v", n, err)
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "shorter") || !strings.Contains(err.Error(), b.Name()) {
+		t.Fatalf("ReadAt over a cut connection: %v; want a read error naming %s, not a shorter object", err, b.Name())
+	}
+	if n, err := ra.ReadAt(buf, 1000); n != len(buf) || err != nil || !bytes.Equal(buf, data[1000:1000+len(buf)]) {
+		t.Fatalf("ReadAt after the cut: %d, %v", n, err)
+	}
+	if err := storage.PutBytes(ctx, b, "part.parquet", data[:2000]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ra.ReadAt(buf, 1000); err == nil || !strings.Contains(err.Error(), "object shorter than its size") {
+		t.Fatalf("ReadAt of an object that shrank: %v", err)
 	}
 }
