@@ -485,8 +485,34 @@ func (w *workspace) checkFinite(specs []Spec, c *Columns, s, e int, outs []*Resu
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
-// rowFinite returns the error for a row whose baseline mean, baseline std or advantage under
-// sp is not finite (nil if all are): the scores are too large for float64 statistics or a
+// OverflowError is the error for the first row whose statistics or advantage are not finite
+// although its scores are: the scores are too large for float64 statistics or a float32
+// advantage. Row, Group and Agent index the Columns (row index, group and agent codes), so that
+// a caller holding the keys can name the row's uid and agent.
+//
+// One case is the opposite: scores that differ by so little (below about 1e-154) that their σ
+// underflows to 0, divided by an ε below about 1e-190 (an _eps<x> setting) give an advantage
+// that overflows; TinyEps is then set and the message asks for a larger ε instead.
+type OverflowError struct {
+	Estimator string // the spec's name, or "diagnostics"
+	Row       int
+	Group     int32
+	Agent     int32
+	What      string // e.g. "baseline std", "advantage", "group mean"
+	TinyEps   float64
+}
+
+func (e *OverflowError) Error() string {
+	fix := "the scores are too large, scale them down"
+	if e.TinyEps > 0 {
+		fix = fmt.Sprintf("the scores differ by too little for their σ to be nonzero in float64, and ε = %g is too small to divide by; use a larger ε", e.TinyEps)
+	}
+	return fmt.Sprintf("kernels: %s: row %d (group %d, agent %d): %s is not finite; %s",
+		e.Estimator, e.Row, e.Group, e.Agent, e.What, fix)
+}
+
+// rowFinite returns the *OverflowError for a row whose baseline mean, baseline std or advantage
+// under sp is not finite (nil if all are): the scores are too large for float64 statistics or a
 // float32 advantage. Compute and Reference report the first such row.
 func rowFinite(sp Spec, row int, group, agent int32, mu, sd float64, adv float32) error {
 	what := ""
@@ -500,7 +526,12 @@ func rowFinite(sp Spec, row int, group, agent int32, mu, sd float64, adv float32
 	default:
 		return nil
 	}
-	return fmt.Errorf("kernels: %s: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down", sp.Name(), row, group, agent, what)
+	e := &OverflowError{Estimator: sp.Name(), Row: row, Group: group, Agent: agent, What: what}
+	if what == "advantage" && sp.NormStd && sd == 0 {
+		// σ = 0 with unequal scores (equal ones give A = 0): their spread underflowed.
+		e.TinyEps = sp.eps()
+	}
+	return e
 }
 
 // diagFinite is rowFinite for a row's diagnostic statistics: those of its group (μ, σ), then
@@ -519,7 +550,7 @@ func diagFinite(row int, group, agent int32, mu, sd, muK, sdK float64) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("kernels: diagnostics: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down", row, group, agent, what)
+	return &OverflowError{Estimator: "diagnostics", Row: row, Group: group, Agent: agent, What: what}
 }
 
 // groupStats returns the group-level baseline of a grpo or grpo_step spec: (μ, σ, n) over
@@ -643,8 +674,8 @@ func Compute(ctx context.Context, spec Spec, cols *Columns, out *Result) error {
 // are computed once for all specs that need them. outs must be non-nil and distinct; their
 // slices are resized to the row count (reusing capacity). The input is validated as it is read;
 // an invalid input returns a *ValidationError (see Columns.Validate). Scores so large that a
-// statistic or an advantage of some spec is not finite return an error naming the first such
-// row (checked per group: groups whose |scores| are all ≤ 1e30 cannot overflow). ctx is
+// statistic or an advantage of some spec is not finite return an *OverflowError naming the
+// first such row (checked per group: groups whose |scores| are all ≤ 1e30 cannot overflow). ctx is
 // checked on entry and every 64 Ki rows; a cancelled ctx returns ctx.Err().
 func ComputeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result) error {
 	return computeMany(ctx, specs, cols, outs, nil)

@@ -11,9 +11,13 @@ import "math"
 // those of all rows of the group pooled, all with the rules of DESIGN.md §3 (one element gives
 // μ = 0, σ = 1; all-equal elements give σ = 0). The inflation of the group is
 // (σ_k² + (μ_k − μ)²)/σ²: how much larger the agent's gradient norm is under the global baseline
-// (μ, σ) than under its own (μ_k, σ_k). When σ = 0 every score of the group is equal, so
-// σ_k = 0 and μ_k = μ too and the ratio is 0/0: such a group is left out of the inflation
-// statistics and counted in ZeroSigmaGroups (all its advantages are 0 under any estimator).
+// (μ, σ) than under its own (μ_k, σ_k). When σ = 0 the group has two or more rows, all with
+// the same score, and the ratio has no meaning (0/0, or (1 + μ²)/0 for an agent with a single
+// row in the group, whose μ_k = 0, σ_k = 1 by rule): such a group is left out of the inflation
+// statistics and counted in ZeroSigmaGroups. Its advantages are 0 under every estimator except
+// where a singleton rule applies: under drmas the row of an agent with a single row in the
+// group, under grpo the rows of a group with a single trajectory (A = score/(1 + ε), or the
+// score itself without σ).
 //
 // An agent with no rows has Groups == 0 and every other field 0.
 type AgentDiagnostics struct {
@@ -84,7 +88,7 @@ func (a *diagAcc) result(agent int32) AgentDiagnostics {
 // Diagnose computes the per-agent diagnostics of cols, indexed by agent code
 // (len = NumAgents), in one pass over the contiguous groups (same kernel as Compute). Groups are
 // aggregated in row order. Invalid input returns a *ValidationError; scores so large that a
-// group's or an agent's μ or σ is not finite return an error naming the first such row.
+// group's or an agent's μ or σ is not finite return an *OverflowError naming the first such row.
 func Diagnose(cols *Columns) ([]AgentDiagnostics, error) {
 	if cols.NumAgents < 0 {
 		return nil, invalid(cols)

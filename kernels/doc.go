@@ -12,7 +12,10 @@
 //     Spec names are described at ParseSpec. One refinement, identical in exact arithmetic: when
 //     all values of a statistic are equal, μ is that value and σ = 0 exactly (the two-pass
 //     formula can leave a rounding residue ~1e-17 in σ), so "σ = 0" tests are reliable; the
-//     advantage is then 0/(0+ε) = 0.
+//     advantage is then 0/(0+ε) = 0. (σ is also 0 when the values differ by less than about
+//     1e-154, whose squared deviations underflow float64: their advantages are then (x − μ)/ε,
+//     which rounds to 0 in float32 for any ε above about 1e-100, is meaningless below, and is an
+//     *OverflowError asking for a larger ε where it overflows.)
 //   - Compute and ComputeMany are the fast path: one pass over the contiguous group runs of
 //     Columns (rows of one uid are adjacent, as in sorted shards), no hash maps, fixed-order
 //     two-pass mean/variance in float64, no allocations once the Result is large enough
@@ -26,8 +29,8 @@
 //     codes below NumAgents, contiguous groups. Invalid input is an error (*ValidationError,
 //     listing every problem with row indices), never a silently wrong column. So are scores
 //     finite but so large that a statistic overflows float64 or an advantage float32 (beyond
-//     about 1e154 or 1e38): the error names the first such row, its group and agent, and
-//     Reference returns the same one. On error the contents of the Result are unspecified.
+//     about 1e154 or 1e38): the error (*OverflowError) names the first such row, its group
+//     and agent, and Reference returns the same one. On error the contents of the Result are unspecified.
 //   - Trajectories are identified by the pair (Group, Traj); rows of one trajectory need not be
 //     adjacent within their group (they are in sorted shards, which is the fast case).
 //   - Diagnose gives, per agent, the Lemma 4.2 statistics averaged over the groups where the agent

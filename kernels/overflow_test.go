@@ -54,7 +54,8 @@ func TestOverflowIsAnError(t *testing.T) {
 		{"singleton", oneAgent(normal, []float64{2}, []float64{1e39}), []string{"drmas", "grpo", "grpo_step"},
 			"row 3 (group 2, agent 0): advantage is not finite"},
 		// (x − μ)² = 2.5e-341 underflows to 0, so σ = 0 and A = ±5e-171/1e-300 = ±5e129.
-		{"tiny eps", oneAgent(normal, []float64{1e-170, 2e-170}), []string{"drmas_eps1e-300"},
+		// The scores are not too large: the message asks for a larger ε instead.
+		{"tiny eps", oneAgent(normal, []float64{1e-170, 2e-170}), []string{"drmas_eps1e-300", "grpo_step_eps1e-300"},
 			"row 2 (group 1, agent 0): advantage is not finite"},
 		// Two bad groups: the first is named.
 		{"first", oneAgent(normal, []float64{1e39, -1e39}, []float64{1e200, -1e200}), []string{"grpo_step_nostd"},
@@ -67,9 +68,17 @@ func TestOverflowIsAnError(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := "kernels: " + name + ": " + tc.want
+				fix, tinyEps := "scale them down", tc.name == "tiny eps"
+				if tinyEps {
+					fix = "use a larger ε"
+				}
 				err = Compute(ctx, sp, tc.cols, &Result{})
-				if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "scale them down") {
-					t.Errorf("%s: Compute error %v, want %q…", name, err, want)
+				if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), fix) {
+					t.Errorf("%s: Compute error %v, want %q… %s", name, err, want, fix)
+				}
+				var oe *OverflowError
+				if !errors.As(err, &oe) || (oe.TinyEps > 0) != tinyEps {
+					t.Errorf("%s: Compute error %#v, want an *OverflowError", name, err)
 				}
 				if _, refErr := Reference(sp, tc.cols); refErr == nil || err == nil || refErr.Error() != err.Error() {
 					t.Errorf("%s: Reference error %v, Compute error %v", name, refErr, err)
@@ -93,6 +102,11 @@ func TestOverflowDiagnostics(t *testing.T) {
 	_, refErr := DiagnoseReference(cols)
 	if err == nil || !strings.HasPrefix(err.Error(), want) || refErr == nil || refErr.Error() != err.Error() {
 		t.Fatalf("Diagnose error %v, DiagnoseReference error %v, want %q…", err, refErr, want)
+	}
+	// Typed, so that a caller holding the keys can name the row's uid and agent.
+	var oe *OverflowError
+	if !errors.As(err, &oe) || *oe != (OverflowError{Estimator: "diagnostics", Row: 2, Group: 1, Agent: 0, What: "group std"}) {
+		t.Fatalf("Diagnose error %#v, want an *OverflowError for row 2", err)
 	}
 	// grpo itself is fine here (both trajectories average to 0: μ = σ = 0, A = 0); the
 	// diagnostics the stage writes with it are not (σ of the group's rows overflows).

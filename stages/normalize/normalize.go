@@ -44,7 +44,10 @@ type Options struct {
 }
 
 // DiagnosticsRow is one row of diagnostics/est=<name>/agents.parquet: the Lemma 4.2 statistics of
-// one agent over the iteration's groups, and the estimator's advantage statistics for it.
+// one agent over the iteration's groups (kernels.AgentDiagnostics), and the estimator's
+// advantage statistics for it: AdvMean, AdvAbsMean and AdvStd are the mean, the mean absolute
+// value and the population standard deviation (divided by n) of the agent's stored (float32)
+// advantages.
 type DiagnosticsRow struct {
 	Iteration       int32   `parquet:"iteration"`
 	Estimator       string  `parquet:"estimator,dict"`
@@ -80,7 +83,7 @@ type Result struct {
 func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 	var specs []kernels.Spec
 	var errs []error
-	seen := map[string]bool{}
+	seen := map[string]string{} // canonical name → the name it was first requested as
 	for _, n := range names {
 		s, err := kernels.ParseSpecEps(n, eps)
 		if err != nil {
@@ -88,11 +91,11 @@ func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 			continue
 		}
 		s = s.Canonical()
-		if seen[s.Name()] {
-			errs = append(errs, fmt.Errorf("estimator %s requested twice", s.Name()))
+		if first, ok := seen[s.Name()]; ok {
+			errs = append(errs, fmt.Errorf("estimator %s requested twice (as %q and %q)", s.Name(), first, n))
 			continue
 		}
-		seen[s.Name()] = true
+		seen[s.Name()] = n
 		specs = append(specs, s)
 	}
 	if len(specs) == 0 && len(errs) == 0 {
@@ -209,6 +212,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		diags, err := kernels.ComputeWithDiagnostics(ctx, todo, cols, sl.outs, sl.diags)
 		if err != nil {
+			// The kernel names the row by its index and codes; name its row_id, uid and agent.
+			var oe *kernels.OverflowError
+			if errors.As(err, &oe) && oe.Row >= 0 && oe.Row < keys.Len() {
+				r := oe.Row
+				err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
+			}
 			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
 		}
 		sl.diags = diags
@@ -517,7 +526,24 @@ type agentAcc struct {
 	sumMuK, sumSigK, sumMu   float64
 	sumSig, sumZero, sumInfl float64
 	advN                     int64
-	advSum, advAbsSum, advSq float64
+	advSum, advAbsSum, advM2 float64 // advM2: Σ (advantage − mean)², for adv_std
+}
+
+// addAdv merges the advantage statistics of n more rows (their sum, sum of absolute values and
+// sum of squared deviations from their own mean) with Chan et al.'s pairwise update, so that
+// adv_std stays accurate when the mean is large next to the spread (Σx²/n − mean² would cancel).
+func (x *agentAcc) addAdv(n int64, sum, absSum, m2 float64) {
+	if n == 0 {
+		return
+	}
+	if x.advN > 0 {
+		d := sum/float64(n) - x.advSum/float64(x.advN)
+		m2 += d * d * (float64(x.advN) * float64(n) / float64(x.advN+n))
+	}
+	x.advN += n
+	x.advSum += sum
+	x.advAbsSum += absSum
+	x.advM2 += m2
 }
 
 func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.AgentDiagnostics, r *kernels.Result) {
@@ -550,13 +576,23 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 			x.sumInfl += d.InflationMean * float64(d.InflationGroups)
 		}
 	}
+	// The part's advantage statistics per agent code, two-pass (sums, then squared deviations
+	// from the part's mean), then merged into the agents' accumulators.
+	nc := len(k.Agents)
+	cnt := make([]int64, nc)
+	sum, absSum, m2 := make([]float64, nc), make([]float64, nc), make([]float64, nc)
 	for i, code := range cols.Agent {
-		x := local[code]
 		v := float64(r.Advantage[i])
-		x.advN++
-		x.advSum += v
-		x.advAbsSum += math.Abs(v)
-		x.advSq += v * v
+		cnt[code]++
+		sum[code] += v
+		absSum[code] += math.Abs(v)
+	}
+	for i, code := range cols.Agent {
+		d := float64(r.Advantage[i]) - sum[code]/float64(cnt[code])
+		m2[code] += d * d
+	}
+	for code, x := range local {
+		x.addAdv(cnt[code], sum[code], absSum[code], m2[code])
 	}
 }
 
@@ -569,14 +605,14 @@ type agentExport struct {
 	SumMuK, SumSigK, SumMu   float64
 	SumSig, SumZero, SumInfl float64
 	AdvN                     int64
-	AdvSum, AdvAbsSum, AdvSq float64
+	AdvSum, AdvAbsSum, AdvM2 float64
 }
 
 func (a *diagAcc) export() diagExport {
 	out := diagExport{}
 	for name, x := range a.byAgent {
 		out[name] = agentExport{D: x.d, SumMuK: x.sumMuK, SumSigK: x.sumSigK, SumMu: x.sumMu, SumSig: x.sumSig,
-			SumZero: x.sumZero, SumInfl: x.sumInfl, AdvN: x.advN, AdvSum: x.advSum, AdvAbsSum: x.advAbsSum, AdvSq: x.advSq}
+			SumZero: x.sumZero, SumInfl: x.sumInfl, AdvN: x.advN, AdvSum: x.advSum, AdvAbsSum: x.advAbsSum, AdvM2: x.advM2}
 	}
 	return out
 }
@@ -612,10 +648,7 @@ func (a *diagAcc) merge(p diagExport) {
 		x.sumSig += e.SumSig
 		x.sumZero += e.SumZero
 		x.sumInfl += e.SumInfl
-		x.advN += e.AdvN
-		x.advSum += e.AdvSum
-		x.advAbsSum += e.AdvAbsSum
-		x.advSq += e.AdvSq
+		x.addAdv(e.AdvN, e.AdvSum, e.AdvAbsSum, e.AdvM2)
 	}
 }
 
@@ -632,7 +665,6 @@ func (a *diagAcc) rows(iter int32, est string) []DiagnosticsRow {
 	for _, name := range names {
 		x := a.byAgent[name]
 		mean := div(x.advSum, x.advN)
-		variance := div(x.advSq, x.advN) - mean*mean
 		out = append(out, DiagnosticsRow{
 			Iteration: iter, Estimator: est, Agent: name,
 			Rows: x.d.Rows, Groups: x.d.Groups, SingletonGroups: x.d.SingletonGroups,
@@ -641,7 +673,7 @@ func (a *diagAcc) rows(iter int32, est string) []DiagnosticsRow {
 			ZeroSigmaKShare: div(x.sumZero, x.d.Groups),
 			InflationMean:   div(x.sumInfl, x.d.InflationGroups), InflationMax: x.d.InflationMax,
 			InflationGroups: x.d.InflationGroups, ZeroSigmaGroups: x.d.ZeroSigmaGroups,
-			AdvMean: mean, AdvAbsMean: div(x.advAbsSum, x.advN), AdvStd: math.Sqrt(math.Max(variance, 0)),
+			AdvMean: mean, AdvAbsMean: div(x.advAbsSum, x.advN), AdvStd: math.Sqrt(div(x.advM2, x.advN)),
 		})
 	}
 	return out

@@ -23,6 +23,8 @@ func TestParseSpecs(t *testing.T) {
 		{names: []string{"drmas"}, eps: 0, want: []string{"drmas"}, wantEps: []float64{1e-6}},
 		{names: []string{"drmas", "drmas_eps1e-08"}, eps: 1e-8, err: "estimator drmas_eps1e-08 requested twice"},
 		{names: []string{"drmas", "drmas_eps1e-6"}, eps: 1e-6, err: "estimator drmas requested twice"},
+		// An alias is named as the user spelled it, not only by the canonical name.
+		{names: []string{"drgrpo", "drmas", "grpo_nostd"}, eps: 1e-6, err: `estimator grpo_nostd requested twice (as "drgrpo" and "grpo_nostd")`},
 		{names: nil, eps: 1e-8, err: "no estimator requested"},
 	} {
 		specs, err := ParseSpecs(tc.names, tc.eps)

@@ -212,7 +212,10 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 		ps := threeParts(7)
 		ps[1][5].Score = 1e200
 		stagetest.WriteRollout(t, env, 0, ps, true)
-		check(t, env, "part-00001-of-00003.parquet", "is not finite", "scale them down")
+		// The row is named by its uid and agent (drmas: the first row of the row's agent in
+		// its group, whose σ_k overflows), not only by the kernel's codes.
+		check(t, env, "part-00001-of-00003.parquet", "is not finite", "scale them down",
+			fmt.Sprintf("(uid %q, agent %q)", ps[1][5].UID, ps[1][5].Agent))
 	})
 	t.Run("uid split", func(t *testing.T) {
 		env := stagetest.Env(t, stagetest.Config(t, "math"))
@@ -292,5 +295,50 @@ func TestShardedNormalizeEqualsSingleProcess(t *testing.T) {
 	})
 	if len(receipts) != 0 {
 		t.Fatalf("receipts left: %v", receipts)
+	}
+}
+
+// TestStageDiagnosticsAdvStdLargeMean: adv_std of advantages whose mean is large next to their
+// spread. Every uid has one row, so under drmas_nostd each advantage is the score itself
+// (singleton rule μ = 0): about 1000 with a spread of ~5e-4. Σx²/n − mean² loses that spread to
+// cancellation (5% off here); the per-part two-pass sums merged pairwise keep it.
+func TestStageDiagnosticsAdvStdLargeMean(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	const perPart = 10000
+	var ps [][]shards.Row
+	var advs []float64
+	for p := 0; p < 2; p++ {
+		var part []shards.Row
+		for i := 0; i < perPart; i++ {
+			j := p*perPart + i
+			score := 1000 + float64(j%2)*1e-3 + float64(j%7)*1e-4
+			uid := fmt.Sprintf("u%05d", j)
+			part = append(part, shards.Row{RowID: shards.RowID(p, i), Run: "t", UID: uid, TrajUID: uid + "-0",
+				Agent: "solver", Model: "m1", Score: score, EpisodeReward: score})
+			advs = append(advs, float64(float32(score)))
+		}
+		ps = append(ps, part)
+	}
+	stagetest.WriteRollout(t, env, 0, ps, false)
+	res, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas_nostd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mean, m2 float64
+	for _, a := range advs {
+		mean += a
+	}
+	mean /= float64(len(advs))
+	for _, a := range advs {
+		m2 += (a - mean) * (a - mean)
+	}
+	want := math.Sqrt(m2 / float64(len(advs)))
+	d := res.Diagnostics["drmas_nostd"]
+	if len(d) != 1 || math.Abs(d[0].AdvMean-mean) > 1e-9*mean {
+		t.Fatalf("diagnostics %+v, want adv_mean %v", d, mean)
+	}
+	if got := d[0].AdvStd; math.Abs(got-want) > 1e-6*want {
+		t.Fatalf("adv_std %.9g, want %.9g (population std of the advantages)", got, want)
 	}
 }
