@@ -62,7 +62,13 @@ type Options struct {
 	Estimator string
 }
 
-// MetricsRow is one row of iter=N/learn/metrics.parquet. Agent "*" is the whole model.
+// MetricsRow is one row of iter=N/learn/metrics.parquet. Agent "*" is the whole model. An
+// agent's Loss and GradNorm are of its share of each mini-batch's token-mean loss (the sum over
+// its tokens divided by all the mini-batch's tokens), so the agents' losses add up to the
+// model's; the per-token figures (ClipFrac, ApproxKL, RefKL, Entropy, MeanAbsAdv) are means
+// over the response tokens seen in all updates. ClipFrac counts the tokens whose clipped term
+// the loss took (no gradient); Entropy is at the sampling temperature; MeanAbsAdv is the mean
+// |advantage|.
 type MetricsRow struct {
 	Iteration    int32   `parquet:"iteration"`
 	Estimator    string  `parquet:"estimator,dict"`
@@ -501,7 +507,7 @@ func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commi
 }
 
 // trainModel runs the PPO epochs of one model and returns its metrics rows (model row first,
-// then agents sorted).
+// then agents sorted: the model's configured agents and any other agent its rows name).
 func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, m *model.Model, opt *model.AdamW, ref *model.Model, rows []shards.Row, advs []shards.AdvantageRow) ([]MetricsRow, *model.AdamW, error) {
 	cfg := env.Config
 	agents := cfg.AgentsOf(id)
@@ -645,7 +651,16 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
 	}
 	var out []MetricsRow
-	for _, a := range append([]string{"*"}, agents...) {
+	// An agent that the config does not give this model (an import's model column names it for
+	// its rows) is trained with it, and its statistics get a row of their own too.
+	names := slices.Clone(agents)
+	for a := range accs {
+		if a != "*" && !slices.Contains(agents, a) {
+			names = append(names, a)
+		}
+	}
+	slices.Sort(names)
+	for _, a := range append([]string{"*"}, names...) {
 		x := accs[a]
 		div := func(v float64, n int64) float64 {
 			if n == 0 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/checkpoints"
@@ -216,5 +218,48 @@ func TestLearnStagePublishesAndIsIdempotent(t *testing.T) {
 	}
 	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.LearnDir("t", 0)); !ok {
 		t.Fatal("metrics not committed")
+	}
+}
+
+// TestUpdateRefusesANonFiniteGradient: a non-finite advantage, or a gradient that overflows
+// float32 (here: weights pushed to 1e30 by an absurd learning rate), is an error that leaves the
+// weights and the optimizer as they were, rather than an AdamW step that turns every weight
+// into NaN (a checkpoint no reader accepts).
+func TestUpdateRefusesANonFiniteGradient(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		adv        float64
+		lr         float64
+	}{
+		{"NaN advantage", "advantage NaN is not finite", math.NaN(), 1e-3},
+		{"infinite advantage", "advantage +Inf is not finite", math.Inf(1), 1e-3},
+		{"overflowing gradient", "gradient norm is NaN", 0, 1e30},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := tinyModel(t)
+			exs := batch(t, m, 12)
+			opt := model.NewAdamW(m, model.AdamWConfig{LR: c.lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
+			if c.lr > 1 {
+				if _, err := learn.Update(m, opt, exs, hyper, 1); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				exs[5].Advantage = float32(c.adv)
+			}
+			before, steps := m.Clone(), opt.Steps
+			mom := slices.Clone(func() []float32 { a, _ := opt.Moments(); return a }())
+			st, err := learn.Update(m, opt, exs, hyper, 1)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("update with a gradient norm of %v: %v, want an error saying %q", st.GradNorm, err, c.want)
+			}
+			if a, _ := opt.Moments(); opt.Steps != steps || !slices.Equal(a, mom) {
+				t.Fatalf("optimizer stepped: %d steps, want %d", opt.Steps, steps)
+			}
+			for i, p := range m.Params() {
+				if !slices.Equal(p.Data, before.Params()[i].Data) {
+					t.Fatalf("%s changed by a refused update", p.Name)
+				}
+			}
+		})
 	}
 }

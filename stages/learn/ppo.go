@@ -50,8 +50,8 @@ type Stats struct {
 
 // Gradients computes the PPO-clip loss of batch with token-mean aggregation over the whole
 // batch and its gradient, accumulating each agent's micro-batches into that agent's own Grads.
-// total is the sum of the agents' gradients, added in sorted agent order. It runs on the CPU
-// engine; GradientsOn takes the engine.
+// total is the sum of the agents' gradients, added in sorted agent order. A non-finite
+// advantage is an error. It runs on the CPU engine; GradientsOn takes the engine.
 func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
 	return GradientsOn(CPU, m, batch, h)
 }
@@ -134,6 +134,9 @@ func gradients(eng Engine, m *model.Model, batch []Example, h Hyper, store gradS
 		if len(ex.Old) != len(ex.Seq.Response) || (h.KLCoef > 0 && len(ex.Ref) != len(ex.Seq.Response)) {
 			return st, fmt.Errorf("example %d (agent %s): %d old log-probs for %d response tokens", i, ex.Agent, len(ex.Old), len(ex.Seq.Response))
 		}
+		if a := float64(ex.Advantage); math.IsNaN(a) || math.IsInf(a, 0) {
+			return st, fmt.Errorf("example %d (agent %s): advantage %v is not finite", i, ex.Agent, ex.Advantage)
+		}
 		byAgent[ex.Agent] = append(byAgent[ex.Agent], i)
 		st.Tokens += len(ex.Seq.Response)
 	}
@@ -214,7 +217,8 @@ func gradients(eng Engine, m *model.Model, batch []Example, h Hyper, store gradS
 }
 
 // Update runs one optimizer step on batch: gradients, global grad-norm clipping at gradClip,
-// AdamW, on the CPU engine; UpdateOn takes the engine.
+// AdamW, on the CPU engine; UpdateOn takes the engine. A gradient whose norm is not finite is
+// an error, and no step is taken.
 func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
 	return UpdateOn(CPU, m, opt, batch, h, gradClip)
 }
@@ -231,6 +235,11 @@ func UpdateOn(eng Engine, m *model.Model, opt *model.AdamW, batch []Example, h H
 	st, err := gradients(eng, m, batch, h, store)
 	if err != nil || st.Tokens == 0 {
 		return st, err
+	}
+	// A non-finite gradient cannot be clipped (model.ClipScale leaves it), and AdamW would
+	// turn every weight into NaN: a checkpoint no reader accepts. Refuse it, changing nothing.
+	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
+		return st, fmt.Errorf("gradient norm is %v (loss %v over %d tokens): no step taken, the weights are unchanged (weights or advantages too large for float32?)", st.GradNorm, st.Loss, st.Tokens)
 	}
 	// Global grad-norm clipping (model.ClipGradNorm) with the norm gradients already took.
 	clip, _ := model.ClipScale(st.GradNorm, gradClip)

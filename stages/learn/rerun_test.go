@@ -304,3 +304,39 @@ func TestLearnRefusesRowsOfUnknownModels(t *testing.T) {
 		t.Fatal("a step was published")
 	}
 }
+
+// TestMetricsOfAnAgentTheConfigDoesNotName: rows of model m1 whose agent the config does not
+// name (an import whose model column maps its own agents to a configured model) are trained
+// with m1, and their statistics are a metrics row of their own: the agents' rows and tokens add
+// up to the model's.
+func TestMetricsOfAnAgentTheConfigDoesNotName(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+	_, parts := stagetest.ReadRollout(t, prepare(t, cfg, 1), 0)
+	critic := 0
+	for _, rows := range parts {
+		for i := range rows {
+			if rows[i].Agent == "verifier" {
+				rows[i].Agent = "critic"
+				critic++
+			}
+		}
+	}
+	res, err := learn.Run(ctx, withRollout(t, cfg, parts), learn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []string
+	var rows, tokens int64
+	for _, r := range res.Metrics[1:] {
+		agents = append(agents, r.Agent)
+		rows += r.Rows
+		tokens += r.Tokens
+	}
+	model := res.Metrics[0]
+	if model.Agent != "*" || strings.Join(agents, ",") != "critic,solver,verifier" || rows != model.Rows || tokens != model.Tokens || res.Metrics[1].Rows != int64(critic) {
+		t.Fatalf("metrics rows %v (%d rows, %d tokens) for a model row of %d rows, %d tokens; want critic (%d rows), solver, verifier adding up",
+			agents, rows, tokens, model.Rows, model.Tokens, critic)
+	}
+}
