@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -99,13 +101,16 @@ func TestCheckPartReportsEveryProblem(t *testing.T) {
 	rows[1].RowID = 99
 	rows[2].Score = nanValue()
 	rows[3].Agent = ""
+	rows[4].ResponseLogprobs = slices.Clone(rows[4].ResponseLogprobs)
+	rows[4].ResponseLogprobs[len(rows[4].ResponseLogprobs)-1] = float32(math.Inf(-1))
 	last := len(rows) - 1
 	rows[last].UID = rows[0].UID // reappears after other uids
 	err := shards.CheckPart(0, rows)
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"row 1: row_id 99", "row 2: score NaN", "row 3: uid, traj_uid and agent", "must be contiguous"} {
+	for _, want := range []string{"row 1: row_id 99", "row 2: score NaN", "row 3: uid, traj_uid and agent", "must be contiguous",
+		fmt.Sprintf("row 4: response log-prob %d is -Inf", len(rows[4].ResponseLogprobs)-1)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -26,7 +26,7 @@ func writerOptions() []parquet.WriterOption {
 
 // CheckPart reports every way rows fail to form part `part` of a trajectory iteration: row ids
 // must be RowID(part, i), rows sorted by (uid, sample, step) with one uid's rows contiguous,
-// scores finite, keys present. (The order of agents within a step is the workflow's, which
+// scores and response log-probs finite, keys present. (The order of agents within a step is the workflow's, which
 // this package does not know.) At most ten problems are listed, then a count.
 func CheckPart(part int, rows []Row) error {
 	var errs []error
@@ -55,6 +55,12 @@ func CheckPart(part int, rows []Row) error {
 		}
 		if len(r.ResponseLogprobs) != 0 && len(r.ResponseLogprobs) != len(r.ResponseIDs) {
 			add(fmt.Errorf("row %d: %d response log-probs for %d response tokens", i, len(r.ResponseLogprobs), len(r.ResponseIDs)))
+		}
+		for j, lp := range r.ResponseLogprobs {
+			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
+				add(fmt.Errorf("row %d: response log-prob %d is %v, want a finite number (a sampled token has probability > 0)", i, j, lp))
+				break
+			}
 		}
 		if i > 0 && rows[i-1].UID == r.UID {
 			if p := &rows[i-1]; r.Sample < p.Sample || (r.Sample == p.Sample && r.Step < p.Step) {

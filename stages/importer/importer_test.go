@@ -444,6 +444,8 @@ func TestErrors(t *testing.T) {
 			[]string{"line 1: field \"prompt_ids\": element 1: 4294967296 does not fit int32"}},
 		{"spaces in a name", "a.jsonl", `{"uid":"u1","traj_uid":"t2","agent":" a","step":0,"score":1}` + "\n",
 			[]string{`line 1: field "agent": " a" has leading or trailing spaces`}},
+		{"log-prob beyond float32", "a.jsonl", line(`,"response_ids":[1,2],"response_logprobs":[-1,-1e39]`),
+			[]string{"line 1: field \"response_logprobs\": element 1"}},
 		{"negative token id", "a.jsonl", line(`,"response_ids":[3,-1]`),
 			[]string{"line 1: field \"response_ids\": element 1: token id -1 is negative"}},
 	}
