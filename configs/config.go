@@ -5,7 +5,11 @@
 // only, e.g. DRMAS_LEARN_LR for learn.lr; not keys inside the models/agents maps), the config
 // file, the defaults. A config file is complete for the maps it names: giving `agents:` or
 // `models:` replaces the default ones rather than merging into them. Unknown keys are errors
-// naming the key path and the file. Secrets (S3 keys) never appear in Show output or errors.
+// naming the key path and the file, and so is what the reading would otherwise change without
+// a word: keys are not case-sensitive, so two that differ only in case are refused; so are a
+// key with no value, a JSON key given twice, a second YAML document, and a value of the wrong
+// type (1.5 or true for an integer, -3 for the seed, a bare number for a duration). Secrets
+// (S3 keys) never appear in Show output or errors.
 package configs
 
 import (
@@ -14,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,6 +31,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/kernels"
@@ -254,6 +260,7 @@ func Load(o LoadOptions) (*Config, error) {
 	}
 	v := viper.New()
 	source := "the embedded default config"
+	var rawErr error
 	if o.File != "" {
 		source = o.File
 		if fi, err := os.Stat(o.File); err == nil && fi.IsDir() {
@@ -263,21 +270,35 @@ func Load(o LoadOptions) (*Config, error) {
 		if !slices.Contains(FileFormats, format) {
 			return nil, fmt.Errorf("config %s: unknown format: name the file .yaml, .yml, .json or .toml", o.File)
 		}
-		v.SetConfigFile(o.File)
-		v.SetConfigType(format)
-		if err := v.ReadInConfig(); err != nil {
+		data, err := os.ReadFile(o.File)
+		if err != nil {
 			return nil, fmt.Errorf("read config %s: %w", o.File, err)
 		}
+		v.SetConfigType(format)
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", o.File, err)
+		}
+		// What viper's reading hides (keys folded together, keys with no value, a JSON key given
+		// twice, a second YAML document) stops the load before decoding, with the other problems.
+		rawErr = checkRaw(data, format)
 	} else {
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
 			return nil, fmt.Errorf("read embedded default config: %w", err)
 		}
 	}
-	// Unknown keys are reported with every other problem, all at once.
+	// Unknown keys are reported with every other problem, all at once; a value the decoder
+	// would silently change (checkKeys) stops the load before decoding, with the other problems.
 	var errs []error
-	if err := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), ""); err != nil {
-		errs = append(errs, fmt.Errorf("config %s: %w", source, err))
+	if rawErr != nil {
+		errs = append(errs, fmt.Errorf("config %s: %w", source, rawErr))
+	}
+	keysErr, typeErr := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), "")
+	if keysErr != nil {
+		errs = append(errs, fmt.Errorf("config %s: %w", source, keysErr))
+	}
+	if typeErr != nil {
+		errs = append(errs, fmt.Errorf("config %s: %w", source, typeErr))
 	}
 	// A bad variable is named as such, not blamed on the file; the others are still applied so
 	// that every problem is reported at once.
@@ -299,6 +320,14 @@ func Load(o LoadOptions) (*Config, error) {
 				overrides = append(overrides, "--"+f.Name)
 			}
 		})
+	}
+	if rawErr != nil || typeErr != nil { // the decoder's own complaints, then stop: nothing to validate
+		if cfg, err := defaults(); err == nil {
+			if err := v.Unmarshal(cfg); err != nil {
+				errs = append(errs, fmt.Errorf("config %s: %w", source, err))
+			}
+		}
+		return nil, errors.Join(errs...)
 	}
 	// What the values come from: a problem with an overridden value is not the file's.
 	if len(overrides) > 0 {
@@ -382,8 +411,10 @@ func defaults() (*Config, error) {
 	return &cfg, nil
 }
 
-// checkKeys reports every key of m that t has no field for, as a dotted path.
-func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
+// checkKeys reports every key of m that t has no field for, as a dotted path (keys), and every
+// value that decoding would silently change (types, checkType): m holds what a config
+// file set, as its parser typed it.
+func checkKeys(m map[string]any, t reflect.Type, prefix string) (keys, types error) {
 	fields := map[string]reflect.Type{}
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
@@ -393,26 +424,27 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 			names = append(names, tag)
 		}
 	}
-	keys := make([]string, 0, len(m))
+	keyNames := make([]string, 0, len(m))
 	for k := range m {
-		keys = append(keys, k)
+		keyNames = append(keyNames, k)
 	}
-	sort.Strings(keys)
-	var errs []error
-	for _, k := range keys {
+	sort.Strings(keyNames)
+	var kerrs, terrs []error
+	add := func(k, ty error) { kerrs, terrs = append(kerrs, k), append(terrs, ty) }
+	for _, k := range keyNames {
 		ft, ok := fields[k]
 		if !ok {
 			hint := ""
 			if c := suggestKey(k, names); c != "" {
 				hint = fmt.Sprintf(" (did you mean %s%s?)", prefix, c)
 			}
-			errs = append(errs, fmt.Errorf("unknown key %s%s%s", prefix, k, hint))
+			kerrs = append(kerrs, fmt.Errorf("unknown key %s%s%s", prefix, k, hint))
 			continue
 		}
 		sub, isMap := m[k].(map[string]any)
 		switch {
 		case ft.Kind() == reflect.Struct && isMap:
-			errs = append(errs, checkKeys(sub, ft, prefix+k+"."))
+			add(checkKeys(sub, ft, prefix+k+"."))
 		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct && isMap:
 			names := make([]string, 0, len(sub))
 			for name := range sub {
@@ -421,12 +453,162 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) error {
 			sort.Strings(names)
 			for _, name := range names {
 				if entry, ok := sub[name].(map[string]any); ok {
-					errs = append(errs, checkKeys(entry, ft.Elem(), prefix+k+"."+name+"."))
+					add(checkKeys(entry, ft.Elem(), prefix+k+"."+name+"."))
 				}
+			}
+		case ft.Kind() != reflect.Struct && ft.Kind() != reflect.Map:
+			terrs = append(terrs, checkType(prefix+k, m[k], ft))
+		}
+	}
+	return errors.Join(kerrs...), errors.Join(terrs...)
+}
+
+// checkType reports a value of a config file that decoding into a field of type t would
+// silently change or drop (mapstructure converts weakly, for the strings of DRMAS_* variables
+// and flags): no value (the default would stay), a fraction, a negative number, a boolean or an
+// out-of-range number for an integer, a boolean for a number or a string, a number for a
+// boolean, and a bare number for a duration (it would be nanoseconds). Strings are left to the
+// decoder, which parses them strictly.
+func checkType(key string, val any, t reflect.Type) error {
+	rv := reflect.ValueOf(val)
+	isBool := rv.Kind() == reflect.Bool
+	var num float64 // val as a number, when it is one
+	isNum := true
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		num = float64(rv.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		num = float64(rv.Uint())
+	case reflect.Float32, reflect.Float64:
+		num = rv.Float()
+	default:
+		isNum = false
+	}
+	switch k := t.Kind(); {
+	case t == reflect.TypeOf(time.Duration(0)):
+		if isBool || isNum && num != 0 {
+			return fmt.Errorf("%s: %v, want a duration with its unit, e.g. 30s or 2m (a bare number would be nanoseconds)", key, val)
+		}
+	case k >= reflect.Int && k <= reflect.Uint64:
+		unsigned := k >= reflect.Uint
+		switch {
+		case isBool:
+			return fmt.Errorf("%s: %v, want an integer", key, val)
+		case !isNum:
+		case num != math.Trunc(num): // also NaN and ±Inf
+			return fmt.Errorf("%s: %v is not an integer", key, val)
+		case unsigned && num < 0:
+			return fmt.Errorf("%s: %v, want an integer ≥ 0", key, val)
+		case rv.CanUint() && !unsigned && rv.Uint() > math.MaxInt64,
+			rv.CanFloat() && (!unsigned && (num < math.MinInt64 || num >= 1<<63) || unsigned && num >= 1<<64):
+			return fmt.Errorf("%s: %v is out of range", key, val)
+		case rv.CanFloat() && math.Abs(num) >= 1<<53: // JSON numbers are float64: the digits are lost
+			return fmt.Errorf("%s: %v is not exact as a number: quote it (\"%.0f\" or your exact digits)", key, val, num)
+		}
+	case k == reflect.Float32 || k == reflect.Float64:
+		if isBool {
+			return fmt.Errorf("%s: %v, want a number", key, val)
+		}
+	case k == reflect.Bool:
+		if isNum {
+			return fmt.Errorf("%s: %v, want true or false", key, val)
+		}
+	case k == reflect.String:
+		if isBool {
+			return fmt.Errorf("%s: %v, want a string: quote it", key, val)
+		}
+	}
+	return nil
+}
+
+// checkRaw reports what viper's reading of a config file hides: keys of one map that differ
+// only in case (viper folds keys to lower case, so all but one would silently be dropped), keys
+// with no value (dropped: the default would silently stay),
+// a key given twice in a JSON object (encoding/json keeps the last), and YAML documents after
+// the first (viper reads only the first). YAML and TOML themselves reject a repeated key.
+func checkRaw(data []byte, format string) error {
+	dec, err := viper.NewCodecRegistry().Decoder(format)
+	if err != nil {
+		return err
+	}
+	raw := map[string]any{}
+	if err := dec.Decode(data, raw); err != nil {
+		return err
+	}
+	errs := caseCollisions(raw, "")
+	switch format {
+	case "json":
+		errs = append(errs, jsonDuplicates(json.NewDecoder(bytes.NewReader(data)), "")...)
+	case "yaml", "yml":
+		d := yaml.NewDecoder(bytes.NewReader(data))
+		var first, second yaml.Node
+		if d.Decode(&first) == nil {
+			if err := d.Decode(&second); !errors.Is(err, io.EOF) {
+				errs = append(errs, errors.New("more than one YAML document (a --- line): drmas reads one; merge them"))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// caseCollisions reports the keys of m, and of the maps in it, that differ only in case, and
+// those with no value (`lr:` or `lr: null`), which viper drops: the default would silently stay.
+func caseCollisions(m map[string]any, prefix string) []error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	seen := map[string]string{}
+	for _, k := range keys {
+		low := strings.ToLower(k)
+		if prev, ok := seen[low]; ok {
+			errs = append(errs, fmt.Errorf("keys %s%s and %s%s differ only in case: keys are not case-sensitive, keep one", prefix, prev, prefix, k))
+		} else {
+			seen[low] = k
+		}
+		switch sub := m[k].(type) {
+		case map[string]any:
+			errs = append(errs, caseCollisions(sub, prefix+k+".")...)
+		case nil:
+			errs = append(errs, fmt.Errorf("%s%s has no value: give one, or remove the key", prefix, k))
+		}
+	}
+	return errs
+}
+
+// jsonDuplicates reports the keys given twice in a JSON object of the value dec reads next;
+// it reports nothing on malformed JSON, which the parser reports.
+func jsonDuplicates(dec *json.Decoder, prefix string) []error {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			k, ok := kt.(string)
+			if err != nil || !ok {
+				return errs
+			}
+			if seen[k] {
+				errs = append(errs, fmt.Errorf("key %s%s is given twice: keep one", prefix, k))
+			}
+			seen[k] = true
+			errs = append(errs, jsonDuplicates(dec, prefix+k+".")...)
+		}
+		_, _ = dec.Token()
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			errs = append(errs, jsonDuplicates(dec, fmt.Sprintf("%s[%d].", strings.TrimSuffix(prefix, "."), i))...)
+		}
+		_, _ = dec.Token()
+	}
+	return errs
 }
 
 // suggestKey returns the key of names that k, an unknown key, most likely means: one that
@@ -685,6 +867,9 @@ func (c *Config) Validate() error {
 	}
 	for _, model := range c.ModelNames() {
 		agents := c.AgentsOf(model)
+		if len(agents) == 0 { // warm-up would train the others, then refuse it
+			bad("models.%s: no agent uses it: name it in an agent (agents.<agent>.model: %s) or remove it", model, model)
+		}
 		for _, a := range agents[min(1, len(agents)):] {
 			o0, o := c.OptimOf(agents[0]), c.OptimOf(a)
 			if d := optimDiff(o0, o); d != "" {

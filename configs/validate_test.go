@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -236,5 +237,93 @@ func TestUnknownKeySuggestionsMakeSense(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "unknown key lr (") {
 		t.Errorf("a suggestion for lr, which resembles no key:\n%v", err)
+	}
+}
+
+// TestFileValuesAreNotSilentlyChanged: a value of a config file that the weak decoder would
+// turn into another one (a fraction or a boolean for an integer, a negative seed, a bare number
+// for a duration, no value at all) is an error naming its key, with the decoder's own
+// complaints, and nothing is loaded.
+func TestFileValuesAreNotSilentlyChanged(t *testing.T) {
+	p := write(t, "types.yaml", `seed: -3
+iterations: [1, 2]
+learn: {epochs: 1.5, micro_batch: 2.9, lr: true}
+rollout: {parts: true, max_tokens: 1e30}
+s3: {insecure: 1}
+run: false
+warmup:
+  lr:
+models:
+  m1: {dim: 64, layers: 3, heads: 4, context: 128, ff_mult: 4, backend: openai, openai: {endpoint: "http://x", timeout: 120}}
+agents:
+  solver: {model: m1}
+  verifier: {model: m1}
+`)
+	_, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("values that decode to something else accepted")
+	}
+	for _, want := range []string{
+		"seed: -3, want an integer ≥ 0",
+		"learn.epochs: 1.5 is not an integer",
+		"learn.micro_batch: 2.9 is not an integer",
+		"learn.lr: true, want a number",
+		"rollout.parts: true, want an integer",
+		"rollout.max_tokens: 1e+30 is out of range",
+		"s3.insecure: 1, want true or false",
+		"run: false, want a string: quote it",
+		"warmup.lr has no value",
+		"models.m1.openai.timeout: 120, want a duration with its unit",
+		"'iterations' expected type 'int'",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	// JSON numbers are floats: whole ones are integers, the digits of a large one must be quoted.
+	ok := write(t, "ok.json", `{"seed": "18446744073709551615", "learn": {"epochs": 2}, "models": {"m1": {"dim": 64, "layers": 3, "heads": 4, "context": 128, "ff_mult": 4, "backend": "openai", "openai": {"endpoint": "http://x", "timeout": "2m"}}}}`)
+	if c, err := Load(LoadOptions{File: ok, LookupEnv: noEnv}); err != nil || c.Seed != math.MaxUint64 || c.Learn.Epochs != 2 || c.Models["m1"].OpenAI.Timeout != 2*time.Minute {
+		t.Errorf("whole JSON numbers: %+v %v", c, err)
+	}
+	inexact := write(t, "inexact.json", `{"seed": 9007199254740993}`)
+	if _, err := Load(LoadOptions{File: inexact, LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), "seed: 9.007199254740992e+15 is not exact as a number: quote it") {
+		t.Errorf("a seed JSON cannot hold: %v", err)
+	}
+	okYAML := write(t, "ok.yaml", "seed: 18446744073709551615\n")
+	if c, err := Load(LoadOptions{File: okYAML, LookupEnv: noEnv}); err != nil || c.Seed != math.MaxUint64 {
+		t.Errorf("largest seed: %v", err)
+	}
+}
+
+// TestHiddenKeysRejected: what viper's reading would drop without a word (keys that differ
+// only in case, of which one silently wins; a JSON key given twice; a second YAML document) is
+// an error naming the keys, in every format.
+func TestHiddenKeysRejected(t *testing.T) {
+	for name, c := range map[string]struct{ body, want string }{
+		"case.yaml":  {"learn:\n  lr: 0.1\nLearn:\n  epochs: 7\n", "keys Learn and learn differ only in case"},
+		"leaf.yaml":  {"learn:\n  lr: 0.1\n  LR: 0.2\n", "keys learn.LR and learn.lr differ only in case"},
+		"case.toml":  {"[learn]\nlr = 0.1\n[Learn]\nepochs = 7\n", "keys Learn and learn differ only in case"},
+		"case.json":  {`{"run": "a", "RUN": "b"}`, "keys RUN and run differ only in case"},
+		"dup.json":   {`{"learn": {"lr": 0.1, "epochs": 1, "lr": 0.2}}`, "key learn.lr is given twice"},
+		"multi.yaml": {"run: a\n---\nrun: b\n", "more than one YAML document"},
+	} {
+		_, err := Load(LoadOptions{File: write(t, name, c.body), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want %q, got %v", name, c.want, err)
+		}
+	}
+	// A file that ends its one document with --- or ... is one document.
+	if _, err := Load(LoadOptions{File: write(t, "end.yaml", "---\nrun: a\n...\n"), LookupEnv: noEnv}); err != nil {
+		t.Errorf("one document with markers: %v", err)
+	}
+}
+
+// TestUnusedModelRejected: a model no agent names is refused up front; warm-up would otherwise
+// train the models before it, then fail on it.
+func TestUnusedModelRejected(t *testing.T) {
+	c := Default()
+	c.Models["spare"] = c.Models["m1"]
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models.spare: no agent uses it") {
+		t.Fatalf("unused model: %v", err)
 	}
 }

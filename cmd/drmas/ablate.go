@@ -33,6 +33,8 @@ Both write runs/SRC/ablations/<mode>/summary.parquet (+ _MANIFEST.json), one row
 seed, iteration, model, agent): loss, grad norm, reward, eval avg@k/pass@k where present, and
 print a report. Use the config SRC was trained with. Same inputs and config give byte-identical
 outputs; committed work is not redone.`,
+		Example: `  drmas ablate --run demo --iters 0..4 --estimators drmas,grpo --eval
+  drmas ablate --run demo --mode onpolicy --iters 0..9 --seeds 1,2,3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -45,10 +47,24 @@ outputs; committed work is not redone.`,
 			if len(o.Seeds) > 0 && o.Mode != ablate.OnPolicy {
 				return fmt.Errorf("ablate: --seeds applies to --mode onpolicy (replay uses the source's seed)")
 			}
+			// A flag of the other mode would be ignored without a word.
+			f := cmd.Flags()
+			if f.Changed("eval-every") && o.Mode != ablate.OnPolicy {
+				return fmt.Errorf("ablate: --eval-every applies to --mode onpolicy (replay: --eval evaluates every checkpoint)")
+			}
+			if o.Eval && o.Mode == ablate.OnPolicy {
+				return fmt.Errorf("ablate: --eval applies to --mode replay (onpolicy: --eval-every N)")
+			}
+			if o.EvalEvery < 0 {
+				return fmt.Errorf("ablate: --eval-every %d: must be ≥ 0 (0: the config's evaluate.every)", o.EvalEvery)
+			}
 			for _, e := range strings.Split(estimators, ",") {
 				if e = strings.TrimSpace(e); e != "" {
 					o.Estimators = append(o.Estimators, e)
 				}
+			}
+			if len(o.Estimators) == 0 {
+				return fmt.Errorf("ablate: --estimators %q names no estimator (default %s)", estimators, strings.Join(ablate.DefaultEstimators, ","))
 			}
 			env, done, err := openEnv(cmd)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -49,6 +50,9 @@ or any SQL (--sql), e.g.
   drmas analyze --run demo --sql "SELECT agent, avg(advantage) FROM rollouts JOIN advantages USING (iteration, row_id, agent) WHERE estimator = 'drmas' GROUP BY agent"
 
 Without --report or --sql it prints the views and their row counts.`,
+		Example: `  drmas analyze --run demo
+  drmas analyze --run demo --report gradnorm --k 3
+  drmas analyze --run demo --sql "SELECT agent, count(*) FROM rollouts GROUP BY agent" --format csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reportName != "" && query != "" {
@@ -56,6 +60,12 @@ Without --report or --sql it prints the views and their row counts.`,
 			}
 			if !slices.Contains(analysis.Formats, format) {
 				return fmt.Errorf("analyze: --format %q: want %s", format, strings.Join(analysis.Formats, ", "))
+			}
+			if cmd.Flags().Changed("sql") && strings.TrimSpace(query) == "" {
+				return fmt.Errorf("analyze: --sql is empty: give a query (leave --sql out to list the views)")
+			}
+			if err := checkReportFlags(cmd, reportName, p); err != nil {
+				return fmt.Errorf("analyze: %w", err)
 			}
 			if showSQL {
 				if reportName == "" {
@@ -104,6 +114,24 @@ Without --report or --sql it prints the views and their row counts.`,
 	return cmd
 }
 
+// checkReportFlags rejects, before the run is synced, a --report that names no report and a
+// --k or --window that the report would refuse, or silently replace by its default (0).
+func checkReportFlags(cmd *cobra.Command, report string, p analysis.ReportParams) error {
+	f := cmd.Flags()
+	if f.Changed("k") && (!(p.SpikeK > 0) || math.IsInf(p.SpikeK, 0)) {
+		return fmt.Errorf("--k %g: want a finite number > 0 (default 2)", p.SpikeK)
+	}
+	if f.Changed("window") && p.Window < 1 {
+		return fmt.Errorf("--window %d: want a number of iterations ≥ 1 (default 5)", p.Window)
+	}
+	if report != "" {
+		if _, err := analysis.ReportSQL(report, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // openSession syncs the run of env into the cache and opens the DuckDB views, reporting what it
 // fetched on stderr.
 func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.Session, error) {
@@ -137,10 +165,10 @@ func nothingToAnalyze(ctx context.Context, env *stages.Env) error {
 		}
 	}
 	if steps, err := checkpoints.Steps(ctx, env.Bucket, run); err == nil && len(steps) > 0 {
-		return fmt.Errorf("run %s in store %s has checkpoints (steps %s) but no committed iteration or evaluation to analyze yet: run iterations first (drmas run, or run-stage rollout --iter 0)",
+		return fmt.Errorf("run %s in store %s has checkpoints (steps %s) but no committed iteration or evaluation to analyze yet: run iterations first (`drmas run`)",
 			run, store, joinSteps(steps))
 	}
-	return fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (drmas run, or run-stage, writes a run)", run, store)
+	return fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (`drmas run` writes a run)", run, store)
 }
 
 func joinSteps(steps []int64) string {

@@ -16,7 +16,9 @@ func newConfigCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show",
 		Short: "Print the resolved configuration (flags > DRMAS_* env > file > defaults), secrets redacted",
-		Args:  cobra.NoArgs,
+		Example: `  drmas --config my.yaml config show --format json
+  DRMAS_LEARN_LR=3e-4 drmas --run lr3 config show`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
 			if err != nil {
@@ -27,9 +29,10 @@ func newConfigCmd() *cobra.Command {
 	}
 	show.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
 	defaults := &cobra.Command{
-		Use:   "default",
-		Short: "Print the embedded default config file, a starting point for your own",
-		Args:  cobra.NoArgs,
+		Use:     "default",
+		Short:   "Print the embedded default config file, a starting point for your own",
+		Example: "  drmas config default > my.yaml",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := cmd.OutOrStdout().Write(configs.DefaultYAML())
 			return err

@@ -132,3 +132,43 @@ func TestBadEngineSettingRefusedUpFront(t *testing.T) {
 		t.Errorf("the refused run wrote to the store: %v", entries)
 	}
 }
+
+// TestBadFlagsRefusedBeforeWork: a flag value that a library would refuse after the run is
+// synced, silently replace by its default, or ignore in the mode given is refused first, by
+// name, and nothing is written.
+func TestBadFlagsRefusedBeforeWork(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store") // does not exist: the flag must be refused before it is opened
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"analyze", "--report", "gradnorm", "--k", "NaN"}, "analyze: --k NaN: want a finite number > 0"},
+		{[]string{"analyze", "--report", "gradnorm", "--k", "0"}, "analyze: --k 0: want a finite number > 0"},
+		{[]string{"analyze", "--report", "gradnorm", "--window", "0"}, "analyze: --window 0: want a number of iterations ≥ 1"},
+		{[]string{"analyze", "--report", "bogus"}, `analyze: unknown report "bogus"`},
+		{[]string{"analyze", "--sql", " "}, "analyze: --sql is empty"},
+		{[]string{"report", "--k", "-1"}, "report: --k -1: want a finite number > 0"},
+		{[]string{"report", "--window", "-2"}, "report: --window -2: want a number of iterations ≥ 1"},
+		{[]string{"report", "--ablation", "bogus"}, `report: --ablation "bogus": want replay or onpolicy`},
+		{[]string{"report", "-o", dir}, "report: -o " + dir + " is a folder"},
+		{[]string{"report", "-o", filepath.Join(dir, "no", "r.html")}, "no such file or directory"},
+		{[]string{"report", "-o", ""}, "report: -o is empty"},
+		{[]string{"serve", "--max-batch", "0"}, "--max-batch 0: must be ≥ 1"},
+		{[]string{"serve", "--window", "-1s"}, "--window -1s: must be > 0"},
+		{[]string{"serve", "--poll", "0s"}, "--poll 0: must be > 0"},
+		{[]string{"ablate", "--estimators", ","}, `ablate: --estimators "," names no estimator`},
+		{[]string{"ablate", "--eval-every", "2"}, "ablate: --eval-every applies to --mode onpolicy"},
+		{[]string{"ablate", "--mode", "onpolicy", "--eval-every", "-1"}, "ablate: --eval-every -1: must be ≥ 0"},
+		{[]string{"ablate", "--mode", "onpolicy", "--eval"}, "ablate: --eval applies to --mode replay"},
+		{[]string{"import"}, "import: give one FILE to import (JSONL or Parquet), not 0"},
+	} {
+		_, _, err := execute(t, append([]string{"-q", "--store", store}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want an error containing %q, got %v", strings.Join(c.args, " "), c.want, err)
+		}
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Errorf("a rejected command created the store: %v", err)
+	}
+}

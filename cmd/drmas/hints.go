@@ -6,10 +6,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// placeFlags are the global flags that choose which config, store and run a command acts on.
-// A command an error suggests ("run `drmas run-stage normalize --iter 3` first") acts on the
-// same run only if it repeats them.
-var placeFlags = []string{"config", "store", "run"}
+// placeFlags are the global flags that choose which config, store and run a command acts on
+// (--seed is a config key: a stage run without it would run with the config's seed, and its
+// outputs would not be those of the run). A command an error suggests ("run `drmas run-stage
+// normalize --iter 3` first") acts on the same run only if it repeats them.
+var placeFlags = []string{"config", "store", "run", "seed"}
 
 // placeArgs returns the placeFlags given on cmd's command line, as "--name value" pairs in
 // placeFlags order.
@@ -28,8 +29,8 @@ func placeArgs(cmd *cobra.Command) [][2]string {
 }
 
 // completeHints appends args to every command quoted in msg as `drmas …` that does not
-// already give the flag, so that a suggested command, pasted, acts on the same config, store
-// and run as the one that failed. The library's errors suggest commands without the flags
+// already give the flag, so that a suggested command, pasted, acts on the same config, store,
+// run and seed as the one that failed. The library's errors suggest commands without the flags
 // of the invocation (they do not know them); only the CLI does.
 func completeHints(msg string, args [][2]string) string {
 	if len(args) == 0 || !strings.Contains(msg, "`drmas ") {

@@ -49,6 +49,12 @@ func TestSuggestedCommandsRepeatThePlace(t *testing.T) {
 	if !errors.Is(err, commit.ErrNotCommitted) {
 		t.Fatalf("the completed error no longer matches commit.ErrNotCommitted: %v", err)
 	}
+	// --seed sets the config's seed: a stage run without it would not be this run's.
+	_, _, err = execute(t, "--seed", "5", "run-stage", "normalize", "--iter", "0", "--store", store, "--run", "r1", "-q")
+	want = "(run `drmas run-stage rollout --iter 0 --store " + store + " --run r1 --seed 5` first)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want it to contain %q", err, want)
+	}
 	// Without the flags, the hint is as the stage wrote it.
 	t.Setenv("DRMAS_STORE", store)
 	_, _, err = execute(t, "run-stage", "normalize", "--iter", "0", "-q")

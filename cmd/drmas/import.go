@@ -39,7 +39,14 @@ Rows are sorted by (uid, sample, step, agent in first-seen order) and split into
 (whole uids, balanced by rows). The manifest records the file's sha256: importing the same file
 again is a no-op; importing other content into a committed iteration is refused.
 The file is read into memory whole.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  drmas --run imported import trajectories.jsonl --iter 0 --score-col reward
+  drmas --run imported run-stage normalize --iter 0 --estimator drmas,grpo`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("import: give one FILE to import (JSONL or Parquet), not %d", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Path = args[0]
 			if !cmd.Flags().Changed("iter") {

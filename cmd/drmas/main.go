@@ -29,7 +29,7 @@ func main() {
 }
 
 // runRoot runs root and returns its error with the commands it suggests completed by the
-// invocation's --config, --store and --run (completeHints).
+// invocation's --config, --store, --run and --seed (completeHints).
 func runRoot(ctx context.Context, root *cobra.Command) error {
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -65,6 +65,9 @@ Dr. MAS method — as a batch pipeline over object storage:
 Every stage reads only committed inputs and commits its outputs (a _MANIFEST.json written last),
 so each can run alone, be rerun, or resume. Configuration precedence: flags > DRMAS_* env >
 --config file > the embedded default (see 'drmas config show').`,
+		Example: `  drmas config default > my.yaml                  # a config file to edit
+  drmas --config my.yaml run                      # warm-up, then rollout → normalize → learn
+  drmas --config my.yaml analyze --report rewards # what the run learned`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	})

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/drmas-dev/drmas/ablate"
 	"github.com/drmas-dev/drmas/report"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -25,7 +27,19 @@ mean score per agent, avg@k/pass@k per data source and a score histogram per age
 PNGs, embedded as data URIs), with tables of the key numbers. --ablation adds the summary of
 'drmas ablate --mode replay|onpolicy': grad norm per estimator per agent, evaluations per
 estimator, and a per-estimator table.`,
+		Example: `  drmas report --run demo -o demo.html
+  drmas report --run demo --ablation replay -o ablation.html`,
 		Args: cobra.NoArgs,
+		// What would fail after the run is synced and the report drawn is refused first.
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkReportFlags(cmd, "", o.Params); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			if o.Ablation != "" && o.Ablation != ablate.Replay && o.Ablation != ablate.OnPolicy {
+				return fmt.Errorf("report: --ablation %q: want %s or %s", o.Ablation, ablate.Replay, ablate.OnPolicy)
+			}
+			return checkOutput(out)
+		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			var err error
 			s, err := openSession(cmd, env, cache)
@@ -60,4 +74,21 @@ estimator, and a per-estimator table.`,
 	f.Float64Var(&o.Params.SpikeK, "k", 2, "grad-norm spike threshold: k × the rolling median")
 	f.IntVar(&o.Params.Window, "window", 5, "grad-norm rolling-median window, in iterations")
 	return cmd
+}
+
+// checkOutput rejects an -o that cannot be written: empty, a folder, or in a folder that does
+// not exist ("-" is stdout).
+func checkOutput(out string) error {
+	switch fi, err := os.Stat(out); {
+	case out == "-":
+	case out == "":
+		return fmt.Errorf("report: -o is empty: give a file name, or - for stdout")
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("report: -o %s is a folder: give a file name, e.g. %s", out, filepath.Join(out, "report.html"))
+	default:
+		if _, err := os.Stat(filepath.Dir(out)); err != nil {
+			return fmt.Errorf("report: -o %s: %w", out, err)
+		}
+	}
+	return nil
 }

@@ -18,6 +18,8 @@ func newRunCmd() *cobra.Command {
 normalize → learn (iteration i samples from checkpoint step i and publishes step i+1), and
 evaluates every --eval-every iterations and at the end. Committed work is never redone: a
 killed run resumes where it stopped when started again with the same config.`,
+		Example: `  drmas --store ./drmas-data --run demo run
+  DRMAS_ITERATIONS=3 drmas --config my.yaml run --eval-every 1`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if o.Iterations < 0 {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/serve"
@@ -27,7 +29,23 @@ prompts); sampling is seeded per prompt, so results do not depend on batching an
 in-process backend's for the same seed. LATEST is polled every --poll and a new checkpoint is
 swapped in atomically. Point a model's backend at it with backend: openai and
 openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down gracefully.`,
+		Example: `  drmas --run demo serve --addr 127.0.0.1:8000
+  drmas --config configs/vllm-shared.yaml run-stage warmup
+  drmas --config configs/vllm-shared.yaml serve --model m1 --addr 127.0.0.1:8000 &
+  drmas --config configs/vllm-shared.yaml run   # rollout and evaluate sample from the server`,
 		Args: cobra.NoArgs,
+		// serve.New would silently replace these by their defaults.
+		PreRunE: func(*cobra.Command, []string) error {
+			switch {
+			case o.MaxBatch < 1:
+				return fmt.Errorf("--max-batch %d: must be ≥ 1", o.MaxBatch)
+			case o.Window <= 0:
+				return fmt.Errorf("--window %s: must be > 0", o.Window)
+			case o.Poll == 0:
+				return fmt.Errorf("--poll 0: must be > 0, or negative for never")
+			}
+			return nil
+		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			var err error
 			o.Bucket, o.Run, o.Logf = env.Bucket, env.Config.Run, env.Logf

@@ -23,6 +23,11 @@ func newRunStageCmd() *cobra.Command {
 		Long: `Run one stage alone. Stages read only committed inputs and commit their outputs with a
 _MANIFEST.json written last; rerunning a committed stage is a no-op, and a stage interrupted at
 any point can simply be rerun.`,
+		Example: `  drmas run-stage warmup
+  drmas run-stage rollout --iter 0
+  drmas run-stage normalize --iter 0 --estimator drmas,grpo
+  drmas run-stage learn --iter 0
+  drmas run-stage evaluate --step 1`,
 	})
 	cmd.PersistentFlags().String("shard", "", `worker "i/n" of a sharded stage (default: from JOB_COMPLETION_INDEX and DRMAS_SHARD_COUNT,
 else the whole stage). rollout and normalize split their parts; the worker that finds every
@@ -92,7 +97,8 @@ func newWarmupCmd() *cobra.Command {
 		Long: `Supervised warm-up: each model is trained from scratch on demonstrations that the workflow's
 expert generates for its agents, with a share (warmup.noise) of plausible mistakes, so that RL
 starts from a policy that is sometimes right. Publishes checkpoint step 0 and LATEST.`,
-		Args: cobra.NoArgs,
+		Example: "  drmas --run demo run-stage warmup",
+		Args:    cobra.NoArgs,
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
 			if skip, err := unsharded(cmd, "warmup"); err != nil || skip {
 				return err
@@ -113,7 +119,8 @@ func newRolloutCmd() *cobra.Command {
 samples of the configured workflow (agents sharing a model are batched together each step), and
 commits Parquet parts under runs/<run>/iter=N/rollout/ — one row per agent invocation with
 token ids and behaviour log-probs. Same seed + same checkpoint ⇒ byte-identical parts.`,
-		Args: cobra.NoArgs,
+		Example: "  drmas --run demo run-stage rollout --iter 0",
+		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireIter(cmd, o.Iteration); err != nil {
 				return err
@@ -148,6 +155,7 @@ func newEvaluateCmd() *cobra.Command {
 		Long: `Plays tasks.eval_size held-out prompts (never seen in training) × evaluate.k samples at
 evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), and commits
 avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
+		Example: "  drmas --run demo run-stage evaluate --step 1",
 		Args:    cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error { return checkStep(o.Step) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
@@ -187,6 +195,7 @@ Estimators (several at once, one pass over the data):
   drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
   any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
+		Example: "  drmas --run demo run-stage normalize --iter 0 --estimator drmas,grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
@@ -222,6 +231,7 @@ and runs PPO-clip (token-mean, AdamW, grad-norm clipping) per model; agents shar
 trained together with per-agent statistics, including each agent's own gradient norm. Publishes
 checkpoint step S+1 (S = the step that generated the rollout), moves LATEST, keeps the last
 learn.keep_checkpoints steps, and commits iter=N/learn/metrics.parquet.`,
+		Example: "  drmas --run demo run-stage learn --iter 0 --estimator grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
