@@ -18,6 +18,7 @@ import (
 	"net"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
@@ -190,6 +191,31 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 	return fmt.Errorf("update LATEST: committed steps kept changing")
 }
 
+// FormatSteps lists steps for messages, runs of consecutive steps as ranges: "0..3, 5", or
+// "none".
+func FormatSteps(steps []int64) string {
+	if len(steps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i := 0; i < len(steps); {
+		j := i
+		for j+1 < len(steps) && steps[j+1] == steps[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.FormatInt(steps[i], 10))
+		case j == i+1:
+			parts = append(parts, strconv.FormatInt(steps[i], 10), strconv.FormatInt(steps[j], 10))
+		default:
+			parts = append(parts, fmt.Sprintf("%d..%d", steps[i], steps[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Steps lists the committed steps of run in increasing order. Only folders named as
 // CheckpointDir names them count: a manifest under another spelling of a step ("step=5",
 // "step=+5" next to "step=000005") is not a checkpoint LoadStep or Retain would find.
@@ -217,6 +243,11 @@ func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
 func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, withOptim bool) (*Set, error) {
 	dir := commit.CheckpointDir(run, step)
 	m, sha, err := commit.Read(ctx, b, dir)
+	if errors.Is(err, commit.ErrNotCommitted) {
+		if steps, lerr := Steps(ctx, b, run); lerr == nil {
+			return nil, fmt.Errorf("checkpoint step %d of run %s: %w (committed steps: %s)", step, run, err, FormatSteps(steps))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -291,5 +292,32 @@ func TestPublishOverAStepWithoutInputs(t *testing.T) {
 	}
 	if _, err := checkpoints.Publish(ctx, b, "r", again, "other digest"); !errors.Is(err, commit.ErrConflict) {
 		t.Fatalf("another config digest over a step without inputs: %v, want a conflict", err)
+	}
+}
+
+// TestMissingStepListsTheCommittedOnes: asking for a step that is not committed names the
+// steps that are, and still matches commit.ErrNotCommitted.
+func TestMissingStepListsTheCommittedOnes(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for _, step := range []int64{0, 1, 2, 3, 5} {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, 1), "d"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := checkpoints.LoadStep(ctx, b, "r", 9, false)
+	if !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), "checkpoint step 9 of run r") ||
+		!strings.Contains(err.Error(), "(committed steps: 0..3, 5)") {
+		t.Fatalf("error %v", err)
+	}
+	for steps, want := range map[string]string{"": "none", "4": "4", "1,2": "1, 2", "0,1,2,7,8,10,11,12": "0..2, 7, 8, 10..12"} {
+		var in []int64
+		for _, f := range strings.FieldsFunc(steps, func(r rune) bool { return r == ',' }) {
+			n, _ := strconv.ParseInt(f, 10, 64)
+			in = append(in, n)
+		}
+		if got := checkpoints.FormatSteps(in); got != want {
+			t.Errorf("FormatSteps(%v) = %q, want %q", in, got, want)
+		}
 	}
 }

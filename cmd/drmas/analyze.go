@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -166,15 +165,7 @@ func nothingToAnalyze(ctx context.Context, env *stages.Env) error {
 	}
 	if steps, err := checkpoints.Steps(ctx, env.Bucket, run); err == nil && len(steps) > 0 {
 		return fmt.Errorf("run %s in store %s has checkpoints (steps %s) but no committed iteration or evaluation to analyze yet: run iterations first (`drmas run`)",
-			run, store, joinSteps(steps))
+			run, store, checkpoints.FormatSteps(steps))
 	}
 	return fmt.Errorf("run %s has nothing committed in store %s: check --run and --store (`drmas run` writes a run)", run, store)
-}
-
-func joinSteps(steps []int64) string {
-	parts := make([]string, len(steps))
-	for i, s := range steps {
-		parts[i] = strconv.FormatInt(s, 10)
-	}
-	return strings.Join(parts, ", ")
 }

@@ -295,7 +295,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
 	if err != nil {
-		return nil, fmt.Errorf("learn iter %d: rollout is not committed: %w", iter, err)
+		return nil, fmt.Errorf("learn iter %d: rollout is not committed (run `drmas run-stage rollout --iter %d`, then normalize, first): %w", iter, iter, err)
 	}
 	advDir := commit.AdvantageDir(cfg.Run, iter, est)
 	adv, advSHA, err := commit.Read(ctx, b, advDir)

@@ -263,3 +263,13 @@ func TestUpdateRefusesANonFiniteGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestLearnWithoutRolloutSaysWhatToRun: learn on an iteration never rolled out names the
+// stage to run first, and the error still matches commit.ErrNotCommitted.
+func TestLearnWithoutRolloutSaysWhatToRun(t *testing.T) {
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	_, err := learn.Run(context.Background(), env, learn.Options{Iteration: 4})
+	if !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), "(run `drmas run-stage rollout --iter 4`, then normalize, first)") {
+		t.Fatalf("error %v", err)
+	}
+}
