@@ -60,13 +60,8 @@ func readSummary(t *testing.T, b storage.Bucket, mode string) []ablate.SummaryRo
 
 func TestReplay(t *testing.T) {
 	ctx := context.Background()
-	store, cfg := analysistest.Store(t)
-	b, err := filestore.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	env := &stages.Env{Bucket: b, Config: cfg}
+	env, store := analysistest.Env(t)
+	b, cfg := env.Bucket, env.Config
 	ests := []string{"drmas", "grpo", "grpo_step"}
 	t0 := time.Now()
 	res, err := ablate.Run(ctx, env, ablate.Options{Mode: ablate.Replay, Estimators: ests})
@@ -372,12 +367,8 @@ func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
 // the update with the new config.
 func TestReplayRefusesOutputsOfAnotherConfig(t *testing.T) {
 	ctx := context.Background()
-	store, cfg := analysistest.Store(t)
-	b, err := filestore.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	env, store := analysistest.Env(t)
+	b, cfg := env.Bucket, env.Config
 	r, _ := ablate.ParseRange("1")
 	o := ablate.Options{Mode: ablate.Replay, Estimators: []string{"grpo"}, Iterations: r}
 	first, err := ablate.Run(ctx, &stages.Env{Bucket: b, Config: cfg}, o)
@@ -437,13 +428,8 @@ func TestReplayOfImportedRolloutWithoutCheckpoint(t *testing.T) {
 // summary file damaged or lost since its commit (which analyze refuses) is written again.
 func TestRerunRepairsDamagedSummary(t *testing.T) {
 	ctx := context.Background()
-	store, cfg := analysistest.Store(t)
-	b, err := filestore.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	env := &stages.Env{Bucket: b, Config: cfg}
+	env, store := analysistest.Env(t)
+	b := env.Bucket
 	r, _ := ablate.ParseRange("2")
 	o := ablate.Options{Mode: ablate.Replay, Estimators: []string{"grpo"}, Iterations: r}
 	if _, err := ablate.Run(ctx, env, o); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/report"
-	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -108,12 +107,8 @@ func parse(t *testing.T, data []byte) page {
 
 func TestReportHTML(t *testing.T) {
 	ctx := context.Background()
-	store, cfg := analysistest.Store(t)
-	b, err := filestore.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	env, _ := analysistest.Env(t)
+	b := env.Bucket
 	cache := t.TempDir()
 	openSession := func() *analysis.Session {
 		s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: analysistest.Run, CacheDir: cache})
@@ -152,7 +147,6 @@ func TestReportHTML(t *testing.T) {
 
 	// With a replay ablation (2 estimators, evaluated): + one grad-norm plot per agent and the
 	// whole model, + avg@k/pass@k per estimator, + a table.
-	env := &stages.Env{Bucket: b, Config: cfg}
 	r, _ := ablate.ParseRange("1..2")
 	if _, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas", "grpo"}, Iterations: r, Eval: true}); err != nil {
 		t.Fatal(err)

@@ -125,3 +125,16 @@ func Store(t testing.TB) (string, *configs.Config) {
 	c.Store = dst
 	return dst, c
 }
+
+// Env returns a private copy of the fixture store opened as a folder bucket (closed when the
+// test ends), with its config, and the copy's folder.
+func Env(t testing.TB) (*stages.Env, string) {
+	t.Helper()
+	store, c := Store(t)
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &stages.Env{Bucket: b, Config: c}, store
+}
