@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -365,36 +367,61 @@ func unavailable(err error) bool {
 // Retain deletes committed steps older than the newest keep, never the one LATEST names and
 // never step 0 (the warm-up checkpoint: the KL reference and the start of every ablation). A
 // step's manifest is deleted first, so a crash mid-delete leaves an uncommitted folder that
-// readers ignore, never a committed one with missing files.
+// readers ignore, never a committed one with missing files; Retain also deletes such leftover
+// uncommitted folders when they are older than the oldest step it keeps (a step being
+// published is newer than every committed one). It returns the committed steps it deleted.
 func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int64, error) {
 	if keep < 1 {
 		keep = 1
 	}
-	steps, err := Steps(ctx, b, run)
+	prefix := commit.CheckpointsDir(run) + "/"
+	files := map[int64][]string{} // step folder (spelt as CheckpointDir spells it) → its keys
+	committed := map[int64]bool{}
+	err := b.Iter(ctx, prefix, func(key string) error {
+		el, file, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		if s, isStep := commit.ParseStepDir(el); ok && isStep && prefix+el == commit.CheckpointDir(run, s) {
+			files[s] = append(files[s], key)
+			committed[s] = committed[s] || file == commit.ManifestName
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retain: list checkpoints of %s: %w", run, err)
 	}
+	var steps []int64
+	for s := range committed {
+		if committed[s] {
+			steps = append(steps, s)
+		}
+	}
+	slices.Sort(steps)
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	oldestKept := steps[max(len(steps)-keep, 0)]
 	latest, lerr := ReadLatest(ctx, b, run)
 	var deleted []int64
-	for i := 0; i+keep < len(steps); i++ {
-		s := steps[i]
-		if s == 0 || (lerr == nil && s == latest) {
+	for _, s := range slices.Sorted(maps.Keys(files)) {
+		if s == 0 || s >= oldestKept || (lerr == nil && s == latest) {
 			continue
 		}
 		dir := commit.CheckpointDir(run, s)
-		if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
-			return deleted, fmt.Errorf("retain: %w", err)
+		if committed[s] {
+			if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+				return deleted, fmt.Errorf("retain: %w", err)
+			}
 		}
-		var keys []string
-		if err := b.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-			return deleted, fmt.Errorf("retain: %w", err)
-		}
-		for _, k := range keys {
+		for _, k := range files[s] {
+			if k == path.Join(dir, commit.ManifestName) {
+				continue
+			}
 			if err := b.Delete(ctx, k); err != nil {
 				return deleted, fmt.Errorf("retain: %w", err)
 			}
 		}
-		deleted = append(deleted, s)
+		if committed[s] {
+			deleted = append(deleted, s)
+		}
 	}
 	return deleted, nil
 }

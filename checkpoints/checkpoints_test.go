@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,6 +157,44 @@ func TestRetain(t *testing.T) {
 	}
 	if steps, _ := checkpoints.Steps(ctx, b2, "r"); len(steps) != 3 {
 		t.Fatalf("retention deleted LATEST or step 0: left %v", steps)
+	}
+}
+
+// TestRetainRemovesLeftoversOfAnInterruptedDelete: a delete killed after a step's manifest
+// went leaves an uncommitted folder; the next Retain removes it when it is older than the
+// oldest step kept, and leaves an uncommitted folder newer than that (a step being published).
+func TestRetainRemovesLeftoversOfAnInterruptedDelete(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 4; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, 1), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Step 1's delete was killed after its manifest; step 5 is being published.
+	if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	inflight := path.Join(commit.CheckpointDir("r", 5), "m1", "model.safetensors")
+	if err := storage.PutBytes(ctx, b, inflight, []byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := checkpoints.Retain(ctx, b, "r", 2)
+	if err != nil || len(deleted) != 0 {
+		t.Fatalf("deleted %v %v; want no committed step deleted (keep 2 of 0, 2, 3)", deleted, err)
+	}
+	var left []string
+	_ = b.Iter(ctx, commit.CheckpointsDir("r")+"/", func(k string) error {
+		if strings.Contains(k, "/step=000001/") || k == inflight {
+			left = append(left, k)
+		}
+		return nil
+	})
+	if len(left) != 1 || left[0] != inflight {
+		t.Fatalf("left %v; want only the in-flight step 5 file", left)
+	}
+	if steps, _ := checkpoints.Steps(ctx, b, "r"); !slices.Equal(steps, []int64{0, 2, 3}) {
+		t.Fatalf("steps %v, want [0 2 3]", steps)
 	}
 }
 

@@ -2,6 +2,8 @@
 // iteration rollout → normalize → learn, and evaluate every E iterations. Every stage skips
 // work that is already committed, so a killed `drmas run` resumes where it stopped and never
 // redoes committed work; iteration i samples from checkpoint step i and publishes step i+1.
+// A resumed run also deletes the steps learn.keep_checkpoints no longer keeps, which a kill
+// right after learn committed would otherwise leave behind (learn does, when it skips).
 // Models behind `drmas serve` (backend openai with sizes) are sampled by step i too: the
 // rollout, and the evaluation of step i+1, wait for the server to load the step learn just
 // published (it polls LATEST every --poll) before they sample.
@@ -26,7 +28,9 @@ import (
 // Options configure a run of the loop.
 type Options struct {
 	Iterations int // default: the config's iterations
-	EvalEvery  int // evaluate every N iterations (and at the end); 0 = never; default: evaluate.every
+	// EvalEvery evaluates every N iterations (and at the end); 0: evaluate.every (whose 0 means
+	// never); negative: never.
+	EvalEvery int
 	// Summary, if set, receives one summary line per iteration.
 	Summary func(IterationSummary)
 }

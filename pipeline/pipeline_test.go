@@ -291,3 +291,27 @@ func TestPipelineOnMinIO(t *testing.T) {
 		t.Fatalf("only %d committed folders", manifests)
 	}
 }
+
+// TestResumeAppliesRetention resumes a loop whose learn iterations are all committed but whose
+// older checkpoints were not deleted (a kill between learn's commit and its retention, or a
+// lowered learn.keep_checkpoints): the resumed run must delete the steps beyond
+// keep_checkpoints, as an uninterrupted run does, keeping step 0 and LATEST.
+func TestResumeAppliesRetention(t *testing.T) {
+	ctx := context.Background()
+	cfg := stagetest.Config(t, "math")
+	cfg.Learn.KeepCheckpoints = 10
+	env := stagetest.Env(t, cfg)
+	if _, err := pipeline.Run(ctx, env, pipeline.Options{Iterations: 3, EvalEvery: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := checkpoints.Steps(ctx, env.Bucket, "t"); err != nil || fmt.Sprint(steps) != "[0 1 2 3]" {
+		t.Fatalf("steps %v %v, want [0 1 2 3]", steps, err)
+	}
+	env.Config.Learn.KeepCheckpoints = 1
+	if _, err := pipeline.Run(ctx, env, pipeline.Options{Iterations: 3, EvalEvery: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := checkpoints.Steps(ctx, env.Bucket, "t"); err != nil || fmt.Sprint(steps) != "[0 3]" {
+		t.Fatalf("after resuming with keep_checkpoints 1: steps %v %v, want [0 3]", steps, err)
+	}
+}

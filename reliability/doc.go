@@ -14,10 +14,12 @@
 //     byte-identical to a run without faults;
 //   - SIGKILL of the drmas binary at seeded random points of every stage and of `drmas run`,
 //     followed by a rerun: outputs byte-identical to an uninterrupted run, and LATEST never
-//     names a step that does not load;
+//     names a step that does not load. Every stage on the folder store; `drmas run` (with
+//     checkpoint retention deleting steps) on MinIO too, compared with the folder store;
 //   - concurrent writers (two processes running the same stage, goroutines racing commits of
 //     different manifests) on the folder store and on MinIO: one wins, the other confirms
-//     identical content or reports commit.ErrConflict, and no committed folder is torn;
+//     identical content or reports commit.ErrConflict, and no committed folder is torn; two
+//     `drmas run` processes on the same run on MinIO both finish with the outputs of one run;
 //   - secrets: an unreachable S3 endpoint fails within a bounded time, names the endpoint,
 //     and never prints the secret key.
 //

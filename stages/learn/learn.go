@@ -265,7 +265,8 @@ func outOfOrder(run string, iter int, version int64) error {
 		"%sdelete %s/ and roll iteration %d out again, or train under another --run", iter, version, iter, stages.ChainStep(int64(iter)), first, commit.IterDir(run, iter), iter)
 }
 
-// Run trains on one iteration. If its metrics are committed already, Run does nothing.
+// Run trains on one iteration. If its metrics are committed already, Run only deletes the
+// steps learn.keep_checkpoints no longer keeps (a learn killed after its commit left them).
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	b := env.Bucket
@@ -288,6 +289,11 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			return nil, fmt.Errorf("learn iter %d: already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", iter, have, est)
 		}
 		env.Logf("learn iter %d: already committed", iter)
+		// A learn killed after its commit but before retention left the steps beyond
+		// learn.keep_checkpoints; a resumed run skips this iteration, so delete them here.
+		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
+			env.Logf("warning: %v", err)
+		}
 		return &Result{Skipped: true, Step: *m.Step}, nil
 	} else if !errors.Is(err, commit.ErrNotCommitted) {
 		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
