@@ -23,7 +23,8 @@ import (
 // strings or numbers (Parquet: string or integer columns). Blank JSONL lines
 // are skipped; unknown fields are ignored; a UTF-8 byte order mark and CRLF
 // line ends are fine. Text must be UTF-8. Errors name the file and the line
-// (JSONL, from 1) or row (Parquet, from 0); a duplicate id is an error.
+// (JSONL, from 1) or row (Parquet, from 0); a duplicate id is an error, and so
+// is the data_source "all" (AllSources), given or by default (all.jsonl).
 func LoadTasks(path string) ([]Task, error) {
 	def := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	return LoadTasksWithDefault(path, def)
@@ -136,6 +137,9 @@ func checkTask(id, q, a, src, def string) (Task, error) {
 	}
 	if strings.TrimSpace(src) == "" {
 		src = def
+	}
+	if src == AllSources {
+		return Task{}, fmt.Errorf("data_source %q is reserved for the evaluation's aggregate row (the default data_source is the file's base name): give the tasks another data_source", src)
 	}
 	return Task{ID: id, Question: q, Answer: a, DataSource: src}, nil
 }

@@ -192,3 +192,21 @@ func TestLoadedTasksPlay(t *testing.T) {
 		t.Fatalf("unknown-question demo reward %v: %+v", r, demos)
 	}
 }
+
+// The data source "all" is the evaluation's aggregate row; a task of it (given, or by
+// default from a file all.jsonl) would make a second "all" row.
+func TestLoadTasksRejectsSourceAll(t *testing.T) {
+	for name, content := range map[string]string{
+		"t.jsonl":   "{\"id\":\"a\",\"question\":\"q\",\"answer\":\"1\",\"data_source\":\"all\"}\n",
+		"all.jsonl": "{\"id\":\"a\",\"question\":\"q\",\"answer\":\"1\"}\n",
+	} {
+		_, err := LoadTasks(writeFile(t, name, content))
+		if err == nil || !strings.Contains(err.Error(), name+`:1: data_source "all" is reserved`) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+	p := writeParquet(t, "all.parquet", []pqTask{{"a", "q", "1", nil}})
+	if _, err := LoadTasks(p); err == nil || !strings.Contains(err.Error(), `all.parquet: row 0: data_source "all" is reserved`) {
+		t.Errorf("parquet: err %v", err)
+	}
+}

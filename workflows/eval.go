@@ -5,6 +5,11 @@ import (
 	"math"
 )
 
+// AllSources is the data source of the evaluation row that aggregates every
+// prompt; no task may have it (LoadTasks rejects it), or its per-source row
+// would be indistinguishable from the aggregate.
+const AllSources = "all"
+
 // Sample is one evaluation rollout: did a sample of a task succeed.
 type Sample struct {
 	TaskID     string

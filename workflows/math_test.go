@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -161,5 +162,26 @@ func TestMathTaskAnswerForms(t *testing.T) {
 	play(t, ep, "ans 4", "yes")
 	if ep.Reward() != 0 {
 		t.Error("answer 4.2 graded as 4")
+	}
+}
+
+// The doc of Math.Tasks states the size of math_easy's eval split (why held-out
+// prompts repeat): 29 of its 300 questions.
+func TestMathEasyEvalSplitSize(t *testing.T) {
+	seen := map[string]bool{}
+	eval := 0
+	for x := 0; x < 10; x++ {
+		for y := 0; y < 10; y++ {
+			for _, op := range []string{"+", "-", "*"} {
+				q := fmt.Sprintf("%d%s%d", x, op, y)
+				seen[q] = true
+				if SplitOf("math", q) == Eval {
+					eval++
+				}
+			}
+		}
+	}
+	if len(seen) != 300 || eval != 29 {
+		t.Fatalf("math_easy: %d questions, %d eval; the doc of Math.Tasks says 300 and 29", len(seen), eval)
 	}
 }

@@ -360,15 +360,19 @@ func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []Prompt
 	return out
 }
 
-// Summarize computes avg@k and pass@k per data source, plus an "all" row.
+// Summarize computes avg@k and pass@k per data source, plus an "all" row
+// (workflows.AllSources); a task of data source "all" is an error.
 func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]ResultRow, error) {
 	var samples []workflows.Sample
 	for _, ep := range eps {
+		if ep.Task.DataSource == workflows.AllSources {
+			return nil, fmt.Errorf("evaluate: task %q has data source %q, reserved for the aggregate row: give it another data_source", ep.Task.ID, workflows.AllSources)
+		}
 		samples = append(samples, workflows.Sample{TaskID: ep.Task.ID, DataSource: ep.Task.DataSource, Success: ep.Reward > 0.5})
 	}
 	all := make([]workflows.Sample, len(samples))
 	for i, s := range samples {
-		s.DataSource = "all"
+		s.DataSource = workflows.AllSources
 		all[i] = s
 	}
 	var rows []ResultRow

@@ -385,3 +385,16 @@ func TestReadBackOfAnOlderManifestComparesItsPrompts(t *testing.T) {
 		t.Fatalf("read-back over other prompts: rows %+v, err %v; want a conflict", rows, err)
 	}
 }
+
+// TestSummarizeRejectsSourceAll: a task of data source "all" made two "all" rows (its own
+// and the aggregate), and readers that take the first "all" row reported the subset.
+func TestSummarizeRejectsSourceAll(t *testing.T) {
+	eps := []*rollout.Episode{
+		{Task: workflows.Task{ID: "a", DataSource: "all"}, Reward: 1},
+		{Task: workflows.Task{ID: "b", DataSource: "x"}, Reward: 0},
+	}
+	rows, err := evaluate.Summarize(0, "math", 1, eps)
+	if err == nil || !strings.Contains(err.Error(), `task "a" has data source "all"`) {
+		t.Fatalf("rows %+v, err %v: want an error naming task a", rows, err)
+	}
+}
