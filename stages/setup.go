@@ -244,7 +244,7 @@ func CheckTasks(cfg *configs.Config) error {
 	if err != nil {
 		return err
 	}
-	return heldOut(eval, train)
+	return heldOut(cfg.Workflow.Name, eval, train)
 }
 
 // fromFile reports whether a tasks source (tasks.source, evaluate.source) names a dataset
@@ -272,7 +272,7 @@ func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, er
 			return nil, fmt.Errorf("tasks.source: %w", err)
 		}
 	}
-	if err := heldOut(eval, train); err != nil {
+	if err := heldOut(cfg.Workflow.Name, eval, train); err != nil {
 		return nil, err
 	}
 	return eval, nil
@@ -302,22 +302,23 @@ func evalFileTasks(cfg *configs.Config) ([]workflows.Task, error) {
 }
 
 // heldOut checks that no held-out prompt of the evaluate.source file is also a training
-// prompt of the tasks.source file, train (same question; nil for generated training prompts):
-// the held-out evaluation would measure memorisation. The training split is evaluated with
+// prompt of the tasks.source file, train (nil for generated training prompts): the same
+// question as the workflow's prompts show it (workflows.ShownQuestion: " 9*4" is "9*4"). The
+// held-out evaluation would measure memorisation; the training split is evaluated with
 // --train-split instead.
-func heldOut(eval, train []workflows.Task) error {
+func heldOut(workflow string, eval, train []workflows.Task) error {
 	questions := make(map[string]string, len(train))
 	for _, t := range train {
-		questions[t.Question] = t.ID
+		questions[workflows.ShownQuestion(workflow, t.Question)] = t.ID
 	}
 	var shared []string
 	for _, t := range eval {
-		if id, ok := questions[t.Question]; ok {
+		if id, ok := questions[workflows.ShownQuestion(workflow, t.Question)]; ok {
 			shared = append(shared, fmt.Sprintf("%s (training task %s)", t.ID, id))
 		}
 	}
 	if len(shared) > 0 {
-		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (same question), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
+		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (the same question as the prompts show it), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
 			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
 	}
 	return nil

@@ -145,14 +145,16 @@ func TestHeldOutPromptsAreNotTrainingPrompts(t *testing.T) {
 	cfg.Tasks.Source = write("train.jsonl", `{"id":"a","question":"1+1","answer":"2"}
 {"id":"b","question":"2+2","answer":"4"}
 `)
+	// y's question differs from b's only by what the prompt does not show (spaces around it, a
+	// tab as a space): the same prompt.
 	cfg.Evaluate.Source = write("eval.jsonl", `{"id":"x","question":"3+3","answer":"6"}
-{"id":"y","question":"2+2","answer":"4"}
+{"id":"y","question":" 2+2\t","answer":"4"}
 `)
 	wf, err := Workflow(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "evaluate.source: 1 of its 2 held-out prompts are training prompts of tasks.source (same question), e.g. y (training task b)"
+	want := "evaluate.source: 1 of its 2 held-out prompts are training prompts of tasks.source (the same question as the prompts show it), e.g. y (training task b)"
 	if err := CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckTasks: %v, want %q", err, want)
 	}

@@ -247,6 +247,19 @@ func genMath(rng *rand.Rand, hard bool) (string, Task) {
 
 // promptText makes a question safe for a prompt line: control characters
 // become spaces, and it is cut to at most max bytes on a rune boundary.
+// ShownQuestion is question q as an episode of the named workflow shows it in its prompts
+// (control characters as spaces, trimmed, cut to the workflow's limit): questions with the
+// same shown form are the same prompt. An unknown workflow's form is only cleaned, not cut.
+func ShownQuestion(workflow, q string) string {
+	switch workflow {
+	case (&Math{}).Name():
+		return promptText(q, maxMathQuestion)
+	case (&Search{}).Name():
+		return promptText(q, maxSearchQuestion)
+	}
+	return promptText(q, len(q))
+}
+
 func promptText(s string, max int) string {
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

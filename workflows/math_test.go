@@ -185,3 +185,20 @@ func TestMathEasyEvalSplitSize(t *testing.T) {
 		t.Fatalf("math_easy: %d questions, %d eval; the doc of Math.Tasks says 300 and 29", len(seen), eval)
 	}
 }
+
+// TestShownQuestion: a question is compared as the workflow's prompt shows it: control
+// characters as spaces, trimmed, cut to the workflow's limit.
+func TestShownQuestion(t *testing.T) {
+	long := strings.Repeat("7", 200)
+	for _, c := range []struct{ wf, q, want string }{
+		{"math", " 9*4\t", "9*4"},
+		{"math", "9\n*4", "9 *4"},
+		{"math", long, long[:maxMathQuestion]},
+		{"search", long, long[:maxSearchQuestion]},
+		{"other", " a\tb ", "a b"},
+	} {
+		if got := ShownQuestion(c.wf, c.q); got != c.want {
+			t.Errorf("ShownQuestion(%q, %q) = %q, want %q", c.wf, c.q, got, c.want)
+		}
+	}
+}
