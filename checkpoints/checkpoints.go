@@ -364,12 +364,15 @@ func unavailable(err error) bool {
 	return false
 }
 
-// Retain deletes committed steps older than the newest keep, never the one LATEST names and
-// never step 0 (the warm-up checkpoint: the KL reference and the start of every ablation). A
-// step's manifest is deleted first, so a crash mid-delete leaves an uncommitted folder that
-// readers ignore, never a committed one with missing files; Retain also deletes such leftover
-// uncommitted folders when they are older than the oldest step it keeps (a step being
-// published is newer than every committed one). It returns the committed steps it deleted.
+// Retain deletes committed steps older than the newest keep, never the one LATEST names, never
+// step 0 (the warm-up checkpoint: the KL reference and the start of every ablation) and never a
+// step N whose iteration N has no committed learn: that learn needs it (the policy that
+// generated its rollout), and a rerun of an earlier, committed iteration must not take it away
+// from a later one that published N+1 and died before committing. A step's manifest is deleted
+// first, so a crash mid-delete leaves an uncommitted folder that readers ignore, never a
+// committed one with missing files; Retain also deletes such leftover uncommitted folders when
+// they are older than the oldest step it keeps, under the same rules. It returns the committed
+// steps it deleted.
 func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int64, error) {
 	if keep < 1 {
 		keep = 1
@@ -404,6 +407,11 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 	for _, s := range slices.Sorted(maps.Keys(files)) {
 		if s == 0 || s >= oldestKept || (lerr == nil && s == latest) {
 			continue
+		}
+		if learned, err := commit.IsCommitted(ctx, b, commit.LearnDir(run, int(s))); err != nil {
+			return deleted, fmt.Errorf("retain: %w", err)
+		} else if !learned {
+			continue // iteration s's learn may still need it
 		}
 		dir := commit.CheckpointDir(run, s)
 		if committed[s] {

@@ -120,6 +120,19 @@ func TestLoadFallsBackFromDamagedLatest(t *testing.T) {
 	}
 }
 
+// learned commits a learn manifest for each iteration of run, as learn does once an iteration
+// is trained (Retain keeps step N until iteration N's learn is committed).
+func learned(t *testing.T, b storage.Bucket, run string, iters ...int) {
+	t.Helper()
+	for _, it := range iters {
+		step := int64(it + 1)
+		m := &commit.Manifest{Kind: "learn", SchemaVersion: 1, Run: run, Iteration: &it, Step: &step}
+		if _, err := commit.Commit(context.Background(), b, commit.LearnDir(run, it), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestRetain(t *testing.T) {
 	ctx := context.Background()
 	b := store(t)
@@ -128,13 +141,20 @@ func TestRetain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Iterations 0, 1 and 3 are learned; iteration 2's learn published step 3 and died, so a
+	// rerun of it needs step 2: kept, whatever keep says.
+	learned(t, b, "r", 0, 1, 3)
 	deleted, err := checkpoints.Retain(ctx, b, "r", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	steps, _ := checkpoints.Steps(ctx, b, "r")
-	if len(deleted) != 3 || len(steps) != 3 || steps[0] != 0 || steps[1] != 4 || steps[2] != 5 {
-		t.Fatalf("deleted %v, left %v; want step 0 (warm-up) and the last 2 kept", deleted, steps)
+	if !slices.Equal(deleted, []int64{1, 3}) || !slices.Equal(steps, []int64{0, 2, 4, 5}) {
+		t.Fatalf("deleted %v, left %v; want step 0 (warm-up), step 2 (iteration 2 not learned) and the last 2 kept", deleted, steps)
+	}
+	learned(t, b, "r", 2)
+	if deleted, err := checkpoints.Retain(ctx, b, "r", 2); err != nil || !slices.Equal(deleted, []int64{2}) {
+		t.Fatalf("once iteration 2 is learned: deleted %v %v, want [2]", deleted, err)
 	}
 	var left []string
 	_ = b.Iter(ctx, commit.CheckpointDir("r", 2)+"/", func(k string) error { left = append(left, k); return nil })
@@ -148,6 +168,7 @@ func TestRetain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	learned(t, b2, "r", 0, 1)
 	// (SetLatest would settle on the newest step: write an older LATEST by hand.)
 	if err := storage.PutBytes(ctx, b2, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
 		t.Fatal(err)
@@ -171,6 +192,7 @@ func TestRetainRemovesLeftoversOfAnInterruptedDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	learned(t, b, "r", 0, 1, 2)
 	// Step 1's delete was killed after its manifest; step 5 is being published.
 	if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
 		t.Fatal(err)
@@ -254,6 +276,7 @@ func TestStepsIgnoresOtherSpellings(t *testing.T) {
 	if err != nil || len(steps) != 3 || steps[0] != 0 || steps[1] != 1 || steps[2] != 2 {
 		t.Fatalf("steps %v %v; want [0 1 2]", steps, err)
 	}
+	learned(t, b, "r", 0, 1)
 	if deleted, err := checkpoints.Retain(ctx, b, "r", 1); err != nil || len(deleted) != 1 || deleted[0] != 1 {
 		t.Fatalf("retain deleted %v %v; want [1]", deleted, err)
 	}
