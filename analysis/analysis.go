@@ -254,6 +254,10 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 	if err != nil {
 		return nil, err
 	}
+	dbTypes := make([]string, len(types))
+	for i, ct := range types {
+		dbTypes[i] = ct.DatabaseTypeName()
+	}
 	t := &Table{Columns: cols}
 	for rows.Next() {
 		vals := make([]any, len(cols))
@@ -265,7 +269,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 			return nil, err
 		}
 		for i, v := range vals {
-			vals[i] = fromDriver(v, types[i].DatabaseTypeName())
+			vals[i] = fromDriver(v, dbTypes[i])
 		}
 		t.Rows = append(t.Rows, vals)
 	}

@@ -222,23 +222,30 @@ func FormatSteps(steps []int64) string {
 // CheckpointDir names them count: a manifest under another spelling of a step ("step=5",
 // "step=+5" next to "step=000005") is not a checkpoint LoadStep or Retain would find.
 func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
-	prefix := commit.CheckpointsDir(run) + "/"
 	var steps []int64
-	err := b.Iter(ctx, prefix, func(key string) error {
-		rest := strings.TrimPrefix(key, prefix)
-		el, file, ok := strings.Cut(rest, "/")
-		if ok && file == commit.ManifestName {
-			if s, ok := commit.ParseStepDir(el); ok && prefix+el == commit.CheckpointDir(run, s) {
-				steps = append(steps, s)
-			}
+	err := iterStepKeys(ctx, b, run, func(step int64, file, _ string) {
+		if file == commit.ManifestName {
+			steps = append(steps, step)
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of %s: %w", run, err)
 	}
 	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
 	return steps, nil
+}
+
+// iterStepKeys calls f for every key under run's checkpoint folders that CheckpointDir spells
+// (not "step=5" or "step=+5" beside "step=000005"), with its step and its name in the folder.
+func iterStepKeys(ctx context.Context, b storage.Bucket, run string, f func(step int64, file, key string)) error {
+	prefix := commit.CheckpointsDir(run) + "/"
+	return b.Iter(ctx, prefix, func(key string) error {
+		el, file, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		if s, isStep := commit.ParseStepDir(el); ok && isStep && prefix+el == commit.CheckpointDir(run, s) {
+			f(s, file, key)
+		}
+		return nil
+	})
 }
 
 // LoadStep loads and verifies one committed step. withOptim also loads optimizer states.
@@ -377,27 +384,19 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 	if keep < 1 {
 		keep = 1
 	}
-	prefix := commit.CheckpointsDir(run) + "/"
-	files := map[int64][]string{} // step folder (spelt as CheckpointDir spells it) → its keys
-	committed := map[int64]bool{}
-	err := b.Iter(ctx, prefix, func(key string) error {
-		el, file, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		if s, isStep := commit.ParseStepDir(el); ok && isStep && prefix+el == commit.CheckpointDir(run, s) {
-			files[s] = append(files[s], key)
-			committed[s] = committed[s] || file == commit.ManifestName
+	files := map[int64][]string{} // step → its keys
+	var steps []int64             // the committed ones
+	err := iterStepKeys(ctx, b, run, func(step int64, file, key string) {
+		files[step] = append(files[step], key)
+		if file == commit.ManifestName {
+			steps = append(steps, step)
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retain: list checkpoints of %s: %w", run, err)
 	}
-	var steps []int64
-	for s := range committed {
-		if committed[s] {
-			steps = append(steps, s)
-		}
-	}
 	slices.Sort(steps)
+	committed := func(s int64) bool { _, ok := slices.BinarySearch(steps, s); return ok }
 	if len(steps) == 0 {
 		return nil, nil
 	}
@@ -414,7 +413,7 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 			continue // iteration s's learn may still need it
 		}
 		dir := commit.CheckpointDir(run, s)
-		if committed[s] {
+		if committed(s) {
 			if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
 				return deleted, fmt.Errorf("retain: %w", err)
 			}
@@ -427,7 +426,7 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 				return deleted, fmt.Errorf("retain: %w", err)
 			}
 		}
-		if committed[s] {
+		if committed(s) {
 			deleted = append(deleted, s)
 		}
 	}
