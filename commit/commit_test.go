@@ -3,7 +3,9 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"testing"
@@ -220,5 +222,57 @@ func TestFinalizeSeesAConcurrentCommit(t *testing.T) {
 	}
 	if ok, _ := commit.IsCommitted(ctx, b, dir2); ok {
 		t.Fatal("a folder with a missing part was committed")
+	}
+}
+
+// deleteFails fails every Delete of a key under prefix.
+type deleteFails struct {
+	storage.Bucket
+	prefix string
+}
+
+func (d *deleteFails) Delete(ctx context.Context, key string) error {
+	if strings.HasPrefix(key, d.prefix) {
+		return fmt.Errorf("delete %s: %w", key, fs.ErrPermission)
+	}
+	return d.Bucket.Delete(ctx, key)
+}
+
+// A receipt that cannot be removed after the commit does not undo it: Finalize reports the
+// folder committed, with a warning (ErrReceiptsLeft) and not a failure, and so does a later
+// Finalize that finds the folder committed and the receipts still there.
+func TestFinalizeCommitsWhenReceiptsStay(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 0)
+	it := 0
+	m := &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
+	parts := []string{"part-00000-of-00001.parquet"}
+	f, err := commit.PutFile(ctx, b, dir, parts[0], []byte{1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.PutReceipt(ctx, b, dir, commit.Receipt{File: f, Writer: commit.Writer(m)}); err != nil {
+		t.Fatal(err)
+	}
+	ro := &deleteFails{Bucket: b, prefix: path.Join(dir, commit.ReceiptsDir) + "/"}
+	for attempt := range 2 {
+		done, sha, err := commit.Finalize(ctx, ro, dir, parts, m, nil)
+		if !done || sha == "" || !errors.Is(err, commit.ErrReceiptsLeft) || !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("attempt %d: Finalize = %v, %q, %v; want committed, with an error matching ErrReceiptsLeft and the store's", attempt, done, sha, err)
+		}
+		if _, got, rerr := commit.Read(ctx, b, dir); rerr != nil || got != sha {
+			t.Fatalf("attempt %d: committed manifest %q, %v; want %q", attempt, got, rerr, sha)
+		}
+	}
+	if err := commit.CleanReceipts(ctx, ro, dir); !errors.Is(err, commit.ErrReceiptsLeft) {
+		t.Fatalf("CleanReceipts = %v, want an error matching ErrReceiptsLeft", err)
+	}
+	// Once the store lets them go, the next Finalize removes them.
+	if done, _, err := commit.Finalize(ctx, b, dir, parts, m, nil); !done || err != nil {
+		t.Fatalf("Finalize = %v, %v", done, err)
+	}
+	if _, ok, err := commit.ReadReceipt(ctx, b, dir, parts[0]); ok || err != nil {
+		t.Fatalf("receipt still there (%v, %v)", ok, err)
 	}
 }

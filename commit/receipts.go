@@ -114,9 +114,15 @@ func partWritten(ctx context.Context, b storage.Bucket, dir string, r Receipt) (
 // meanwhile (and removed the receipts): then it returns true and that manifest's sha256.
 // Finalize is idempotent and may be called by every worker: the first complete call commits,
 // later ones confirm the identical manifest.
+//
+// Removing the receipts is best effort: once the folder is committed, Finalize returns true and
+// the manifest's sha256 even if the removal fails, with an error that matches ErrReceiptsLeft
+// (and nothing else to handle): the caller should report it as a warning, not fail, since the
+// folder is committed. Leftover receipts are harmless: no reader looks under _receipts/ (they
+// read the files the manifest lists), and the next Finalize or CleanReceipts removes them.
 func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string, m *Manifest, merge func([]Receipt) ([]File, error)) (bool, string, error) {
 	if _, sha, err := Read(ctx, b, dir); err == nil {
-		return true, sha, CleanReceipts(ctx, b, dir)
+		return true, sha, leftover(CleanReceipts(ctx, b, dir))
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return false, "", err
 	}
@@ -170,19 +176,33 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 	if err != nil {
 		return false, "", err
 	}
-	return true, sha, CleanReceipts(ctx, b, dir)
+	return true, sha, leftover(CleanReceipts(ctx, b, dir))
 }
 
-// CleanReceipts removes the receipts of a committed folder (best effort: leftovers are
-// harmless and removed by the next Finalize).
+// ErrReceiptsLeft marks the error of a receipt removal that failed after the folder was
+// committed (Finalize, CleanReceipts): the folder is committed and its receipts are harmless
+// leftovers, so it is a warning, not a failure.
+var ErrReceiptsLeft = errors.New("receipts left behind (harmless: the next run of the stage removes them)")
+
+// leftover marks a failed removal of a committed folder's receipts (nil stays nil).
+func leftover(err error) error {
+	if err == nil || errors.Is(err, ErrReceiptsLeft) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrReceiptsLeft, err)
+}
+
+// CleanReceipts removes the receipts of a committed folder. It is best effort: a failure
+// (which matches ErrReceiptsLeft) leaves harmless leftovers that the next Finalize or
+// CleanReceipts removes, so callers report it as a warning.
 func CleanReceipts(ctx context.Context, b storage.Bucket, dir string) error {
 	var keys []string
 	if err := b.Iter(ctx, path.Join(dir, ReceiptsDir)+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-		return fmt.Errorf("list receipts of %s: %w", dir, err)
+		return leftover(fmt.Errorf("list receipts of %s: %w", dir, err))
 	}
 	for _, k := range keys {
 		if err := b.Delete(ctx, k); err != nil {
-			return fmt.Errorf("remove receipt %s: %w", k, err)
+			return leftover(err) // the store's error names the key
 		}
 	}
 	return nil

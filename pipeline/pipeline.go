@@ -94,8 +94,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 	if o.EvalEvery == 0 {
 		o.EvalEvery = cfg.Evaluate.Every
 	}
+	// Every stage's Run names itself (and its iteration) in its errors, once: the loop adds
+	// nothing to them, and names what failed only in the errors of its own.
 	if _, err := warmup.Run(ctx, env); err != nil {
-		return nil, fmt.Errorf("warmup: %w", err)
+		return nil, err
 	}
 	var warm []evaluate.PromptRow
 	if o.EvalEvery > 0 && cfg.Tasks.EvalSize > 0 {
@@ -110,17 +112,17 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 		}
 		// Step 0's per-prompt results, which every later evaluation is paired with.
 		if warm, err = heldOutPrompts(ctx, env, 0); err != nil {
-			return nil, err
+			return nil, stages.Fail(ctx, "evaluate step 0", fmt.Errorf("read the per-prompt results: %w", err))
 		}
 	}
 	estimators := append([]string(nil), cfg.Normalize.Estimators...)
 	learnSpec, err := normalize.ParseSpecs([]string{cfg.Learn.Estimator}, cfg.Normalize.Eps)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("learn.estimator: %w", err)
 	}
 	have, err := normalize.ParseSpecs(estimators, cfg.Normalize.Eps)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("normalize.estimators: %w", err)
 	}
 	found := false
 	for _, s := range have {
@@ -160,7 +162,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 			if warm != nil {
 				cur, err := heldOutPrompts(ctx, env, lr.Step)
 				if err != nil {
-					return out, err
+					return out, stages.Fail(ctx, fmt.Sprintf("evaluate step %d", lr.Step), fmt.Errorf("read the per-prompt results: %w", err))
 				}
 				if cur != nil {
 					d := evaluate.PairedDelta(warm, cur)

@@ -2,14 +2,21 @@
 // (store, configuration, output writers). Each stage lives in its own sub-package
 // (stages/rollout, stages/normalize, stages/learn, …) with a Run function that reads only
 // committed inputs and commits its outputs under deterministic names, so any stage can be run
-// alone, rerun, or resumed.
+// alone, rerun, or resumed. Each Run names its stage once in the errors it returns ("normalize
+// iter 3: …", an *Error made by Fail); the code inside a stage and the callers of Run (drmas
+// run, drmas run-stage, ablate) do not add the stage's name again.
 package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"path/filepath"
 
+	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/client"
@@ -33,6 +40,20 @@ func (e *Env) Logf(format string, args ...any) {
 	}
 }
 
+// Warnf writes a warning line to env.Log.
+func (e *Env) Warnf(format string, args ...any) { e.Logf("warning: "+format, args...) }
+
+// Leftover turns the failed removal of a committed folder's receipts (commit.ErrReceiptsLeft)
+// into a warning naming what (the stage and iteration), and returns nil for it: the folder is
+// committed, so the stage succeeded. Any other error is returned unchanged.
+func (e *Env) Leftover(what string, err error) error {
+	if errors.Is(err, commit.ErrReceiptsLeft) {
+		e.Warnf("%s: committed, but %v", what, err)
+		return nil
+	}
+	return err
+}
+
 // OpenStore opens the store cfg names.
 func OpenStore(ctx context.Context, cfg *configs.Config) (storage.Bucket, error) {
 	return client.Open(ctx, cfg.Store, s3store.Config{
@@ -45,3 +66,57 @@ func OpenStore(ctx context.Context, cfg *configs.Config) (storage.Bucket, error)
 		MaxRetries: cfg.S3.MaxRetries,
 	})
 }
+
+// Error is a stage's failure, named once: every stage's exported Run returns its errors as an
+// *Error whose message starts with what failed ("normalize iter 3", "evaluate step 2",
+// "warmup"), and the code inside a stage does not repeat the stage's name. Callers that run
+// stages (drmas run, ablate) add no prefix of their own for the stage.
+type Error struct {
+	What string // the stage and what it ran on: "learn iter 3"
+	Err  error
+	// Interrupted: the stage stopped because its context was cancelled (Ctrl-C, SIGTERM).
+	Interrupted bool
+}
+
+func (e *Error) Error() string {
+	if e.Interrupted {
+		return e.What + ": interrupted (what was committed is kept): run the same command again to resume"
+	}
+	if h := hint(e.Err); h != "" {
+		return e.What + ": " + e.Err.Error() + ": " + h
+	}
+	return e.What + ": " + e.Err.Error()
+}
+
+// hint says what to do about an error of the store or a server, whose own message says only
+// what failed: nothing for an error the stage explains itself.
+func hint(err error) string {
+	var ne *net.OpError
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &ne) && ne.Addr != nil:
+		return fmt.Sprintf("check that the server at %s is up and reachable, then run the same command again (what was committed is kept)", ne.Addr)
+	case errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrPermission):
+		return fmt.Sprintf("check that the user running drmas may read and write %s, then run the same command again (what was committed is kept)", filepath.Dir(pe.Path))
+	}
+	return ""
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Fail names the stage that returned err (nil stays nil). An error that already names a stage
+// (a stage run inside another) is returned unchanged, so no message names a stage twice. A
+// cancellation of ctx reads as an interruption, not as "context canceled".
+func Fail(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return &Error{What: what, Err: err, Interrupted: ctx.Err() != nil && errors.Is(err, context.Canceled)}
+}
+
+// IterName is how an error names a stage of one iteration: "normalize iter 3".
+func IterName(stage string, iter int) string { return fmt.Sprintf("%s iter %d", stage, iter) }

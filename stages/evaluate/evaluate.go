@@ -78,8 +78,24 @@ const (
 // other prompts (evaluate.source, the workflow's generator) is an error matching
 // commit.ErrConflict, not a result for this config, and a committed
 // evaluation that does not read back (a damaged file, a store error) is an error: its files
-// are never rewritten.
+// are never rewritten. Its errors name the stage once ("evaluate step N: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
+	step := o.Step // the step evaluated, once known
+	rows, err := runStage(ctx, env, o, &step)
+	if err != nil {
+		what := "evaluate LATEST"
+		if step >= 0 {
+			what = fmt.Sprintf("evaluate step %d", step)
+		}
+		if o.Train {
+			what += " (training split)"
+		}
+		return nil, stages.Fail(ctx, what, err)
+	}
+	return rows, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64) ([]ResultRow, error) {
 	cfg := env.Config
 	b := env.Bucket
 	evalDir := commit.EvalDir
@@ -94,13 +110,13 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	var tasks []workflows.Task
 	if o.Train { // evaluate.source holds held-out prompts only
 		if tasks, err = stages.TrainSplitTasks(cfg, wf); err != nil {
-			return nil, fmt.Errorf("evaluate: %w", err)
+			return nil, err
 		}
 	} else if tasks, err = stages.EvalTasks(cfg, wf); err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, err
 	}
 	if len(tasks) == 0 {
-		return nil, fmt.Errorf("evaluate: tasks.eval_size is 0")
+		return nil, errors.New("tasks.eval_size is 0: set it to the number of held-out prompts to evaluate on")
 	}
 	k := cfg.Evaluate.K
 	params := map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
@@ -115,6 +131,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 			step = latest
 		}
 	}
+	*evaluated = step
 	if step >= 0 {
 		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params, tasks); ok || err != nil {
 			return rows, err
@@ -122,9 +139,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, err
 	}
 	dir := evalDir(cfg.Run, set.Step)
+	*evaluated = set.Step
 	if set.Step != step {
 		if rows, ok, err := readBack(ctx, b, dir, params, tasks); ok || err != nil {
 			return rows, err
@@ -136,7 +154,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 	}
 	// A drmas serve still loading the checkpoint is waited for before the progress bar.
 	if err := actors.Ready(ctx, backends); err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, err
 	}
 	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
 	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
@@ -148,7 +166,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 		Done: func(n, _ int) { bar.Add(n) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, err
 	}
 	bar.Finish()
 	rows, err := Summarize(set.Step, wf.Name(), k, eps)
@@ -204,7 +222,7 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, false, nil
 	} else if err != nil {
-		return nil, false, fmt.Errorf("evaluate: %w", err)
+		return nil, false, err
 	}
 	var diff []string
 	for _, key := range stages.SortedKeys(params) {
@@ -215,18 +233,18 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 	if _, ok := m.Params["prompts_sha256"]; !ok && len(diff) == 0 && lists(m, PromptsFile) {
 		prompts, err := readTable[PromptRow](ctx, b, dir, m, PromptsFile)
 		if err != nil {
-			return nil, false, fmt.Errorf("evaluate: committed evaluation does not read back: %w", err)
+			return nil, false, fmt.Errorf("committed evaluation does not read back: %w", err)
 		}
 		if d := otherPrompts(prompts, tasks); d != "" {
 			diff = append(diff, d)
 		}
 	}
 	if len(diff) > 0 {
-		return nil, false, fmt.Errorf("evaluate: %s is already committed with %s: evaluate under another --run, or delete the folder: %w",
+		return nil, false, fmt.Errorf("%s is already committed with %s: evaluate under another --run, or delete the folder: %w",
 			dir, strings.Join(diff, ", "), commit.ErrConflict)
 	}
 	if rows, err = readTable[ResultRow](ctx, b, dir, m, ResultsFile); err != nil {
-		return nil, false, fmt.Errorf("evaluate: committed evaluation does not read back: %w", err)
+		return nil, false, fmt.Errorf("committed evaluation does not read back: %w", err)
 	}
 	return rows, true, nil
 }
@@ -366,7 +384,7 @@ func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]Re
 	var samples []workflows.Sample
 	for _, ep := range eps {
 		if ep.Task.DataSource == workflows.AllSources {
-			return nil, fmt.Errorf("evaluate: task %q has data source %q, reserved for the aggregate row: give it another data_source", ep.Task.ID, workflows.AllSources)
+			return nil, fmt.Errorf("task %q has data source %q, reserved for the aggregate row: give it another data_source", ep.Task.ID, workflows.AllSources)
 		}
 		samples = append(samples, workflows.Sample{TaskID: ep.Task.ID, DataSource: ep.Task.DataSource, Success: ep.Reward > 0.5})
 	}

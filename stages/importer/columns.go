@@ -204,7 +204,7 @@ func (e *ValidationError) Error() string {
 	if e.Total == 1 {
 		s = ""
 	}
-	fmt.Fprintf(&sb, "import %s: %d problem%s (nothing was written):", e.File, e.Total, s)
+	fmt.Fprintf(&sb, "%d problem%s (nothing was written):", e.Total, s)
 	for _, p := range e.Problems {
 		if p.Pos >= 0 {
 			fmt.Fprintf(&sb, "\n  %s: %s %d: %s", e.File, e.Unit, p.Pos, p.Msg)

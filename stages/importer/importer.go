@@ -145,21 +145,30 @@ func read(ctx context.Context, data []byte, path, format, scoreCol string) ([]re
 	return recs, c.agents, nil
 }
 
-// Run imports o.Path as the rollout of iteration o.Iteration of env.Config.Run.
+// Run imports o.Path as the rollout of iteration o.Iteration of env.Config.Run. Its errors name
+// the stage once ("import FILE into iter N: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	res, err := runStage(ctx, env, o)
+	if err != nil {
+		return nil, stages.Fail(ctx, fmt.Sprintf("import %s into iter %d", o.Path, o.Iteration), err)
+	}
+	return res, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	if err := commit.ValidateRunName(cfg.Run); err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, err
 	}
 	if o.Iteration < 0 || o.Iteration > math.MaxInt32 {
-		return nil, fmt.Errorf("import: iteration %d is out of range", o.Iteration)
+		return nil, fmt.Errorf("iteration %d is out of range (0 to %d)", o.Iteration, math.MaxInt32)
 	}
 	if o.Parts < 0 {
-		return nil, fmt.Errorf("import: parts %d is negative", o.Parts)
+		return nil, fmt.Errorf("parts %d is negative", o.Parts)
 	}
 	format, err := DetectFormat(o.Path, o.Format)
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, err
 	}
 	scoreCol := o.ScoreColumn
 	if scoreCol == "" {
@@ -167,12 +176,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	for _, c := range columns("score") {
 		if c.name == scoreCol && c.name != "score" && c.kind != kFloat {
-			return nil, fmt.Errorf("import: score column %q is an input column of another type (%s)", scoreCol, c.kind)
+			return nil, fmt.Errorf("score column %q is an input column of another type (%s)", scoreCol, c.kind)
 		}
 	}
 	data, err := os.ReadFile(o.Path)
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, err
 	}
 	recs, agents, err := read(ctx, data, o.Path, format, scoreCol)
 	if err != nil {
@@ -249,7 +258,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		var buf bytes.Buffer
 		if err := shards.WriteTrajectories(&buf, p, part); err != nil {
-			return nil, fmt.Errorf("import %s part %d: %w", o.Path, p, err)
+			return nil, fmt.Errorf("part %d: %w", p, err)
 		}
 		encoded = append(encoded, buf.Bytes())
 		files = append(files, commit.File{Name: shards.PartName(p, parts), Rows: int64(len(part)),
@@ -267,7 +276,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	want, err := commit.Encode(m)
 	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+		return nil, err
 	}
 
 	// Check for a committed iteration before writing: overwriting the parts of a committed
@@ -279,18 +288,18 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		res.Skipped = true
 		return res, nil
 	case err == nil:
-		return nil, fmt.Errorf("import %s: %s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts): import into another --iter or --run: %w",
-			o.Path, res.Dir, describeManifest(old), res.SHA256, res.Rows, parts, commit.ErrConflict)
+		return nil, fmt.Errorf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts): import into another --iter or --run: %w",
+			res.Dir, describeManifest(old), res.SHA256, res.Rows, parts, commit.ErrConflict)
 	case !errors.Is(err, commit.ErrNotCommitted):
-		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+		return nil, err
 	}
 	for p, data := range encoded {
 		if _, err := commit.PutFile(ctx, env.Bucket, res.Dir, files[p].Name, data, files[p].Rows); err != nil {
-			return nil, fmt.Errorf("import %s: %w", o.Path, err)
+			return nil, err
 		}
 	}
 	if _, err := commit.Commit(ctx, env.Bucket, res.Dir, m); err != nil {
-		return nil, fmt.Errorf("import %s: %w", o.Path, err)
+		return nil, err
 	}
 	env.Logf("import %s: %d rows, %d uids, %d trajectories, agents %s → %s (%d parts)",
 		o.Path, res.Rows, res.Groups, res.Trajectories, strings.Join(agents, ","), res.Dir, parts)

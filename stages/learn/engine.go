@@ -159,14 +159,14 @@ func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string,
 	if testDevice != nil {
 		t, err := gpuengine.New(testDevice(), m)
 		if err != nil {
-			return nil, nil, fmt.Errorf("learn: %w", err)
+			return nil, nil, fmt.Errorf("model %s: %w", id, err)
 		}
 		announce(id, fmt.Sprintf("learner %s: GPU engine on the test device", id), logf)
 		return GPUEngine(t), func() { _ = t.Close() }, nil
 	}
 	c, err := gpu.OpenLearner(cfg, id)
 	if err != nil {
-		return nil, nil, fmt.Errorf("learn: %w", err)
+		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
 	if c.Device != nil {
 		t, err := gpuengine.New(c.Device, m)
@@ -175,7 +175,7 @@ func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string,
 			return GPUEngine(t), func() { _ = t.Close() }, nil
 		}
 		if c, err = startFailed(gpu.Required(), err); err != nil {
-			return nil, nil, fmt.Errorf("learn: %s: %w", id, err)
+			return nil, nil, fmt.Errorf("model %s: %w", id, err)
 		}
 	}
 	announce(id, c.Line(id), logf)

@@ -261,13 +261,22 @@ func outOfOrder(run string, iter int, version int64) error {
 	if version < int64(iter) {
 		first = "run " + stages.ChainBefore(version, int64(iter)) + " first, then "
 	}
-	return fmt.Errorf("learn iter %d: its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order): "+
-		"%sdelete %s/ and roll iteration %d out again, or train under another --run", iter, version, iter, stages.ChainStep(int64(iter)), first, commit.IterDir(run, iter), iter)
+	return fmt.Errorf("its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order): "+
+		"%sdelete %s/ and roll iteration %d out again, or train under another --run", version, iter, stages.ChainStep(int64(iter)), first, commit.IterDir(run, iter), iter)
 }
 
 // Run trains on one iteration. If its metrics are committed already, Run only deletes the
 // steps learn.keep_checkpoints no longer keeps (a learn killed after its commit left them).
+// Its errors name the stage once ("learn iter N: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	res, err := runStage(ctx, env, o)
+	if err != nil {
+		return nil, stages.Fail(ctx, stages.IterName("learn", o.Iteration), err)
+	}
+	return res, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	b := env.Bucket
 	iter := o.Iteration
@@ -277,40 +286,46 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	specs, err := normalize.ParseSpecs([]string{est}, cfg.Normalize.Eps)
 	if err != nil {
-		return nil, fmt.Errorf("learn: %w", err)
+		return nil, err
 	}
 	est = specs[0].Name()
 	outDir := commit.LearnDir(cfg.Run, iter)
 	if m, _, err := commit.Read(ctx, b, outDir); err == nil {
 		if m.Kind != "learn" || m.Step == nil {
-			return nil, fmt.Errorf("learn iter %d: %s holds a %q manifest without a step, not the learn manifest drmas writes", iter, outDir, m.Kind)
+			return nil, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", outDir, m.Kind)
 		}
 		if have := m.Params["estimator"]; have != est {
-			return nil, fmt.Errorf("learn iter %d: already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", iter, have, est)
+			return nil, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, est)
 		}
 		env.Logf("learn iter %d: already committed", iter)
 		// A learn killed after its commit but before retention left the steps beyond
 		// learn.keep_checkpoints; a resumed run skips this iteration, so delete them here.
 		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
-			env.Logf("warning: %v", err)
+			env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
 		}
 		return &Result{Skipped: true, Step: *m.Step}, nil
 	} else if !errors.Is(err, commit.ErrNotCommitted) {
-		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
+		return nil, err
 	}
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
+	if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // I/O, permissions, a corrupt manifest: commit.Read names the folder
+		return nil, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("learn iter %d: rollout is not committed (run `drmas run-stage rollout --iter %d`, then normalize, first): %w", iter, iter, err)
+		return nil, fmt.Errorf("rollout is not committed (run `drmas run-stage rollout --iter %d`, then normalize, first): %w", iter, err)
 	}
 	advDir := commit.AdvantageDir(cfg.Run, iter, est)
 	adv, advSHA, err := commit.Read(ctx, b, advDir)
+	if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+		return nil, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("learn iter %d: advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", iter, est, iter, est, err)
+		return nil, fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
 	}
 	version, err := strconv.ParseInt(in.Params["policy_version"], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("learn iter %d: rollout manifest has no policy_version", iter)
+		return nil, fmt.Errorf("rollout manifest has no policy_version")
 	}
 	// Iteration N samples from step N (the loop's order; rollout refuses any other step, and
 	// labels an all-external config's iteration N with step N too). An imported rollout's
@@ -323,7 +338,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	set, err := stages.LoadPolicy(ctx, env, version, true)
 	if err != nil {
-		return nil, fmt.Errorf("learn iter %d: load the policy that generated the rollout: %w", iter, err)
+		return nil, fmt.Errorf("load the policy that generated the rollout: %w", err)
 	}
 	digest := Digest(cfg, est)
 	// What the step is trained on, recorded in its manifest: publishedEarlier resumes only a
@@ -343,7 +358,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		// Only now may older steps go: until the metrics commit, a rerun of this iteration
 		// needs step `version`, the policy that generated the rollout.
 		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
-			env.Logf("warning: %v", err)
+			env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
 		}
 		for _, r := range metrics {
 			if r.Agent == "*" {
@@ -354,7 +369,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		return &Result{Step: step, Metrics: metrics}, nil
 	}
 	if metrics, f, ok, err := publishedEarlier(ctx, env, iter, outDir, version, digest, inputs, chained); err != nil {
-		return nil, fmt.Errorf("learn iter %d: %w", iter, err)
+		return nil, err
 	} else if ok {
 		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
 		return finish(metrics, f)
@@ -376,13 +391,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		for _, m := range stages.SortedKeys(unknown) {
 			what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
 		}
-		return nil, fmt.Errorf("learn iter %d: rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)",
-			iter, strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
+		return nil, fmt.Errorf("rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)", strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
 	}
 	var ref *checkpoints.Set
 	if cfg.Learn.KLCoef > 0 {
 		if ref, err = stages.LoadPolicy(ctx, env, 0, false); err != nil {
-			return nil, fmt.Errorf("learn: load the reference policy (step 0): %w", err)
+			return nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
 	}
 	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}, Inputs: inputs}
@@ -393,7 +407,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		m := set.Models[id]
 		if m == nil {
-			return nil, fmt.Errorf("learn: checkpoint step %d has no model %s", version, id)
+			return nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
 		}
 		var refModel *model.Model
 		if ref != nil {
@@ -439,17 +453,15 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 	who := "by another learn"
 	if cm, _, rerr := commit.Read(ctx, env.Bucket, commit.CheckpointDir(env.Config.Run, step)); rerr == nil {
 		if slices.Equal(cm.Inputs, inputs) {
-			return fmt.Errorf("learn iter %d: step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w",
-				iter, step, err)
+			return fmt.Errorf("step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w", step, err)
 		}
 		who = publishedBy(cm)
 	}
 	if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
 		err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
 	}
-	return fmt.Errorf("learn iter %d: step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
-		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w",
-		iter, step, who, err)
+	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
+		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)
 }
 
 // gpuTelemetry returns the most loaded device's memory in use and utilisation, or zeros in CPU
@@ -480,7 +492,7 @@ func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commi
 	for _, f := range in.Files {
 		sf, ok := sidecars[f.Name]
 		if !ok {
-			return nil, nil, fmt.Errorf("learn: %s has no sidecar for rollout part %s", advDir, f.Name)
+			return nil, nil, fmt.Errorf("%s has no sidecar for rollout part %s", advDir, f.Name)
 		}
 		data, err := commit.ReadFile(ctx, env.Bucket, inDir, f)
 		if err != nil {
@@ -499,11 +511,11 @@ func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commi
 			return nil, nil, err
 		}
 		if len(a) != len(r) {
-			return nil, nil, fmt.Errorf("learn: %s has %d rows but its sidecar %d", f.Name, len(r), len(a))
+			return nil, nil, fmt.Errorf("%s has %d rows but its sidecar %d", f.Name, len(r), len(a))
 		}
 		for i := range r {
 			if r[i].RowID != a[i].RowID {
-				return nil, nil, fmt.Errorf("learn: %s row %d: row_id %d but sidecar row_id %d: not row-aligned", f.Name, i, r[i].RowID, a[i].RowID)
+				return nil, nil, fmt.Errorf("%s row %d: row_id %d but sidecar row_id %d: not row-aligned", f.Name, i, r[i].RowID, a[i].RowID)
 			}
 		}
 		rows = append(rows, r...)
@@ -527,7 +539,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			continue
 		}
 		if len(r.ResponseLogprobs) != len(r.ResponseIDs) {
-			return nil, nil, fmt.Errorf("learn: row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
+			return nil, nil, fmt.Errorf("row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
 		}
 		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
 		behaviour = append(behaviour, r.ResponseLogprobs)
@@ -548,7 +560,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			}
 			lps, err := eng.Score(sm, seqs, h.Temperature)
 			if err != nil {
-				return fmt.Errorf("learn: score %s %s: %w", what, id, err)
+				return fmt.Errorf("score %s %s: %w", what, id, err)
 			}
 			for j := range seqs {
 				set(&exs[lo+j], lps[j])
@@ -607,11 +619,11 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 			}
 			st, err := UpdateOn(eng, m, opt, batch, h, hp.GradClip)
 			if err != nil {
-				return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+				return nil, nil, fmt.Errorf("model %s: %w", id, err)
 			}
 			if invariants.Enabled && epoch == 0 && mb == 0 {
 				if err := checkFirstUpdate(st); err != nil {
-					return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+					return nil, nil, fmt.Errorf("model %s: %w", id, err)
 				}
 			}
 			if st.Tokens == 0 {
@@ -654,7 +666,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	// The GPU engine ran the optimizer steps on its device: copy the weights and moments
 	// back before the caller checkpoints them.
 	if err := eng.Sync(); err != nil {
-		return nil, nil, fmt.Errorf("learn model %s: %w", id, err)
+		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
 	var out []MetricsRow
 	// An agent that the config does not give this model (an import's model column names it for

@@ -273,3 +273,19 @@ func TestLearnWithoutRolloutSaysWhatToRun(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestLearnUnreadableRolloutIsNotMissing: a rollout manifest that does not parse is reported as
+// such, not as "not committed" with advice to run rollout (which finds it committed and does
+// nothing).
+func TestLearnUnreadableRolloutIsNotMissing(t *testing.T) {
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	ctx := context.Background()
+	if err := env.Bucket.Put(ctx, commit.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName, strings.NewReader("{"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := learn.Run(ctx, env, learn.Options{Iteration: 0})
+	if err == nil || errors.Is(err, commit.ErrNotCommitted) || strings.Contains(err.Error(), "not committed") ||
+		!strings.HasPrefix(err.Error(), "learn iter 0: "+commit.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName) {
+		t.Fatalf("learn on an unreadable rollout manifest: %v", err)
+	}
+}

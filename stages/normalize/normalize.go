@@ -30,6 +30,7 @@ import (
 	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage"
 )
 
 // Options select what to normalize.
@@ -108,8 +109,17 @@ func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 // are then all written, commits the diagnostics folder and the advantage folder (in that order:
 // a committed advantage folder implies committed diagnostics). Each finished part leaves a
 // receipt carrying its per-agent partial statistics, which the finalize merges in part order,
-// so the outputs are byte-identical whether one process or many shards did the work.
+// so the outputs are byte-identical whether one process or many shards did the work. Its
+// errors name the stage once ("normalize iter N: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	res, err := runStage(ctx, env, o)
+	if err != nil {
+		return nil, stages.Fail(ctx, stages.IterName("normalize", o.Iteration), err)
+	}
+	return res, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	if o.Shard == (jobs.Shard{}) {
 		o.Shard = jobs.Whole
@@ -123,17 +133,17 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	specs, err := ParseSpecs(names, cfg.Normalize.Eps)
 	if err != nil {
-		return nil, fmt.Errorf("normalize: %w", err)
+		return nil, err
 	}
 	b := env.Bucket
 	iter := o.Iteration
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
 	if errors.Is(err, commit.ErrNotCommitted) {
-		return nil, fmt.Errorf("normalize iteration %d: rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", iter, iter, err)
+		return nil, fmt.Errorf("rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", iter, err)
 	}
 	if err != nil { // cancelled, I/O, permissions, a corrupt manifest: commit.Read names the folder
-		return nil, fmt.Errorf("normalize iteration %d: %w", iter, err)
+		return nil, err
 	}
 	res := &Result{Rows: in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	var todo []kernels.Spec
@@ -144,8 +154,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			return nil, err
 		}
 		if done {
-			// A worker killed between the commit and the receipts' removal leaves them behind.
-			if err := commit.CleanReceipts(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name())); err != nil {
+			// A worker killed between the commit and the receipts' removal leaves them behind
+			// (harmless: a failed removal is a warning).
+			if err := env.Leftover(stages.IterName("normalize", iter), commit.CleanReceipts(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name()))); err != nil {
 				return nil, err
 			}
 			res.Skipped = append(res.Skipped, s.Name())
@@ -218,7 +229,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 				r := oe.Row
 				err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
 			}
-			return fmt.Errorf("normalize %s: %w", path.Join(inDir, f.Name), err)
+			return fmt.Errorf("%s: %w", path.Join(inDir, f.Name), err)
 		}
 		sl.diags = diags
 		p.rows = keys.Len()
@@ -228,7 +239,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			data, err := sl.enc.encode(keys, sl.outs[ei], todo[ei].PerPair())
 			sl.enc.out = nil
 			if err != nil {
-				return fmt.Errorf("normalize %s: %w", f.Name, err)
+				return fmt.Errorf("%s: %w", f.Name, err)
 			}
 			p.data[ei] = data
 			// The part's per-agent partial statistics (a function of the part alone), for its
@@ -301,7 +312,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			res.Diagnostics[s.Name()] = rows
 			return nil, nil
 		})
-		if err != nil {
+		if err := env.Leftover(stages.IterName("normalize", iter), err); err != nil {
 			return nil, err
 		}
 		if done {
@@ -461,12 +472,17 @@ func forEachPart(ctx context.Context, n, estimators int,
 // into the slot's reusable buffers (sl.keys, sl.cols stay valid until the slot's next part).
 func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, sl *slot) (*kernels.Columns, *shards.Keys, error) {
 	name := path.Join(dir, f.Name)
+	// A committed part that is gone or of another size was damaged in the store since.
+	fix := fmt.Sprintf("restore it, or delete %s/ and roll the iteration out again", dir)
 	attr, err := env.Bucket.Stat(ctx, name)
+	if storage.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("%s is listed in the committed rollout but missing from the store: %s: %w", name, fix, err)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("normalize: %w", err)
+		return nil, nil, err
 	}
 	if attr.Size != f.Bytes {
-		return nil, nil, fmt.Errorf("normalize: %s has %d bytes, its manifest says %d", name, attr.Size, f.Bytes)
+		return nil, nil, fmt.Errorf("%s has %d bytes, its manifest says %d (damaged in the store): %s", name, attr.Size, f.Bytes, fix)
 	}
 	keys, err := sl.kr.Read(ctx, env.Bucket, name, f.Bytes)
 	if err != nil {

@@ -463,3 +463,22 @@ func BenchmarkNormalize(b *testing.B) {
 	b.ReportMetric(float64(rows), "rows")
 	_ = fmt.Sprint()
 }
+
+// TestRunMissingPart: a part the committed rollout lists but the store lost is named, with what
+// to do, under the stage's name.
+func TestRunMissingPart(t *testing.T) {
+	root := t.TempDir()
+	writeIteration(t, root, "t", 1, 2, 1000)
+	env := testEnv(t, root)
+	lost := commit.RolloutDir("t", 1) + "/" + shards.PartName(1, 2)
+	if err := env.Bucket.Delete(context.Background(), lost); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), env, Options{Iteration: 1, Estimators: []string{"drmas"}})
+	want := "normalize iter 1: " + lost + " is listed in the committed rollout but missing from the store: restore it, or delete " +
+		commit.RolloutDir("t", 1) + "/ and roll the iteration out again"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !storage.IsNotFound(err) {
+		t.Fatalf("got %v\nwant %q…, matching storage.ErrNotFound", err, want)
+	}
+	noManifests(t, env, 1)
+}

@@ -97,8 +97,17 @@ func Digest(cfg *configs.Config) string {
 }
 
 // Run rolls out this worker's parts of one iteration and commits the folder if every part is
-// written. If the rollout is already committed, Run does nothing.
+// written. If the rollout is already committed, Run does nothing. Its errors name the stage
+// once ("rollout iter N: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+	res, err := runStage(ctx, env, o)
+	if err != nil {
+		return nil, stages.Fail(ctx, stages.IterName("rollout", o.Iteration), err)
+	}
+	return res, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
 	b := env.Bucket
 	if o.Shard == (jobs.Shard{}) {
@@ -111,8 +120,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if done, err := commit.IsCommitted(ctx, b, dir); err != nil {
 		return nil, err
 	} else if done {
-		// A worker killed between the commit and the receipts' removal leaves them behind.
-		if err := commit.CleanReceipts(ctx, b, dir); err != nil {
+		// A worker killed between the commit and the receipts' removal leaves them behind
+		// (harmless: a failed removal is a warning).
+		if err := env.Leftover(stages.IterName("rollout", o.Iteration), commit.CleanReceipts(ctx, b, dir)); err != nil {
 			return nil, err
 		}
 		env.Logf("rollout iter %d: already committed", o.Iteration)
@@ -124,7 +134,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	}
 	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
 	if err != nil {
-		return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+		return nil, err
 	}
 	// An all-external config loads no checkpoint, but learn still publishes (empty) step N+1
 	// from iteration N's rollout: LATEST stands for step N here, as `drmas run` passes it.
@@ -136,8 +146,8 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		if o.Step == stages.LatestStep && set.Step < n {
 			fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", stages.ChainBefore(set.Step, n), n)
 		}
-		return nil, fmt.Errorf("rollout iter %d: would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
-			n, set.Step, n, stages.ChainStep(n), fix)
+		return nil, fmt.Errorf("would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
+			set.Step, n, stages.ChainStep(n), fix)
 	}
 	backends, err := stages.BackendsLogged(env, set)
 	if err != nil {
@@ -184,7 +194,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	if len(todo) > 0 {
 		// A server still loading the checkpoint is waited for before the clock starts.
 		if err := actors.Ready(ctx, backends); err != nil {
-			return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+			return nil, err
 		}
 		bar := progress.New(env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", o.Iteration), "episodes")
 		var tokens int64
@@ -201,7 +211,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 			},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("rollout iter %d: %w", o.Iteration, err)
+			return nil, err
 		}
 		elapsed = bar.Finish()
 		off := 0
@@ -226,7 +236,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		}
 		return nil, nil
 	})
-	if err != nil {
+	if err := env.Leftover(stages.IterName("rollout", o.Iteration), err); err != nil {
 		return nil, err
 	}
 	st := mine
@@ -286,7 +296,7 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 	}
 	var buf bytes.Buffer
 	if err := shards.WriteTrajectories(&buf, p, rows); err != nil {
-		return st, fmt.Errorf("rollout iter %d part %d: %w", iter, p, err)
+		return st, fmt.Errorf("part %d: %w", p, err)
 	}
 	dir := commit.RolloutDir(cfg.Run, iter)
 	f, err := commit.PutFile(ctx, env.Bucket, dir, name, buf.Bytes(), int64(len(rows)))

@@ -43,8 +43,17 @@ func Digest(cfg *configs.Config) string {
 
 // Run trains every model and publishes step 0. If step 0 is committed already, it does
 // nothing; if that step 0 was warmed up with other settings (its config digest differs), it
-// says so: the run keeps its step 0 (everything after it was trained from it).
+// says so: the run keeps its step 0 (everything after it was trained from it). Its errors name
+// the stage once ("warmup: …", a *stages.Error).
 func Run(ctx context.Context, env *stages.Env) (*Result, error) {
+	res, err := runStage(ctx, env)
+	if err != nil {
+		return nil, stages.Fail(ctx, "warmup", err)
+	}
+	return res, nil
+}
+
+func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 	cfg := env.Config
 	if m, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return nil, err
@@ -75,7 +84,7 @@ func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 			seqs = append(seqs, demos[a]...)
 		}
 		if len(seqs) == 0 {
-			return nil, fmt.Errorf("warmup: model %s serves no agent of workflow %s", id, wf.Name())
+			return nil, fmt.Errorf("model %s serves no agent of workflow %s", id, wf.Name())
 		}
 		m, loss, err := Train(ctx, env, id, cfg, seqs)
 		if err != nil {
@@ -113,13 +122,13 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 	mc := cfg.Models[id].Engine()
 	for i, s := range seqs {
 		if len(s.Prompt)+len(s.Response) > mc.Context {
-			return nil, 0, fmt.Errorf("warmup: demonstration %d of model %s has %d tokens, more than its context %d: raise models.%s.context",
+			return nil, 0, fmt.Errorf("demonstration %d of model %s has %d tokens, more than its context %d: raise models.%s.context",
 				i, id, len(s.Prompt)+len(s.Response), mc.Context, id)
 		}
 	}
 	m, err := model.New(mc, seeds.Derive(cfg.Seed, "init", id))
 	if err != nil {
-		return nil, 0, fmt.Errorf("warmup: model %s: %w", id, err)
+		return nil, 0, fmt.Errorf("model %s: %w", id, err)
 	}
 	ocfg := model.DefaultAdamWConfig()
 	ocfg.LR = cfg.Warmup.LR
@@ -140,7 +149,7 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 		}
 		pass, err := m.Forward(batch, 1)
 		if err != nil {
-			return nil, 0, fmt.Errorf("warmup: %w", err)
+			return nil, 0, fmt.Errorf("model %s: %w", id, err)
 		}
 		lp := pass.LogProbs()
 		tokens := 0
@@ -159,12 +168,12 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 		loss /= float64(tokens)
 		g.Zero()
 		if err := pass.Backward(d, nil, g); err != nil {
-			return nil, 0, fmt.Errorf("warmup: %w", err)
+			return nil, 0, fmt.Errorf("model %s: %w", id, err)
 		}
 		model.ClipGradNorm(g, 1)
 		opt.LR = cfg.Warmup.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(steps)))
 		if err := opt.Step(g); err != nil {
-			return nil, 0, fmt.Errorf("warmup: %w", err)
+			return nil, 0, fmt.Errorf("model %s: %w", id, err)
 		}
 		if step >= steps-max(1, steps/10) {
 			tail += loss
