@@ -31,6 +31,7 @@ import (
 	"io"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,9 +209,12 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 		return res, err
 	}
 	sortRows(res.Rows)
-	params := map[string]string{"mode": o.Mode, "estimators": strings.Join(ests, ","), "runs": strings.Join(res.Runs, ",")}
+	// The same ablation given in another order (--estimators grpo,drmas, --seeds 2,1) is the
+	// same summary: its manifest lists them sorted, as the summary's rows are.
+	params := map[string]string{"mode": o.Mode, "estimators": strings.Join(slices.Sorted(slices.Values(ests)), ","),
+		"runs": strings.Join(slices.Sorted(slices.Values(res.Runs)), ",")}
 	if o.Mode == OnPolicy {
-		params["seeds"] = joinSeeds(seeds)
+		params["seeds"] = joinSeeds(slices.Sorted(slices.Values(seeds)))
 	}
 	if o.Iterations.Set {
 		params["iterations"] = fmt.Sprintf("%d..%d", o.Iterations.First, o.Iterations.Last)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,9 +163,16 @@ func TestReplay(t *testing.T) {
 		outPrefixes = append(outPrefixes, commit.RunDir(r)+"/")
 	}
 	first := hashes(t, b, outPrefixes...)
-	// A rerun over committed outputs is a no-op that succeeds.
-	if _, err := ablate.Run(ctx, env, ablate.Options{Mode: ablate.Replay, Estimators: ests}); err != nil {
+	// A rerun over committed outputs is a no-op that succeeds, and the estimators in another
+	// order are the same ablation: the same summary manifest.
+	rev := slices.Clone(ests)
+	slices.Reverse(rev)
+	rerun, err := ablate.Run(ctx, env, ablate.Options{Mode: ablate.Replay, Estimators: rev})
+	if err != nil {
 		t.Fatalf("rerun: %v", err)
+	}
+	if rerun.SummarySHA256 != res.SummarySHA256 {
+		t.Errorf("estimators %v and %v give different summaries", ests, rev)
 	}
 	if err := os.RemoveAll(filepath.Join(store, "runs", src, "ablations")); err != nil {
 		t.Fatal(err)

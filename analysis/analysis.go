@@ -254,9 +254,9 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 	if err != nil {
 		return nil, err
 	}
-	dbTypes := make([]string, len(types))
+	colTypes := make([]*sqlType, len(types))
 	for i, ct := range types {
-		dbTypes[i] = ct.DatabaseTypeName()
+		colTypes[i] = parseType(ct.DatabaseTypeName())
 	}
 	t := &Table{Columns: cols}
 	for rows.Next() {
@@ -269,7 +269,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 			return nil, err
 		}
 		for i, v := range vals {
-			vals[i] = fromDriver(v, dbTypes[i])
+			vals[i] = fromDriverNested(v, colTypes[i])
 		}
 		t.Rows = append(t.Rows, vals)
 	}

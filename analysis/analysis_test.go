@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path"
@@ -603,6 +604,66 @@ func TestCacheUnderNameValueFolders(t *testing.T) {
 		}
 		if out[0] != out[1] {
 			t.Errorf("%s:\nplain cache\n%s\ncache under name=value folders\n%s", q, out[0], out[1])
+		}
+	}
+}
+
+// TestNestedTypesRender: STRUCT, MAP, UNION, BLOB and lists of them come out as DuckDB itself
+// prints them (its own cast to VARCHAR is the oracle), with fields in the type's order and
+// NULL inside nested values; in JSON a STRUCT or MAP is an object in that order and a BLOB is
+// its escaped text, not raw bytes that JSON replaces by U+FFFD.
+func TestNestedTypesRender(t *testing.T) {
+	ctx := context.Background()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exprs := []string{
+		`{'z': 1, 'a': 'x y', 'n': NULL::INTEGER}`,
+		`{'a, "b"': 2, 'c d': [1, NULL, 3]}`,
+		`MAP {'k2': 2.5::DOUBLE, 'k1': NULL::DOUBLE}`,
+		`MAP {3: 'three', 1: 'one'}`,
+		`'\xAA\x00ab\x5C\x7F ~'::BLOB`,
+		`[{'q': 1, 'r': 'x'}, NULL, {'q': 2, 'r': NULL}]`,
+		`['x', NULL]`,
+		`union_value(num := 2)`,
+		`{'m': MAP {'k': [true, false]}, 'u': '00000000-0000-0000-0000-00000000000a'::UUID, 'd': DATE '2024-01-02'}`,
+	}
+	var sel []string
+	for i, e := range exprs {
+		sel = append(sel, fmt.Sprintf("%s AS v%d, (%s)::VARCHAR AS s%d", e, i, e, i))
+	}
+	tb, err := s.Query(ctx, "SELECT "+strings.Join(sel, ", "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range exprs {
+		if got, want := tb.String(0, fmt.Sprintf("v%d", i)), tb.String(0, fmt.Sprintf("s%d", i)); got != want {
+			t.Errorf("%s: rendered %q, DuckDB prints %q", e, got, want)
+		}
+	}
+	var buf bytes.Buffer
+	if err := tb.Write(&buf, "json"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"v0": {"z":1,"a":"x y","n":null}`,
+		`"v1": {"a, \"b\"":2,"c d":[1,null,3]}`,
+		`"v2": {"k2":2.5,"k1":null}`,
+		`"v3": {"3":"three","1":"one"}`,
+		`"v4": "\\xAA\\x00ab\\x5C\\x7F ~"`,
+		`"v5": [{"q":1,"r":"x"},null,{"q":2,"r":null}]`,
+		`"v7": 2`,
+		`"v8": {"m":{"k":[true,false]},"u":"00000000-0000-0000-0000-00000000000a","d":"2024-01-02"}`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("json lacks %s:\n%s", want, buf.String())
 		}
 	}
 }

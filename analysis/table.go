@@ -134,12 +134,26 @@ func formatValue(v any, short bool) string {
 		return x.String() // exact, as DuckDB prints it
 	case duckdb.Interval:
 		return formatInterval(x)
+	case blobValue:
+		return formatBlob(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
-			parts[i] = formatValue(e, short)
+			parts[i] = formatNested(e, short)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
+	case structValue:
+		parts := make([]string, len(x))
+		for i, f := range x {
+			parts[i] = "'" + f.name + "': " + formatNested(f.val, short)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case mapValue:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = formatNested(e.key, short) + "=" + formatNested(e.val, short)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	}
 	return fmt.Sprint(v)
 }
@@ -276,8 +290,48 @@ func jsonValue(v any) any {
 			out[k] = jsonValue(e)
 		}
 		return out
+	case blobValue:
+		return formatBlob(x)
+	case structValue:
+		o := make(orderedObject, len(x))
+		for i, f := range x {
+			o[i] = namedValue{f.name, jsonValue(f.val)}
+		}
+		return o
+	case mapValue:
+		o := make(orderedObject, len(x))
+		for i, e := range x {
+			k, ok := e.key.(string)
+			if !ok {
+				k = formatNested(e.key, false)
+			}
+			o[i] = namedValue{k, jsonValue(e.val)}
+		}
+		return o
 	}
 	return v
+}
+
+// orderedObject is a JSON object whose keys keep their order (a STRUCT's fields, a MAP's keys).
+type orderedObject []namedValue
+
+func (o orderedObject) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(f.name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(f.val)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // formatInterval renders an INTERVAL as DuckDB does: "1 year 2 months 3 days 04:05:06.5".

@@ -25,6 +25,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -259,7 +260,7 @@ func Load(o LoadOptions) (*Config, error) {
 		o.LookupEnv = os.LookupEnv
 	}
 	v := viper.New()
-	source := "the embedded default config"
+	source := "(the embedded default)"
 	var rawErr error
 	if o.File != "" {
 		source = o.File
@@ -293,7 +294,8 @@ func Load(o LoadOptions) (*Config, error) {
 	if rawErr != nil {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, rawErr))
 	}
-	keysErr, typeErr := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), "")
+	badTypes := map[string]reflect.Type{} // keys whose values typeErr reports, and their fields' types
+	keysErr, typeErr := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), "", badTypes)
 	if keysErr != nil {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, keysErr))
 	}
@@ -316,12 +318,19 @@ func Load(o LoadOptions) (*Config, error) {
 	if o.Flags != nil {
 		o.Flags.VisitAll(func(f *pflag.Flag) {
 			if f.Changed && isFixedKey(f.Name) {
+				if err := checkValue(f.Name, f.Value.String()); err != nil {
+					errs = append(errs, fmt.Errorf("--%s %q: %w", f.Name, f.Value.String(), err))
+					return
+				}
 				v.Set(f.Name, f.Value.String())
 				overrides = append(overrides, "--"+f.Name)
 			}
 		})
 	}
 	if rawErr != nil || typeErr != nil { // the decoder's own complaints, then stop: nothing to validate
+		for key, t := range badTypes { // reported already: the decoder would repeat it
+			v.Set(key, reflect.Zero(t).Interface())
+		}
 		if cfg, err := defaults(); err == nil {
 			if err := v.Unmarshal(cfg); err != nil {
 				errs = append(errs, fmt.Errorf("config %s: %w", source, err))
@@ -365,9 +374,12 @@ func Load(o LoadOptions) (*Config, error) {
 	return cfg, nil
 }
 
-// checkValue reports whether val, a string from the environment, decodes into the fixed key as
-// Load decodes it, and if not says in a few words what the key wants.
+// checkValue reports whether val, a string from the environment or a flag, decodes into the
+// fixed key as Load decodes it, and if not says in a few words what the key wants.
 func checkValue(key, val string) error {
+	if err := checkString(val, fixedFields()[key].Type); err != nil {
+		return err
+	}
 	v := viper.New()
 	v.Set(key, val)
 	if err := v.Unmarshal(&Config{}); err == nil {
@@ -414,7 +426,7 @@ func defaults() (*Config, error) {
 // checkKeys reports every key of m that t has no field for, as a dotted path (keys), and every
 // value that decoding would silently change (types, checkType): m holds what a config
 // file set, as its parser typed it.
-func checkKeys(m map[string]any, t reflect.Type, prefix string) (keys, types error) {
+func checkKeys(m map[string]any, t reflect.Type, prefix string, bad map[string]reflect.Type) (keys, types error) {
 	fields := map[string]reflect.Type{}
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
@@ -444,7 +456,7 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) (keys, types err
 		sub, isMap := m[k].(map[string]any)
 		switch {
 		case ft.Kind() == reflect.Struct && isMap:
-			add(checkKeys(sub, ft, prefix+k+"."))
+			add(checkKeys(sub, ft, prefix+k+".", bad))
 		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct && isMap:
 			names := make([]string, 0, len(sub))
 			for name := range sub {
@@ -453,11 +465,14 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) (keys, types err
 			sort.Strings(names)
 			for _, name := range names {
 				if entry, ok := sub[name].(map[string]any); ok {
-					add(checkKeys(entry, ft.Elem(), prefix+k+"."+name+"."))
+					add(checkKeys(entry, ft.Elem(), prefix+k+"."+name+".", bad))
 				}
 			}
 		case ft.Kind() != reflect.Struct && ft.Kind() != reflect.Map:
-			terrs = append(terrs, checkType(prefix+k, m[k], ft))
+			if err := checkType(prefix+k, m[k], ft); err != nil {
+				terrs = append(terrs, err)
+				bad[prefix+k] = ft
+			}
 		}
 	}
 	return errors.Join(kerrs...), errors.Join(terrs...)
@@ -467,8 +482,8 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string) (keys, types err
 // silently change or drop (mapstructure converts weakly, for the strings of DRMAS_* variables
 // and flags): no value (the default would stay), a fraction, a negative number, a boolean or an
 // out-of-range number for an integer, a boolean for a number or a string, a number for a
-// boolean, and a bare number for a duration (it would be nanoseconds). Strings are left to the
-// decoder, which parses them strictly.
+// boolean, and a bare number for a duration (it would be nanoseconds). Strings are checked by
+// checkString.
 func checkType(key string, val any, t reflect.Type) error {
 	rv := reflect.ValueOf(val)
 	isBool := rv.Kind() == reflect.Bool
@@ -518,14 +533,106 @@ func checkType(key string, val any, t reflect.Type) error {
 			return fmt.Errorf("%s: %v, want a string: quote it", key, val)
 		}
 	}
+	if s, ok := val.(string); ok {
+		if err := checkString(s, t); err != nil {
+			return fmt.Errorf("%s: %q: %w", key, s, err)
+		}
+	}
 	return nil
+}
+
+// checkString reports a string (a DRMAS_* variable, a flag, a quoted value in a file) that the
+// decoder would read as something else than a reader of the config means, for a field of type
+// t. The decoder converts weakly: an empty string becomes 0 or false, an integer is parsed in
+// Go syntax (010 is octal 8, 0x10 is 16, 1_0 is 10) and a number may be a hex float. So numbers
+// must be plain decimal (an integer without leading zeros), and a string must not be empty
+// where the field is not a string.
+func checkString(s string, t reflect.Type) error {
+	k := t.Kind()
+	if k == reflect.String || k == reflect.Slice || k == reflect.Map || k == reflect.Struct {
+		return nil
+	}
+	if s == "" {
+		return errors.New("empty: give a value, or leave the key unset")
+	}
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		if _, err := time.ParseDuration(s); err != nil {
+			return errors.New("not a duration (e.g. 30s or 2m)")
+		}
+	case k >= reflect.Int && k <= reflect.Uint64:
+		digits := strings.TrimPrefix(s, "-")
+		switch {
+		case k >= reflect.Uint && digits != s:
+			return errors.New("not an integer ≥ 0")
+		case digits == "" || strings.Trim(digits, "0123456789") != "":
+			return errors.New("not an integer: write decimal digits, e.g. 42")
+		}
+		if len(digits) > 1 && digits[0] == '0' {
+			return fmt.Errorf("a leading zero makes it octal: write %s", withoutLeadingZeros(s))
+		}
+	case k == reflect.Float32 || k == reflect.Float64:
+		low := strings.ToLower(s)
+		if _, err := strconv.ParseFloat(s, 64); err != nil || strings.Contains(low, "_") || strings.Contains(low, "0x") {
+			return errors.New("not a decimal number (e.g. 0.001 or 1e-3)")
+		}
+	case k == reflect.Bool:
+		if _, err := strconv.ParseBool(s); err != nil {
+			return errors.New("not true or false")
+		}
+	}
+	return nil
+}
+
+// withoutLeadingZeros returns the decimal integer s, which may have a sign, without its
+// leading zeros.
+func withoutLeadingZeros(s string) string {
+	digits := strings.TrimLeft(s, "+-")
+	if d := strings.TrimLeft(digits, "0"); d != "" {
+		return s[:len(s)-len(digits)] + d
+	}
+	return "0"
+}
+
+// yamlOctals reports the plain integers of a YAML document written with a leading zero: the
+// YAML parser reads 010 as octal 8 (YAML 1.1's rule), where YAML 1.2 and a reader mean 10.
+func yamlOctals(n *yaml.Node, path string) []error {
+	var errs []error
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path
+			if n.Kind == yaml.SequenceNode {
+				p = fmt.Sprintf("%s[%d]", path, i)
+			}
+			errs = append(errs, yamlOctals(c, p)...)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			errs = append(errs, yamlOctals(n.Content[i+1], p)...)
+		}
+	case yaml.ScalarNode:
+		digits := strings.TrimLeft(n.Value, "+-")
+		if n.Style == 0 && n.ShortTag() == "!!int" && len(n.Value)-len(digits) <= 1 &&
+			len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0123456789_") == "" {
+			sign := n.Value[:len(n.Value)-len(digits)]
+			errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal)",
+				path, n.Value, withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", "")), sign, strings.TrimLeft(digits, "0_")))
+		}
+	}
+	return errs
 }
 
 // checkRaw reports what viper's reading of a config file hides: keys of one map that differ
 // only in case (viper folds keys to lower case, so all but one would silently be dropped), keys
 // with no value (dropped: the default would silently stay),
 // a key given twice in a JSON object (encoding/json keeps the last), and YAML documents after
-// the first (viper reads only the first). YAML and TOML themselves reject a repeated key.
+// the first (viper reads only the first), and YAML integers with a leading zero (read as octal).
+// YAML and TOML themselves reject a repeated key.
 func checkRaw(data []byte, format string) error {
 	dec, err := viper.NewCodecRegistry().Decoder(format)
 	if err != nil {
@@ -543,6 +650,7 @@ func checkRaw(data []byte, format string) error {
 		d := yaml.NewDecoder(bytes.NewReader(data))
 		var first, second yaml.Node
 		if d.Decode(&first) == nil {
+			errs = append(errs, yamlOctals(&first, "")...)
 			if err := d.Decode(&second); !errors.Is(err, io.EOF) {
 				errs = append(errs, errors.New("more than one YAML document (a --- line): drmas reads one; merge them"))
 			}
@@ -922,6 +1030,9 @@ func (c *Config) Validate() error {
 	need(e.Temperature < 0, "evaluate.temperature", e.Temperature, "≥ 0")
 	need(e.TopP <= 0 || e.TopP > 1, "evaluate.top_p", e.TopP, "in (0, 1]")
 	need(c.S3.MaxRetries < 0, "s3.max_retries", c.S3.MaxRetries, "≥ 0")
+	if _, err := c.NewWorkflow(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -1034,6 +1145,79 @@ func (c *Config) Redacted() *Config {
 		r.S3.SecretKey = "<redacted>"
 	}
 	return &r
+}
+
+// Document returns c as a config file holds it: a tree of maps (keys as config files spell
+// them), with every duration written with its unit ("2m0s"; JSON encoding gives nanoseconds,
+// which Load refuses as a duration), so that what `drmas config show` prints loads back as c.
+func (c *Config) Document() (map[string]any, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	doc := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // exact integers (a seed above 2^53)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("encode config: %w", err)
+	}
+	durationsAsText(doc, reflect.TypeOf(*c))
+	return numbersAsValues(doc).(map[string]any), nil
+}
+
+// numbersAsValues replaces the json.Numbers of v by int64, uint64 or float64 values, which YAML
+// writes as numbers, not as quoted strings.
+func numbersAsValues(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
+			return u
+		}
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbersAsValues(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbersAsValues(e)
+		}
+	}
+	return v
+}
+
+// durationsAsText rewrites the durations of m, the JSON form of a value of struct type t.
+func durationsAsText(m map[string]any, t reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch v := m[key]; {
+		case v == nil:
+		case f.Type == reflect.TypeOf(time.Duration(0)):
+			if n, ok := v.(json.Number); ok {
+				if ns, err := n.Int64(); err == nil {
+					m[key] = time.Duration(ns).String()
+				}
+			}
+		case f.Type.Kind() == reflect.Struct:
+			if sub, ok := v.(map[string]any); ok {
+				durationsAsText(sub, f.Type)
+			}
+		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct:
+			if sub, ok := v.(map[string]any); ok {
+				for _, e := range sub {
+					if em, ok := e.(map[string]any); ok {
+						durationsAsText(em, f.Type.Elem())
+					}
+				}
+			}
+		}
+	}
 }
 
 // Digest is a stable sha256 of the JSON encoding of any config section (secrets are never

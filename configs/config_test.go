@@ -56,7 +56,7 @@ func TestUnknownKeysNamed(t *testing.T) {
 }
 
 func TestPrecedence(t *testing.T) {
-	p := write(t, "c.yaml", "run: fromfile\nstore: /tmp/file\nlearn: {lr: 0.5}\nmodels:\n  big: {dim: 16, layers: 1, heads: 2, context: 32, ff_mult: 2}\nagents:\n  router: {model: big}\n")
+	p := write(t, "c.yaml", "run: fromfile\nstore: /tmp/file\nlearn: {lr: 0.5}\nmodels:\n  big: {dim: 16, layers: 1, heads: 2, context: 32, ff_mult: 2}\nagents:\n  solver: {model: big}\n  verifier: {model: big}\n")
 	env := map[string]string{"DRMAS_RUN": "fromenv", "DRMAS_LEARN_LR": "0.25"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
@@ -75,7 +75,7 @@ func TestPrecedence(t *testing.T) {
 	if c.Warmup.Steps != Default().Warmup.Steps {
 		t.Fatalf("unset key lost its default: %d", c.Warmup.Steps)
 	}
-	if len(c.Agents) != 1 || len(c.Models) != 1 {
+	if len(c.Agents) != 2 || len(c.Models) != 1 {
 		t.Fatalf("file maps must replace default maps, got agents %v models %v", c.AgentNames(), c.ModelNames())
 	}
 }

@@ -85,7 +85,7 @@ func TestBadEnvValueNamesTheVariable(t *testing.T) {
 	env := map[string]string{"DRMAS_LEARN_LR": "abc"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	_, err := Load(LoadOptions{File: p, LookupEnv: lookup})
-	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a number`; err == nil || err.Error() != want {
+	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a decimal number (e.g. 0.001 or 1e-3)`; err == nil || err.Error() != want {
 		t.Fatalf("want %q, got %v", want, err)
 	}
 	// Every bad variable, one line each, and the file's own problems too.
@@ -325,5 +325,105 @@ func TestUnusedModelRejected(t *testing.T) {
 	c.Models["spare"] = c.Models["m1"]
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models.spare: no agent uses it") {
 		t.Fatalf("unused model: %v", err)
+	}
+}
+
+// TestNumbersAreReadAsWritten: a number is what its decimal digits say, wherever it comes
+// from. The decoder parses strings in Go syntax (010 is octal 8, 0x2 is 2, 1_0 is 10, 0x1p-3 a
+// hex float; an empty string is 0) and YAML reads a plain 010 as octal 8: each is an error
+// naming the key and what to write, and plain decimals keep working.
+func TestNumbersAreReadAsWritten(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1], true
+				}
+			}
+			return "", false
+		}
+	}
+	for _, c := range []struct{ key, val, want string }{
+		{"DRMAS_LEARN_EPOCHS", "010", `DRMAS_LEARN_EPOCHS="010": learn.epochs: a leading zero makes it octal: write 10`},
+		{"DRMAS_SEED", "0042", `DRMAS_SEED="0042": seed: a leading zero makes it octal: write 42`},
+		{"DRMAS_SEED", "0x2", "seed: not an integer: write decimal digits"},
+		{"DRMAS_SEED", "+5", "seed: not an integer: write decimal digits"},
+		{"DRMAS_SEED", "-5", "seed: not an integer ≥ 0"},
+		{"DRMAS_SEED", "", `DRMAS_SEED="": seed: empty: give a value`},
+		{"DRMAS_LEARN_LR", "1_0", "learn.lr: not a decimal number"},
+		{"DRMAS_LEARN_LR", "0x1p-3", "learn.lr: not a decimal number"},
+		{"DRMAS_LEARN_KL_COEF", "", "learn.kl_coef: empty"},
+		{"DRMAS_S3_INSECURE", "", "s3.insecure: empty"},
+		{"DRMAS_S3_INSECURE", "yes", "s3.insecure: not true or false"},
+	} {
+		_, err := Load(LoadOptions{LookupEnv: env(c.key, c.val)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%q: want %q, got %v", c.key, c.val, c.want, err)
+		}
+	}
+	c, err := Load(LoadOptions{LookupEnv: env("DRMAS_SEED", "42", "DRMAS_LEARN_LR", "1e-3",
+		"DRMAS_LEARN_EPOCHS", "3", "DRMAS_LEARN_WEIGHT_DECAY", "0", "DRMAS_S3_INSECURE", "1",
+		"DRMAS_LEARN_CLIP_LOW", "0.25")})
+	if err != nil || c.Seed != 42 || c.Learn.LR != 1e-3 || c.Learn.Epochs != 3 || c.Learn.WeightDecay != 0 || !c.S3.Insecure || c.Learn.ClipLow != 0.25 {
+		t.Fatalf("plain decimals: %+v %v", c, err)
+	}
+
+	// A flag's string is read the same way (cmd/drmas binds --seed as a string for this).
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("seed", "", "")
+	if err := fs.Parse([]string{"--seed", "010"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(LoadOptions{Flags: fs, LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), `--seed "010": a leading zero makes it octal: write 10`) {
+		t.Errorf("--seed 010: %v", err)
+	}
+
+	p := write(t, "octal.yaml", "seed: 010\nlearn:\n  epochs: \"010\"\n  lr: 010\n  micro_batch: -0_7\n  mini_batches: \"1_0\"\nrollout:\n  max_tokens: \"\"\n")
+	_, err = Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("octal and Go-syntax numbers accepted")
+	}
+	for _, want := range []string{
+		"seed: 010 is read as octal in YAML: write 10 (or 0o10 for octal)",
+		"learn.lr: 010 is read as octal in YAML: write 10",
+		"learn.micro_batch: -0_7 is read as octal in YAML: write -7",
+		`learn.epochs: "010": a leading zero makes it octal: write 10`,
+		`learn.mini_batches: "1_0": not an integer`,
+		`rollout.max_tokens: "": empty`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	// Each problem once: the decoder does not repeat what the checks reported.
+	if strings.Contains(err.Error(), "decoding failed") || strings.Count(err.Error(), "learn.epochs") != 1 {
+		t.Errorf("a problem reported twice:\n%v", err)
+	}
+	// YAML's explicit spellings and plain numbers are read as they say.
+	ok := write(t, "ok.yaml", "seed: 0o10\nlearn:\n  epochs: 0x2\n  lr: 0.001\n  micro_batch: 4\n  mini_batches: \"3\"\n")
+	if c, err := Load(LoadOptions{File: ok, LookupEnv: noEnv}); err != nil || c.Seed != 8 || c.Learn.Epochs != 2 || c.Learn.LR != 0.001 || c.Learn.MiniBatches != 3 {
+		t.Errorf("explicit YAML numbers: %+v %v", c, err)
+	}
+}
+
+// TestWorkflowCheckedWithTheConfig: the workflow's name, its options and its agents are
+// checked when the config loads (so `drmas config show` and every command refuse them before
+// any work), each with the config's other problems.
+func TestWorkflowCheckedWithTheConfig(t *testing.T) {
+	for name, c := range map[string]struct{ body, want string }{
+		"name.yaml":  {"workflow: {name: maths}\n", `workflow.name: "maths", want one of math, search`},
+		"loop.yaml":  {"workflow: {max_loop: 9, top_k: 0, hard_frac: 1.5}\n", "workflow.max_loop: 9, want 1..8\nworkflow.top_k: 0, want 1..2 to fit the prompt budget\nworkflow.hard_frac: 1.5, want 0..1"},
+		"zero.yaml":  {"workflow: {max_steps: 0, corpus_people: 5}\n", "workflow.max_steps: 0, want 1..8\nworkflow.corpus_people: 5, want 13..2000"},
+		"extra.yaml": {"agents:\n  solver: {model: m1}\n  verifier: {model: m1}\n  critic: {model: m1}\n", "agents.critic: workflow math has no such agent (its agents: solver, verifier)"},
+		"missing.yaml": {"workflow: {name: search}\nagents:\n  router: {model: m1}\n  searcher: {model: m1}\n",
+			"workflow search needs agents router, searcher, answerer, but the config has no agents.answerer entry (it has router, searcher)"},
+	} {
+		_, err := Load(LoadOptions{File: write(t, name, c.body+"learn: {epochs: 0}\n"), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "learn.epochs: 0, want ≥ 1") {
+			t.Errorf("%s: want %q with the other problems, got %v", name, c.want, err)
+		}
+	}
+	if _, err := Load(LoadOptions{File: "search.yaml", LookupEnv: noEnv}); err != nil {
+		t.Errorf("search example: %v", err)
 	}
 }

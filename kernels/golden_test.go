@@ -289,7 +289,8 @@ func TestSpecNames(t *testing.T) {
 	}
 	// A typo of a name lists the estimators; a bad suffix says which suffixes there are.
 	for name, want := range map[string]string{
-		"drmass":      `unknown estimator "drmass" (want grpo, drmas, grpo_step`,
+		"drmass":      `unknown estimator "drmass" (want grpo, drmas or grpo_step, each optionally with _nostd or _eps<float>; drgrpo (= grpo_nostd); rloo; rloo_agent)`,
+		"rloo_eps0.1": `unknown estimator "rloo_eps0.1" (want grpo, drmas or grpo_step`,
 		"grpox_nostd": `unknown estimator "grpox_nostd" (want grpo, drmas`,
 		"ppo":         `unknown estimator "ppo" (want grpo, drmas`,
 		"drmas_std":   `estimator "drmas_std": unknown suffix "_std" (want _nostd or _eps<float>)`,

@@ -146,7 +146,7 @@ func ParseSpecEps(name string, eps float64) (Spec, error) {
 }
 
 // specNames lists the names parseSpec accepts, for its errors.
-const specNames = "grpo, drmas, grpo_step, drgrpo, rloo, rloo_agent, optionally with _nostd or _eps<float>"
+const specNames = "grpo, drmas or grpo_step, each optionally with _nostd or _eps<float>; drgrpo (= grpo_nostd); rloo; rloo_agent"
 
 // parseSpec is ParseSpec; explicit reports whether the name spelled ε out (_eps<float>).
 func parseSpec(name string) (s Spec, explicit bool, err error) {

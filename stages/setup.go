@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 
@@ -17,54 +16,10 @@ import (
 	"github.com/drmas-dev/drmas/workflows"
 )
 
-// Workflow builds the configured workflow and checks that the config maps every one of its
-// agents to a model.
+// Workflow builds the configured workflow and checks that the config maps exactly its agents
+// to models (configs.Config.NewWorkflow; a loaded config has passed the same check).
 func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
-	o := workflows.DefaultOptions()
-	w := cfg.Workflow
-	if w.MaxLoop != 0 {
-		o.MaxLoop = w.MaxLoop
-	}
-	if w.MaxSteps != 0 {
-		o.MaxSteps = w.MaxSteps
-	}
-	if w.TopK != 0 {
-		o.TopK = w.TopK
-	}
-	// Zero is a valid share of hard tasks and a valid corpus seed, not "unset": the config's
-	// defaults (default.yaml) provide both.
-	o.HardFrac = w.HardFrac
-	o.CorpusSeed = w.CorpusSeed
-	if w.CorpusPeople != 0 {
-		o.CorpusPeople = w.CorpusPeople
-	}
-	wf, err := workflows.New(w.Name, o)
-	if err != nil {
-		return nil, fmt.Errorf("workflow %q: %w", w.Name, err)
-	}
-	var missing []string
-	for _, a := range wf.Agents() {
-		if _, ok := cfg.Agents[a]; !ok {
-			missing = append(missing, a)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("workflow %s needs agents %s, but the config has no agents.%s entry (it has %s)",
-			wf.Name(), strings.Join(wf.Agents(), ", "), strings.Join(missing, ", agents."), strings.Join(cfg.AgentNames(), ", "))
-	}
-	// An agent the workflow never runs is a typo or a leftover of another workflow: it would be
-	// trained on nothing and reported with a zero gradient norm.
-	var extra []string
-	for _, a := range cfg.AgentNames() {
-		if !slices.Contains(wf.Agents(), a) {
-			extra = append(extra, a)
-		}
-	}
-	if len(extra) > 0 {
-		return nil, fmt.Errorf("agents.%s: workflow %s has no such agent (its agents: %s)",
-			strings.Join(extra, ", agents."), wf.Name(), strings.Join(wf.Agents(), ", "))
-	}
-	return wf, nil
+	return cfg.NewWorkflow()
 }
 
 // Backends maps every configured agent to the backend serving its model: in process from set
@@ -238,13 +193,21 @@ func CheckTasks(cfg *configs.Config) error {
 		}
 	}
 	if !fromFile(cfg.Evaluate.Source) {
-		return nil
+		if train == nil {
+			return nil // both generated, from disjoint splits
+		}
+		wf, err := cfg.NewWorkflow()
+		if err != nil {
+			return err
+		}
+		_, err = EvalTasks(cfg, wf)
+		return err
 	}
 	eval, err := evalFileTasks(cfg)
 	if err != nil {
 		return err
 	}
-	return heldOut(cfg.Workflow.Name, eval, train)
+	return heldOut(cfg.Workflow.Name, "evaluate.source", eval, train)
 }
 
 // fromFile reports whether a tasks source (tasks.source, evaluate.source) names a dataset
@@ -258,13 +221,21 @@ func generated(cfg *configs.Config) bool { return !fromFile(cfg.Tasks.Source) }
 // EvalTasks returns the held-out evaluation prompts (the same every iteration): from the
 // workflow's seeded generator (its held-out split), or the first tasks.eval_size tasks of the
 // evaluate.source file.
+//
+// Held-out prompts that are training prompts of the tasks.source file are an error, whichever
+// source they come from (generated training prompts come from the generator's other split).
 func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
-	if !fromFile(cfg.Evaluate.Source) {
-		return wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), nil
-	}
-	eval, err := evalFileTasks(cfg)
-	if err != nil {
-		return nil, err
+	var (
+		eval []workflows.Task
+		what = "evaluate.source"
+		err  error
+	)
+	if fromFile(cfg.Evaluate.Source) {
+		if eval, err = evalFileTasks(cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		eval, what = wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), "the workflow's held-out split"
 	}
 	var train []workflows.Task
 	if !generated(cfg) {
@@ -272,7 +243,7 @@ func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, er
 			return nil, fmt.Errorf("tasks.source: %w", err)
 		}
 	}
-	if err := heldOut(cfg.Workflow.Name, eval, train); err != nil {
+	if err := heldOut(cfg.Workflow.Name, what, eval, train); err != nil {
 		return nil, err
 	}
 	return eval, nil
@@ -301,12 +272,12 @@ func evalFileTasks(cfg *configs.Config) ([]workflows.Task, error) {
 	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
 }
 
-// heldOut checks that no held-out prompt of the evaluate.source file is also a training
-// prompt of the tasks.source file, train (nil for generated training prompts): the same
-// question as the workflow's prompts show it (workflows.ShownQuestion: " 9*4" is "9*4"). The
-// held-out evaluation would measure memorisation; the training split is evaluated with
-// --train-split instead.
-func heldOut(workflow string, eval, train []workflows.Task) error {
+// heldOut checks that no held-out prompt, eval (from what: the evaluate.source file or the
+// workflow's held-out split), is also a training prompt of the tasks.source file, train (nil
+// for generated training prompts): the same question as the workflow's prompts show it
+// (workflows.ShownQuestion: " 9*4" is "9*4"). The held-out evaluation would measure
+// memorisation; the training split is evaluated with --train-split instead.
+func heldOut(workflow, what string, eval, train []workflows.Task) error {
 	questions := make(map[string]string, len(train))
 	for _, t := range train {
 		questions[workflows.ShownQuestion(workflow, t.Question)] = t.ID
@@ -317,9 +288,13 @@ func heldOut(workflow string, eval, train []workflows.Task) error {
 			shared = append(shared, fmt.Sprintf("%s (training task %s)", t.ID, id))
 		}
 	}
-	if len(shared) > 0 {
+	switch {
+	case len(shared) > 0 && what == "evaluate.source":
 		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (the same question as the prompts show it), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
 			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
+	case len(shared) > 0:
+		return fmt.Errorf("tasks.source: %d of the %d held-out prompts (%s, as evaluate.source is unset) are training prompts of the file (the same question as the prompts show it), e.g. %s: remove them from the file, or give held-out prompts in evaluate.source",
+			len(shared), len(eval), what, strings.Join(shared[:min(3, len(shared))], ", "))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +168,41 @@ func TestHeldOutPromptsAreNotTrainingPrompts(t *testing.T) {
 	}
 	if tasks, err := EvalTasks(cfg, wf); err != nil || len(tasks) != 1 || tasks[0].ID != "x" {
 		t.Errorf("EvalTasks of disjoint files: %v, %v", tasks, err)
+	}
+
+	// Held-out prompts from the workflow's generator (evaluate.source unset) are checked against
+	// the tasks.source file too: a file holding two of them is refused, counting every held-out
+	// prompt that repeats them.
+	cfg.Evaluate.Source, cfg.Tasks.Source = "generator", "generator"
+	gen, err := EvalTasks(cfg, wf)
+	if err != nil || len(gen) != cfg.Tasks.EvalSize {
+		t.Fatalf("generated held-out prompts: %d, %v", len(gen), err)
+	}
+	q0, q1 := gen[0].Question, gen[len(gen)-1].Question
+	shared := 0
+	for _, g := range gen {
+		if g.Question == q0 || g.Question == q1 {
+			shared++
+		}
+	}
+	cfg.Tasks.Source = write("leak.jsonl", fmt.Sprintf(`{"id":"a","question":%q,"answer":"1"}
+{"id":"b","question":"1000+1000","answer":"2000"}
+{"id":"c","question":%q,"answer":"1"}
+`, q0, q1))
+	want = fmt.Sprintf("tasks.source: %d of the %d held-out prompts (the workflow's held-out split, as evaluate.source is unset) are training prompts of the file", shared, len(gen))
+	if err := CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckTasks of a file holding held-out questions: %v, want %q", err, want)
+	}
+	if _, err := EvalTasks(cfg, wf); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("EvalTasks of a file holding held-out questions: %v, want %q", err, want)
+	}
+	cfg.Tasks.Source = write("clean.jsonl", `{"id":"b","question":"1000+1000","answer":"2000"}
+{"id":"d","question":"1000+1001","answer":"2001"}
+`)
+	if err := CheckTasks(cfg); err != nil {
+		t.Errorf("a file without held-out questions: %v", err)
+	}
+	if tasks, err := EvalTasks(cfg, wf); err != nil || len(tasks) != len(gen) {
+		t.Errorf("EvalTasks with a clean file: %d tasks, %v", len(tasks), err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 // Metrics is a point-in-time copy of a MetricsBucket's counters.
 type Metrics struct {
 	Gets, GetRanges, Puts, Stats, Deletes, Iters int64 // calls, successful or not
-	Errors                                       int64 // calls that failed, NotFound included
+	Errors                                       int64 // calls that failed (NotFound included) and Get/GetRange bodies whose read failed
 	BytesRead                                    int64 // bytes delivered by Get and GetRange readers
 	BytesWritten                                 int64 // bytes of successful Puts
 }
@@ -60,7 +60,7 @@ func (m *MetricsBucket) Get(ctx context.Context, key string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	return &countingReadCloser{rc: rc, n: &m.bytesRead}, nil
+	return &countingReadCloser{rc: rc, n: &m.bytesRead, errs: &m.errors}, nil
 }
 
 func (m *MetricsBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
@@ -70,7 +70,7 @@ func (m *MetricsBucket) GetRange(ctx context.Context, key string, off, length in
 	if err != nil {
 		return nil, err
 	}
-	return &countingReadCloser{rc: rc, n: &m.bytesRead}, nil
+	return &countingReadCloser{rc: rc, n: &m.bytesRead, errs: &m.errors}, nil
 }
 
 func (m *MetricsBucket) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...PutOption) error {
@@ -130,14 +130,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countingReadCloser counts the bytes read, and a read that fails (a connection cut mid-body)
+// as one error of its call.
 type countingReadCloser struct {
-	rc io.ReadCloser
-	n  *atomic.Int64
+	rc     io.ReadCloser
+	n      *atomic.Int64
+	errs   *atomic.Int64
+	failed bool
 }
 
 func (c *countingReadCloser) Read(p []byte) (int, error) {
 	n, err := c.rc.Read(p)
 	c.n.Add(int64(n))
+	if err != nil && err != io.EOF && !c.failed {
+		c.failed = true
+		c.errs.Add(1)
+	}
 	return n, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -141,5 +142,51 @@ func TestOpenReaderAt(t *testing.T) {
 	}
 	if _, err := ra.ReadAt(make([]byte, 8), size); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("object shorter than its size: %v", err)
+	}
+}
+
+// cutBucket serves bodies that fail after their first two bytes, as a connection cut mid-body.
+type cutBucket struct{ storage.Bucket }
+
+func (c cutBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := c.Bucket.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(io.LimitReader(rc, 2), iotest.ErrReader(io.ErrUnexpectedEOF)), rc}, nil
+}
+
+// TestMetricsCountBodyReadFailures: a body whose read fails counts as an error of its call,
+// once however often it is read; a body read to its end counts none.
+func TestMetricsCountBodyReadFailures(t *testing.T) {
+	ctx := context.Background()
+	b := newBucket(t)
+	if err := storage.PutBytes(ctx, b, "k", []byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	m := storage.WithMetrics(cutBucket{b})
+	rc, err := m.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(rc); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("read: %v", err)
+	}
+	if _, err := rc.Read(make([]byte, 4)); err == nil {
+		t.Fatal("read after the failure succeeded")
+	}
+	rc.Close()
+	if got := m.Snapshot(); got.Errors != 1 || got.Gets != 1 || got.BytesRead != 2 {
+		t.Fatalf("after a cut body: %+v, want 1 error, 1 get, 2 bytes", got)
+	}
+	whole := storage.WithMetrics(b)
+	if data, err := storage.ReadAll(ctx, whole, "k"); err != nil || string(data) != "12345" {
+		t.Fatal(data, err)
+	}
+	if got := whole.Snapshot(); got.Errors != 0 || got.BytesRead != 5 {
+		t.Fatalf("after a whole body: %+v", got)
 	}
 }

@@ -158,26 +158,32 @@ func DefaultOptions() Options {
 
 // Validate reports every setting out of range.
 func (o Options) Validate() error {
-	var errs []error
-	if o.MaxLoop < 1 || o.MaxLoop > 8 {
-		errs = append(errs, fmt.Errorf("max_loop=%d: want 1..8 (default 2)", o.MaxLoop))
-	}
-	if o.MaxSteps < 1 || o.MaxSteps > 8 {
-		errs = append(errs, fmt.Errorf("max_steps=%d: want 1..8 (default 4)", o.MaxSteps))
-	}
-	if o.TopK < 1 || o.TopK > 2 {
-		errs = append(errs, fmt.Errorf("top_k=%d: want 1..2 to fit the prompt budget (default 1)", o.TopK))
-	}
-	if !(o.HardFrac >= 0 && o.HardFrac <= 1) {
-		errs = append(errs, fmt.Errorf("hard_frac=%v: want 0..1 (default 0.5)", o.HardFrac))
-	}
-	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
-		errs = append(errs, fmt.Errorf("corpus_people=%d: want %d..2000 (default 200)", o.CorpusPeople, minCorpusPeople))
-	}
-	if len(errs) > 0 {
+	if errs := o.Problems(); len(errs) > 0 {
 		return fmt.Errorf("workflows: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// Problems lists every setting out of range, one error each, as "max_loop: 9, want 1..8"
+// (configs prefixes the keys with "workflow.").
+func (o Options) Problems() []error {
+	var errs []error
+	if o.MaxLoop < 1 || o.MaxLoop > 8 {
+		errs = append(errs, fmt.Errorf("max_loop: %d, want 1..8", o.MaxLoop))
+	}
+	if o.MaxSteps < 1 || o.MaxSteps > 8 {
+		errs = append(errs, fmt.Errorf("max_steps: %d, want 1..8", o.MaxSteps))
+	}
+	if o.TopK < 1 || o.TopK > 2 {
+		errs = append(errs, fmt.Errorf("top_k: %d, want 1..2 to fit the prompt budget", o.TopK))
+	}
+	if !(o.HardFrac >= 0 && o.HardFrac <= 1) {
+		errs = append(errs, fmt.Errorf("hard_frac: %v, want 0..1", o.HardFrac))
+	}
+	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
+		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
+	}
+	return errs
 }
 
 // Factory builds a workflow from validated options.

@@ -39,10 +39,10 @@ outputs; committed work is not redone.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Iterations, err = ablate.ParseRange(iters); err != nil {
-				return err
+				return fmt.Errorf("--iters: %w", err)
 			}
 			if o.Seeds, err = ablate.ParseSeeds(seeds); err != nil {
-				return err
+				return fmt.Errorf("--seeds: %w", err)
 			}
 			if len(o.Seeds) > 0 && o.Mode != ablate.OnPolicy {
 				return fmt.Errorf("ablate: --seeds applies to --mode onpolicy (replay uses the source's seed)")

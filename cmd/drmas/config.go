@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -43,23 +44,19 @@ func newConfigCmd() *cobra.Command {
 }
 
 func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
-	// Through JSON so that YAML uses the same snake_case keys as config files.
-	data, err := json.Marshal(cfg)
+	// A config file's form, so that what is printed loads back (durations with their units).
+	doc, err := cfg.Document()
 	if err != nil {
-		return fmt.Errorf("encode config: %w", err)
+		return err
 	}
 	switch format {
 	case "json":
-		var v any
-		_ = json.Unmarshal(data, &v)
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return enc.Encode(exactJSON(doc))
 	case "yaml":
-		var v any
-		_ = yaml.Unmarshal(data, &v)
-		out, err := yaml.Marshal(v)
+		out, err := yaml.Marshal(doc)
 		if err != nil {
 			return fmt.Errorf("encode config: %w", err)
 		}
@@ -68,4 +65,24 @@ func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 		return fmt.Errorf("unknown --format %q: use yaml or json", format)
 	}
 	return nil
+}
+
+// exactJSON quotes the integers of v that a JSON number (a float64) cannot hold exactly, as the
+// loader asks of a JSON config (a seed above 2^53).
+func exactJSON(v any) any {
+	switch x := v.(type) {
+	case int64:
+		if x > 1<<53 || x < -(1<<53) {
+			return strconv.FormatInt(x, 10)
+		}
+	case uint64:
+		if x > 1<<53 {
+			return strconv.FormatUint(x, 10)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactJSON(e)
+		}
+	}
+	return v
 }

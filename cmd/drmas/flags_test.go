@@ -114,8 +114,26 @@ func TestBadEnvValueBlamesTheVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := execute(t, "--config", p, "config", "show")
-	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a number`; err == nil || err.Error() != want {
+	if want := `DRMAS_LEARN_LR="abc": learn.lr: not a decimal number (e.g. 0.001 or 1e-3)`; err == nil || err.Error() != want {
 		t.Fatalf("want %q, got %v", want, err)
+	}
+}
+
+// TestSeedFlagReadAsWritten: --seed is decimal, as the config and DRMAS_SEED are (a Uint64
+// flag parsed Go syntax: --seed 010 was seed 8, --seed 0x10 seed 16).
+func TestSeedFlagReadAsWritten(t *testing.T) {
+	for arg, want := range map[string]string{
+		"010":  `--seed "010": a leading zero makes it octal: write 10`,
+		"0x10": `--seed "0x10": not an integer: write decimal digits`,
+		"-1":   `--seed "-1": not an integer ≥ 0`,
+	} {
+		if _, _, err := execute(t, "--seed", arg, "config", "show"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--seed %s: want %q, got %v", arg, want, err)
+		}
+	}
+	out, _, err := execute(t, "--seed", "18446744073709551615", "config", "show")
+	if err != nil || !strings.Contains(out, "\nseed: 18446744073709551615\n") {
+		t.Errorf("largest seed: %v\n%s", err, out)
 	}
 }
 

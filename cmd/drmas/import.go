@@ -32,7 +32,10 @@ JSONL line:
 
 The whole file is checked before anything is written: non-finite scores, empty uid or agent,
 duplicate (traj_uid, step, agent), a traj_uid under two uids, response_logprobs whose length is
-not that of response_ids, wrong types, missing columns, a field given twice on a JSONL line. Every problem is listed (the first 20)
+not that of response_ids, wrong types, missing columns, a field given twice on a JSONL line,
+and Parquet columns whose stored value is not the value they mean (DECIMAL, DATE, TIME,
+TIMESTAMP, 32- or 64-bit unsigned integers: cast them, e.g. CAST(score AS DOUBLE); DuckDB
+writes a literal like 0.5 as a DECIMAL). Every problem is listed (the first 20)
 with the JSONL line (from 1) or Parquet row (from 0), and on any problem nothing is written.
 
 Rows are sorted by (uid, sample, step, agent in first-seen order) and split into --parts parts

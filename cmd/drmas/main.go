@@ -75,7 +75,7 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	pf.String("config", "", "config file: .yaml, .yml, .json or .toml; default: the embedded default")
 	pf.String("store", "", "store URL: a folder, file:///abs/path or s3://bucket/prefix (key: store)")
 	pf.String("run", "", "run name (key: run)")
-	pf.Uint64("seed", 0, "run seed (key: seed)")
+	pf.String("seed", "", "run seed, a decimal integer (key: seed; default from the config)")
 	pf.BoolP("quiet", "q", false, "no progress bars")
 	root.AddCommand(newVersionCmd(), newConfigCmd(), newRunStageCmd(), newRunCmd(), newImportCmd())
 	root.AddCommand(newAnalyzeCmd(), newAblateCmd(), newReportCmd())

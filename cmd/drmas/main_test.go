@@ -3,12 +3,49 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drmas-dev/drmas/configs"
 )
+
+// TestConfigShowLoadsBack: what `config show` prints, in YAML and JSON, is a config file that
+// loads back as the same config (durations were printed as bare nanoseconds, which the loader
+// refuses as a duration; numbers stay numbers).
+func TestConfigShowLoadsBack(t *testing.T) {
+	src := filepath.Join("..", "..", "configs", "vllm-hetero.yaml")
+	want, err := configs.Load(configs.LoadOptions{File: src, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"yaml", "json"} {
+		out, _, err := execute(t, "--config", src, "--seed", "18446744073709551615", "config", "show", "--format", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "1m0s") || strings.Contains(out, "60000000000") || strings.Contains(out, `"1"`) {
+			t.Errorf("%s: durations or numbers not as a config file writes them:\n%s", format, out)
+		}
+		p := filepath.Join(t.TempDir(), "shown."+format)
+		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := configs.Load(configs.LoadOptions{File: p, LookupEnv: func(string) (string, bool) { return "", false }})
+		if err != nil {
+			t.Fatalf("%s: printed config does not load: %v", format, err)
+		}
+		w := *want
+		w.Seed = math.MaxUint64
+		if !reflect.DeepEqual(got, &w) {
+			t.Errorf("%s: loads back as\n%+v\nwant\n%+v", format, got, &w)
+		}
+	}
+}
 
 // execute runs the CLI in process with args and returns stdout, stderr and the error.
 func execute(t *testing.T, args ...string) (string, string, error) {

@@ -41,7 +41,7 @@ killed run resumes where it stopped when started again with the same config.`,
 			return err
 		}),
 	}
-	cmd.Flags().IntVar(&o.Iterations, "iters", 0, "iterations (default: the config's iterations)")
-	cmd.Flags().IntVar(&o.EvalEvery, "eval-every", 0, "evaluate every N iterations (default: evaluate.every)")
+	cmd.Flags().IntVar(&o.Iterations, "iters", 0, "iterations; 0 or unset: the config's iterations")
+	cmd.Flags().IntVar(&o.EvalEvery, "eval-every", 0, "evaluate every N iterations; 0 or unset: evaluate.every")
 	return cmd
 }

@@ -152,9 +152,11 @@ func newEvaluateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "evaluate",
 		Short: "Measure avg@k and pass@k on the held-out eval split",
-		Long: `Plays tasks.eval_size held-out prompts (never seen in training) × evaluate.k samples at
-evaluate.temperature / evaluate.top_p with the checkpoint (LATEST by default), and commits
-avg@k and pass@k per data source under runs/<run>/eval/step=N/.`,
+		Long: `Plays tasks.eval_size held-out prompts × evaluate.k samples at evaluate.temperature /
+evaluate.top_p with the checkpoint (LATEST by default), and commits avg@k and pass@k per data
+source under runs/<run>/eval/step=N/. The held-out prompts are the workflow's held-out split
+(disjoint from its generated training prompts) or the evaluate.source file; either way none
+may be a question of a tasks.source file.`,
 		Example: "  drmas --run demo run-stage evaluate --step 1",
 		Args:    cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error { return checkStep(o.Step) },
@@ -194,7 +196,7 @@ Estimators (several at once, one pass over the data):
   grpo_step    per prompt group, all rows pooled
   drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
-  any _eps<x>  suffix sets ε (default 1e-6 or normalize.eps)`,
+  drmas_eps<x>, grpo_eps<x>, grpo_step_eps<x>  set ε (default 1e-6 or normalize.eps)`,
 		Example: "  drmas --run demo run-stage normalize --iter 0 --estimator drmas,grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 
@@ -581,6 +583,45 @@ func TestParquetErrors(t *testing.T) {
 			checkErr(t, env, err, path, want)
 		})
 	}
+	// Columns whose stored value is not the value they mean, as DuckDB writes them (12.34 is a
+	// DECIMAL stored as 1234, a TIMESTAMP microseconds since 1970, a UINTEGER 3e9 a negative
+	// INT32): each is named with the cast to write, nothing is imported. The same file with the
+	// casts imports, and a UTINYINT step (stored as INT32, read exactly) is accepted as it is.
+	t.Run("logical types", func(t *testing.T) {
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		write := func(name, sel string) string {
+			path := filepath.Join(t.TempDir(), name)
+			if _, err := db.Exec(fmt.Sprintf("COPY (%s) TO '%s' (FORMAT parquet)", sel, path)); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+		env := newEnv(t)
+		path := write("typed.parquet", `SELECT 'g' AS uid, 'x' AS traj_uid, 'a' AS agent, 0.5 AS step,
+			12.34::DECIMAL(6,2) AS score, TIMESTAMP '2024-01-01' AS policy_version, 3000000000::UINTEGER AS sample`)
+		_, err = importer.Run(ctx, env, importer.Options{Path: path, Iteration: 0})
+		checkErr(t, env, err, path,
+			`column "step" holds DECIMAL(2,1) values stored as INT32, which the import would misread, want an integer (int32): cast it (e.g. CAST(step AS INTEGER))`,
+			`column "score" holds DECIMAL(6,2) values stored as INT32`, `CAST(score AS DOUBLE)`,
+			`column "policy_version" holds TIMESTAMP`, `column "sample" holds INT(32,false) values`, "4 problems")
+		ok := write("cast.parquet", `SELECT 'g' AS uid, 'x' AS traj_uid, 'solver' AS agent, 5::UTINYINT AS step,
+			CAST(12.34::DECIMAL(6,2) AS DOUBLE) AS score`)
+		if _, err := importer.Run(ctx, env, importer.Options{Path: ok, Iteration: 0}); err != nil {
+			t.Fatal(err)
+		}
+		_, parts := stagetest.ReadRollout(t, env, 0)
+		var rows []shards.Row
+		for _, p := range parts {
+			rows = append(rows, p...)
+		}
+		if len(rows) != 1 || rows[0].Step != 5 || rows[0].Score != 12.34 {
+			t.Errorf("cast columns imported as %+v", rows)
+		}
+	})
 	t.Run("not parquet", func(t *testing.T) {
 		env := newEnv(t)
 		path := writeFile(t, "junk.parquet", strings.Repeat("not a parquet file ", 10))

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/drmas-dev/drmas/shards"
 )
@@ -82,6 +84,11 @@ func resolve(f *parquet.File, cols []column, p *problems) []pqColumn {
 			p.add(-1, "column %q has type %v, want %s", c.name, pk, c.kind)
 			continue
 		}
+		if lt := annotation(leaf.Node.Type()); lt != "" {
+			p.add(-1, "column %q holds %s values stored as %v, which the import would misread, want %s: cast it (e.g. CAST(%s AS %s))",
+				c.name, lt, pk, c.kind, c.name, castTo(c.kind))
+			continue
+		}
 		pc := pqColumn{col: c, leaf: leaf.ColumnIndex, kind: pk, list: wantList, maxDef: leaf.MaxDefinitionLevel}
 		var node parquet.Node = schema
 		def := 0
@@ -100,6 +107,65 @@ func resolve(f *parquet.File, cols []column, p *problems) []pqColumn {
 		out = append(out, pc)
 	}
 	return out
+}
+
+// annotation names the logical type of t when the physical value is not the number or text it
+// means ("" when it is): a DECIMAL is its unscaled integer (12.34 is 1234), a DATE, TIME or
+// TIMESTAMP a count of days or seconds' fractions since an epoch, an unsigned integer of 32 or
+// 64 bits a negative number when large, a BSON document binary. Plain, signed-integer, 8- and
+// 16-bit unsigned, string, enum and JSON columns read as they are. Older writers' converted
+// types count too.
+func annotation(t parquet.Type) string {
+	if lt := t.LogicalType(); lt != nil && lt.Value != nil {
+		switch v := lt.Value.(type) {
+		case *format.StringType, *format.EnumType, *format.JsonType:
+			return ""
+		case *format.IntType:
+			if v.IsSigned || v.BitWidth <= 16 { // UINT8 and UINT16 fit the INT32 they are stored in
+				return ""
+			}
+		}
+		return lt.String()
+	}
+	if ct := t.ConvertedType(); ct != nil {
+		switch *ct {
+		case deprecated.UTF8, deprecated.Enum, deprecated.Json, deprecated.Uint8, deprecated.Uint16,
+			deprecated.Int8, deprecated.Int16, deprecated.Int32, deprecated.Int64:
+			return ""
+		}
+		return convertedNames[*ct]
+	}
+	return ""
+}
+
+// convertedNames are the older converted types that annotation refuses, by name.
+var convertedNames = map[deprecated.ConvertedType]string{
+	deprecated.Decimal: "DECIMAL", deprecated.Date: "DATE", deprecated.TimeMillis: "TIME(MILLIS)",
+	deprecated.TimeMicros: "TIME(MICROS)", deprecated.TimestampMillis: "TIMESTAMP(MILLIS)",
+	deprecated.TimestampMicros: "TIMESTAMP(MICROS)", deprecated.Uint32: "UINT32", deprecated.Uint64: "UINT64", deprecated.Bson: "BSON",
+	deprecated.Map: "MAP", deprecated.MapKeyValue: "MAP_KEY_VALUE", deprecated.List: "LIST",
+	deprecated.Interval: "INTERVAL",
+}
+
+// castTo is the SQL type a column of kind k is written as.
+func castTo(k kind) string {
+	switch k {
+	case kString, kID:
+		return "VARCHAR"
+	case kInt32:
+		return "INTEGER"
+	case kInt64:
+		return "BIGINT"
+	case kFloat:
+		return "DOUBLE"
+	case kIntList:
+		return "BIGINT[]"
+	case kFloatList:
+		return "DOUBLE[]"
+	case kBool:
+		return "BOOLEAN"
+	}
+	return "its type"
 }
 
 func child(n parquet.Node, name string) parquet.Node {

@@ -1,0 +1,208 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/duckdb/duckdb-go/v2"
+)
+
+// The driver hands over nested values in Go forms that lose what DuckDB prints: a STRUCT is a
+// Go map (its field order lost), a MAP an OrderedMap whose String is Go syntax, a UNION a tag and
+// a value, a BLOB raw bytes (binary on a terminal, replaced by U+FFFD in JSON). Query turns them,
+// guided by the column's type, into the values below, which Write renders as DuckDB does:
+// {'z': 1, 'a': x} for a STRUCT, {k=v} for a MAP, \xAA for a byte that is not printable ASCII,
+// NULL inside a nested value; and, in JSON, an object in field or key order.
+
+// structValue is a STRUCT row value, fields in the type's order.
+type structValue []namedValue
+
+// mapValue is a MAP row value, entries in the map's order.
+type mapValue []keyValue
+
+// blobValue is a BLOB (or a BLOB nested in another value).
+type blobValue []byte
+
+type namedValue struct {
+	name string
+	val  any
+}
+
+type keyValue struct{ key, val any }
+
+// sqlType is a parsed DuckDB type name: enough of it to walk nested values.
+type sqlType struct {
+	name   string     // the scalar type name ("UUID", "DECIMAL(2,1)"), or STRUCT, MAP, UNION, LIST
+	fields []sqlField // STRUCT and UNION members, in order
+	elem   *sqlType   // LIST element
+	key    *sqlType   // MAP key
+	val    *sqlType   // MAP value
+}
+
+type sqlField struct {
+	name string
+	typ  *sqlType
+}
+
+// parseType parses a type name as the driver reports it: STRUCT("a" INTEGER, "b" VARCHAR[]),
+// MAP(VARCHAR, DECIMAL(2,1)), UNION("num" INTEGER), T[] and T[3]. A name it does not know is a
+// scalar of that name.
+func parseType(s string) *sqlType {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, "]") {
+		if i := strings.LastIndex(s, "["); i > 0 && depthAt(s, i) == 0 {
+			return &sqlType{name: "LIST", elem: parseType(s[:i])}
+		}
+	}
+	open := strings.IndexByte(s, '(')
+	if open < 0 || !strings.HasSuffix(s, ")") {
+		return &sqlType{name: s}
+	}
+	kind, args := s[:open], splitTopLevel(s[open+1:len(s)-1])
+	switch kind {
+	case "STRUCT", "UNION":
+		t := &sqlType{name: kind}
+		for _, a := range args {
+			name, rest := fieldName(a)
+			t.fields = append(t.fields, sqlField{name: name, typ: parseType(rest)})
+		}
+		return t
+	case "MAP":
+		if len(args) == 2 {
+			return &sqlType{name: kind, key: parseType(args[0]), val: parseType(args[1])}
+		}
+	}
+	return &sqlType{name: s}
+}
+
+// depthAt is the bracket depth (parentheses, outside quotes) of s just before byte i.
+func depthAt(s string, i int) int {
+	depth, quoted := 0, false
+	for j := 0; j < i; j++ {
+		switch c := s[j]; {
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		}
+	}
+	return depth
+}
+
+// splitTopLevel splits s at the commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
+	var out []string
+	start, depth, quoted := 0, 0, false
+	for j := 0; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, strings.TrimSpace(s[start:j]))
+			start = j + 1
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+// fieldName splits `"na""me" TYPE` (or `name TYPE`) into the unquoted name and the type.
+func fieldName(s string) (name, rest string) {
+	if !strings.HasPrefix(s, `"`) {
+		name, rest, _ = strings.Cut(s, " ")
+		return name, rest
+	}
+	var b strings.Builder
+	for j := 1; j < len(s); j++ {
+		if s[j] == '"' {
+			if j+1 < len(s) && s[j+1] == '"' {
+				b.WriteByte('"')
+				j++
+				continue
+			}
+			return b.String(), strings.TrimSpace(s[j+1:])
+		}
+		b.WriteByte(s[j])
+	}
+	return b.String(), ""
+}
+
+// fromDriverNested converts a nested value (or a BLOB) of type t into the forms above; other
+// values go through fromDriver.
+func fromDriverNested(v any, t *sqlType) any {
+	if v == nil {
+		return nil
+	}
+	switch t.name {
+	case "BLOB":
+		if b, ok := v.([]byte); ok {
+			return blobValue(b)
+		}
+	case "LIST":
+		if l, ok := v.([]any); ok {
+			out := make([]any, len(l))
+			for i, e := range l {
+				out[i] = fromDriverNested(e, t.elem)
+			}
+			return out
+		}
+	case "STRUCT":
+		if m, ok := v.(map[string]any); ok {
+			out := make(structValue, 0, len(m))
+			for _, f := range t.fields {
+				out = append(out, namedValue{f.name, fromDriverNested(m[f.name], f.typ)})
+			}
+			if len(out) == len(m) {
+				return out
+			}
+		}
+	case "MAP":
+		if m, ok := v.(duckdb.OrderedMap); ok {
+			keys, vals := m.Keys(), m.Values()
+			out := make(mapValue, len(keys))
+			for i := range keys {
+				out[i] = keyValue{fromDriverNested(keys[i], t.key), fromDriverNested(vals[i], t.val)}
+			}
+			return out
+		}
+	case "UNION":
+		if u, ok := v.(duckdb.Union); ok {
+			for _, f := range t.fields {
+				if f.name == u.Tag {
+					return fromDriverNested(u.Value, f.typ)
+				}
+			}
+			return u.Value
+		}
+	}
+	return fromDriver(v, t.name)
+}
+
+// formatBlob renders bytes as DuckDB does: printable ASCII as is, every other byte (and the
+// backslash) as \xHH.
+func formatBlob(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c >= 0x20 && c < 0x7f && c != '\\' {
+			s.WriteByte(c)
+		} else {
+			fmt.Fprintf(&s, `\x%02X`, c)
+		}
+	}
+	return s.String()
+}
+
+// formatNested renders an element of a nested value: NULL for a null, as DuckDB does.
+func formatNested(v any, short bool) string {
+	if v == nil {
+		return "NULL"
+	}
+	return formatValue(v, short)
+}
