@@ -270,6 +270,9 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 		}
 		for i, v := range vals {
 			vals[i] = fromDriverNested(v, colTypes[i])
+			if u, ok := vals[i].(unionValue); ok { // a top-level UNION is its member's value
+				vals[i] = u.v
+			}
 		}
 		t.Rows = append(t.Rows, vals)
 	}

@@ -505,9 +505,9 @@ func TestStoreHash(t *testing.T) {
 	}
 }
 
-// TestQueryTypesRender: DECIMAL (a bare literal like 0.5, or a sum of one), INTERVAL, UUID, DATE
-// and TIME results come out as their values in every format, not as the driver's Go structs,
-// bytes or midnight/year-1 timestamps.
+// TestQueryTypesRender: DECIMAL (a bare literal like 0.5, or a sum of one; with its scale's
+// digits, as DuckDB prints it), INTERVAL, UUID, DATE and TIME results come out as their values in
+// every format, not as the driver's Go structs, bytes or midnight/year-1 timestamps.
 func TestQueryTypesRender(t *testing.T) {
 	ctx := context.Background()
 	b, err := filestore.New(t.TempDir())
@@ -531,10 +531,10 @@ func TestQueryTypesRender(t *testing.T) {
 	}
 	want := map[string]string{
 		"json": `[
-  {"d": 1.5, "d4": -0.05, "dl": [0.25,2.5], "iv": "1 year 2 months 3 days 04:05:06.5", "u": "00000000-0000-0000-0000-00000000000a", "day": "2024-01-02", "tod": "04:05:06.25"}
+  {"d": 1.5, "d4": -0.0500, "dl": [0.25,2.50], "iv": "1 year 2 months 3 days 04:05:06.5", "u": "00000000-0000-0000-0000-00000000000a", "day": "2024-01-02", "tod": "04:05:06.25"}
 ]
 `,
-		"csv": "d,d4,dl,iv,u,day,tod\n1.5,-0.05,\"[0.25, 2.5]\",1 year 2 months 3 days 04:05:06.5,00000000-0000-0000-0000-00000000000a,2024-01-02,04:05:06.25\n",
+		"csv": "d,d4,dl,iv,u,day,tod\n1.5,-0.0500,\"[0.25, 2.50]\",1 year 2 months 3 days 04:05:06.5,00000000-0000-0000-0000-00000000000a,2024-01-02,04:05:06.25\n",
 	}
 	for f, w := range want {
 		var buf bytes.Buffer
@@ -549,8 +549,8 @@ func TestQueryTypesRender(t *testing.T) {
 	if err := tb.Write(&buf, "table"); err != nil {
 		t.Fatal(err)
 	}
-	// Numbers are right-aligned: the DECIMAL column is as wide as its header "d4" and "-0.05".
-	if lines := strings.Split(buf.String(), "\n"); !strings.HasPrefix(lines[2], "1.5  -0.05  [0.25, 2.5]  1 year 2 months 3 days 04:05:06.5  00000000-") {
+	// Numbers are right-aligned: the DECIMAL column is as wide as its header "d4" and "-0.0500".
+	if lines := strings.Split(buf.String(), "\n"); !strings.HasPrefix(lines[2], "1.5  -0.0500  [0.25, 2.50]  1 year 2 months 3 days 04:05:06.5  00000000-") {
 		t.Errorf("table:\n%s", buf.String())
 	}
 }
@@ -633,6 +633,8 @@ func TestNestedTypesRender(t *testing.T) {
 		`[{'q': 1, 'r': 'x'}, NULL, {'q': 2, 'r': NULL}]`,
 		`['x', NULL]`,
 		`union_value(num := 2)`,
+		`[1.50::DECIMAL(4,2), -0.001::DECIMAL(5,3), 0::DECIMAL(3,1), 123456789012345678.5::DECIMAL(38,2)]`,
+		`-12.5::DECIMAL(18,6)`,
 		`{'m': MAP {'k': [true, false]}, 'u': '00000000-0000-0000-0000-00000000000a'::UUID, 'd': DATE '2024-01-02'}`,
 	}
 	var sel []string
@@ -660,10 +662,59 @@ func TestNestedTypesRender(t *testing.T) {
 		`"v4": "\\xAA\\x00ab\\x5C\\x7F ~"`,
 		`"v5": [{"q":1,"r":"x"},null,{"q":2,"r":null}]`,
 		`"v7": 2`,
-		`"v8": {"m":{"k":[true,false]},"u":"00000000-0000-0000-0000-00000000000a","d":"2024-01-02"}`,
+		`"v8": [1.50,0.00,0.00,123456789012345678.50]`,
+		`"v9": -12.500000`,
+		`"v10": {"m":{"k":[true,false]},"u":"00000000-0000-0000-0000-00000000000a","d":"2024-01-02"}`,
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("json lacks %s:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestNestedStringsQuoted: text inside a nested value is quoted where DuckDB quotes it (empty,
+// NULL spelt out, edge spaces, one of "'(),:=[]{}), with ' and \ escaped, and struct keys
+// always escaped, so that ['a,b', 'c'] is not shown as three elements nor ['NULL'] as a null;
+// a UNION member stays unquoted, as DuckDB prints it; a nested BIT is its bits in JSON.
+func TestNestedStringsQuoted(t *testing.T) {
+	ctx := context.Background()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exprs := []string{
+		`['a,b', 'c']`, `['NULL', NULL, 'null']`, `{'a': '', 'b': ' x', 'c': 'y '}`, `{'it''s': 'a''b\c'}`,
+		`MAP {'a=b': 'c, d', 'e': NULL}`, `['[x]', '{y}', 'p:q', '(r)', 'say "hi"']`, `[chr(10), 'a' || chr(10) || 'b']`,
+		`{'u': union_value(t := 'a,b')}`, `[TIME '01:02:03']`, `[DATE '2024-01-02']`, `['\xAA,'::BLOB]`,
+	}
+	var sel []string
+	for i, e := range exprs {
+		sel = append(sel, fmt.Sprintf("%s AS v%d, (%s)::VARCHAR AS s%d", e, i, e, i))
+	}
+	tb, err := s.Query(ctx, "SELECT "+strings.Join(sel, ", "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range exprs {
+		if got, want := tb.String(0, fmt.Sprintf("v%d", i)), tb.String(0, fmt.Sprintf("s%d", i)); got != want {
+			t.Errorf("%s: rendered %q, DuckDB prints %q", e, got, want)
+		}
+	}
+	bits, err := s.Query(ctx, "SELECT [1::BIT] AS b, MAP {TIMESTAMP '2024-01-02 03:04:05': 1} AS m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := bits.Write(&buf, "json"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"b": ["00000000000000000000000000000001"], "m": {"2024-01-02T03:04:05Z":1}`; !strings.Contains(buf.String(), want) {
+		t.Errorf("json of a nested BIT: %s, want %s", buf.String(), want)
 	}
 }

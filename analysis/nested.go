@@ -30,6 +30,9 @@ type namedValue struct {
 
 type keyValue struct{ key, val any }
 
+// unionValue is a UNION's member value: DuckDB prints it inside a nested value as is, unquoted.
+type unionValue struct{ v any }
+
 // sqlType is a parsed DuckDB type name: enough of it to walk nested values.
 type sqlType struct {
 	name   string     // the scalar type name ("UUID", "DECIMAL(2,1)"), or STRUCT, MAP, UNION, LIST
@@ -176,7 +179,7 @@ func fromDriverNested(v any, t *sqlType) any {
 		if u, ok := v.(duckdb.Union); ok {
 			for _, f := range t.fields {
 				if f.name == u.Tag {
-					return fromDriverNested(u.Value, f.typ)
+					return unionValue{fromDriverNested(u.Value, f.typ)}
 				}
 			}
 			return u.Value
@@ -199,10 +202,32 @@ func formatBlob(b []byte) string {
 	return s.String()
 }
 
-// formatNested renders an element of a nested value: NULL for a null, as DuckDB does.
+// formatNested renders an element of a nested value as DuckDB does: NULL for a null, a nested
+// value as is, and the text of any other value quoted when it would otherwise be ambiguous.
 func formatNested(v any, short bool) string {
-	if v == nil {
+	switch x := v.(type) {
+	case nil:
 		return "NULL"
+	case []any, structValue, mapValue:
+		return formatValue(v, short)
+	case unionValue:
+		if x.v == nil {
+			return "NULL"
+		}
+		return formatValue(x.v, short)
 	}
-	return formatValue(v, short)
+	return quoteNested(formatValue(v, short), false)
+}
+
+// quoteNested quotes the text of a scalar inside a nested value as DuckDB's cast to VARCHAR
+// does (NestedToVarcharCast): when it is empty, is NULL in any case, starts or ends with white
+// space, or holds one of "'(),:=[]{} (always, for a STRUCT's field name), with ' and \ escaped
+// by a backslash.
+func quoteNested(s string, always bool) string {
+	space := func(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
+	if !always && s != "" && !strings.EqualFold(s, "null") && !space(s[0]) &&
+		!(len(s) >= 2 && space(s[len(s)-1])) && !strings.ContainsAny(s, `"'(),:=[]{}`) {
+		return s
+	}
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }

@@ -131,11 +131,13 @@ func formatValue(v any, short bool) string {
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
 	case duckdb.Decimal:
-		return x.String() // exact, as DuckDB prints it
+		return formatDecimal(x) // exact, with its scale's digits, as DuckDB prints it
 	case duckdb.Interval:
 		return formatInterval(x)
 	case blobValue:
 		return formatBlob(x)
+	case unionValue:
+		return formatValue(x.v, short)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -145,7 +147,7 @@ func formatValue(v any, short bool) string {
 	case structValue:
 		parts := make([]string, len(x))
 		for i, f := range x {
-			parts[i] = "'" + f.name + "': " + formatNested(f.val, short)
+			parts[i] = quoteNested(f.name, true) + ": " + formatNested(f.val, short)
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case mapValue:
@@ -275,7 +277,7 @@ func jsonValue(v any) any {
 	case *big.Int:
 		return json.Number(x.String())
 	case duckdb.Decimal:
-		return json.Number(x.String()) // exact; a struct of width, scale and unscaled value otherwise
+		return json.Number(formatDecimal(x)) // exact; a struct of width, scale and unscaled value otherwise
 	case duckdb.Interval:
 		return formatInterval(x)
 	case []any:
@@ -292,6 +294,10 @@ func jsonValue(v any) any {
 		return out
 	case blobValue:
 		return formatBlob(x)
+	case unionValue:
+		return jsonValue(x.v)
+	case duckdb.Bit: // a BIT inside a nested value (a top-level one is its text already)
+		return x.String()
 	case structValue:
 		o := make(orderedObject, len(x))
 		for i, f := range x {
@@ -303,7 +309,7 @@ func jsonValue(v any) any {
 		for i, e := range x {
 			k, ok := e.key.(string)
 			if !ok {
-				k = formatNested(e.key, false)
+				k = formatValue(e.key, false) // a key is never NULL; JSON quotes it already
 			}
 			o[i] = namedValue{k, jsonValue(e.val)}
 		}
@@ -361,4 +367,25 @@ func formatInterval(iv duckdb.Interval) string {
 		parts = append(parts, t)
 	}
 	return strings.Join(parts, " ")
+}
+
+// formatDecimal renders a DECIMAL exactly, with as many fractional digits as its scale (1.50 for
+// 1.5 as DECIMAL(4,2)), as DuckDB prints it.
+func formatDecimal(d duckdb.Decimal) string {
+	if d.Value == nil {
+		return "0"
+	}
+	digits := new(big.Int).Abs(d.Value).String()
+	sign := ""
+	if d.Value.Sign() < 0 {
+		sign = "-"
+	}
+	scale := int(d.Scale)
+	if scale == 0 {
+		return sign + digits
+	}
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
 }

@@ -260,6 +260,7 @@ func Load(o LoadOptions) (*Config, error) {
 		o.LookupEnv = os.LookupEnv
 	}
 	v := viper.New()
+	octals := map[string]bool{} // keys checkRaw reported as YAML octals: reported once
 	source := "(the embedded default)"
 	var rawErr error
 	if o.File != "" {
@@ -281,7 +282,7 @@ func Load(o LoadOptions) (*Config, error) {
 		}
 		// What viper's reading hides (keys folded together, keys with no value, a JSON key given
 		// twice, a second YAML document) stops the load before decoding, with the other problems.
-		rawErr = checkRaw(data, format)
+		rawErr = checkRaw(data, format, octals)
 	} else {
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
@@ -295,6 +296,9 @@ func Load(o LoadOptions) (*Config, error) {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, rawErr))
 	}
 	badTypes := map[string]reflect.Type{} // keys whose values typeErr reports, and their fields' types
+	for key := range octals {
+		badTypes[key] = nil
+	}
 	keysErr, typeErr := checkKeys(v.AllSettings(), reflect.TypeOf(Config{}), "", badTypes)
 	if keysErr != nil {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, keysErr))
@@ -329,7 +333,9 @@ func Load(o LoadOptions) (*Config, error) {
 	}
 	if rawErr != nil || typeErr != nil { // the decoder's own complaints, then stop: nothing to validate
 		for key, t := range badTypes { // reported already: the decoder would repeat it
-			v.Set(key, reflect.Zero(t).Interface())
+			if t != nil {
+				v.Set(key, reflect.Zero(t).Interface())
+			}
 		}
 		if cfg, err := defaults(); err == nil {
 			if err := v.Unmarshal(cfg); err != nil {
@@ -469,6 +475,10 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string, bad map[string]r
 				}
 			}
 		case ft.Kind() != reflect.Struct && ft.Kind() != reflect.Map:
+			if _, reported := bad[prefix+k]; reported {
+				bad[prefix+k] = ft
+				continue
+			}
 			if err := checkType(prefix+k, m[k], ft); err != nil {
 				terrs = append(terrs, err)
 				bad[prefix+k] = ft
@@ -529,7 +539,7 @@ func checkType(key string, val any, t reflect.Type) error {
 			return fmt.Errorf("%s: %v, want true or false", key, val)
 		}
 	case k == reflect.String:
-		if isBool {
+		if isBool || isNum { // a number is read back in its shortest form: 1.50 would be "1.5", 0x1F "31"
 			return fmt.Errorf("%s: %v, want a string: quote it", key, val)
 		}
 	}
@@ -565,15 +575,30 @@ func checkString(s string, t reflect.Type) error {
 		switch {
 		case k >= reflect.Uint && digits != s:
 			return errors.New("not an integer ≥ 0")
+		case strings.HasPrefix(s, "+"):
+			return errors.New("write it without the +")
 		case digits == "" || strings.Trim(digits, "0123456789") != "":
 			return errors.New("not an integer: write decimal digits, e.g. 42")
 		}
 		if len(digits) > 1 && digits[0] == '0' {
 			return fmt.Errorf("a leading zero makes it octal: write %s", withoutLeadingZeros(s))
 		}
+		var err error
+		if k >= reflect.Uint {
+			_, err = strconv.ParseUint(s, 10, t.Bits())
+		} else {
+			_, err = strconv.ParseInt(s, 10, t.Bits())
+		}
+		if err != nil {
+			return fmt.Errorf("out of range for a %d-bit integer", t.Bits())
+		}
 	case k == reflect.Float32 || k == reflect.Float64:
 		low := strings.ToLower(s)
-		if _, err := strconv.ParseFloat(s, 64); err != nil || strings.Contains(low, "_") || strings.Contains(low, "0x") {
+		_, err := strconv.ParseFloat(s, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return errors.New("out of range for a float64")
+		case err != nil || strings.Contains(low, "_") || strings.Contains(low, "0x"):
 			return errors.New("not a decimal number (e.g. 0.001 or 1e-3)")
 		}
 	case k == reflect.Bool:
@@ -596,7 +621,7 @@ func withoutLeadingZeros(s string) string {
 
 // yamlOctals reports the plain integers of a YAML document written with a leading zero: the
 // YAML parser reads 010 as octal 8 (YAML 1.1's rule), where YAML 1.2 and a reader mean 10.
-func yamlOctals(n *yaml.Node, path string) []error {
+func yamlOctals(n *yaml.Node, path string, seen map[string]bool) []error {
 	var errs []error
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
@@ -605,7 +630,7 @@ func yamlOctals(n *yaml.Node, path string) []error {
 			if n.Kind == yaml.SequenceNode {
 				p = fmt.Sprintf("%s[%d]", path, i)
 			}
-			errs = append(errs, yamlOctals(c, p)...)
+			errs = append(errs, yamlOctals(c, p, seen)...)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -613,15 +638,19 @@ func yamlOctals(n *yaml.Node, path string) []error {
 			if path != "" {
 				p = path + "." + p
 			}
-			errs = append(errs, yamlOctals(n.Content[i+1], p)...)
+			errs = append(errs, yamlOctals(n.Content[i+1], p, seen)...)
 		}
 	case yaml.ScalarNode:
 		digits := strings.TrimLeft(n.Value, "+-")
 		if n.Style == 0 && n.ShortTag() == "!!int" && len(n.Value)-len(digits) <= 1 &&
 			len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0123456789_") == "" {
-			sign := n.Value[:len(n.Value)-len(digits)]
-			errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal)",
-				path, n.Value, withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", "")), sign, strings.TrimLeft(digits, "0_")))
+			seen[strings.ToLower(path)] = true
+			sign, octal := n.Value[:len(n.Value)-len(digits)], strings.TrimLeft(digits, "0_")
+			if octal == "" {
+				octal = "0"
+			}
+			errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal; quote it for a string)",
+				path, n.Value, withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", "")), sign, octal))
 		}
 	}
 	return errs
@@ -633,7 +662,7 @@ func yamlOctals(n *yaml.Node, path string) []error {
 // a key given twice in a JSON object (encoding/json keeps the last), and YAML documents after
 // the first (viper reads only the first), and YAML integers with a leading zero (read as octal).
 // YAML and TOML themselves reject a repeated key.
-func checkRaw(data []byte, format string) error {
+func checkRaw(data []byte, format string, octals map[string]bool) error {
 	dec, err := viper.NewCodecRegistry().Decoder(format)
 	if err != nil {
 		return err
@@ -650,7 +679,7 @@ func checkRaw(data []byte, format string) error {
 		d := yaml.NewDecoder(bytes.NewReader(data))
 		var first, second yaml.Node
 		if d.Decode(&first) == nil {
-			errs = append(errs, yamlOctals(&first, "")...)
+			errs = append(errs, yamlOctals(&first, "", octals)...)
 			if err := d.Decode(&second); !errors.Is(err, io.EOF) {
 				errs = append(errs, errors.New("more than one YAML document (a --- line): drmas reads one; merge them"))
 			}

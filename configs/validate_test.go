@@ -347,7 +347,11 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 		{"DRMAS_LEARN_EPOCHS", "010", `DRMAS_LEARN_EPOCHS="010": learn.epochs: a leading zero makes it octal: write 10`},
 		{"DRMAS_SEED", "0042", `DRMAS_SEED="0042": seed: a leading zero makes it octal: write 42`},
 		{"DRMAS_SEED", "0x2", "seed: not an integer: write decimal digits"},
-		{"DRMAS_SEED", "+5", "seed: not an integer: write decimal digits"},
+		{"DRMAS_SEED", "+5", "seed: write it without the +"},
+		{"DRMAS_LEARN_EPOCHS", "+5", "learn.epochs: write it without the +"},
+		{"DRMAS_SEED", "18446744073709551616", "seed: out of range for a 64-bit integer"},
+		{"DRMAS_ITERATIONS", "99999999999999999999", "iterations: out of range for a 64-bit integer"},
+		{"DRMAS_LEARN_LR", "1e400", "learn.lr: out of range for a float64"},
 		{"DRMAS_SEED", "-5", "seed: not an integer ≥ 0"},
 		{"DRMAS_SEED", "", `DRMAS_SEED="": seed: empty: give a value`},
 		{"DRMAS_LEARN_LR", "1_0", "learn.lr: not a decimal number"},
@@ -384,7 +388,7 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 		t.Fatal("octal and Go-syntax numbers accepted")
 	}
 	for _, want := range []string{
-		"seed: 010 is read as octal in YAML: write 10 (or 0o10 for octal)",
+		"seed: 010 is read as octal in YAML: write 10 (or 0o10 for octal; quote it for a string)",
 		"learn.lr: 010 is read as octal in YAML: write 10",
 		"learn.micro_batch: -0_7 is read as octal in YAML: write -7",
 		`learn.epochs: "010": a leading zero makes it octal: write 10`,
@@ -425,5 +429,40 @@ func TestWorkflowCheckedWithTheConfig(t *testing.T) {
 	}
 	if _, err := Load(LoadOptions{File: "search.yaml", LookupEnv: noEnv}); err != nil {
 		t.Errorf("search example: %v", err)
+	}
+}
+
+// TestNumberForStringRefused: a number where a string is wanted is refused, not read back in
+// Go's shortest form (run: 1.50 would be the run "1.5", run: 0x1F the run "31").
+func TestNumberForStringRefused(t *testing.T) {
+	for _, body := range []string{"run: 1.50", "run: 0x1F", "run: 1_000", `{"run": 1.0}`} {
+		name := "c.yaml"
+		if strings.HasPrefix(body, "{") {
+			name = "c.json"
+		}
+		_, err := Load(LoadOptions{File: write(t, name, body), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), "want a string: quote it") {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}
+
+// TestYAMLOctalReportedOnce: a YAML integer with a leading zero is reported once, as written,
+// not again as the octal value the parser made of it (seed: -010 is not also "-8, want ≥ 0").
+func TestYAMLOctalReportedOnce(t *testing.T) {
+	for _, body := range []string{"seed: -010", "iterations: -010\ns3:\n  max_retries: -07", "bogus: 010\nseed: -010", "normalize:\n  estimators: [010]\nseed: -010"} {
+		_, err := Load(LoadOptions{File: write(t, "c.yaml", body), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), "is read as octal") {
+			t.Fatalf("%q: %v", body, err)
+		}
+		for _, bad := range []string{"-8", ": -7,", "want an integer ≥ 0", "< 0", "want ≥ 0"} {
+			if strings.Contains(err.Error(), bad) {
+				t.Errorf("%q: reported again as the octal value:\n%v", body, err)
+				break
+			}
+		}
+	}
+	if _, err := Load(LoadOptions{File: write(t, "z.yaml", "iterations: 00\n"), LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), "iterations: 00 is read as octal in YAML: write 0 (or 0o0 for octal") {
+		t.Errorf("00: %v", err)
 	}
 }

@@ -235,7 +235,7 @@ func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, er
 			return nil, err
 		}
 	} else {
-		eval, what = wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), "the workflow's held-out split"
+		eval, what = wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), "the workflow's held-out split: evaluate.source is generator"
 	}
 	var train []workflows.Task
 	if !generated(cfg) {
@@ -293,7 +293,7 @@ func heldOut(workflow, what string, eval, train []workflows.Task) error {
 		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (the same question as the prompts show it), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
 			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
 	case len(shared) > 0:
-		return fmt.Errorf("tasks.source: %d of the %d held-out prompts (%s, as evaluate.source is unset) are training prompts of the file (the same question as the prompts show it), e.g. %s: remove them from the file, or give held-out prompts in evaluate.source",
+		return fmt.Errorf("tasks.source: %d of the %d held-out prompts (%s) are training prompts of the file (the same question as the prompts show it), e.g. %s: remove them from the file, or give held-out prompts in evaluate.source",
 			len(shared), len(eval), what, strings.Join(shared[:min(3, len(shared))], ", "))
 	}
 	return nil

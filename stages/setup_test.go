@@ -189,7 +189,7 @@ func TestHeldOutPromptsAreNotTrainingPrompts(t *testing.T) {
 {"id":"b","question":"1000+1000","answer":"2000"}
 {"id":"c","question":%q,"answer":"1"}
 `, q0, q1))
-	want = fmt.Sprintf("tasks.source: %d of the %d held-out prompts (the workflow's held-out split, as evaluate.source is unset) are training prompts of the file", shared, len(gen))
+	want = fmt.Sprintf("tasks.source: %d of the %d held-out prompts (the workflow's held-out split: evaluate.source is generator) are training prompts of the file", shared, len(gen))
 	if err := CheckTasks(cfg); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckTasks of a file holding held-out questions: %v, want %q", err, want)
 	}

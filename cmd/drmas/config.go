@@ -72,11 +72,11 @@ func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 func exactJSON(v any) any {
 	switch x := v.(type) {
 	case int64:
-		if x > 1<<53 || x < -(1<<53) {
+		if x >= 1<<53 || x <= -(1<<53) {
 			return strconv.FormatInt(x, 10)
 		}
 	case uint64:
-		if x > 1<<53 {
+		if x >= 1<<53 {
 			return strconv.FormatUint(x, 10)
 		}
 	case map[string]any:

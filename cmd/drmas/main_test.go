@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,35 +16,48 @@ import (
 )
 
 // TestConfigShowLoadsBack: what `config show` prints, in YAML and JSON, is a config file that
-// loads back as the same config (durations were printed as bare nanoseconds, which the loader
-// refuses as a duration; numbers stay numbers).
+// loads back as the same config, for every example config and for seeds JSON cannot hold as a
+// number (durations were printed as bare nanoseconds, which the loader refuses as a duration).
 func TestConfigShowLoadsBack(t *testing.T) {
-	src := filepath.Join("..", "..", "configs", "vllm-hetero.yaml")
-	want, err := configs.Load(configs.LoadOptions{File: src, LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		t.Fatal(err)
+	noEnv := func(string) (string, bool) { return "", false }
+	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "*.yaml"))
+	if err != nil || len(files) < 8 {
+		t.Fatalf("example configs: %v %v", files, err)
 	}
-	for _, format := range []string{"yaml", "json"} {
-		out, _, err := execute(t, "--config", src, "--seed", "18446744073709551615", "config", "show", "--format", format)
+	for _, src := range files {
+		want, err := configs.Load(configs.LoadOptions{File: src, LookupEnv: noEnv})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, "1m0s") || strings.Contains(out, "60000000000") || strings.Contains(out, `"1"`) {
-			t.Errorf("%s: durations or numbers not as a config file writes them:\n%s", format, out)
+		for _, seed := range []uint64{1 << 53, math.MaxUint64} {
+			for _, format := range []string{"yaml", "json"} {
+				out, _, err := execute(t, "--config", src, "--seed", strconv.FormatUint(seed, 10), "config", "show", "--format", format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(out, "000000000,") || strings.Contains(out, `"1"`) {
+					t.Errorf("%s %s: durations or numbers not as a config file writes them:\n%s", src, format, out)
+				}
+				p := filepath.Join(t.TempDir(), "shown."+format)
+				if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				got, err := configs.Load(configs.LoadOptions{File: p, LookupEnv: noEnv})
+				if err != nil {
+					t.Fatalf("%s %s, seed %d: printed config does not load: %v", src, format, seed, err)
+				}
+				w := *want.Redacted()
+				w.Seed = seed
+				if !reflect.DeepEqual(got, &w) {
+					t.Errorf("%s %s: loads back as\n%+v\nwant\n%+v", src, format, got, &w)
+				}
+			}
 		}
-		p := filepath.Join(t.TempDir(), "shown."+format)
-		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		got, err := configs.Load(configs.LoadOptions{File: p, LookupEnv: func(string) (string, bool) { return "", false }})
-		if err != nil {
-			t.Fatalf("%s: printed config does not load: %v", format, err)
-		}
-		w := *want
-		w.Seed = math.MaxUint64
-		if !reflect.DeepEqual(got, &w) {
-			t.Errorf("%s: loads back as\n%+v\nwant\n%+v", format, got, &w)
-		}
+	}
+	// A duration is written with its unit.
+	out, _, err := execute(t, "--config", filepath.Join("..", "..", "configs", "vllm-hetero.yaml"), "config", "show")
+	if err != nil || !strings.Contains(out, "timeout: 1m0s") {
+		t.Errorf("durations: %v\n%s", err, out)
 	}
 }
 
