@@ -9,6 +9,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/drmas-dev/drmas/model"
@@ -138,6 +139,16 @@ func (l *Local) Version() int64 { return l.version }
 // Describe implements Describer.
 func (l *Local) Describe() string { return fmt.Sprintf("local, step %d", l.version) }
 
+// TopP32 converts a top_p for model.SampleOptions: a positive one below float32's range keeps
+// the most likely token only, as it asks, instead of rounding to 0, which model.Sample reads
+// as no nucleus at all. drmas serve converts its requests' top_p the same way.
+func TopP32(p float64) float32 {
+	if f := float32(p); f > 0 || !(p > 0) {
+		return f
+	}
+	return math.SmallestNonzeroFloat32
+}
+
 // Policy returns the served model.
 func (l *Local) Policy() *model.Model { return l.m }
 
@@ -152,7 +163,7 @@ func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Res
 		}
 		sr[i] = model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed}
 	}
-	res, err := l.m.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: float32(s.TopP), MaxTokens: s.MaxTokens})
+	res, err := l.m.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: sample: %w", l.id, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
-func newSet(t *testing.T, step int64, seed uint64) *checkpoints.Set {
+func newSet(t testing.TB, step int64, seed uint64) *checkpoints.Set {
 	t.Helper()
 	cfg := model.DefaultConfig()
 	cfg.Dim, cfg.Layers, cfg.Heads, cfg.Context, cfg.FFMult = 8, 1, 2, 16, 2
@@ -28,7 +28,7 @@ func newSet(t *testing.T, step int64, seed uint64) *checkpoints.Set {
 		Optims: map[string]*model.AdamW{"m1": model.NewAdamW(m, model.DefaultAdamWConfig())}}
 }
 
-func store(t *testing.T) storage.Bucket {
+func store(t testing.TB) storage.Bucket {
 	t.Helper()
 	b, err := filestore.New(t.TempDir())
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/model"
@@ -500,14 +501,17 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 	if req.Temperature != nil {
 		o.Temperature = float32(*req.Temperature)
 		if !(o.Temperature >= 0) || math.IsInf(float64(o.Temperature), 0) {
-			return nil, badRequest("temperature must be a finite number ≥ 0 (got %v)", *req.Temperature)
+			// Sampling runs in float32: say so, as 1e300 is finite as the client sent it.
+			return nil, badRequest("temperature must be a finite number ≥ 0 and at most %g, float32's largest (got %v)", math.MaxFloat32, *req.Temperature)
 		}
 	}
 	if req.TopP != nil {
 		if !(*req.TopP > 0 && *req.TopP <= 1) {
 			return nil, badRequest("top_p must be in (0, 1]")
 		}
-		o.TopP = float32(*req.TopP)
+		// As the in-process backend: a top_p below float32's range keeps the most likely
+		// token only; it must not round to 0, which model.Sample reads as no nucleus.
+		o.TopP = actors.TopP32(*req.TopP)
 	}
 	if req.MaxTokens != nil {
 		if *req.MaxTokens < 1 {

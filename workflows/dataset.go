@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/drmas-dev/drmas/shards"
 )
 
 // LoadTasks reads tasks from a JSONL file (".jsonl", ".json", ".ndjson") or a
@@ -144,7 +146,20 @@ func checkTask(id, q, a, src, def string) (Task, error) {
 	return Task{ID: id, Question: q, Answer: a, DataSource: src}, nil
 }
 
-func loadParquet(path, def string) ([]Task, error) {
+func loadParquet(path, def string) (tasks []Task, err error) {
+	defer func() {
+		// parquet-go panics on some malformed files (a page or footer that lies about its
+		// sizes): that is a damaged file, not a crash.
+		if p := recover(); p != nil {
+			tasks, err = nil, fmt.Errorf("%s: malformed parquet (after %d tasks): %v", path, len(tasks), p)
+		}
+	}()
+	return readParquetTasks(path, def, &tasks)
+}
+
+// readParquetTasks is loadParquet; it appends to *out as it goes, so that a panic reports how
+// far it got.
+func readParquetTasks(path, def string, out *[]Task) ([]Task, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -154,9 +169,11 @@ func loadParquet(path, def string) ([]Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	pf, err := parquet.OpenFile(f, st.Size())
+	// shards.OpenParquet checks the footer's length against the file before parquet-go
+	// allocates it (a damaged 1 KB file could otherwise ask for gigabytes).
+	pf, err := shards.OpenParquet(f, st.Size(), path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	names := []string{"id", "question", "answer", "data_source"}
 	cols := make([]int, len(names))
@@ -173,7 +190,7 @@ func loadParquet(path, def string) ([]Task, error) {
 		}
 		cols[i] = leaf.ColumnIndex
 	}
-	var tasks []Task
+	tasks := *out
 	ids := map[string]int64{}
 	row := int64(0)
 	buf := make([]parquet.Row, 64)
@@ -210,6 +227,7 @@ func loadParquet(path, def string) ([]Task, error) {
 				}
 				ids[t.ID] = row
 				tasks = append(tasks, t)
+				*out = tasks
 				row++
 			}
 			if rerr == io.EOF {

@@ -454,12 +454,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// dialError is a failed connection attempt (its text is redacted, so the transport's own
-// error is not kept).
-type dialError struct{ err error }
+// dialError is a failed connection attempt. Its text is redacted, so the transport's own
+// error is not in it; the *net.OpError of the dial (no URL, no key: the address it dialled)
+// stays in the chain, so callers can tell which server to check (stages.Fail's hint).
+type dialError struct {
+	err error
+	op  *net.OpError
+}
 
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
+func (e *dialError) Error() string   { return e.err.Error() }
+func (e *dialError) Unwrap() []error { return []error{e.err, e.op} }
 
 // refused reports whether err is a failure to connect (nothing listening yet), as opposed to
 // a server that answered or a request that timed out.
@@ -724,7 +728,7 @@ func (b *Backend) attempt(ctx context.Context, method, target, url string, body 
 		}
 		e := fmt.Errorf("%s %s: %v", method, url, redact(strings.ReplaceAll(err.Error(), b.base, b.shown), b.o.APIKey))
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			e = &dialError{e}
+			e = &dialError{err: e, op: op}
 		}
 		return nil, &errRetry{err: e}
 	}
@@ -784,11 +788,18 @@ func errorMessage(raw []byte, key string) string {
 func excerpt(raw []byte, key string) string {
 	s := redact(string(raw), key) // before cutting: a key cut in half would not match
 	if len(s) > 300 {
-		s = s[:300]
-		for !utf8.ValidString(s) && len(s) > 0 {
-			s = s[:len(s)-1]
+		// Cut before a character that the 300th byte is inside of; a body that is not
+		// UTF-8 keeps its 300 bytes (strconv.Quote escapes them).
+		n := 300
+		for i := n - 1; i >= 0 && i > n-1-utf8.UTFMax; i-- {
+			if utf8.RuneStart(s[i]) {
+				if r, size := utf8.DecodeRuneInString(s[i:]); (r != utf8.RuneError || size > 1) && i+size > n {
+					n = i
+				}
+				break
+			}
 		}
-		s += "…"
+		s = s[:n] + "…"
 	}
 	if strings.TrimSpace(s) == "" {
 		return "(empty body)"

@@ -554,3 +554,24 @@ func TestChatRowsAreRefusedByTheLearner(t *testing.T) {
 	}
 	t.Logf("learner refuses: %v", err)
 }
+
+// TestRefusedNamesTheServerToCheck: a server that refuses connections keeps the dial's address
+// in the error's chain (the text stays redacted), so a stage's error says which server to check
+// ("check that the server at ADDR is up"), as it does for the store.
+func TestRefusedNamesTheServerToCheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	b := backend(t, openai.Options{Endpoint: "http://user:hunter2@" + addr, Retries: 1})
+	_, err = b.Generate(context.Background(), oneRequest(), sampling)
+	if err == nil {
+		t.Skip("a closed port accepted a connection")
+	}
+	got := stages.Fail(context.Background(), "rollout iter 0", err).Error()
+	if want := "check that the server at " + addr + " is up and reachable"; !strings.Contains(got, want) || strings.Contains(got, "hunter2") {
+		t.Fatalf("refused: %q\nwant it to say %q (and no password)", got, want)
+	}
+}
