@@ -276,3 +276,33 @@ func TestFinalizeCommitsWhenReceiptsStay(t *testing.T) {
 		t.Fatalf("receipt still there (%v, %v)", ok, err)
 	}
 }
+
+// TestCleanReceiptsRemovesTheOthers: one receipt that cannot be removed does not keep the
+// others: CleanReceipts removes every receipt it can, and reports the one left behind.
+func TestCleanReceiptsRemovesTheOthers(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 0)
+	it := 0
+	m := &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
+	parts := []string{"part-00000-of-00003.parquet", "part-00001-of-00003.parquet", "part-00002-of-00003.parquet"}
+	for _, p := range parts {
+		f, err := commit.PutFile(ctx, b, dir, p, []byte(p), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commit.PutReceipt(ctx, b, dir, commit.Receipt{File: f, Writer: commit.Writer(m)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := path.Join(dir, commit.ReceiptsDir, parts[0]) // the first one listed
+	done, _, err := commit.Finalize(ctx, &deleteFails{Bucket: b, prefix: stuck}, dir, parts, m, nil)
+	if !done || !errors.Is(err, commit.ErrReceiptsLeft) {
+		t.Fatalf("Finalize = %v, %v; want committed with a warning", done, err)
+	}
+	for i, p := range parts {
+		if _, ok, err := commit.ReadReceipt(ctx, b, dir, p); err != nil || ok != (i == 0) {
+			t.Errorf("receipt of %s: present %v (%v); want only the undeletable one left", p, ok, err)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 // ErrReceiptsLeft marks the error of a receipt removal that failed after the folder was
 // committed (Finalize, CleanReceipts): the folder is committed and its receipts are harmless
 // leftovers, so it is a warning, not a failure.
-var ErrReceiptsLeft = errors.New("receipts left behind (harmless: the next run of the stage removes them)")
+var ErrReceiptsLeft = errors.New("receipts left behind (harmless: a later run of the stage removes them once the store allows it)")
 
 // leftover marks a failed removal of a committed folder's receipts (nil stays nil).
 func leftover(err error) error {
@@ -200,12 +200,24 @@ func CleanReceipts(ctx context.Context, b storage.Bucket, dir string) error {
 	if err := b.Iter(ctx, path.Join(dir, ReceiptsDir)+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		return leftover(fmt.Errorf("list receipts of %s: %w", dir, err))
 	}
+	// Every receipt is tried: one that cannot be removed does not keep the others.
+	var first error
+	left := 0
 	for _, k := range keys {
 		if err := b.Delete(ctx, k); err != nil {
-			return leftover(err) // the store's error names the key
+			if ctx.Err() != nil {
+				return leftover(err)
+			}
+			if first == nil {
+				first = err // the store's error names the key
+			}
+			left++
 		}
 	}
-	return nil
+	if left > 1 {
+		return leftover(fmt.Errorf("%d of %d receipts of %s: %w", left, len(keys), dir, first))
+	}
+	return leftover(first)
 }
 
 // DecodeExtra unmarshals a receipt's extra payload strictly.

@@ -1019,7 +1019,8 @@ func (c *Config) Validate() error {
 	need(r.GroupSize < 1, "rollout.group_size", r.GroupSize, "≥ 1")
 	need(r.Parts < 1, "rollout.parts", r.Parts, "≥ 1")
 	need(r.MaxTokens < 1, "rollout.max_tokens", r.MaxTokens, "≥ 1")
-	need(r.Temperature <= 0, "rollout.temperature", r.Temperature, "> 0")
+	// Sampling runs in float32: a temperature must not round to 0 (greedy) or overflow to +Inf.
+	need(float32(r.Temperature) <= 0 || r.Temperature > math.MaxFloat32 && !math.IsInf(r.Temperature, 1), "rollout.temperature", r.Temperature, "> 0 and within float32 (1.4e-45 … 3.4e38), as sampling runs in float32")
 	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
 	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
 	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
@@ -1056,7 +1057,7 @@ func (c *Config) Validate() error {
 	e := c.Evaluate
 	need(e.Every < 0, "evaluate.every", e.Every, "≥ 0")
 	need(e.K < 1, "evaluate.k", e.K, "≥ 1")
-	need(e.Temperature < 0, "evaluate.temperature", e.Temperature, "≥ 0")
+	need(e.Temperature < 0 || e.Temperature > math.MaxFloat32 && !math.IsInf(e.Temperature, 1), "evaluate.temperature", e.Temperature, "≥ 0 and at most 3.4e38, as sampling runs in float32")
 	need(e.TopP <= 0 || e.TopP > 1, "evaluate.top_p", e.TopP, "in (0, 1]")
 	need(c.S3.MaxRetries < 0, "s3.max_retries", c.S3.MaxRetries, "≥ 0")
 	if _, err := c.NewWorkflow(); err != nil {

@@ -466,3 +466,23 @@ func TestYAMLOctalReportedOnce(t *testing.T) {
 		t.Errorf("00: %v", err)
 	}
 }
+
+// TestTemperaturesFitFloat32: sampling runs in float32, so a rollout temperature that rounds
+// to 0 (greedy, which "> 0" forbids) or overflows (+Inf, an error only when sampling starts)
+// is refused when the config loads, and so is an evaluation temperature that overflows.
+func TestTemperaturesFitFloat32(t *testing.T) {
+	for body, want := range map[string]string{
+		"rollout: {temperature: 1e-50}\n": "rollout.temperature: 1e-50, want > 0 and within float32",
+		"rollout: {temperature: 1e300}\n": "rollout.temperature: 1e+300, want > 0 and within float32",
+		"evaluate: {temperature: 1e39}\n": "evaluate.temperature: 1e+39, want ≥ 0 and at most 3.4e38",
+		"rollout: {temperature: -1}\n":    "rollout.temperature: -1, want > 0",
+		"evaluate: {temperature: -0.5}\n": "evaluate.temperature: -0.5, want ≥ 0",
+	} {
+		if _, err := Load(LoadOptions{File: write(t, "t.yaml", body), LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want %q, got %v", body, want, err)
+		}
+	}
+	if _, err := Load(LoadOptions{File: write(t, "ok.yaml", "rollout: {temperature: 1e-40}\nevaluate: {temperature: 0}\n"), LookupEnv: noEnv}); err != nil {
+		t.Errorf("temperatures float32 holds: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
 func TestFail(t *testing.T) {
@@ -56,8 +57,9 @@ func TestFail(t *testing.T) {
 		t.Errorf("unreachable: %q, want it to say %q", got, want)
 	}
 
-	// A folder store that refuses a write says which folder to check.
-	perm := &fs.PathError{Op: "open", Path: "/data/runs/t/iter=000000/rollout/.tmp-1", Err: syscall.EACCES}
+	// A folder store that refuses a write says which folder to check (the temporary file of a
+	// Put, as the folder store names it).
+	perm := &fs.PathError{Op: "open", Path: "/data/runs/t/iter=000000/rollout/" + filestore.TempPrefix + "1", Err: syscall.EACCES}
 	got = stages.Fail(ctx, "rollout iter 0", fmt.Errorf("put k: %w", perm))
 	if want := "check that the user running drmas may read and write /data/runs/t/iter=000000/rollout, then"; !strings.Contains(got.Error(), want) {
 		t.Errorf("permission: %q, want it to say %q", got, want)
@@ -65,5 +67,30 @@ func TestFail(t *testing.T) {
 	// Errors a stage explains itself get no hint.
 	if got := stages.Fail(ctx, "rollout iter 0", base).Error(); got != "rollout iter 0: boom" {
 		t.Errorf("plain error: %q", got)
+	}
+}
+
+// TestFailPermissionHintNamesWhatToCheck: a file that cannot be read (a committed part, an
+// import's input file) is named itself, with read access to check, not its folder with "read
+// and write" (the folder is fine; the file's mode is not); creating a folder or a file names
+// the folder to write.
+func TestFailPermissionHintNamesWhatToCheck(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		pe   *fs.PathError
+		want string
+	}{
+		{&fs.PathError{Op: "open", Path: "/data/runs/t/iter=000000/rollout/part-00001-of-00002.parquet", Err: syscall.EACCES},
+			"check that the user running drmas may read /data/runs/t/iter=000000/rollout/part-00001-of-00002.parquet, then"},
+		{&fs.PathError{Op: "open", Path: "data/traj.jsonl", Err: syscall.EACCES},
+			"check that the user running drmas may read data/traj.jsonl, then"},
+		{&fs.PathError{Op: "mkdir", Path: "/data/runs/t/iter=000000", Err: syscall.EACCES},
+			"check that the user running drmas may read and write /data/runs/t, then"},
+		{&fs.PathError{Op: "remove", Path: "/data/runs/t/iter=000000/rollout/_receipts/p.json", Err: syscall.EPERM},
+			"check that the user running drmas may read and write /data/runs/t/iter=000000/rollout/_receipts, then"},
+	} {
+		if got := stages.Fail(ctx, "normalize iter 0", fmt.Errorf("get k: %w", c.pe)).Error(); !strings.Contains(got, c.want) {
+			t.Errorf("%s %s: %q\nwant it to say %q", c.pe.Op, c.pe.Path, got, c.want)
+		}
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/client"
+	"github.com/drmas-dev/drmas/storage/filestore"
 	"github.com/drmas-dev/drmas/storage/s3store"
 )
 
@@ -48,7 +50,11 @@ func (e *Env) Warnf(format string, args ...any) { e.Logf("warning: "+format, arg
 // committed, so the stage succeeded. Any other error is returned unchanged.
 func (e *Env) Leftover(what string, err error) error {
 	if errors.Is(err, commit.ErrReceiptsLeft) {
-		e.Warnf("%s: committed, but %v", what, err)
+		if h := hint(err); h != "" { // a delete the store keeps refusing: say what to check
+			e.Warnf("%s: committed, but %v: %s", what, err, h)
+		} else {
+			e.Warnf("%s: committed, but %v", what, err)
+		}
 		return nil
 	}
 	return err
@@ -97,6 +103,12 @@ func hint(err error) string {
 	case errors.As(err, &ne) && ne.Addr != nil:
 		return fmt.Sprintf("check that the server at %s is up and reachable, then run the same command again (what was committed is kept)", ne.Addr)
 	case errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrPermission):
+		// Opening a file or folder that exists (a committed part, an input file) needs read
+		// access to it; creating or removing an entry (a folder, a Put's temporary file) needs
+		// write access to the folder it is in.
+		if pe.Op == "open" && !strings.HasPrefix(filepath.Base(pe.Path), filestore.TempPrefix) {
+			return fmt.Sprintf("check that the user running drmas may read %s, then run the same command again (what was committed is kept)", pe.Path)
+		}
 		return fmt.Sprintf("check that the user running drmas may read and write %s, then run the same command again (what was committed is kept)", filepath.Dir(pe.Path))
 	}
 	return ""
