@@ -13,7 +13,7 @@ func testConfig(t *testing.T) *configs.Config {
 	c := configs.Default()
 	c.Run = "t"
 	c.Models = map[string]configs.Model{"m1": {Dim: 16, Layers: 1, Heads: 2, Context: 96, FFMult: 2, TiedHead: true}}
-	c.Agents = map[string]configs.Agent{"solver": {Model: "m1"}}
+	c.Agents = map[string]configs.Agent{"solver": {Model: "m1"}, "verifier": {Model: "m1"}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
