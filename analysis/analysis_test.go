@@ -393,16 +393,7 @@ func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 
 func TestEmptyRun(t *testing.T) {
 	ctx := context.Background()
-	b, err := filestore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := emptySession(t)
 	for _, v := range analysis.Views {
 		tb, err := s.Query(ctx, "SELECT * FROM "+v)
 		if err != nil {
@@ -416,7 +407,7 @@ func TestEmptyRun(t *testing.T) {
 	if tb.Col("estimator") < 0 || tb.Col("iteration") < 0 {
 		t.Errorf("advantages columns %v", tb.Columns)
 	}
-	_, err = s.Report(ctx, "gradnorm", analysis.ReportParams{})
+	_, err := s.Report(ctx, "gradnorm", analysis.ReportParams{})
 	if err == nil || !strings.Contains(err.Error(), "no committed learn metrics yet") {
 		t.Errorf("gradnorm on empty run: %v", err)
 	}
@@ -510,16 +501,7 @@ func TestStoreHash(t *testing.T) {
 // every format, not as the driver's Go structs, bytes or midnight/year-1 timestamps.
 func TestQueryTypesRender(t *testing.T) {
 	ctx := context.Background()
-	b, err := filestore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := emptySession(t)
 	tb, err := s.Query(ctx, `SELECT 1.5 AS d, -0.05::DECIMAL(10,4) AS d4, [0.25, 2.5] AS dl,
 		INTERVAL '1 year 2 months 3 days 04:05:06.5' AS iv, '00000000-0000-0000-0000-00000000000a'::UUID AS u,
 		DATE '2024-01-02' AS day, TIME '04:05:06.25' AS tod`)
@@ -613,17 +595,7 @@ func TestCacheUnderNameValueFolders(t *testing.T) {
 // NULL inside nested values; in JSON a STRUCT or MAP is an object in that order and a BLOB is
 // its escaped text, not raw bytes that JSON replaces by U+FFFD.
 func TestNestedTypesRender(t *testing.T) {
-	ctx := context.Background()
-	b, err := filestore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := emptySession(t)
 	exprs := []string{
 		`{'z': 1, 'a': 'x y', 'n': NULL::INTEGER}`,
 		`{'a, "b"': 2, 'c d': [1, NULL, 3]}`,
@@ -637,19 +609,7 @@ func TestNestedTypesRender(t *testing.T) {
 		`-12.5::DECIMAL(18,6)`,
 		`{'m': MAP {'k': [true, false]}, 'u': '00000000-0000-0000-0000-00000000000a'::UUID, 'd': DATE '2024-01-02'}`,
 	}
-	var sel []string
-	for i, e := range exprs {
-		sel = append(sel, fmt.Sprintf("%s AS v%d, (%s)::VARCHAR AS s%d", e, i, e, i))
-	}
-	tb, err := s.Query(ctx, "SELECT "+strings.Join(sel, ", "))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, e := range exprs {
-		if got, want := tb.String(0, fmt.Sprintf("v%d", i)), tb.String(0, fmt.Sprintf("s%d", i)); got != want {
-			t.Errorf("%s: rendered %q, DuckDB prints %q", e, got, want)
-		}
-	}
+	tb := renderedLikeDuckDB(t, s, exprs)
 	var buf bytes.Buffer
 	if err := tb.Write(&buf, "json"); err != nil {
 		t.Fatal(err)
@@ -678,34 +638,13 @@ func TestNestedTypesRender(t *testing.T) {
 // a UNION member stays unquoted, as DuckDB prints it; a nested BIT is its bits in JSON.
 func TestNestedStringsQuoted(t *testing.T) {
 	ctx := context.Background()
-	b, err := filestore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s, err := analysis.Open(ctx, analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := emptySession(t)
 	exprs := []string{
 		`['a,b', 'c']`, `['NULL', NULL, 'null']`, `{'a': '', 'b': ' x', 'c': 'y '}`, `{'it''s': 'a''b\c'}`,
 		`MAP {'a=b': 'c, d', 'e': NULL}`, `['[x]', '{y}', 'p:q', '(r)', 'say "hi"']`, `[chr(10), 'a' || chr(10) || 'b']`,
 		`{'u': union_value(t := 'a,b')}`, `[TIME '01:02:03']`, `[DATE '2024-01-02']`, `['\xAA,'::BLOB]`,
 	}
-	var sel []string
-	for i, e := range exprs {
-		sel = append(sel, fmt.Sprintf("%s AS v%d, (%s)::VARCHAR AS s%d", e, i, e, i))
-	}
-	tb, err := s.Query(ctx, "SELECT "+strings.Join(sel, ", "))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, e := range exprs {
-		if got, want := tb.String(0, fmt.Sprintf("v%d", i)), tb.String(0, fmt.Sprintf("s%d", i)); got != want {
-			t.Errorf("%s: rendered %q, DuckDB prints %q", e, got, want)
-		}
-	}
+	renderedLikeDuckDB(t, s, exprs)
 	bits, err := s.Query(ctx, "SELECT [1::BIT] AS b, MAP {TIMESTAMP '2024-01-02 03:04:05': 1} AS m")
 	if err != nil {
 		t.Fatal(err)
@@ -717,4 +656,41 @@ func TestNestedStringsQuoted(t *testing.T) {
 	if want := `"b": ["00000000000000000000000000000001"], "m": {"2024-01-02T03:04:05Z":1}`; !strings.Contains(buf.String(), want) {
 		t.Errorf("json of a nested BIT: %s, want %s", buf.String(), want)
 	}
+}
+
+// emptySession opens an analysis session over an empty store, for queries of literals.
+func emptySession(t *testing.T) *analysis.Session {
+	t.Helper()
+	b, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	s, err := analysis.Open(context.Background(), analysis.Options{Bucket: b, Run: "nothing", CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// renderedLikeDuckDB selects each expression as column vI beside DuckDB's own cast of it to
+// VARCHAR as sI (the oracle), checks that drmas renders vI as DuckDB prints it, and returns the
+// table for further checks.
+func renderedLikeDuckDB(t *testing.T, s *analysis.Session, exprs []string) *analysis.Table {
+	t.Helper()
+	var sel []string
+	for i, e := range exprs {
+		sel = append(sel, fmt.Sprintf("%s AS v%d, (%s)::VARCHAR AS s%d", e, i, e, i))
+	}
+	tb, err := s.Query(context.Background(), "SELECT "+strings.Join(sel, ", "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range exprs {
+		if got, want := tb.String(0, fmt.Sprintf("v%d", i)), tb.String(0, fmt.Sprintf("s%d", i)); got != want {
+			t.Errorf("%s: rendered %q, DuckDB prints %q", e, got, want)
+		}
+	}
+	return tb
 }

@@ -78,41 +78,55 @@ func parseType(s string) *sqlType {
 	return &sqlType{name: s}
 }
 
-// depthAt is the bracket depth (parentheses, outside quotes) of s just before byte i.
-func depthAt(s string, i int) int {
+// scanTopLevel calls f with the index of every byte of s outside double quotes (a quoted name
+// may hold parentheses and commas) and the parenthesis depth before it; f returning false
+// stops the scan.
+func scanTopLevel(s string, f func(j, depth int) bool) {
 	depth, quoted := 0, false
-	for j := 0; j < i; j++ {
-		switch c := s[j]; {
-		case c == '"':
+	for j := 0; j < len(s); j++ {
+		c := s[j]
+		if c == '"' {
 			quoted = !quoted
-		case quoted:
-		case c == '(':
+			continue
+		}
+		if quoted {
+			continue
+		}
+		if !f(j, depth) {
+			return
+		}
+		switch c {
+		case '(':
 			depth++
-		case c == ')':
+		case ')':
 			depth--
 		}
 	}
-	return depth
+}
+
+// depthAt is the parenthesis depth of s at byte i, or -1 if i is inside quotes.
+func depthAt(s string, i int) int {
+	at := -1
+	scanTopLevel(s, func(j, depth int) bool {
+		if j == i {
+			at = depth
+		}
+		return j < i
+	})
+	return at
 }
 
 // splitTopLevel splits s at the commas outside parentheses and quotes.
 func splitTopLevel(s string) []string {
 	var out []string
-	start, depth, quoted := 0, 0, false
-	for j := 0; j < len(s); j++ {
-		switch c := s[j]; {
-		case c == '"':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
+	start := 0
+	scanTopLevel(s, func(j, depth int) bool {
+		if s[j] == ',' && depth == 0 {
 			out = append(out, strings.TrimSpace(s[start:j]))
 			start = j + 1
 		}
-	}
+		return true
+	})
 	return append(out, strings.TrimSpace(s[start:]))
 }
 

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -40,7 +41,7 @@ func FuzzTokenizer(f *testing.F) {
 		if DecodeText(sp) != text.String() {
 			t.Fatalf("DecodeText(EncodeSpecial(%q)) = %q, want the byte tokens %q", s, DecodeText(sp), text.String())
 		}
-		if !strings.Contains(s, "<|") && !equalIDs(sp, ids) {
+		if !strings.Contains(s, "<|") && !slices.Equal(sp, ids) {
 			t.Fatalf("EncodeSpecial(%q) differs from Encode without a special name", s)
 		}
 		if utf8.ValidString(s) && !utf8.ValidString(Decode(sp)) {
@@ -60,16 +61,4 @@ func FuzzTokenizer(f *testing.F) {
 			}
 		}
 	})
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

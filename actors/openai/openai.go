@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -627,22 +628,10 @@ func PromptText(r actors.Request) string {
 	ids := r.Prompt
 	head := actors.PromptIDs(r.Agent, "")
 	head = head[:len(head)-1]
-	if len(ids) >= len(head)+1 && equal(ids[:len(head)], head) && ids[len(ids)-1] == model.SEP {
+	if len(ids) >= len(head)+1 && slices.Equal(ids[:len(head)], head) && ids[len(ids)-1] == model.SEP {
 		ids = ids[len(head) : len(ids)-1]
 	}
 	return model.DecodeText(ids)
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // statusError is a response with an HTTP status other than 200.
