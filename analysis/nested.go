@@ -243,5 +243,8 @@ func quoteNested(s string, always bool) string {
 		!(len(s) >= 2 && space(s[len(s)-1])) && !strings.ContainsAny(s, `"'(),:=[]{}`) {
 		return s
 	}
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return "'" + nestedEscaper.Replace(s) + "'"
 }
+
+// nestedEscaper escapes ' and \ inside a quoted nested text, as DuckDB does.
+var nestedEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`)

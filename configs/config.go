@@ -393,7 +393,7 @@ func checkValue(key, val string) error {
 	}
 	t := fixedFields()[key].Type
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == durationType:
 		return errors.New("not a duration (e.g. 30s)")
 	case t.Kind() == reflect.Bool:
 		return errors.New("not true or false")
@@ -510,7 +510,7 @@ func checkType(key string, val any, t reflect.Type) error {
 		isNum = false
 	}
 	switch k := t.Kind(); {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == durationType:
 		if isBool || isNum && num != 0 {
 			return fmt.Errorf("%s: %v, want a duration with its unit, e.g. 30s or 2m (a bare number would be nanoseconds)", key, val)
 		}
@@ -527,7 +527,7 @@ func checkType(key string, val any, t reflect.Type) error {
 		case rv.CanUint() && !unsigned && rv.Uint() > math.MaxInt64,
 			rv.CanFloat() && (!unsigned && (num < math.MinInt64 || num >= 1<<63) || unsigned && num >= 1<<64):
 			return fmt.Errorf("%s: %v is out of range", key, val)
-		case rv.CanFloat() && math.Abs(num) >= 1<<53: // JSON numbers are float64: the digits are lost
+		case rv.CanFloat() && math.Abs(num) >= exactFloat: // JSON numbers are float64: the digits are lost
 			return fmt.Errorf("%s: %v is not exact as a number: quote it (\"%.0f\" or your exact digits)", key, val, num)
 		}
 	case k == reflect.Float32 || k == reflect.Float64:
@@ -566,7 +566,7 @@ func checkString(s string, t reflect.Type) error {
 		return errors.New("empty: give a value, or leave the key unset")
 	}
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == durationType:
 		if _, err := time.ParseDuration(s); err != nil {
 			return errors.New("not a duration (e.g. 30s or 2m)")
 		}
@@ -1071,7 +1071,7 @@ func (c *Config) Validate() error {
 func estimator(name string, eps float64) (string, error) {
 	s, err := kernels.ParseSpecEps(name, eps)
 	if err != nil {
-		return "", errors.New(strings.TrimPrefix(err.Error(), "kernels: "))
+		return "", err
 	}
 	return s.Canonical().Name(), nil
 }
@@ -1177,10 +1177,20 @@ func (c *Config) Redacted() *Config {
 	return &r
 }
 
-// Document returns c as a config file holds it: a tree of maps (keys as config files spell
-// them), with every duration written with its unit ("2m0s"; JSON encoding gives nanoseconds,
-// which Load refuses as a duration), so that what `drmas config show` prints loads back as c.
-func (c *Config) Document() (map[string]any, error) {
+// durationType is the type of the config's durations (timeouts, waits), which a file writes
+// with a unit.
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// exactFloat is where float64 stops holding every integer: a config file's integer from it on
+// must be a quoted string in JSON, whose numbers are float64.
+const exactFloat = 1 << 53
+
+// Document returns c as a config file of format ("yaml" or "json") holds it: a tree of maps
+// (keys as config files spell them), with every duration written with its unit ("2m0s"; JSON
+// encoding gives nanoseconds, which Load refuses as a duration) and, in JSON, the integers a
+// float64 cannot hold quoted (as Load asks), so that what `drmas config show` prints loads
+// back as c.
+func (c *Config) Document(format string) (map[string]any, error) {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode config: %w", err)
@@ -1192,18 +1202,25 @@ func (c *Config) Document() (map[string]any, error) {
 		return nil, fmt.Errorf("encode config: %w", err)
 	}
 	durationsAsText(doc, reflect.TypeOf(*c))
-	return numbersAsValues(doc).(map[string]any), nil
+	return numbersAsValues(doc, format == "json").(map[string]any), nil
 }
 
 // numbersAsValues replaces the json.Numbers of v by int64, uint64 or float64 values, which YAML
-// writes as numbers, not as quoted strings.
-func numbersAsValues(v any) any {
+// and JSON write as numbers, not as quoted strings; with quoteInexact, an integer a float64
+// cannot hold stays a string of its digits.
+func numbersAsValues(v any, quoteInexact bool) any {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+		s := x.String()
+		if quoteInexact && strings.Trim(strings.TrimPrefix(s, "-"), "0123456789") == "" {
+			if f, err := x.Float64(); err == nil && math.Abs(f) >= exactFloat {
+				return s
+			}
+		}
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i
 		}
-		if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
 			return u
 		}
 		if f, err := x.Float64(); err == nil {
@@ -1211,11 +1228,11 @@ func numbersAsValues(v any) any {
 		}
 	case map[string]any:
 		for k, e := range x {
-			x[k] = numbersAsValues(e)
+			x[k] = numbersAsValues(e, quoteInexact)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = numbersAsValues(e)
+			x[i] = numbersAsValues(e, quoteInexact)
 		}
 	}
 	return v
@@ -1228,7 +1245,7 @@ func durationsAsText(m map[string]any, t reflect.Type) {
 		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch v := m[key]; {
 		case v == nil:
-		case f.Type == reflect.TypeOf(time.Duration(0)):
+		case f.Type == durationType:
 			if n, ok := v.(json.Number); ok {
 				if ns, err := n.Int64(); err == nil {
 					m[key] = time.Duration(ns).String()

@@ -145,7 +145,8 @@ func ParseSpecEps(name string, eps float64) (Spec, error) {
 	return s, err
 }
 
-// specNames lists the names parseSpec accepts, for its errors.
+// specNames lists the names parseSpec accepts, for its errors. Those errors name the estimator
+// the user wrote and no package: the caller says where it was given (a flag, a config key).
 const specNames = "grpo, drmas or grpo_step, each optionally with _nostd or _eps<float>; drgrpo (= grpo_nostd); rloo; rloo_agent"
 
 // parseSpec is ParseSpec; explicit reports whether the name spelled ε out (_eps<float>).
@@ -167,7 +168,7 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 		s.Estimator, rest = DrMAS, name[len("drmas"):]
 	}
 	if s.Estimator == 0 && rest == "" || rest != "" && rest[0] != '_' { // "drmass" is a typo of a name, not a suffix
-		return Spec{}, false, fmt.Errorf("kernels: unknown estimator %q (want %s)", name, specNames)
+		return Spec{}, false, fmt.Errorf("unknown estimator %q (want %s)", name, specNames)
 	}
 	s.NormStd, s.Eps = true, DefaultEps
 	switch {
@@ -177,11 +178,11 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 	case strings.HasPrefix(rest, "_eps"):
 		v, err := strconv.ParseFloat(rest[len("_eps"):], 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-			return Spec{}, false, fmt.Errorf("kernels: estimator %q: eps must be a positive finite number", name)
+			return Spec{}, false, fmt.Errorf("estimator %q: eps must be a positive finite number", name)
 		}
 		s.Eps, explicit = v, true
 	default:
-		return Spec{}, false, fmt.Errorf("kernels: estimator %q: unknown suffix %q (want _nostd or _eps<float>)", name, rest)
+		return Spec{}, false, fmt.Errorf("estimator %q: unknown suffix %q (want _nostd or _eps<float>)", name, rest)
 	}
 	return s, explicit, nil
 }

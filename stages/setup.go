@@ -192,22 +192,15 @@ func CheckTasks(cfg *configs.Config) error {
 			return err
 		}
 	}
-	if !fromFile(cfg.Evaluate.Source) {
-		if train == nil {
-			return nil // both generated, from disjoint splits
-		}
-		wf, err := cfg.NewWorkflow()
-		if err != nil {
-			return err
-		}
-		_, err = EvalTasks(cfg, wf)
-		return err
+	if train == nil && !fromFile(cfg.Evaluate.Source) {
+		return nil // both generated, from disjoint splits
 	}
-	eval, err := evalFileTasks(cfg)
+	wf, err := cfg.NewWorkflow()
 	if err != nil {
 		return err
 	}
-	return heldOut(cfg.Workflow.Name, "evaluate.source", eval, train)
+	_, err = heldOutTasks(cfg, wf, train)
+	return err
 }
 
 // fromFile reports whether a tasks source (tasks.source, evaluate.source) names a dataset
@@ -225,25 +218,30 @@ func generated(cfg *configs.Config) bool { return !fromFile(cfg.Tasks.Source) }
 // Held-out prompts that are training prompts of the tasks.source file are an error, whichever
 // source they come from (generated training prompts come from the generator's other split).
 func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, error) {
-	var (
-		eval []workflows.Task
-		what = "evaluate.source"
-		err  error
-	)
-	if fromFile(cfg.Evaluate.Source) {
-		if eval, err = evalFileTasks(cfg); err != nil {
-			return nil, err
-		}
-	} else {
-		eval, what = wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize), "the workflow's held-out split: evaluate.source is generator"
-	}
 	var train []workflows.Task
 	if !generated(cfg) {
+		var err error
 		if train, err = workflows.LoadTasks(cfg.Tasks.Source); err != nil {
 			return nil, fmt.Errorf("tasks.source: %w", err)
 		}
 	}
-	if err := heldOut(cfg.Workflow.Name, what, eval, train); err != nil {
+	return heldOutTasks(cfg, wf, train)
+}
+
+// heldOutTasks returns the held-out prompts (EvalTasks), checked against train, the tasks of
+// the tasks.source file (nil for generated training prompts).
+func heldOutTasks(cfg *configs.Config, wf workflows.Workflow, train []workflows.Task) ([]workflows.Task, error) {
+	fileEval := fromFile(cfg.Evaluate.Source)
+	var eval []workflows.Task
+	if fileEval {
+		var err error
+		if eval, err = evalFileTasks(cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		eval = wf.Tasks(seeds.Derive(cfg.Seed, "eval-tasks"), workflows.Eval, cfg.Tasks.EvalSize)
+	}
+	if err := heldOut(cfg.Workflow.Name, fileEval, eval, train); err != nil {
 		return nil, err
 	}
 	return eval, nil
@@ -272,12 +270,12 @@ func evalFileTasks(cfg *configs.Config) ([]workflows.Task, error) {
 	return all[:min(cfg.Tasks.EvalSize, len(all))], nil
 }
 
-// heldOut checks that no held-out prompt, eval (from what: the evaluate.source file or the
-// workflow's held-out split), is also a training prompt of the tasks.source file, train (nil
-// for generated training prompts): the same question as the workflow's prompts show it
-// (workflows.ShownQuestion: " 9*4" is "9*4"). The held-out evaluation would measure
+// heldOut checks that no held-out prompt, eval (from the evaluate.source file when fileEval,
+// else the workflow's held-out split), is also a training prompt of the tasks.source file,
+// train (nil for generated training prompts): the same question as the workflow's prompts show
+// it (workflows.ShownQuestion: " 9*4" is "9*4"). The held-out evaluation would measure
 // memorisation; the training split is evaluated with --train-split instead.
-func heldOut(workflow, what string, eval, train []workflows.Task) error {
+func heldOut(workflow string, fileEval bool, eval, train []workflows.Task) error {
 	questions := make(map[string]string, len(train))
 	for _, t := range train {
 		questions[workflows.ShownQuestion(workflow, t.Question)] = t.ID
@@ -289,12 +287,12 @@ func heldOut(workflow, what string, eval, train []workflows.Task) error {
 		}
 	}
 	switch {
-	case len(shared) > 0 && what == "evaluate.source":
+	case len(shared) > 0 && fileEval:
 		return fmt.Errorf("evaluate.source: %d of its %d held-out prompts are training prompts of tasks.source (the same question as the prompts show it), e.g. %s: give held-out prompts, or evaluate the training prompts with --train-split",
 			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
 	case len(shared) > 0:
-		return fmt.Errorf("tasks.source: %d of the %d held-out prompts (%s) are training prompts of the file (the same question as the prompts show it), e.g. %s: remove them from the file, or give held-out prompts in evaluate.source",
-			len(shared), len(eval), what, strings.Join(shared[:min(3, len(shared))], ", "))
+		return fmt.Errorf("tasks.source: %d of the %d held-out prompts (the workflow's held-out split: evaluate.source is generator) are training prompts of the file (the same question as the prompts show it), e.g. %s: remove them from the file, or give held-out prompts in evaluate.source",
+			len(shared), len(eval), strings.Join(shared[:min(3, len(shared))], ", "))
 	}
 	return nil
 }

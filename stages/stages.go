@@ -50,11 +50,7 @@ func (e *Env) Warnf(format string, args ...any) { e.Logf("warning: "+format, arg
 // committed, so the stage succeeded. Any other error is returned unchanged.
 func (e *Env) Leftover(what string, err error) error {
 	if errors.Is(err, commit.ErrReceiptsLeft) {
-		if h := hint(err); h != "" { // a delete the store keeps refusing: say what to check
-			e.Warnf("%s: committed, but %v: %s", what, err, h)
-		} else {
-			e.Warnf("%s: committed, but %v", what, err)
-		}
+		e.Warnf("%s: committed, but %s", what, explain(err)) // a delete the store keeps refusing: say what to check
 		return nil
 	}
 	return err
@@ -88,28 +84,33 @@ func (e *Error) Error() string {
 	if e.Interrupted {
 		return e.What + ": interrupted (what was committed is kept): run the same command again to resume"
 	}
-	if h := hint(e.Err); h != "" {
-		return e.What + ": " + e.Err.Error() + ": " + h
-	}
-	return e.What + ": " + e.Err.Error()
+	return e.What + ": " + explain(e.Err)
 }
 
-// hint says what to do about an error of the store or a server, whose own message says only
-// what failed: nothing for an error the stage explains itself.
+// explain is err's message, followed by what to do where hint knows it.
+func explain(err error) string {
+	if h := hint(err); h != "" {
+		return err.Error() + ": " + h + ", then run the same command again (what was committed is kept)"
+	}
+	return err.Error()
+}
+
+// hint says what to check about an error of the store or a server, whose own message says
+// only what failed: nothing for an error the stage explains itself.
 func hint(err error) string {
 	var ne *net.OpError
 	var pe *fs.PathError
 	switch {
 	case errors.As(err, &ne) && ne.Addr != nil:
-		return fmt.Sprintf("check that the server at %s is up and reachable, then run the same command again (what was committed is kept)", ne.Addr)
+		return fmt.Sprintf("check that the server at %s is up and reachable", ne.Addr)
 	case errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrPermission):
 		// Opening a file or folder that exists (a committed part, an input file) needs read
 		// access to it; creating or removing an entry (a folder, a Put's temporary file) needs
 		// write access to the folder it is in.
 		if pe.Op == "open" && !strings.HasPrefix(filepath.Base(pe.Path), filestore.TempPrefix) {
-			return fmt.Sprintf("check that the user running drmas may read %s, then run the same command again (what was committed is kept)", pe.Path)
+			return fmt.Sprintf("check that the user running drmas may read %s", pe.Path)
 		}
-		return fmt.Sprintf("check that the user running drmas may read and write %s, then run the same command again (what was committed is kept)", filepath.Dir(pe.Path))
+		return fmt.Sprintf("check that the user running drmas may read and write %s", filepath.Dir(pe.Path))
 	}
 	return ""
 }

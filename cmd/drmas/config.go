@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -45,7 +44,7 @@ func newConfigCmd() *cobra.Command {
 
 func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 	// A config file's form, so that what is printed loads back (durations with their units).
-	doc, err := cfg.Document()
+	doc, err := cfg.Document(format)
 	if err != nil {
 		return err
 	}
@@ -54,7 +53,7 @@ func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		return enc.Encode(exactJSON(doc))
+		return enc.Encode(doc)
 	case "yaml":
 		out, err := yaml.Marshal(doc)
 		if err != nil {
@@ -65,24 +64,4 @@ func printConfig(cmd *cobra.Command, cfg *configs.Config, format string) error {
 		return fmt.Errorf("unknown --format %q: use yaml or json", format)
 	}
 	return nil
-}
-
-// exactJSON quotes the integers of v that a JSON number (a float64) cannot hold exactly, as the
-// loader asks of a JSON config (a seed above 2^53).
-func exactJSON(v any) any {
-	switch x := v.(type) {
-	case int64:
-		if x >= 1<<53 || x <= -(1<<53) {
-			return strconv.FormatInt(x, 10)
-		}
-	case uint64:
-		if x >= 1<<53 {
-			return strconv.FormatUint(x, 10)
-		}
-	case map[string]any:
-		for k, e := range x {
-			x[k] = exactJSON(e)
-		}
-	}
-	return v
 }

@@ -87,8 +87,8 @@ func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 	seen := map[string]string{} // canonical name → the name it was first requested as
 	for _, n := range names {
 		s, err := kernels.ParseSpecEps(n, eps)
-		if err != nil { // the stage names itself: "normalize iter 3: unknown estimator …"
-			errs = append(errs, errors.New(strings.TrimPrefix(err.Error(), "kernels: ")))
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		s = s.Canonical()
