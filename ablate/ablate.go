@@ -159,8 +159,15 @@ func RunName(mode, src, est string, seed uint64) string {
 // SummaryDir is the folder of a mode's summary.
 func SummaryDir(src, mode string) string { return path.Join(commit.RunDir(src), "ablations", mode) }
 
-// Run runs the ablation and commits its summary.
-func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
+// Run runs the ablation and commits its summary. Cancelling ctx stops it with an error that
+// says it was interrupted (naming the stage it stopped in, if one was running) and matches
+// context.Canceled.
+func Run(ctx context.Context, env *stages.Env, o Options) (_ *Result, err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = stages.Fail(ctx, "ablate", err)
+		}
+	}()
 	cfg := env.Config
 	if o.Mode == "" {
 		o.Mode = Replay

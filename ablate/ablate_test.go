@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -498,5 +499,22 @@ func TestWriteReportGradNormColumns(t *testing.T) {
 	}
 	if cols["gn_mean"] != "1.5000" || cols["gn_max"] != "2.0000" || cols["peak"] != "5.0000" {
 		t.Fatalf("columns %v\n%s", cols, buf.String())
+	}
+}
+
+// An ablation stopped by Ctrl-C says it was interrupted, not "context canceled", and still
+// matches context.Canceled (drmas exits 130 on it).
+func TestInterruptedAblationSaysSo(t *testing.T) {
+	store, cfg := analysistest.Store(t)
+	b, _ := filestore.New(store)
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, mode := range []string{ablate.Replay, ablate.OnPolicy} {
+		_, err := ablate.Run(ctx, &stages.Env{Bucket: b, Config: cfg}, ablate.Options{Mode: mode, Estimators: []string{"grpo"}})
+		want := ": interrupted (what was committed is kept): run the same command again to resume"
+		if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "context canceled") || !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want an interruption matching context.Canceled", mode, err)
+		}
 	}
 }

@@ -649,11 +649,51 @@ func yamlOctals(n *yaml.Node, path string, seen map[string]bool) []error {
 			if octal == "" {
 				octal = "0"
 			}
-			errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal; quote it for a string)",
-				path, n.Value, withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", "")), sign, octal))
+			decimal := withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", ""))
+			switch t := fieldAt(reflect.TypeOf(Config{}), path); {
+			case t != nil && t.Kind() == reflect.String:
+				errs = append(errs, fmt.Errorf("%s: %s is read as an octal number in YAML: quote it (\"%s\") for the text", path, n.Value, n.Value))
+			case t != nil:
+				errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal)", path, n.Value, decimal, sign, octal))
+			default: // not a known key (reported as such): say both
+				errs = append(errs, fmt.Errorf("%s: %s is read as octal in YAML: write %s (or %s0o%s for octal; quote it for text)", path, n.Value, decimal, sign, octal))
+			}
 		}
 	}
 	return errs
+}
+
+// fieldAt is the type of the value at a config file's dotted path in t ("learn.lr",
+// "models.big.lr", "normalize.estimators[0]"), matching keys as the loader does (not
+// case-sensitive); nil where t has no such key.
+func fieldAt(t reflect.Type, path string) reflect.Type {
+	for _, part := range strings.Split(path, ".") {
+		key, index, _ := strings.Cut(part, "[")
+		switch t.Kind() {
+		case reflect.Struct:
+			var next reflect.Type
+			for i := 0; i < t.NumField(); i++ {
+				if f := t.Field(i); strings.EqualFold(f.Tag.Get("mapstructure"), key) && key != "" {
+					next = f.Type
+				}
+			}
+			if next == nil {
+				return nil
+			}
+			t = next
+		case reflect.Map: // models.<name>, agents.<name>: any name
+			t = t.Elem()
+		default:
+			return nil
+		}
+		for ; index != ""; _, index, _ = strings.Cut(index, "[") {
+			if t.Kind() != reflect.Slice {
+				return nil
+			}
+			t = t.Elem()
+		}
+	}
+	return t
 }
 
 // checkRaw reports what viper's reading of a config file hides: keys of one map that differ

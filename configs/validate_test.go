@@ -388,7 +388,7 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 		t.Fatal("octal and Go-syntax numbers accepted")
 	}
 	for _, want := range []string{
-		"seed: 010 is read as octal in YAML: write 10 (or 0o10 for octal; quote it for a string)",
+		"seed: 010 is read as octal in YAML: write 10 (or 0o10 for octal)",
 		"learn.lr: 010 is read as octal in YAML: write 10",
 		"learn.micro_batch: -0_7 is read as octal in YAML: write -7",
 		`learn.epochs: "010": a leading zero makes it octal: write 10`,
@@ -464,6 +464,33 @@ func TestYAMLOctalReportedOnce(t *testing.T) {
 	}
 	if _, err := Load(LoadOptions{File: write(t, "z.yaml", "iterations: 00\n"), LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), "iterations: 00 is read as octal in YAML: write 0 (or 0o0 for octal") {
 		t.Errorf("00: %v", err)
+	}
+}
+
+// TestYAMLOctalForTextSaysQuoteIt: a leading-zero number for a text key (a run name, a model's
+// name, an estimator) is read as an octal number; the error says to quote it, and for a
+// number key to write it without the zero; an unknown key gets both.
+func TestYAMLOctalForTextSaysQuoteIt(t *testing.T) {
+	for body, want := range map[string]string{
+		"run: 010":                                        `run: 010 is read as an octal number in YAML: quote it ("010") for the text`,
+		"normalize:\n  estimators: [drmas, 0_7]":          `normalize.estimators[1]: 0_7 is read as an octal number in YAML: quote it ("0_7") for the text`,
+		"models:\n  Big:\n    OpenAI:\n      model: 0100": `models.Big.OpenAI.model: 0100 is read as an octal number in YAML: quote it ("0100") for the text`,
+		"agents:\n  solver:\n    lr: 01":                  "agents.solver.lr: 01 is read as octal in YAML: write 1 (or 0o1 for octal)",
+		"Learn:\n  Epochs: -02":                           "Learn.Epochs: -02 is read as octal in YAML: write -2 (or -0o2 for octal)",
+		"learn:\n  bogus: 010":                            "learn.bogus: 010 is read as octal in YAML: write 10 (or 0o10 for octal; quote it for text)",
+	} {
+		_, err := Load(LoadOptions{File: write(t, "c.yaml", body), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v\nwant %s", body, err, want)
+		}
+	}
+	if ty := fieldAt(reflect.TypeOf(Config{}), "agents.x.clip_high"); ty == nil || ty.Kind() != reflect.Float64 {
+		t.Errorf("agents.x.clip_high: %v", ty)
+	}
+	for _, p := range []string{"seed[0]", "learn.lr.x", "models", "nope", ""} {
+		if ty := fieldAt(reflect.TypeOf(Config{}), p); p != "models" && ty != nil || p == "models" && (ty == nil || ty.Kind() != reflect.Map) {
+			t.Errorf("%q: %v", p, ty)
+		}
 	}
 }
 
