@@ -25,6 +25,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -280,8 +281,8 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 }
 
 // fromDriver gives the values whose Go form loses their SQL type the form DuckDB prints: a UUID
-// (handed over as its 16 bytes, like a BLOB), a DATE and a TIME (handed over as a time.Time at
-// midnight and on 0001-01-01).
+// (handed over as its 16 bytes, like a BLOB), and the dates and times (handed over as a
+// time.Time), as DuckDB's cast to VARCHAR writes them (formatTime).
 func fromDriver(v any, dbType string) any {
 	switch x := v.(type) {
 	case []byte:
@@ -290,14 +291,73 @@ func fromDriver(v any, dbType string) any {
 			return u.String()
 		}
 	case time.Time:
-		switch dbType {
-		case "DATE":
-			return x.Format(time.DateOnly)
-		case "TIME":
-			return x.Format("15:04:05.999999")
+		if s, ok := formatTime(x, dbType); ok {
+			return s
 		}
 	}
 	return v
+}
+
+// formatTime writes a DATE, TIME, TIMETZ or TIMESTAMP (any unit, or WITH TIME ZONE, in UTC) as
+// DuckDB does: "2024-01-02 03:04:05.5", fractions without trailing zeros, a year before 1 as
+// "0045-03-15 (BC)", the infinities (which the driver hands over as the extreme values of the
+// type's unit) as infinity and -infinity, and an offset as +00 or +05:30. (A TIME of 24:00:00
+// reaches us as 00:00:00: the driver keeps only the time of day.) ok is false for another type.
+func formatTime(t time.Time, dbType string) (string, bool) {
+	var units, inf int64 = 0, math.MaxInt64 // the value in its type's unit; infinity in it
+	switch dbType {
+	case "DATE":
+		units, inf = t.Unix()/86400, math.MaxInt32
+	case "TIMESTAMP", "TIMESTAMPTZ":
+		units = t.UnixMicro()
+	case "TIMESTAMP_NS":
+		units = t.UnixNano()
+	case "TIMESTAMP_MS":
+		units = t.UnixMilli()
+	case "TIMESTAMP_S":
+		units = t.Unix()
+	case "TIME", "TIMETZ": // the time of day (TIMETZ: in its own offset)
+		s := t.Format("15:04:05.999999999")
+		if dbType == "TIMETZ" {
+			s += offset(t)
+		}
+		return s, true
+	default:
+		return "", false
+	}
+	switch units {
+	case inf:
+		return "infinity", true
+	case -inf:
+		return "-infinity", true
+	}
+	year, era := t.Year(), ""
+	if year <= 0 { // astronomical year 0 is 1 BC
+		year, era = 1-year, " (BC)"
+	}
+	s := fmt.Sprintf("%04d-%02d-%02d", year, t.Month(), t.Day()) + era
+	if dbType == "DATE" {
+		return s, true
+	}
+	s += t.Format(" 15:04:05.999999999")
+	if dbType == "TIMESTAMPTZ" {
+		s += offset(t)
+	}
+	return s, true
+}
+
+// offset writes t's UTC offset as DuckDB does: +00, -08, +05:30.
+func offset(t time.Time) string {
+	_, secs := t.Zone()
+	sign := "+"
+	if secs < 0 {
+		sign, secs = "-", -secs
+	}
+	s := fmt.Sprintf("%s%02d", sign, secs/3600)
+	if m := secs % 3600 / 60; m != 0 {
+		s += fmt.Sprintf(":%02d", m)
+	}
+	return s
 }
 
 // Describe writes one line per view: files and rows.

@@ -653,7 +653,7 @@ func TestNestedStringsQuoted(t *testing.T) {
 	if err := bits.Write(&buf, "json"); err != nil {
 		t.Fatal(err)
 	}
-	if want := `"b": ["00000000000000000000000000000001"], "m": {"2024-01-02T03:04:05Z":1}`; !strings.Contains(buf.String(), want) {
+	if want := `"b": ["00000000000000000000000000000001"], "m": {"2024-01-02 03:04:05":1}`; !strings.Contains(buf.String(), want) {
 		t.Errorf("json of a nested BIT: %s, want %s", buf.String(), want)
 	}
 }
@@ -693,4 +693,34 @@ func renderedLikeDuckDB(t *testing.T, s *analysis.Session, exprs []string) *anal
 		}
 	}
 	return tb
+}
+
+// TestNumbersAndTimesRenderAsDuckDB: floats inside nested values, and dates and times
+// anywhere, print as DuckDB's cast to VARCHAR prints them (infinities were printed as the
+// year 294247, TIMETZ on 0001-01-01, timestamps in RFC 3339, 1.0 in a list as 1).
+func TestNumbersAndTimesRenderAsDuckDB(t *testing.T) {
+	s := emptySession(t)
+	exprs := []string{
+		"[1.0::DOUBLE, 0.1, 1e15, 1e16, 123456789012345678, 1e-4, 1e-5, 0.00012345, 1.5e-7, -0.0, 'nan'::DOUBLE, 'inf'::DOUBLE, '-inf'::DOUBLE, 1e300, 5e-324, 0.30000000000000004, 100.0, -1234.5]",
+		"[0.1::FLOAT, 1.0::FLOAT, 1e20::FLOAT, 3.4e38::FLOAT, 1e-7::FLOAT, 16777216::FLOAT, 1e15::FLOAT, 123456789::FLOAT, 1e-45::FLOAT, 'nan'::FLOAT, -0.0::FLOAT]",
+		"{'u': union_value(d := 1.0::DOUBLE), 'm': MAP {1.0::DOUBLE: 2.5e20::FLOAT}}",
+		"TIMESTAMP '2024-01-02 03:04:05'", "TIMESTAMP '2024-01-02 03:04:05.000001'", "TIMESTAMP '1960-01-01 00:00:00.25'",
+		"TIMESTAMP_NS '2024-01-02 03:04:05.123456789'", "TIMESTAMP_MS '2024-01-02 03:04:05.5'", "TIMESTAMP_S '2024-01-02 03:04:05'",
+		"TIMESTAMPTZ '2024-01-02 03:04:05.5+05:30'", "TIMESTAMP '10000-01-01 00:00:00'",
+		"TIMESTAMP '-0044-03-15 12:00:00'", "TIMESTAMP '0000-03-15 00:00:00'", "DATE '-0044-03-15'", "DATE '0010-01-01'",
+		"TIME '23:59:59.999999'", "TIMETZ '03:04:05.123+05:30'", "TIMETZ '03:04:05-08'", "TIMETZ '03:04:05+00'",
+		"['infinity'::TIMESTAMP, '-infinity'::TIMESTAMP, NULL]", "'infinity'::TIMESTAMP_NS", "'-infinity'::TIMESTAMP_NS",
+		"'infinity'::TIMESTAMP_MS", "'-infinity'::TIMESTAMP_S", "'infinity'::TIMESTAMPTZ", "['infinity'::DATE, '-infinity'::DATE]",
+		"{'t': TIMESTAMP '2024-01-02 03:04:05', 'd': DATE '2024-01-02', 'z': TIMETZ '01:02:03-01:30'}",
+	}
+	tb := renderedLikeDuckDB(t, s, exprs)
+	var buf bytes.Buffer
+	if err := tb.Write(&buf, "json"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"v3": "2024-01-02 03:04:05"`, `"v11": "0045-03-15 (BC) 12:00:00"`, `"v19": ["infinity","-infinity",null]`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("json: no %s in\n%s", want, buf.String())
+		}
+	}
 }

@@ -2,6 +2,8 @@ package analysis
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/duckdb/duckdb-go/v2"
@@ -224,13 +226,44 @@ func formatNested(v any, short bool) string {
 		return "NULL"
 	case []any, structValue, mapValue:
 		return formatValue(v, short)
-	case unionValue:
-		if x.v == nil {
+	case unionValue: // a member's text is not quoted, as DuckDB does not
+		switch m := x.v.(type) {
+		case nil:
 			return "NULL"
+		case float64, float32:
+			return formatNested(m, short)
 		}
 		return formatValue(x.v, short)
+	case float64:
+		return formatFloat(x, 64)
+	case float32:
+		return formatFloat(float64(x), 32)
 	}
 	return quoteNested(formatValue(v, short), false)
+}
+
+// formatFloat writes a DOUBLE (bits 64) or FLOAT (32) inside a nested value as DuckDB does:
+// the shortest digits that read back as the same number, in plain notation with at least one
+// decimal ("1.0", "100.0", "0.0001") for exponents -4 to 15 and in e-notation with two or more
+// exponent digits otherwise ("1e+16", "1e-05"), and nan, inf, -inf.
+func formatFloat(x float64, bits int) string {
+	switch {
+	case math.IsNaN(x):
+		return "nan"
+	case math.IsInf(x, 1):
+		return "inf"
+	case math.IsInf(x, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(x, 'e', -1, bits)
+	if exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:]); exp < -4 || exp >= 16 {
+		return e
+	}
+	f := strconv.FormatFloat(x, 'f', -1, bits)
+	if !strings.Contains(f, ".") {
+		f += ".0"
+	}
+	return f
 }
 
 // quoteNested quotes the text of a scalar inside a nested value as DuckDB's cast to VARCHAR
