@@ -53,6 +53,7 @@ type Interp struct {
 	next    uint64
 	// launch state
 	writes map[Ptr]gwrite // global word -> its writer during a launch
+	reads  map[Ptr]gread  // global word -> who read it during a launch
 }
 
 const ptrShift = 40
@@ -175,8 +176,8 @@ func (in *Interp) Launch(name string, grid, block [3]int, args ...Arg) error {
 	if grid[0] > math.MaxInt32 || grid[1] > 65535 || grid[2] > 65535 {
 		return fmt.Errorf("interp: kernel %s: grid %v above a GPU's limits (2^31-1, 65535, 65535)", name, grid)
 	}
-	in.writes = map[Ptr]gwrite{}
-	defer func() { in.writes = nil }()
+	in.writes, in.reads = map[Ptr]gwrite{}, map[Ptr]gread{}
+	defer func() { in.writes, in.reads = nil, nil }()
 	nt := block[0] * block[1]
 	r := &run{in: in, k: k, grid: grid, block: block, nt: nt, regs: make([][]uint64, k.nregs)}
 	for i := range r.regs {
@@ -238,6 +239,17 @@ func (in *Interp) Launch(name string, grid, block [3]int, args ...Arg) error {
 type gwrite struct {
 	gid   int64
 	epoch int32
+}
+
+// gread is who read a global word during a launch: the last block that read it (multiBlock:
+// another block read it before), and in that block the barrier epoch of the last read and its
+// thread (several: more than one thread read it in that epoch).
+type gread struct {
+	block      int64
+	multiBlock bool
+	gid        int64
+	epoch      int32
+	several    bool
 }
 
 type run struct {
@@ -522,10 +534,32 @@ func (r *run) instr(s *Stmt, t int) {
 				return
 			}
 			out = uint64(w[0])
+			rd, seen := r.in.reads[p]
+			switch {
+			case !seen || rd.block != r.blockID:
+				rd = gread{block: r.blockID, multiBlock: seen, gid: gid, epoch: r.epoch}
+			case rd.epoch != r.epoch:
+				rd.gid, rd.epoch, rd.several = gid, r.epoch, false
+			case rd.gid != gid:
+				rd.several = true
+			}
+			r.in.reads[p] = rd
 		} else {
 			if wr, ok := r.in.writes[p]; ok && wr.gid != gid {
 				r.err = fmt.Errorf("thread %d: global store at index %d races with thread %d of block %d", t, i32(arg(1)), wr.gid%int64(r.nt), wr.gid/int64(r.nt))
 				return
+			}
+			// A store to a word another thread read: blocks run in any order on a GPU, and the
+			// threads of a block between two barriers too, so the read may see either value.
+			if rd, ok := r.in.reads[p]; ok {
+				switch {
+				case rd.multiBlock || rd.block != r.blockID:
+					r.err = fmt.Errorf("thread %d: global store at index %d overwrites a word another block read in the same launch", t, i32(arg(1)))
+					return
+				case rd.epoch == r.epoch && (rd.several || rd.gid != gid):
+					r.err = fmt.Errorf("thread %d: global store at index %d overwrites a word another thread read since the last barrier", t, i32(arg(1)))
+					return
+				}
 			}
 			r.in.writes[p] = gwrite{gid, r.epoch}
 			w[0] = uint32(arg(2))

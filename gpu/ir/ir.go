@@ -18,8 +18,10 @@
 //     undefined; the interpreter's starts at 0 and must not be relied on),
 //     bar.sync reached by part of a block, shared-memory races between barriers (a thread
 //     reading or overwriting a word another thread wrote since the last barrier), global
-//     write/write races between threads of one launch, and global loads of a word another
-//     block wrote in the launch or another thread of the block wrote since the last barrier.
+//     write/write races between threads of one launch, global loads of a word another
+//     block wrote in the launch or another thread of the block wrote since the last barrier,
+//     and global stores to a word another block read in the launch or another thread of the
+//     block read since the last barrier.
 //     Each is an error, never a panic. (Threads run in lockstep, statement by statement, so
 //     without these checks a race would read the value a GPU might not.)
 //   - EmitPTX output is deterministic (same kernels, same text).

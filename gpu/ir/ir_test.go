@@ -211,6 +211,53 @@ func TestDetectsGlobalErrors(t *testing.T) {
 	}
 }
 
+// TestDetectsWriteAfterRead: a store to a global word another thread read in the same launch
+// is a race on a GPU (blocks run in any order, threads between barriers too), though the
+// interpreter's fixed order would always give the reader the old value. The same thread
+// updating a word in place, and a store after a barrier in the reader's block, are fine.
+func TestDetectsWriteAfterRead(t *testing.T) {
+	cases := []struct {
+		name        string
+		grid, block int
+		barrier     bool
+		reader      int // the global thread that reads word 0 (-1: every thread)
+		writer      int // the global thread that then writes it
+		want        string
+	}{
+		{"other block", 2, 4, false, 1, 5, "another block read in the same launch"},
+		{"other block after a barrier", 2, 4, true, 1, 5, "another block read in the same launch"},
+		{"earlier block, then one of a later block's own", 3, 2, false, -1, 5, "another block read in the same launch"},
+		{"same block, no barrier", 1, 8, false, 2, 6, "another thread read since the last barrier"},
+		{"several readers, one writes", 1, 8, false, -1, 3, "another thread read since the last barrier"},
+		{"same block, barrier between", 1, 8, true, 2, 6, ""},
+		{"several readers, barrier between", 1, 8, true, -1, 3, ""},
+		{"in place", 2, 4, false, 5, 5, ""},
+	}
+	for _, c := range cases {
+		b := NewKernel("war")
+		p := b.Ptr("p")
+		gid := b.Add(b.Mul(b.Special(CtaidX), b.Special(NtidX)), b.Special(TidX))
+		read := b.Setp(EQ, gid, b.I(c.reader))
+		if c.reader < 0 {
+			read = b.Setp(GE, gid, b.I(0))
+		}
+		b.If(read, func() { b.St(p, b.Add(gid, b.I(1)), b.Ld(F32, p, b.I(0))) })
+		if c.barrier {
+			b.Barrier()
+		}
+		b.If(b.Setp(EQ, gid, b.I(c.writer)), func() { b.St(p, b.I(0), b.F(7)) })
+		in := NewInterp([]*Kernel{build(t, b)})
+		buf, err := in.Alloc(1 + c.grid*c.block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = in.Launch("war", [3]int{c.grid, 1, 1}, [3]int{c.block, 1, 1}, ArgP(buf))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
 func TestBuilderTypeErrors(t *testing.T) {
 	b := NewKernel("bad")
 	b.Add(b.I(1), b.F(1))
