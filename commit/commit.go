@@ -67,6 +67,19 @@ type Manifest struct {
 	Params        map[string]string `json:"params,omitempty"`
 }
 
+// ComputedFrom reports whether m lists dir as an input whose manifest had sha256 sha: whether
+// what m's folder holds was computed from the folder committed in dir now. A folder deleted
+// and committed again with other content (a rollout rolled out or imported anew) has another
+// manifest, so the outputs of the old one are not taken for outputs of the new.
+func (m *Manifest) ComputedFrom(dir, sha string) bool {
+	for _, in := range m.Inputs {
+		if in.Dir == dir {
+			return in.ManifestSHA256 == sha
+		}
+	}
+	return false
+}
+
 // Validate reports every problem of m at once.
 func (m *Manifest) Validate() error {
 	var errs []error

@@ -513,3 +513,20 @@ func TestTemperaturesFitFloat32(t *testing.T) {
 		t.Errorf("temperatures float32 holds: %v", err)
 	}
 }
+
+// TestTinyEpsRefused: ε below kernels.MinEps (in normalize.eps or an estimator's _eps suffix)
+// would turn scores closer than about 1e-154 (σ = 0 in float64) into huge advantages.
+func TestTinyEpsRefused(t *testing.T) {
+	for body, want := range map[string]string{
+		"normalize: {eps: 1.0e-200}\n":                       "normalize.eps: 1e-200, want ≥ 1e-100",
+		"normalize: {eps: 0}\n":                              "normalize.eps: 0, want ≥ 1e-100",
+		"normalize: {estimators: [drmas, grpo_eps1e-150]}\n": `normalize.estimators[1]: estimator "grpo_eps1e-150": eps must be a finite number ≥ 1e-100`,
+	} {
+		if _, err := Load(LoadOptions{File: write(t, "e.yaml", body), LookupEnv: noEnv}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want %q, got %v", body, want, err)
+		}
+	}
+	if _, err := Load(LoadOptions{File: write(t, "ok.yaml", "normalize: {eps: 1.0e-100, estimators: [drmas, grpo_eps1e-100]}\n"), LookupEnv: noEnv}); err != nil {
+		t.Errorf("ε = 1e-100: %v", err)
+	}
+}

@@ -78,12 +78,9 @@ const ctxEvery = 1 << 16
 // check. With every |score| ≤ 1e30 and fewer than 2³¹ rows, sums stay below 1e40 and sums of
 // squared deviations below 1e71, finite in float64; and every advantage is finite in float32
 // (|A| < 3.4e38): |score − μ| ≤ 2e30 without σ, an rloo advantage n/(n−1)·|score − mean| ≤
-// 4e30, and a σ-normalized one at most √(n−1) (|score| for a singleton) — given ε ≥
-// minSafeEps, so that (score − μ)/ε cannot overflow where (score − μ)² underflows.
-const (
-	safeScore  = 1e30
-	minSafeEps = 1e-100
-)
+// 4e30, and a σ-normalized one at most √(n−1) (|score| for a singleton) — given ε ≥ MinEps,
+// so that (score − μ)/ε cannot overflow where (score − μ)² underflows.
+const safeScore = 1e30
 
 // linearTraj is how many trajectories of a group are searched linearly before the dense
 // code → slot table is used.
@@ -450,7 +447,7 @@ func (w *workspace) writeRLOOExact(sp Spec, c *Columns, s, e int, adv []float32,
 // checkFinite returns the error for the first row of the group (rows [s, e)) whose statistics
 // or advantage of some spec, in spec order, are not finite, then for the first row whose
 // diagnostic statistics are not (when diag). computeMany calls it for groups that are not
-// w.safe (and for every group when a spec's ε is below minSafeEps): the others cannot overflow.
+// w.safe: the others cannot overflow.
 func (w *workspace) checkFinite(specs []Spec, c *Columns, s, e int, outs []*Result, diag bool) error {
 	for i, sp := range specs {
 		adv := outs[i].Advantage
@@ -489,26 +486,17 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 // although its scores are: the scores are too large for float64 statistics or a float32
 // advantage. Row, Group and Agent index the Columns (row index, group and agent codes), so that
 // a caller holding the keys can name the row's uid and agent.
-//
-// One case is the opposite: scores that differ by so little (below about 1e-154) that their σ
-// underflows to 0, divided by an ε below about 1e-190 (an _eps<x> setting) give an advantage
-// that overflows; TinyEps is then set and the message asks for a larger ε instead.
 type OverflowError struct {
 	Estimator string // the spec's name, or "diagnostics"
 	Row       int
 	Group     int32
 	Agent     int32
 	What      string // e.g. "baseline std", "advantage", "group mean"
-	TinyEps   float64
 }
 
 func (e *OverflowError) Error() string {
-	fix := "the scores are too large, scale them down"
-	if e.TinyEps > 0 {
-		fix = fmt.Sprintf("the scores differ by too little for their σ to be nonzero in float64, and ε = %g is too small to divide by; use a larger ε", e.TinyEps)
-	}
-	return fmt.Sprintf("kernels: %s: row %d (group %d, agent %d): %s is not finite; %s",
-		e.Estimator, e.Row, e.Group, e.Agent, e.What, fix)
+	return fmt.Sprintf("kernels: %s: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down",
+		e.Estimator, e.Row, e.Group, e.Agent, e.What)
 }
 
 // rowFinite returns the *OverflowError for a row whose baseline mean, baseline std or advantage
@@ -526,12 +514,7 @@ func rowFinite(sp Spec, row int, group, agent int32, mu, sd float64, adv float32
 	default:
 		return nil
 	}
-	e := &OverflowError{Estimator: sp.Name(), Row: row, Group: group, Agent: agent, What: what}
-	if what == "advantage" && sp.NormStd && sd == 0 {
-		// σ = 0 with unequal scores (equal ones give A = 0): their spread underflowed.
-		e.TinyEps = sp.eps()
-	}
-	return e
+	return &OverflowError{Estimator: sp.Name(), Row: row, Group: group, Agent: agent, What: what}
 }
 
 // diagFinite is rowFinite for a row's diagnostic statistics: those of its group (μ, σ), then
@@ -711,12 +694,10 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 	}
 	var nd needs
 	nd.agent = acc != nil
-	checkAll := false // a spec's ε is so small that any group may overflow (see safeScore)
 	for i, sp := range specs {
 		if err := sp.Validate(); err != nil {
 			return err
 		}
-		checkAll = checkAll || (sp.NormStd && sp.eps() < minSafeEps)
 		if outs[i] == nil {
 			return fmt.Errorf("kernels: result %d is nil", i)
 		}
@@ -775,7 +756,7 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 		for i, sp := range specs {
 			w.write(sp, cols, s, e, outs[i])
 		}
-		if !w.safe || checkAll {
+		if !w.safe {
 			if err := w.checkFinite(specs, cols, s, e, outs, acc != nil); err != nil {
 				w.runCodes = runCodes
 				if verr := cols.Validate(); verr != nil {

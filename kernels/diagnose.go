@@ -17,7 +17,9 @@ import "math"
 // statistics and counted in ZeroSigmaGroups. Its advantages are 0 under every estimator except
 // where a singleton rule applies: under drmas the row of an agent with a single row in the
 // group, under grpo the rows of a group with a single trajectory (A = score/(1 + ε), or the
-// score itself without σ).
+// score itself without σ). A group whose σ is so small next to σ_k and |μ_k − μ| (scores
+// that differ by less than about 1e-154) that the ratio overflows float64 is counted so too:
+// numerically σ = 0.
 //
 // An agent with no rows has Groups == 0 and every other field 0.
 type AgentDiagnostics struct {
@@ -66,6 +68,17 @@ func (a *diagAcc) add(rows int, muK, sdK, mu, sd float64) {
 		return
 	}
 	infl := (sdK*sdK + (muK-mu)*(muK-mu)) / (sd * sd)
+	if math.IsInf(infl, 0) {
+		// A square overflowed (μ near 1e160 beside μ_k = 0 by rule) or σ² underflowed: the
+		// same ratio in terms that do not, where it is finite.
+		r, q := sdK/sd, (muK-mu)/sd
+		if infl = r*r + q*q; math.IsInf(infl, 0) {
+			// σ so small next to the agent's statistics (scores that differ by less than
+			// about 1e-154) that the ratio is not a float64: numerically σ = 0.
+			a.d.ZeroSigmaGroups++
+			return
+		}
+	}
 	a.sumInfl += infl
 	a.d.InflationMax = math.Max(a.d.InflationMax, infl)
 	a.d.InflationGroups++

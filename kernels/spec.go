@@ -10,6 +10,12 @@ import (
 // DefaultEps is ε of DESIGN.md §3, added to σ before dividing.
 const DefaultEps = 1e-6
 
+// MinEps is the smallest ε a Spec may have. Scores that differ by less than about 1e-154 have
+// σ = 0 in float64 (their squared deviations underflow), so their advantages are
+// (score − μ)/ε; that is their true value (score − μ)/(σ + ε) to within rounding only where ε
+// is far above σ, as every ε ≥ MinEps is. It also keeps (score − μ)/ε from overflowing there.
+const MinEps = 1e-100
+
 // Estimator selects the advantage formula. The zero value is invalid, so an unset Spec is an
 // error rather than a silent default.
 type Estimator uint8
@@ -66,8 +72,8 @@ func (s Spec) Validate() error {
 	if s.PerAgent && s.Estimator != RLOO {
 		return fmt.Errorf("kernels: PerAgent is only meaningful for rloo (drmas is the per-agent form of %s)", s.Estimator)
 	}
-	if math.IsNaN(s.Eps) || math.IsInf(s.Eps, 0) || s.Eps < 0 {
-		return fmt.Errorf("kernels: eps must be finite and >= 0 (0 means %g), got %g", DefaultEps, s.Eps)
+	if math.IsNaN(s.Eps) || math.IsInf(s.Eps, 0) || s.Eps < 0 || s.Eps > 0 && s.Eps < MinEps {
+		return fmt.Errorf("kernels: eps must be 0 (meaning %g) or a finite number ≥ %g, got %g", DefaultEps, MinEps, s.Eps)
 	}
 	return nil
 }
@@ -177,8 +183,8 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 		s.NormStd = false
 	case strings.HasPrefix(rest, "_eps"):
 		v, err := strconv.ParseFloat(rest[len("_eps"):], 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-			return Spec{}, false, fmt.Errorf("estimator %q: eps must be a positive finite number", name)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < MinEps {
+			return Spec{}, false, fmt.Errorf("estimator %q: eps must be a finite number ≥ %g (scores closer than about 1e-154 have σ = 0 in float64, and a smaller ε would turn their tiny differences into huge advantages)", name, MinEps)
 		}
 		s.Eps, explicit = v, true
 	default:

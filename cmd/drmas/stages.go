@@ -196,7 +196,7 @@ Estimators (several at once, one pass over the data):
   grpo_step    per prompt group, all rows pooled
   drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
   rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
-  drmas_eps<x>, grpo_eps<x>, grpo_step_eps<x>  set ε (default 1e-6 or normalize.eps)`,
+  drmas_eps<x>, grpo_eps<x>, grpo_step_eps<x>  set ε, x ≥ 1e-100 (default 1e-6 or normalize.eps)`,
 		Example: "  drmas --run demo run-stage normalize --iter 0 --estimator drmas,grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },

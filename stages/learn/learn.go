@@ -297,6 +297,15 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		if have := m.Params["estimator"]; have != est {
 			return nil, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, est)
 		}
+		// Committed from a rollout that was replaced since: the step it published was trained
+		// on other rows, and this rerun must not pass for training on the new ones.
+		inDir := commit.RolloutDir(cfg.Run, iter)
+		if _, inSHA, err := commit.Read(ctx, b, inDir); err == nil && !m.ComputedFrom(inDir, inSHA) {
+			return nil, fmt.Errorf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows: train the new rollout under another --run, or delete %s/ and checkpoint step %d (and what later iterations made from it) and run learn again: %w",
+				outDir, *m.Step, inDir, *m.Step, outDir, *m.Step, commit.ErrConflict)
+		} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // a rollout deleted since is fine: nothing replaced it
+			return nil, err
+		}
 		env.Logf("learn iter %d: already committed", iter)
 		// A learn killed after its commit but before retention left the steps beyond
 		// learn.keep_checkpoints; a resumed run skips this iteration, so delete them here.
@@ -322,6 +331,10 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
+	}
+	if !adv.ComputedFrom(inDir, inSHA) {
+		return nil, fmt.Errorf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since): delete it and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again: %w",
+			advDir, inDir, commit.DiagnosticsDir(cfg.Run, iter, est), iter, est, commit.ErrConflict)
 	}
 	version, err := strconv.ParseInt(in.Params["policy_version"], 10, 64)
 	if err != nil {

@@ -340,3 +340,67 @@ func TestMetricsOfAnAgentTheConfigDoesNotName(t *testing.T) {
 			agents, rows, tokens, model.Rows, model.Tokens, critic)
 	}
 }
+
+// replaceRollout deletes iteration iter's committed rollout and commits its rows again with
+// other scores, as a user who re-imports a corrected file (or rolls out again from a
+// non-deterministic server) does.
+func replaceRollout(t *testing.T, env *stages.Env, iter int, k int64) {
+	t.Helper()
+	ctx := context.Background()
+	m, parts := stagetest.ReadRollout(t, env, iter)
+	dir := commit.RolloutDir(env.Config.Run, iter)
+	var keys []string
+	if err := env.Bucket.Iter(ctx, dir+"/", func(key string) error { keys = append(keys, key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		if err := env.Bucket.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stagetest.VaryScores(parts, k)
+	stagetest.WriteRolloutWith(t, env, iter, parts, false, m.Params)
+}
+
+// TestLearnRefusesWorkOfAReplacedRollout: advantages computed from a rollout that was replaced
+// since (same row ids, other scores) are not trained on, and a learn committed from it does not
+// pass for one of the new rows; both errors say what to delete.
+func TestLearnRefusesWorkOfAReplacedRollout(t *testing.T) {
+	ctx := context.Background()
+	env := prepare(t, stagetest.Config(t, "math"), 1)
+	replaceRollout(t, env, 0, 1)
+	_, err := learn.Run(ctx, env, learn.Options{Iteration: 0})
+	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "computed from another rollout") ||
+		!strings.Contains(err.Error(), "diagnostics/est=drmas/") {
+		t.Fatalf("learn on stale advantages: %v", err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+		t.Fatal("a step was published from stale advantages")
+	}
+	// Normalized afresh (the advantages deleted), it trains; then the rollout is replaced again.
+	for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.DiagnosticsDir("t", 0, "drmas")} {
+		var keys []string
+		if err := env.Bucket.Iter(ctx, dir+"/", func(key string) error { keys = append(keys, key); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range keys {
+			if err := env.Bucket.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := learn.Run(ctx, env, learn.Options{Iteration: 0}); err != nil || !r.Skipped {
+		t.Fatalf("rerun of a committed learn: %+v, %v", r, err)
+	}
+	replaceRollout(t, env, 0, 2)
+	_, err = learn.Run(ctx, env, learn.Options{Iteration: 0})
+	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "step 1 was trained on other rows") {
+		t.Fatalf("rerun of a learn committed from a replaced rollout: %v", err)
+	}
+}

@@ -15,9 +15,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -149,14 +151,19 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	var todo []kernels.Spec
 	for _, s := range specs {
 		res.Estimators = append(res.Estimators, s.Name())
-		done, err := commit.IsCommitted(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name()))
-		if err != nil {
+		advDir := commit.AdvantageDir(cfg.Run, iter, s.Name())
+		old, _, err := commit.Read(ctx, b, advDir)
+		if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 			return nil, err
 		}
-		if done {
+		if err == nil {
+			if !old.ComputedFrom(inDir, inSHA) {
+				return nil, fmt.Errorf("%s/ was committed from another rollout than the one now in %s/ (the rollout was replaced since), so its advantages describe other rows: delete it and %s/, then run normalize again: %w",
+					advDir, inDir, commit.DiagnosticsDir(cfg.Run, iter, s.Name()), commit.ErrConflict)
+			}
 			// A worker killed between the commit and the receipts' removal leaves them behind
 			// (harmless: a failed removal is a warning).
-			if err := env.Leftover(stages.IterName("normalize", iter), commit.CleanReceipts(ctx, b, commit.AdvantageDir(cfg.Run, iter, s.Name()))); err != nil {
+			if err := env.Leftover(stages.IterName("normalize", iter), commit.CleanReceipts(ctx, b, advDir)); err != nil {
 				return nil, err
 			}
 			res.Skipped = append(res.Skipped, s.Name())
@@ -246,6 +253,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 			// receipt.
 			var part diagAcc
 			part.add(keys, cols, diags, sl.outs[ei])
+			if err := part.finite(); err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
 			extra, err := json.Marshal(part.export())
 			if err != nil {
 				return fmt.Errorf("encode part statistics: %w", err)
@@ -292,6 +302,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 					return nil, err
 				}
 				acc.merge(part)
+			}
+			if err := acc.finite(); err != nil {
+				return nil, err
 			}
 			rows := acc.rows(int32(iter), s.Name())
 			data, err := shards.EncodeTable(rows)
@@ -495,6 +508,9 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 		// No estimator needs trajectories (kernels.Spec.UsesTraj).
 		sl.colBuf.Traj = nil
 	} else {
+		if err := checkSampleOrder(keys); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
 		sl.colBuf.Traj = trajCodes(hugemem.Grow(&sl.arena, sl.colBuf.Traj[:0], keys.Len()), keys)
 	}
 	sl.colBuf.Group, sl.colBuf.Agent, sl.colBuf.Score, sl.colBuf.NumAgents = keys.Group, keys.Agent, keys.Score, len(keys.Agents)
@@ -506,6 +522,20 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 // or the sample changes.
 func ColumnsOf(k *shards.Keys) *kernels.Columns {
 	return &kernels.Columns{Group: k.Group, Traj: trajCodes(nil, k), Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
+}
+
+// checkSampleOrder reports the first row whose sample is below the previous row's in the same
+// uid: a trajectory is a run of rows with one (uid, sample), so a part whose rows of a uid are
+// not sorted by sample would split trajectories and give grpo wrong advantages. drmas's
+// writers and importer never write such a part (shards.CheckPart); another tool might.
+func checkSampleOrder(k *shards.Keys) error {
+	for i := 1; i < k.Len(); i++ {
+		if k.Group[i] == k.Group[i-1] && k.Sample[i] < k.Sample[i-1] {
+			return fmt.Errorf("row %d (row_id %d, uid %q): sample %d after sample %d: the rows of a uid must be sorted by (sample, step), so that each trajectory's rows are contiguous",
+				i, k.RowID[i], k.UIDs[k.Group[i]], k.Sample[i], k.Sample[i-1])
+		}
+	}
+	return nil
 }
 
 // trajCodes returns the trajectory code of each row (see ColumnsOf), in traj's memory when it
@@ -610,6 +640,26 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 	for code, x := range local {
 		x.addAdv(cnt[code], sum[code], absSum[code], m2[code])
 	}
+}
+
+// finite reports the first agent (in name order) whose diagnostic sums over its groups are not
+// finite: each group's statistics are (the kernels check them), but scores near ±1.8e308 can
+// still overflow a sum over many groups.
+func (a *diagAcc) finite() error {
+	names := slices.Sorted(maps.Keys(a.byAgent))
+	for _, name := range names {
+		x := a.byAgent[name]
+		for _, v := range []struct {
+			what string
+			sum  float64
+		}{{"μ_k", x.sumMuK}, {"σ_k", x.sumSigK}, {"μ", x.sumMu}, {"σ", x.sumSig}, {"the inflation", x.sumInfl},
+			{"the advantages", x.advSum}, {"|advantage|", x.advAbsSum}, {"the advantages' squared deviations", x.advM2}} {
+			if math.IsInf(v.sum, 0) || math.IsNaN(v.sum) {
+				return fmt.Errorf("diagnostics of agent %q: the sum of %s over its groups is not finite in float64: the scores are too large, scale them down", name, v.what)
+			}
+		}
+	}
+	return nil
 }
 
 // diagExport is a diagAcc as JSON (a part receipt's payload). encoding/json writes float64s in

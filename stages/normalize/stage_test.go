@@ -3,9 +3,11 @@ package normalize_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path"
+	"sort"
 	"strings"
 	"testing"
 
@@ -224,6 +226,33 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 		stagetest.WriteRollout(t, env, 0, ps, true)
 		check(t, env, "part-00000-of-00003.parquet", "contiguous")
 	})
+	t.Run("samples interleaved", func(t *testing.T) {
+		// Rows of a uid ordered by step before sample (a part written by another tool): a
+		// trajectory is a (uid, sample) run, so grpo would split trajectories and commit wrong
+		// advantages; the part is refused instead.
+		env := stagetest.Env(t, stagetest.Config(t, "math"))
+		ps := threeParts(8)
+		rs := ps[1]
+		sort.SliceStable(rs, func(i, j int) bool {
+			if rs[i].UID != rs[j].UID {
+				return rs[i].UID < rs[j].UID
+			}
+			return rs[i].Step < rs[j].Step
+		})
+		for i := range rs {
+			rs[i].RowID = shards.RowID(1, i)
+		}
+		stagetest.WriteRollout(t, env, 0, ps, true)
+		_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas", "grpo"}})
+		if err == nil || !strings.Contains(err.Error(), "part-00001-of-00003.parquet") || !strings.Contains(err.Error(), "sorted by (sample, step)") {
+			t.Fatalf("want an error naming the part and the order, got %v", err)
+		}
+		for _, est := range []string{"drmas", "grpo"} {
+			if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.AdvantageDir("t", 0, est)); ok {
+				t.Fatalf("%s: bad input was committed", est)
+			}
+		}
+	})
 	t.Run("not parquet", func(t *testing.T) {
 		env := stagetest.Env(t, stagetest.Config(t, "math"))
 		stagetest.WriteRollout(t, env, 0, threeParts(5), false)
@@ -340,5 +369,65 @@ func TestStageDiagnosticsAdvStdLargeMean(t *testing.T) {
 	}
 	if got := d[0].AdvStd; math.Abs(got-want) > 1e-6*want {
 		t.Fatalf("adv_std %.9g, want %.9g (population std of the advantages)", got, want)
+	}
+}
+
+// TestStageStaleAdvantagesRefused: an advantage folder committed from a rollout that has since
+// been replaced (the rollout folder deleted and rolled out or imported again with other rows)
+// is not reported as "already committed": its advantages describe other rows.
+func TestStageStaleAdvantagesRefused(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	stagetest.WriteRollout(t, env, 0, threeParts(11), false)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo_step"}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := commit.RolloutDir("t", 0)
+	var keys []string
+	if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := env.Bucket.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := threeParts(11)
+	for _, p := range ps {
+		for i := range p {
+			p[i].Score = -p[i].Score
+		}
+	}
+	stagetest.WriteRollout(t, env, 0, ps, false)
+	_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo_step"}})
+	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "committed from another rollout") ||
+		!strings.Contains(err.Error(), commit.DiagnosticsDir("t", 0, "grpo_step")) {
+		t.Fatalf("want an error saying the advantages are from another rollout, got %v", err)
+	}
+}
+
+// TestStageDiagnosticsOverflowIsNamed: scores whose every group statistic is finite but whose
+// sums over an agent's groups overflow float64 fail with an error that names the agent and
+// says to scale the scores down (it was "json: unsupported value: +Inf"); nothing is committed.
+func TestStageDiagnosticsOverflowIsNamed(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	// No agent has a single row in a group, so every advantage is 0 (σ_k = 0) and every group
+	// statistic finite (≤ 16 rows of 1e307); the sum of μ over 100 groups is not.
+	var ps [][]shards.Row
+	for p := range 2 {
+		rows := shardtest.Rows(shardtest.Options{Seed: 12, Part: p, Groups: 100, Samples: 4, MaxSteps: 2})
+		for i := range rows {
+			rows[i].Score = 1e307
+		}
+		ps = append(ps, rows)
+	}
+	stagetest.WriteRollout(t, env, 0, ps, false)
+	_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}})
+	if err == nil || !strings.Contains(err.Error(), "scale them down") || !strings.Contains(err.Error(), "agent ") || strings.Contains(err.Error(), "json") {
+		t.Fatalf("want an error naming the agent and saying to scale the scores down, got %v", err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.AdvantageDir("t", 0, "drmas")); ok {
+		t.Fatal("committed")
 	}
 }
