@@ -19,15 +19,16 @@ build:
 ## against a real MinIO and the local folder, DuckDB shard checks, estimator goldens, engine
 ## gradient checks, stage, pipeline and reliability tests), summarised by internal/testreport.
 INVARIANT_PKGS := ./kernels ./stages/... ./pipeline ./ablate
-## The optimizer's tests again with GOAMD64=v3 (where the CPU has it), whose compiler fuses
-## float multiply-adds unless the code forbids it: the AdamW update must stay bit-identical to
-## the GPU kernel's on such hosts too.
+## The optimizer's and the estimators' tests again with GOAMD64=v3 (where the CPU has it), whose
+## compiler fuses float multiply-adds unless the code forbids it: the AdamW update must stay
+## bit-identical to the GPU kernel's on such hosts too, and normalize's statistics to a
+## GOAMD64=v1 build's (same rollout, same advantage and diagnostics bytes).
 V3_CPU := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw bmi2 /proc/cpuinfo && grep -qw movbe /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo yes)
 test:
 	$(MAKE) fuzz FUZZTIME=5s
 	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -tags invariants -timeout 10m $(INVARIANT_PKGS)
-	$(if $(V3_CPU),GOAMD64=v3 $(GO) test -count=1 -run 'AdamW|DeviceOptimizer|AdamStep' ./model ./gpu/kernels ./gpu/engine,@echo "no GOAMD64=v3 CPU: the fused-multiply-add check of the optimizer is skipped")
+	$(if $(V3_CPU),GOAMD64=v3 $(GO) test -count=1 -run 'AdamW|DeviceOptimizer|AdamStep|StdNotFused' ./model ./gpu/kernels ./gpu/engine ./kernels,@echo "no GOAMD64=v3 CPU: the fused-multiply-add check of the optimizer is skipped")
 	$(GO) test -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testreport
 
 test-race:

@@ -325,6 +325,12 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 				}
 				return nil, fmt.Errorf("ablate: copy checkpoint: %w", err)
 			}
+			// learn.kl_coef > 0 loads the reference policy (step 0) too: give the view a copy.
+			if acfg.Learn.KLCoef > 0 && version != 0 {
+				if _, err := CopyFolder(ctx, b, commit.CheckpointDir(src, 0), view, commit.CheckpointDir(run, 0)); err != nil {
+					return nil, fmt.Errorf("ablate: copy the reference checkpoint (step 0, learn.kl_coef > 0): %w", err)
+				}
+			}
 			aenv := &stages.Env{Bucket: view, Config: acfg, Log: env.Log, Progress: env.Progress}
 			if _, err := normalize.Run(ctx, aenv, normalize.Options{Iteration: it, Estimators: []string{est}}); err != nil {
 				return nil, fmt.Errorf("ablate %s: %w", est, err)
@@ -369,6 +375,9 @@ func onPolicy(ctx context.Context, env *stages.Env, o Options, ests []string, se
 	// and model settings only), so runs with the same seed share it: the first run of a seed
 	// trains it, the others start from a byte-for-byte copy of its step 0 and its evaluation.
 	warmedUp := map[uint64]string{}
+	// In a canonical order: the run that trains a seed's warm-up is named in the step-0
+	// manifest every other run of the seed copies, so the order given must not choose it.
+	ests, seeds = slices.Sorted(slices.Values(ests)), slices.Sorted(slices.Values(seeds))
 	for _, est := range ests {
 		for _, seed := range seeds {
 			run := RunName(OnPolicy, cfg.Run, est, seed)

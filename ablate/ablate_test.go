@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -516,5 +517,54 @@ func TestInterruptedAblationSaysSo(t *testing.T) {
 		if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "context canceled") || !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: %v, want an interruption matching context.Canceled", mode, err)
 		}
+	}
+}
+
+// TestReplayWithKLToReference: with learn.kl_coef > 0 the learner also loads the reference
+// policy (step 0); a replay of an iteration N > 0 must find it in the iteration's checkpoints.
+func TestReplayWithKLToReference(t *testing.T) {
+	ctx := context.Background()
+	env, _ := analysistest.Env(t)
+	env.Config.Learn.KLCoef = 0.01
+	r, _ := ablate.ParseRange("0..1")
+	res, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas"}, Iterations: r})
+	if err != nil {
+		t.Fatalf("replay with kl_coef > 0: %v", err)
+	}
+	its := map[int32]bool{}
+	for _, row := range res.Rows {
+		its[row.Iteration] = true
+	}
+	if !its[0] || !its[1] || len(res.Skipped) != 0 {
+		t.Fatalf("replayed iterations %v, skipped %v", its, res.Skipped)
+	}
+}
+
+// TestOnPolicyOrderIndependent: the order of --estimators and --seeds chooses nothing: the
+// runs that share a seed's warm-up copy the step-0 manifest of the run that trained it, which
+// names that run, so it must be the same run whatever the order given.
+func TestOnPolicyOrderIndependent(t *testing.T) {
+	ctx := context.Background()
+	r, _ := ablate.ParseRange("0..0")
+	var stores []map[string]string
+	for _, o := range []ablate.Options{
+		{Mode: ablate.OnPolicy, Estimators: []string{"drmas", "grpo"}, Seeds: []uint64{1, 2}, Iterations: r},
+		{Mode: ablate.OnPolicy, Estimators: []string{"grpo", "drmas"}, Seeds: []uint64{2, 1}, Iterations: r},
+	} {
+		cfg := analysistest.Config(t)
+		cfg.Run = "op"
+		env := stagetest.Env(t, cfg)
+		if _, err := ablate.Run(ctx, env, o); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, hashes(t, env.Bucket, "runs/"))
+	}
+	if len(stores[0]) == 0 || !reflect.DeepEqual(stores[0], stores[1]) {
+		for k, v := range stores[0] {
+			if stores[1][k] != v {
+				t.Errorf("%s differs", k)
+			}
+		}
+		t.Fatalf("%d and %d objects: the stores differ", len(stores[0]), len(stores[1]))
 	}
 }

@@ -724,3 +724,46 @@ func TestNumbersAndTimesRenderAsDuckDB(t *testing.T) {
 		}
 	}
 }
+
+// TestReportsDeterministic: the canned reports give the same bits every time. DuckDB adds a
+// parallel aggregate's partial sums in whatever order its threads finish (avg of 300k rows came
+// out different in the last digits run to run); the reports order their float aggregates.
+func TestReportsDeterministic(t *testing.T) {
+	ctx := context.Background()
+	s := emptySession(t)
+	for _, q := range []string{
+		"SET threads TO 8",
+		// Views of the same names in the temp schema, which DuckDB searches first: 300k rows
+		// of one agent and iteration, deterministic pseudo-random values.
+		`CREATE TEMP VIEW rollouts AS SELECT 0 AS iteration, 'a' AS agent, i AS row_id,
+  sin(i) * 1000 + i * 1e-7 AS score, cos(i) * 10 AS episode_reward, true AS valid FROM range(300000) t(i)`,
+		`CREATE TEMP VIEW eval_prompts AS SELECT 'eval' AS split, s.step, 'math' AS data_source, 't' || i AS task_id,
+  16 AS k, CAST((hash(i, s.step) % 17) AS INTEGER) AS successes FROM range(300000) t(i), (VALUES (0), (1)) s(step)`,
+	} {
+		if _, err := s.Query(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"rewards", "evaldelta"} {
+		var first string
+		for i := range 5 {
+			q, err := analysis.ReportSQL(name, analysis.ReportParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := s.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := tb.Write(&buf, "csv"); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = buf.String()
+			} else if buf.String() != first {
+				t.Fatalf("%s: run %d differs:\n%s\nvs\n%s", name, i, buf.String(), first)
+			}
+		}
+	}
+}

@@ -47,14 +47,17 @@ type report struct {
 	sql   func(ReportParams) string
 }
 
+// reports are the canned reports. Their float aggregates (avg, stddev_samp) order their input
+// (avg(x ORDER BY row_id)): DuckDB adds a parallel aggregate's partial sums in the order its
+// threads finish, so an unordered one may differ in its last digits from run to run.
 var reports = map[string]report{
 	"rewards": {
 		help:  "reward distribution per agent per iteration: rows, mean and p10/p50/p90 of score and episode_reward",
 		views: []string{"rollouts"},
 		sql: func(ReportParams) string {
 			return `SELECT iteration, agent, count(*) AS rows,
-  avg(score) AS score_mean, quantile_cont(score, 0.1) AS score_p10, quantile_cont(score, 0.5) AS score_p50, quantile_cont(score, 0.9) AS score_p90,
-  avg(episode_reward) AS reward_mean, quantile_cont(episode_reward, 0.1) AS reward_p10, quantile_cont(episode_reward, 0.5) AS reward_p50, quantile_cont(episode_reward, 0.9) AS reward_p90,
+  avg(score ORDER BY row_id) AS score_mean, quantile_cont(score, 0.1) AS score_p10, quantile_cont(score, 0.5) AS score_p50, quantile_cont(score, 0.9) AS score_p90,
+  avg(episode_reward ORDER BY row_id) AS reward_mean, quantile_cont(episode_reward, 0.1) AS reward_p10, quantile_cont(episode_reward, 0.5) AS reward_p50, quantile_cont(episode_reward, 0.9) AS reward_p90,
   avg(CASE WHEN valid THEN 1 ELSE 0 END) AS valid_share
 FROM rollouts GROUP BY iteration, agent ORDER BY iteration, agent`
 		},
@@ -98,8 +101,9 @@ FROM g GROUP BY estimator, model, agent ORDER BY estimator, model, agent = '*' D
 ), base AS (
   SELECT p.split, p.data_source, p.task_id, p.acc AS acc0 FROM p JOIN first ON p.split = first.split AND p.step = first.step0
 )
-SELECT p.split, p.step, p.data_source, count(*) AS prompts, avg(p.acc) AS avg_at_k, avg(base.acc0) AS base_avg_at_k,
-  avg(p.acc - base.acc0) AS delta, stddev_samp(p.acc - base.acc0) / sqrt(count(*)) AS delta_se,
+SELECT p.split, p.step, p.data_source, count(*) AS prompts, avg(p.acc ORDER BY p.task_id, p.acc) AS avg_at_k,
+  avg(base.acc0 ORDER BY p.task_id, base.acc0) AS base_avg_at_k, avg(p.acc - base.acc0 ORDER BY p.task_id, p.acc - base.acc0) AS delta,
+  stddev_samp(p.acc - base.acc0 ORDER BY p.task_id, p.acc - base.acc0) / sqrt(count(*)) AS delta_se,
   count(*) FILTER (WHERE p.acc > base.acc0) AS prompts_up, count(*) FILTER (WHERE p.acc < base.acc0) AS prompts_down
 FROM p JOIN base USING (split, data_source, task_id)
 GROUP BY p.split, p.step, p.data_source ORDER BY p.split, p.step, p.data_source = 'all', p.data_source`

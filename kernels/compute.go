@@ -237,10 +237,10 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 		aMu, aM2 := w.aMu, w.aM2
 		for i, x := range sc {
 			d := x - mu
-			m2 += d * d
+			m2 += float64(d * d)
 			a := ag[i]
 			da := x - aMu[a]
-			aM2[a] += da * da
+			aM2[a] += float64(da * da)
 		}
 		for _, k := range w.touched {
 			w.aMu[k], w.aSd[k] = finish(int(w.aCnt[k]), w.aSum[k], w.aM2[k], w.aDev[k] != 0, w.aFirst[k])
@@ -248,7 +248,7 @@ func (w *workspace) group(c *Columns, s, e int, nd needs) bool {
 	} else {
 		for _, x := range sc {
 			d := x - mu
-			m2 += d * d
+			m2 += float64(d * d)
 		}
 	}
 	w.pooledN, w.pooledSum = n, sum
@@ -338,7 +338,7 @@ func (w *workspace) trajStats(sc []float64, tr []int32, denseLimit int32) {
 	var m2 float64
 	for _, m := range w.tSum[:nt] {
 		d := m - mu
-		m2 += d * d
+		m2 += float64(d * d)
 	}
 	w.trajN = nt
 	w.trajMu, w.trajSd = finish(nt, sum, m2, varies, w.tSum[0])

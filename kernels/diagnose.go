@@ -67,12 +67,14 @@ func (a *diagAcc) add(rows int, muK, sdK, mu, sd float64) {
 		a.d.ZeroSigmaGroups++
 		return
 	}
-	infl := (sdK*sdK + (muK-mu)*(muK-mu)) / (sd * sd)
+	// Each product rounded before the sum (an explicit conversion): no build fuses it into a
+	// multiply-add, so the bits are the same for GOAMD64=v1 and v3.
+	infl := (float64(sdK*sdK) + float64((muK-mu)*(muK-mu))) / (sd * sd)
 	if math.IsInf(infl, 0) {
 		// A square overflowed (μ near 1e160 beside μ_k = 0 by rule) or σ² underflowed: the
 		// same ratio in terms that do not, where it is finite.
 		r, q := sdK/sd, (muK-mu)/sd
-		if infl = r*r + q*q; math.IsInf(infl, 0) {
+		if infl = float64(r*r) + float64(q*q); math.IsInf(infl, 0) {
 			// σ so small next to the agent's statistics (scores that differ by less than
 			// about 1e-154) that the ratio is not a float64: numerically σ = 0.
 			a.d.ZeroSigmaGroups++

@@ -25,7 +25,7 @@ func refStats(xs []float64) (mu, sd float64) {
 	mu = sum / float64(len(xs))
 	ss := 0.0
 	for _, x := range xs {
-		ss += (x - mu) * (x - mu)
+		ss += float64((x - mu) * (x - mu)) // rounded before the sum, as Compute does: never fused
 	}
 	return mu, math.Sqrt(ss / float64(len(xs)-1))
 }

@@ -584,7 +584,7 @@ func (x *agentAcc) addAdv(n int64, sum, absSum, m2 float64) {
 	}
 	if x.advN > 0 {
 		d := sum/float64(n) - x.advSum/float64(x.advN)
-		m2 += d * d * (float64(x.advN) * float64(n) / float64(x.advN+n))
+		m2 += float64(d * d * (float64(x.advN) * float64(n) / float64(x.advN+n)))
 	}
 	x.advN += n
 	x.advSum += sum
@@ -614,12 +614,12 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 			x.d.InflationGroups += d.InflationGroups
 			x.d.ZeroSigmaGroups += d.ZeroSigmaGroups
 			x.d.InflationMax = math.Max(x.d.InflationMax, d.InflationMax)
-			x.sumMuK += d.MeanMuK * g
-			x.sumSigK += d.MeanSigmaK * g
-			x.sumMu += d.MeanMu * g
-			x.sumSig += d.MeanSigma * g
-			x.sumZero += d.ZeroSigmaKShare * g
-			x.sumInfl += d.InflationMean * float64(d.InflationGroups)
+			x.sumMuK += float64(d.MeanMuK * g)
+			x.sumSigK += float64(d.MeanSigmaK * g)
+			x.sumMu += float64(d.MeanMu * g)
+			x.sumSig += float64(d.MeanSigma * g)
+			x.sumZero += float64(d.ZeroSigmaKShare * g)
+			x.sumInfl += float64(d.InflationMean * float64(d.InflationGroups))
 		}
 	}
 	// The part's advantage statistics per agent code, two-pass (sums, then squared deviations
@@ -635,7 +635,7 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 	}
 	for i, code := range cols.Agent {
 		d := float64(r.Advantage[i]) - sum[code]/float64(cnt[code])
-		m2[code] += d * d
+		m2[code] += float64(d * d)
 	}
 	for code, x := range local {
 		x.addAdv(cnt[code], sum[code], absSum[code], m2[code])

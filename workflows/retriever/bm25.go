@@ -91,7 +91,9 @@ func (ix *Index) termScore(idf float64, tf, dl int) float64 {
 		norm = 1 - ix.p.B + ix.p.B*float64(dl)/ix.avgdl
 	}
 	f := float64(tf)
-	return idf * f * (ix.p.K1 + 1) / (f + ix.p.K1*norm)
+	// K1·norm rounded before the sum (an explicit conversion), so no build fuses it into a
+	// multiply-add: a near-tie ranks the same for GOAMD64=v1 and v3.
+	return idf * f * (ix.p.K1 + 1) / (f + float64(ix.p.K1*norm))
 }
 
 func uniqueTerms(query string) []string {
