@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -22,6 +24,18 @@ type Task struct {
 	Question   string `json:"question"`
 	Answer     string `json:"answer"`
 	DataSource string `json:"data_source"`
+}
+
+// TasksDigest identifies a list of tasks (ids, questions, answers and data sources, in order):
+// what a rollout or an evaluation ran on, whichever file or generator gave them.
+func TasksDigest(tasks []Task) string {
+	h := sha256.New()
+	for _, t := range tasks {
+		for _, f := range []string{t.ID, t.Question, t.Answer, t.DataSource} {
+			fmt.Fprintf(h, "%d:%s", len(f), f)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Turn is one agent invocation requested by an episode.

@@ -6,8 +6,6 @@ package evaluate
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -121,7 +119,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	k := cfg.Evaluate.K
 	params := map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
 		"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split,
-		"prompts_sha256": promptsDigest(tasks)}
+		"prompts_sha256": workflows.TasksDigest(tasks)}
 	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
 	// itself may since have been removed by retention). Without a readable LATEST, LoadPolicy
 	// picks the step: it falls back to the newest usable one, and external models need none.
@@ -198,18 +196,6 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 		return nil, err
 	}
 	return rows, nil
-}
-
-// promptsDigest identifies an evaluation's prompts (ids, questions, answers, sources, in
-// order), so that an evaluation committed with other prompts is never read back as this one's.
-func promptsDigest(tasks []workflows.Task) string {
-	h := sha256.New()
-	for _, t := range tasks {
-		for _, f := range []string{t.ID, t.Question, t.Answer, t.DataSource} {
-			fmt.Fprintf(h, "%d:%s", len(f), f)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readBack reads the evaluation committed in dir; ok is false when dir is not committed. An

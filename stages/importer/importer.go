@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -287,6 +288,10 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		env.Logf("import %s: already imported as %s", o.Path, res.Dir)
 		res.Skipped = true
 		return res, nil
+	case err == nil && sameButSource(old, m.Params["source"], want):
+		env.Logf("import %s: already imported as %s (from %s, the same content)", o.Path, res.Dir, old.Params["source"])
+		res.Skipped = true
+		return res, nil
 	case err == nil:
 		return nil, fmt.Errorf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts): import into another --iter or --run: %w",
 			res.Dir, describeManifest(old), res.SHA256, res.Rows, parts, commit.ErrConflict)
@@ -304,6 +309,20 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	env.Logf("import %s: %d rows, %d uids, %d trajectories, agents %s → %s (%d parts)",
 		o.Path, res.Rows, res.Groups, res.Trajectories, strings.Join(agents, ","), res.Dir, parts)
 	return res, nil
+}
+
+// sameButSource reports whether the committed manifest old is want (encoded) but for the
+// name of the file it was imported from, which want names source: the same content imported
+// from a file of another name.
+func sameButSource(old *commit.Manifest, source string, want []byte) bool {
+	if old.Params["imported"] != "true" {
+		return false
+	}
+	renamed := *old
+	renamed.Params = maps.Clone(old.Params)
+	renamed.Params["source"] = source
+	data, err := commit.Encode(&renamed)
+	return err == nil && bytes.Equal(data, want)
 }
 
 func describeManifest(m *commit.Manifest) string {

@@ -370,6 +370,12 @@ func TestReimportAndConflict(t *testing.T) {
 	if err != nil || !res.Skipped {
 		t.Fatalf("re-import: %+v, %v", res, err)
 	}
+	// The same content from a file of another name: already imported, nothing touched (it
+	// was refused as "different content" naming two equal digests).
+	renamed := writeFile(t, "copy.jsonl", smallJSONL)
+	if res, err := importer.Run(ctx, env, importer.Options{Path: renamed, Iteration: 2}); err != nil || !res.Skipped {
+		t.Fatalf("re-import under another name: %+v, %v", res, err)
+	}
 	// A different file (one score changed) into the same iteration: refused, nothing touched.
 	other := writeFile(t, "small.jsonl", strings.Replace(smallJSONL, `"score":0.3`, `"score":0.4`, 1))
 	_, err = importer.Run(ctx, env, importer.Options{Path: other, Iteration: 2})

@@ -35,6 +35,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -102,8 +103,23 @@ type Result struct {
 	Metrics []MetricsRow
 }
 
-// Digest is the config digest of learner checkpoints.
+// Digest is the config digest of learner checkpoints: everything that changes what a learn
+// computes. learn.keep_checkpoints (retention) does not, nor learn.estimator, which estimator
+// replaces.
 func Digest(cfg *configs.Config, estimator string) string {
+	l := cfg.Learn
+	l.KeepCheckpoints, l.Estimator = 0, ""
+	return digestOf(cfg, l, estimator)
+}
+
+// SameConfig reports whether d, the digest a learn recorded, is cfg's for estimator: Digest,
+// or the digest an older drmas recorded, which also covered learn.keep_checkpoints and
+// learn.estimator (so a store it left resumes while those are unchanged).
+func SameConfig(cfg *configs.Config, estimator, d string) bool {
+	return d == Digest(cfg, estimator) || d == digestOf(cfg, cfg.Learn, estimator)
+}
+
+func digestOf(cfg *configs.Config, l configs.Learn, estimator string) string {
 	return configs.Digest(struct {
 		Seed      uint64
 		Learn     configs.Learn
@@ -111,7 +127,7 @@ func Digest(cfg *configs.Config, estimator string) string {
 		Agents    map[string]configs.Agent
 		Models    map[string]configs.Model
 		Temp      float64
-	}{cfg.Seed, cfg.Learn, estimator, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
+	}{cfg.Seed, l, estimator, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
 }
 
 // publishedEarlier finds the work of an earlier attempt at this iteration that published
@@ -132,15 +148,16 @@ func Digest(cfg *configs.Config, estimator string) string {
 // drmas's failed attempt may have left them); if not, this iteration trains: the same bits
 // are the same step (Publish takes them), other bits conflict (see publishConflict, which
 // removes the metrics again).
-func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, digest string, inputs []commit.Input, chained bool) (metrics []MetricsRow, f commit.File, ok bool, err error) {
+func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, est string, inputs []commit.Input, chained bool) (metrics []MetricsRow, f commit.File, ok bool, err error) {
 	run, next := env.Config.Run, version+1
+	digest := Digest(env.Config, est)
 	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, f, false, nil
 	} else if err != nil {
 		return nil, f, false, err
 	}
-	if cm.Parent == nil || *cm.Parent != version || cm.ConfigDigest != digest {
+	if cm.Parent == nil || *cm.Parent != version || !SameConfig(env.Config, est, cm.ConfigDigest) {
 		parent := "none"
 		if cm.Parent != nil {
 			parent = strconv.FormatInt(*cm.Parent, 10)
@@ -381,7 +398,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		return &Result{Step: step, Metrics: metrics}, nil
 	}
-	if metrics, f, ok, err := publishedEarlier(ctx, env, iter, outDir, version, digest, inputs, chained); err != nil {
+	if metrics, f, ok, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs, chained); err != nil {
 		return nil, err
 	} else if ok {
 		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
@@ -537,6 +554,31 @@ func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commi
 	return rows, advs, nil
 }
 
+// canonicalOrder returns the indices of rows sorted by (task_id, sample, step, agent), stably:
+// the order the learner's seeded permutation draws its mini-batches from. A rollout stores
+// its groups sorted by uid, which derives from the run's name, so in stored order two runs of
+// one seed (an on-policy ablation's estimators) would train on other mini-batches of the same
+// rows; in this order they differ only by what they are meant to.
+func canonicalOrder(rows []shards.Row) []int {
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := &rows[idx[a]], &rows[idx[b]]
+		switch {
+		case x.TaskID != y.TaskID:
+			return x.TaskID < y.TaskID
+		case x.Sample != y.Sample:
+			return x.Sample < y.Sample
+		case x.Step != y.Step:
+			return x.Step < y.Step
+		}
+		return x.Agent < y.Agent
+	})
+	return idx
+}
+
 // trainModel runs the PPO epochs of one model and returns its metrics rows (model row first,
 // then agents sorted: the model's configured agents and any other agent its rows name).
 func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, m *model.Model, opt *model.AdamW, ref *model.Model, rows []shards.Row, advs []shards.AdvantageRow) ([]MetricsRow, *model.AdamW, error) {
@@ -546,7 +588,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
 	var exs []Example
 	var behaviour [][]float32 // the stored log-probs of exs[i], to compare with the recomputed ones
-	for i := range rows {
+	for _, i := range canonicalOrder(rows) {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
 			continue

@@ -404,3 +404,98 @@ func TestLearnRefusesWorkOfAReplacedRollout(t *testing.T) {
 		t.Fatalf("rerun of a learn committed from a replaced rollout: %v", err)
 	}
 }
+
+// TestRetentionIsNotPartOfTheDigest: learn.keep_checkpoints changes no bit a learn computes,
+// so a run resumed with another value commits the step its earlier attempt published (it was
+// refused as "another config"), and learn.estimator, which --estimator overrides, is left out
+// too. Digests an older drmas recorded (with both) are still accepted.
+func TestRetentionIsNotPartOfTheDigest(t *testing.T) {
+	ctx := context.Background()
+	env := prepare(t, stagetest.Config(t, "math"), 1)
+	dieBeforeMetricsCommit(t, env, 0)
+	env.Config.Learn.KeepCheckpoints += 4
+	res, err := learn.Run(ctx, env, learn.Options{Iteration: 0})
+	if err != nil || res.Step != 1 {
+		t.Fatalf("resumed with another keep_checkpoints: %+v, %v", res, err)
+	}
+	cfg := *env.Config
+	other := cfg
+	other.Learn.KeepCheckpoints, other.Learn.Estimator = 9, "grpo"
+	if learn.Digest(&cfg, "drmas") != learn.Digest(&other, "drmas") {
+		t.Error("the digest depends on keep_checkpoints or learn.estimator")
+	}
+	other.Learn.LR *= 2
+	if learn.Digest(&cfg, "drmas") == learn.Digest(&other, "drmas") {
+		t.Error("the digest does not depend on learn.lr")
+	}
+	// The older digest: the same fields, with the whole learn section.
+	legacy := configs.Digest(struct {
+		Seed      uint64
+		Learn     configs.Learn
+		Estimator string
+		Agents    map[string]configs.Agent
+		Models    map[string]configs.Model
+		Temp      float64
+	}{cfg.Seed, cfg.Learn, "drmas", cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
+	if !learn.SameConfig(&cfg, "drmas", legacy) || learn.SameConfig(&other, "drmas", legacy) || !learn.SameConfig(&cfg, "drmas", learn.Digest(&cfg, "drmas")) {
+		t.Error("SameConfig does not accept exactly this config's digests")
+	}
+}
+
+// TestRunNameDoesNotChooseMiniBatches: two runs of one seed and config (an on-policy
+// ablation's estimator runs, which differ in name) roll out the same rows, which a rollout
+// stores sorted by uid, a hash of the run's name. The learner draws its mini-batches from the
+// rows in a canonical order, so both train the same step; from stored order they did not.
+func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
+	ctx := context.Background()
+	var weights [][]byte
+	for _, run := range []string{"a", "zz"} {
+		cfg := stagetest.Config(t, "math")
+		cfg.Run = run
+		cfg.Learn.MiniBatches, cfg.Learn.MicroBatch = 3, 4
+		env := stagetest.Env(t, cfg)
+		if _, err := warmup.Run(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rollout.Run(ctx, env, rollout.Options{Step: stages.LatestStep}); err != nil {
+			t.Fatal(err)
+		}
+		// Scores that vary by (task, sample, step), not by position, for a gradient.
+		m, parts := stagetest.ReadRollout(t, env, 0)
+		for _, rows := range parts {
+			for i := range rows {
+				r := &rows[i]
+				r.Score = float64((len(r.TaskID)*7+int(r.TaskID[len(r.TaskID)-1])+int(r.Sample)*3+int(r.Step))%3) / 2
+			}
+		}
+		dir := commit.RolloutDir(run, 0)
+		var keys []string
+		if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if err := env.Bucket.Delete(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stagetest.WriteRolloutWith(t, env, 0, parts, false, m.Params)
+		if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := learn.Run(ctx, env, learn.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Metrics[0].GradNorm == 0 {
+			t.Fatal("no gradient: the test would prove nothing")
+		}
+		data, err := storage.ReadAll(ctx, env.Bucket, path.Join(commit.CheckpointDir(run, 1), "m1", "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		weights = append(weights, data)
+	}
+	if !bytes.Equal(weights[0], weights[1]) {
+		t.Fatal("runs a and zz trained different weights from the same rows")
+	}
+}

@@ -84,16 +84,19 @@ func (p *partStats) add(o partStats) {
 func UID(run string, iter int, taskID string) string { return seeds.ID(run, iter, taskID) }
 
 // Digest is the config digest recorded in rollout manifests: everything that changes what a
-// rollout writes.
-func Digest(cfg *configs.Config) string {
+// rollout writes. The iteration's tasks enter by content (workflows.TasksDigest), not by
+// tasks.source: two files at one path are two inputs (parts rolled out from each are never
+// committed together), and one file at two paths is one. tasks.eval_size does not enter: it
+// chooses the held-out prompts, never the training ones.
+func Digest(cfg *configs.Config, tasks []workflows.Task) string {
 	return configs.Digest(struct {
 		Seed     uint64
 		Workflow configs.Workflow
-		Tasks    configs.Tasks
+		Tasks    string
 		Rollout  configs.Rollout
 		Agents   map[string]configs.Agent
 		Models   map[string]configs.Model
-	}{cfg.Seed, cfg.Workflow, cfg.Tasks, cfg.Rollout, cfg.Agents, cfg.Models})
+	}{cfg.Seed, cfg.Workflow, workflows.TasksDigest(tasks), cfg.Rollout, cfg.Agents, cfg.Models})
 }
 
 // Run rolls out this worker's parts of one iteration and commits the folder if every part is
@@ -168,7 +171,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	// never committed together with these (Finalize refuses a mixed set).
 	iter := o.Iteration
 	manifest := &commit.Manifest{
-		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg),
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg, tasks),
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{
 			"workflow": wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/jobs"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -344,5 +345,69 @@ func TestShardsOfAnotherConfigAreNotMixed(t *testing.T) {
 	_, got, _ := commit.Read(ctx, envB.Bucket, commit.RolloutDir("t", 0))
 	if got != want || got == "" {
 		t.Fatalf("manifest sha %s, single process with config B %s", got, want)
+	}
+}
+
+// TestTasksFileEntersByContent: a rollout's digest covers the tasks it ran on, not the
+// tasks.source path. Two workers that read different files at one path (the file was replaced
+// between pods) are refused as a mixed set; one file named by two paths, or another
+// tasks.eval_size (held-out prompts only), gives the same folder.
+func TestTasksFileEntersByContent(t *testing.T) {
+	ctx := context.Background()
+	write := func(path string, first int) {
+		var b strings.Builder
+		for i := range 6 {
+			fmt.Fprintf(&b, `{"id": "q%d", "question": "%d+%d", "answer": "%d"}`+"\n", i, first+i, i, first+2*i)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := t.TempDir()
+	src := filepath.Join(files, "tasks.jsonl")
+	write(src, 10)
+	base := stagetest.Config(t, "math")
+	base.Tasks.Source, base.Tasks.PerIteration, base.Tasks.EvalSize, base.Rollout.Parts = src, 4, 0, 2
+	dir := t.TempDir()
+	env := stagetest.EnvAt(t, base, dir)
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env *stages.Env, index int) (*rollout.Result, error) {
+		return rollout.Run(ctx, env, rollout.Options{Step: 0, Shard: jobs.Shard{Index: index, Count: 2}})
+	}
+	if res, err := run(env, 1); err != nil || res.Committed {
+		t.Fatalf("worker 1: %+v %v", res, err)
+	}
+	write(src, 40) // another file at the same path
+	if _, err := run(env, 0); !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "another config") {
+		t.Fatalf("worker 0 on another tasks file at the same path: %v, want a conflict", err)
+	}
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.RolloutDir("t", 0)); ok {
+		t.Fatal("parts of two tasks files were committed together")
+	}
+	// The same content by another path (a file in another folder)
+	// and another eval_size: the same manifest as the first.
+	write(src, 10)
+	other := filepath.Join(t.TempDir(), "tasks.jsonl")
+	write(other, 10)
+	manifest := func(cfg *configs.Config) string {
+		e := stagetest.Env(t, cfg)
+		if _, err := warmup.Run(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rollout.Run(ctx, e, rollout.Options{Step: 0}); err != nil {
+			t.Fatal(err)
+		}
+		_, sha, err := commit.Read(ctx, e.Bucket, commit.RolloutDir("t", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha
+	}
+	moved := *base
+	moved.Tasks.Source, moved.Tasks.EvalSize = other, 2
+	if a, b := manifest(base), manifest(&moved); a != b {
+		t.Fatalf("one tasks file at two paths: manifests %.12s and %.12s", a, b)
 	}
 }
