@@ -346,18 +346,8 @@ func TestMetricsOfAnAgentTheConfigDoesNotName(t *testing.T) {
 // non-deterministic server) does.
 func replaceRollout(t *testing.T, env *stages.Env, iter int, k int64) {
 	t.Helper()
-	ctx := context.Background()
 	m, parts := stagetest.ReadRollout(t, env, iter)
-	dir := commit.RolloutDir(env.Config.Run, iter)
-	var keys []string
-	if err := env.Bucket.Iter(ctx, dir+"/", func(key string) error { keys = append(keys, key); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range keys {
-		if err := env.Bucket.Delete(ctx, key); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stagetest.DeleteFolder(t, env, commit.RolloutDir(env.Config.Run, iter))
 	stagetest.VaryScores(parts, k)
 	stagetest.WriteRolloutWith(t, env, iter, parts, false, m.Params)
 }
@@ -379,15 +369,7 @@ func TestLearnRefusesWorkOfAReplacedRollout(t *testing.T) {
 	}
 	// Normalized afresh (the advantages deleted), it trains; then the rollout is replaced again.
 	for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.DiagnosticsDir("t", 0, "drmas")} {
-		var keys []string
-		if err := env.Bucket.Iter(ctx, dir+"/", func(key string) error { keys = append(keys, key); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for _, key := range keys {
-			if err := env.Bucket.Delete(ctx, key); err != nil {
-				t.Fatal(err)
-			}
-		}
+		stagetest.DeleteFolder(t, env, dir)
 	}
 	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
 		t.Fatal(err)
@@ -468,16 +450,7 @@ func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
 				r.Score = float64((len(r.TaskID)*7+int(r.TaskID[len(r.TaskID)-1])+int(r.Sample)*3+int(r.Step))%3) / 2
 			}
 		}
-		dir := commit.RolloutDir(run, 0)
-		var keys []string
-		if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range keys {
-			if err := env.Bucket.Delete(ctx, k); err != nil {
-				t.Fatal(err)
-			}
-		}
+		stagetest.DeleteFolder(t, env, commit.RolloutDir(run, 0))
 		stagetest.WriteRolloutWith(t, env, 0, parts, false, m.Params)
 		if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
 			t.Fatal(err)

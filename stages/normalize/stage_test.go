@@ -382,16 +382,7 @@ func TestStageStaleAdvantagesRefused(t *testing.T) {
 	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo_step"}}); err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.RolloutDir("t", 0)
-	var keys []string
-	if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if err := env.Bucket.Delete(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stagetest.DeleteFolder(t, env, commit.RolloutDir("t", 0))
 	ps := threeParts(11)
 	for _, p := range ps {
 		for i := range p {

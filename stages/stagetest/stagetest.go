@@ -130,6 +130,22 @@ func WriteRolloutWith(t testing.TB, env *stages.Env, iter int, parts [][]shards.
 	}
 }
 
+// DeleteFolder deletes every object under dir (a committed folder of env's store), as a user
+// who removes a folder to redo it does.
+func DeleteFolder(t testing.TB, env *stages.Env, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	if err := env.Bucket.Iter(ctx, dir+"/", func(key string) error { keys = append(keys, key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		if err := env.Bucket.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // ReadRollout returns the committed rollout of iteration iter (of env's run), part by part,
 // with its manifest.
 func ReadRollout(t testing.TB, env *stages.Env, iter int) (*commit.Manifest, [][]shards.Row) {
