@@ -20,6 +20,7 @@ import (
 	"io"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -165,13 +166,27 @@ func Digest(data []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// PutFile uploads data as dir/name (overwriting: output names and bytes are deterministic) and
-// returns its manifest entry.
+// PutFile uploads data as dir/name and returns its manifest entry. Output names and bytes are
+// deterministic, so it overwrites what an earlier attempt left, but never a file of a committed
+// folder with other bytes: if dir is committed and its manifest does not list name with data's
+// sha256 (another writer, with another config, committed it first), it returns an error matching
+// ErrConflict and writes nothing. (Rewriting a committed file with its listed bytes repairs it.)
+// Two writers of other content that both pass this check before either commits can still
+// overwrite each other's files; every reader checks sizes and digests, so that is refused,
+// never read.
 func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byte, rows int64) (File, error) {
+	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
+	if m, _, err := Read(ctx, b, dir); err == nil {
+		if i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == name }); i < 0 || m.Files[i].SHA256 != f.SHA256 {
+			return File{}, fmt.Errorf("%s is committed (by a writer with another config or input) with other content than this %s: not overwritten; to redo it, delete the folder first: %w", dir, name, ErrConflict)
+		}
+	} else if !errors.Is(err, ErrNotCommitted) {
+		return File{}, err
+	}
 	if err := storage.PutBytes(ctx, b, path.Join(dir, name), data); err != nil {
 		return File{}, fmt.Errorf("upload %s: %w", name, err)
 	}
-	return File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}, nil
+	return f, nil
 }
 
 // Commit writes dir's manifest with an "only if absent" put. If the folder is already

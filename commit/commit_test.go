@@ -306,3 +306,52 @@ func TestCleanReceiptsRemovesTheOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestAnotherWritersCommitIsNotOverwritten: a worker of another config (a pod retried after
+// its ConfigMap changed, a second learn with another estimator) that reaches a folder another
+// writer committed first neither overwrites its files nor reports the folder as its own.
+func TestAnotherWritersCommitIsNotOverwritten(t *testing.T) {
+	ctx := context.Background()
+	b := bucket(t)
+	dir := commit.RolloutDir("r", 0)
+	it := 0
+	parts := []string{"part-00000-of-00001.parquet"}
+	writerOf := func(config string) *commit.Manifest {
+		return &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, ConfigDigest: config}
+	}
+	f, err := commit.PutFile(ctx, b, dir, parts[0], []byte("config A"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.PutReceipt(ctx, b, dir, commit.Receipt{File: f, Writer: commit.Writer(writerOf("A"))}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _, err := commit.Finalize(ctx, b, dir, parts, writerOf("A"), nil); !done || err != nil {
+		t.Fatalf("writer A: done %v, %v", done, err)
+	}
+	// B's part, after A's commit: refused, A's bytes kept.
+	if _, err := commit.PutFile(ctx, b, dir, parts[0], []byte("config B"), 1); !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("overwriting a committed part with other bytes: %v, want a conflict", err)
+	}
+	if _, err := commit.PutFile(ctx, b, dir, "extra.parquet", []byte("x"), 1); !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("adding a file to a committed folder: %v, want a conflict", err)
+	}
+	m, _, err := commit.Read(ctx, b, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.Verify(ctx, b, dir, m, true); err != nil {
+		t.Fatalf("A's folder after B's attempts: %v", err)
+	}
+	// B's Finalize: a conflict, not "committed" (both workers exited 0 before).
+	if done, _, err := commit.Finalize(ctx, b, dir, parts, writerOf("B"), nil); done || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "another config") {
+		t.Fatalf("writer B after A committed: done %v, %v", done, err)
+	}
+	// A's rerun, and a repair of A's file with its listed bytes, are fine.
+	if done, _, err := commit.Finalize(ctx, b, dir, parts, writerOf("A"), nil); !done || err != nil {
+		t.Fatalf("writer A again: done %v, %v", done, err)
+	}
+	if _, err := commit.PutFile(ctx, b, dir, parts[0], []byte("config A"), 1); err != nil {
+		t.Fatalf("rewriting a committed file with its own bytes: %v", err)
+	}
+}

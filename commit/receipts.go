@@ -111,7 +111,8 @@ func partWritten(ctx context.Context, b storage.Bucket, dir string, r Receipt) (
 // the caller can complete m (and write summary files, whose entries merge returns), commits
 // the manifest with an only-if-absent put, and removes the receipts. It returns false (and
 // commits nothing) while some part is missing, unless another worker committed the folder
-// meanwhile (and removed the receipts): then it returns true and that manifest's sha256.
+// meanwhile (and removed the receipts): then it returns true and that manifest's sha256, or an
+// error matching ErrConflict if that worker ran another config, checkpoint or input.
 // Finalize is idempotent and may be called by every worker: the first complete call commits,
 // later ones confirm the identical manifest.
 //
@@ -121,12 +122,21 @@ func partWritten(ctx context.Context, b storage.Bucket, dir string, r Receipt) (
 // folder is committed. Leftover receipts are harmless: no reader looks under _receipts/ (they
 // read the files the manifest lists), and the next Finalize or CleanReceipts removes them.
 func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string, m *Manifest, merge func([]Receipt) ([]File, error)) (bool, string, error) {
-	if _, sha, err := Read(ctx, b, dir); err == nil {
+	writer := Writer(m)
+	// committed is the folder committed by another worker: done, if by a worker of this one's
+	// config and inputs; if not, this worker's parts were not committed (and may have been
+	// refused by PutFile or overwritten): a conflict, not a success.
+	committed := func(c *Manifest, sha string) (bool, string, error) {
+		if Writer(c) != writer {
+			return false, "", fmt.Errorf("%s was committed by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same): this worker's parts are not in it; rerun with that config, or delete the folder to redo it with this one: %w", dir, ErrConflict)
+		}
 		return true, sha, leftover(CleanReceipts(ctx, b, dir))
+	}
+	if c, sha, err := Read(ctx, b, dir); err == nil {
+		return committed(c, sha)
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return false, "", err
 	}
-	writer := Writer(m)
 	var recs []Receipt
 	var foreign []string
 	for _, p := range parts {
@@ -147,8 +157,8 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 		if !ok {
 			// Another worker may have committed the folder (and removed its receipts) since
 			// the check above: then the folder is done, not waiting for this part.
-			if _, sha, err := Read(ctx, b, dir); err == nil {
-				return true, sha, nil
+			if c, sha, err := Read(ctx, b, dir); err == nil {
+				return committed(c, sha)
 			} else if !errors.Is(err, ErrNotCommitted) {
 				return false, "", err
 			}

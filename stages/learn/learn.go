@@ -487,8 +487,12 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 		}
 		who = publishedBy(cm)
 	}
-	if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
-		err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
+	// Not when the folder is committed: its metrics are then the publisher's (a learn of this
+	// iteration with another estimator or config that ran at the same time and won).
+	if done, cerr := commit.IsCommitted(ctx, env.Bucket, outDir); cerr == nil && !done {
+		if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
+			err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
+		}
 	}
 	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
 		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)

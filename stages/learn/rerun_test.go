@@ -472,3 +472,52 @@ func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
 		t.Fatal("runs a and zz trained different weights from the same rows")
 	}
 }
+
+// afterPut runs hook once, right after the Put of key.
+type afterPut struct {
+	storage.Bucket
+	key  string
+	hook func()
+}
+
+func (a *afterPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
+	err := a.Bucket.Put(ctx, key, r, size, opts...)
+	if key == a.key && a.hook != nil {
+		h := a.hook
+		a.hook = nil
+		h()
+	}
+	return err
+}
+
+// TestConcurrentLearnsKeepTheWinnersMetrics: two learns of one iteration with different
+// estimators at the same time. The one that publishes first commits its metrics; the other's
+// publish conflicts, and it must not delete the metrics file, which is now the winner's (the
+// committed learn folder lost its metrics: drmas run and analyze failed on the run for good).
+func TestConcurrentLearnsKeepTheWinnersMetrics(t *testing.T) {
+	ctx := context.Background()
+	env := prepare(t, stagetest.Config(t, "math"), 1)
+	if _, err := normalize.Run(ctx, env, normalize.Options{Iteration: 0, Estimators: []string{"grpo"}}); err != nil {
+		t.Fatal(err)
+	}
+	outDir := commit.LearnDir("t", 0)
+	var winner error
+	loser := &stages.Env{Config: env.Config, Bucket: &afterPut{Bucket: env.Bucket, key: path.Join(outDir, "metrics.parquet"), hook: func() {
+		// The winner runs whole between the loser's metrics upload and its publish.
+		_, winner = learn.Run(ctx, env, learn.Options{Iteration: 0, Estimator: "drmas"})
+	}}}
+	_, err := learn.Run(ctx, loser, learn.Options{Iteration: 0, Estimator: "grpo"})
+	if winner != nil {
+		t.Fatalf("winner: %v", winner)
+	}
+	if !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("loser: %v, want a conflict", err)
+	}
+	m, _, err := commit.Read(ctx, env.Bucket, outDir)
+	if err != nil || m.Params["estimator"] != "drmas" {
+		t.Fatalf("committed learn folder: %+v, %v", m, err)
+	}
+	if err := commit.Verify(ctx, env.Bucket, outDir, m, true); err != nil {
+		t.Fatalf("the winner's committed learn folder is damaged: %v", err)
+	}
+}
