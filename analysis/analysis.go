@@ -23,6 +23,7 @@ package analysis
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io"
 	"math"
@@ -103,7 +104,12 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	s := &Session{Run: o.Run, CacheDir: o.CacheDir, Stats: st, Folders: folders, Counts: map[string]int{}, SyncTime: time.Since(t0)}
 	t1 := time.Now()
-	s.connector, err = duckdb.NewConnector("", nil)
+	// Every connection shows times in UTC, as formatTime does: DuckDB's own casts of a
+	// TIMESTAMPTZ (in --sql) would otherwise use the machine's time zone.
+	s.connector, err = duckdb.NewConnector("", func(c driver.ExecerContext) error {
+		_, err := c.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("analysis: open duckdb: %w", err)
 	}
@@ -354,8 +360,12 @@ func offset(t time.Time) string {
 		sign, secs = "-", -secs
 	}
 	s := fmt.Sprintf("%s%02d", sign, secs/3600)
+	// Minutes and seconds each where not 0, as DuckDB writes them (-00:00:30 as "-00:30").
 	if m := secs % 3600 / 60; m != 0 {
 		s += fmt.Sprintf(":%02d", m)
+	}
+	if sec := secs % 60; sec != 0 {
+		s += fmt.Sprintf(":%02d", sec)
 	}
 	return s
 }

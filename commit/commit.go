@@ -178,7 +178,7 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
 	if m, _, err := Read(ctx, b, dir); err == nil {
 		if i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == name }); i < 0 || m.Files[i].SHA256 != f.SHA256 {
-			return File{}, fmt.Errorf("%s is committed (by a writer with another config or input) with other content than this %s: not overwritten; to redo it, delete the folder first: %w", dir, name, ErrConflict)
+			return File{}, fmt.Errorf("%s is committed with other content than this %s (by a writer with another config or input, or whose output differs, as a model server's may): not overwritten; to redo it, delete the folder first: %w", dir, name, ErrConflict)
 		}
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return File{}, err

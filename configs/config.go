@@ -651,6 +651,8 @@ func yamlOctals(n *yaml.Node, path string, seen map[string]bool) []error {
 			}
 			decimal := withoutLeadingZeros(strings.ReplaceAll(n.Value, "_", ""))
 			switch t := fieldAt(reflect.TypeOf(Config{}), path); {
+			case t == durationType: // a bare number is refused for a duration: say what to write
+				errs = append(errs, fmt.Errorf("%s: %s is read as an octal number in YAML: write a duration with its unit, e.g. %ss", path, n.Value, decimal))
 			case t != nil && t.Kind() == reflect.String:
 				errs = append(errs, fmt.Errorf("%s: %s is read as an octal number in YAML: quote it (\"%s\") for the text", path, n.Value, n.Value))
 			case t != nil:

@@ -50,6 +50,10 @@ type diagAcc struct {
 	zeroSdK                      int64
 }
 
+// maxInflation is the largest inflation counted: a sum (and a mean) of fewer than 2³¹ of them
+// is finite. A group with a larger one has σ numerically 0 beside the agent's statistics.
+const maxInflation = math.MaxFloat64 / (1 << 31)
+
 func (a *diagAcc) add(rows int, muK, sdK, mu, sd float64) {
 	a.d.Groups++
 	a.d.Rows += int64(rows)
@@ -74,12 +78,14 @@ func (a *diagAcc) add(rows int, muK, sdK, mu, sd float64) {
 		// A square overflowed (μ near 1e160 beside μ_k = 0 by rule) or σ² underflowed: the
 		// same ratio in terms that do not, where it is finite.
 		r, q := sdK/sd, (muK-mu)/sd
-		if infl = float64(r*r) + float64(q*q); math.IsInf(infl, 0) {
-			// σ so small next to the agent's statistics (scores that differ by less than
-			// about 1e-154) that the ratio is not a float64: numerically σ = 0.
-			a.d.ZeroSigmaGroups++
-			return
-		}
+		infl = float64(r*r) + float64(q*q)
+	}
+	if !(infl <= maxInflation) {
+		// σ so small next to the agent's statistics (scores that differ by less than
+		// about 1e-154) that the ratio is not a float64, or so large that its sum over
+		// fewer than 2³¹ groups could overflow: numerically σ = 0.
+		a.d.ZeroSigmaGroups++
+		return
 	}
 	a.sumInfl += infl
 	a.d.InflationMax = math.Max(a.d.InflationMax, infl)

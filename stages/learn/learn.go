@@ -465,7 +465,15 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, digest); errors.Is(err, commit.ErrConflict) {
+	// A step an older drmas published for this config records its older digest (see
+	// SameConfig): the same bits under it are the same step, not a conflict.
+	pubDigest := digest
+	if cm, _, err := commit.Read(ctx, b, commit.CheckpointDir(cfg.Run, out.Step)); err == nil && SameConfig(cfg, est, cm.ConfigDigest) {
+		pubDigest = cm.ConfigDigest
+	} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+		return nil, err
+	}
+	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, pubDigest); errors.Is(err, commit.ErrConflict) {
 		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, err)
 	} else if err != nil {
 		return nil, err

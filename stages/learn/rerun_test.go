@@ -410,15 +410,7 @@ func TestRetentionIsNotPartOfTheDigest(t *testing.T) {
 	if learn.Digest(&cfg, "drmas") == learn.Digest(&other, "drmas") {
 		t.Error("the digest does not depend on learn.lr")
 	}
-	// The older digest: the same fields, with the whole learn section.
-	legacy := configs.Digest(struct {
-		Seed      uint64
-		Learn     configs.Learn
-		Estimator string
-		Agents    map[string]configs.Agent
-		Models    map[string]configs.Model
-		Temp      float64
-	}{cfg.Seed, cfg.Learn, "drmas", cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
+	legacy := legacyDigest(&cfg, "drmas")
 	if !learn.SameConfig(&cfg, "drmas", legacy) || learn.SameConfig(&other, "drmas", legacy) || !learn.SameConfig(&cfg, "drmas", learn.Digest(&cfg, "drmas")) {
 		t.Error("SameConfig does not accept exactly this config's digests")
 	}

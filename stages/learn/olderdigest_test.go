@@ -1,0 +1,71 @@
+package learn_test
+
+import (
+	"context"
+	"path"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+)
+
+// legacyDigest is the learn digest an older drmas recorded: the whole learn section, with
+// keep_checkpoints and learn.estimator (an independent copy of that formula).
+func legacyDigest(cfg *configs.Config, est string) string {
+	return configs.Digest(struct {
+		Seed      uint64
+		Learn     configs.Learn
+		Estimator string
+		Agents    map[string]configs.Agent
+		Models    map[string]configs.Model
+		Temp      float64
+	}{cfg.Seed, cfg.Learn, est, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
+}
+
+func setDigest(t *testing.T, env *stages.Env, step int64, d string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := commit.CheckpointDir("t", step)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ConfigDigest = d
+	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Commit(ctx, env.Bucket, dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRepublishUnderTheOlderDigest: a step published by an older drmas for this config records
+// the older digest (learn.SameConfig accepts it); when its metrics are gone, the rerun trains
+// the same bits, which are the same step, published under the digest it records. Every rerun
+// failed with "already published ... with other weights: train under another --run" (a step
+// from a drmas older still, with no inputs recorded), or the first one blamed "another
+// engine's" weights (a step with inputs).
+func TestRepublishUnderTheOlderDigest(t *testing.T) {
+	ctx := context.Background()
+	for _, withInputs := range []bool{false, true} {
+		var env *stages.Env
+		if withInputs {
+			cfg := stagetest.Config(t, "math")
+			cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
+			env = prepare(t, cfg, 2)
+			dieBeforeMetricsCommit(t, env, 1)
+		} else {
+			env = olderDrmasDiedAfterPublishing(t)
+		}
+		setDigest(t, env, 2, legacyDigest(env.Config, "drmas"))
+		if err := env.Bucket.Delete(ctx, path.Join(commit.LearnDir("t", 1), "metrics.parquet")); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err != nil || res.Step != 2 {
+			t.Errorf("inputs recorded %v: the first rerun: %+v, %v", withInputs, res, err)
+		}
+	}
+}
