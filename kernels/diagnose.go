@@ -18,8 +18,8 @@ import "math"
 // where a singleton rule applies: under drmas the row of an agent with a single row in the
 // group, under grpo the rows of a group with a single trajectory (A = score/(1 + ε), or the
 // score itself without σ). A group whose σ is so small next to σ_k and |μ_k − μ| (scores
-// that differ by less than about 1e-154) that the ratio overflows float64 is counted so too:
-// numerically σ = 0.
+// that differ by less than about 1e-154) that the ratio is above maxInflation (MaxFloat64/2³¹,
+// so that a sum over groups stays finite) is counted so too: numerically σ = 0.
 //
 // An agent with no rows has Groups == 0 and every other field 0.
 type AgentDiagnostics struct {
