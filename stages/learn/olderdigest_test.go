@@ -25,23 +25,6 @@ func legacyDigest(cfg *configs.Config, est string) string {
 	}{cfg.Seed, cfg.Learn, est, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
 }
 
-func setDigest(t *testing.T, env *stages.Env, step int64, d string) {
-	t.Helper()
-	ctx := context.Background()
-	dir := commit.CheckpointDir("t", step)
-	m, _, err := commit.Read(ctx, env.Bucket, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ConfigDigest = d
-	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := commit.Commit(ctx, env.Bucket, dir, m); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRepublishUnderTheOlderDigest: a step published by an older drmas for this config records
 // the older digest (learn.SameConfig accepts it); when its metrics are gone, the rerun trains
 // the same bits, which are the same step, published under the digest it records. Every rerun
@@ -60,7 +43,7 @@ func TestRepublishUnderTheOlderDigest(t *testing.T) {
 		} else {
 			env = olderDrmasDiedAfterPublishing(t)
 		}
-		setDigest(t, env, 2, legacyDigest(env.Config, "drmas"))
+		rewriteCheckpointManifest(t, env, 2, func(m *commit.Manifest) { m.ConfigDigest = legacyDigest(env.Config, "drmas") })
 		if err := env.Bucket.Delete(ctx, path.Join(commit.LearnDir("t", 1), "metrics.parquet")); err != nil {
 			t.Fatal(err)
 		}

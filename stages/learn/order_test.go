@@ -144,16 +144,25 @@ func olderDrmasDiedAfterPublishing(t *testing.T) *stages.Env {
 // stripInputs rewrites step's manifest as a drmas that does not record inputs wrote it.
 func stripInputs(t *testing.T, env *stages.Env, step int64) {
 	t.Helper()
+	rewriteCheckpointManifest(t, env, step, func(m *commit.Manifest) {
+		if len(m.Inputs) == 0 {
+			t.Fatalf("step %d records no inputs", step)
+		}
+		m.Inputs = nil
+	})
+}
+
+// rewriteCheckpointManifest commits step's manifest again as edit changes it, as an older
+// drmas would have written it.
+func rewriteCheckpointManifest(t *testing.T, env *stages.Env, step int64, edit func(m *commit.Manifest)) {
+	t.Helper()
 	ctx := context.Background()
 	dir := commit.CheckpointDir("t", step)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Inputs) == 0 {
-		t.Fatalf("step %d records no inputs", step)
-	}
-	m.Inputs = nil
+	edit(m)
 	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
