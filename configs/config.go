@@ -1083,7 +1083,7 @@ func (c *Config) Validate() error {
 	if _, err := estimator(c.Learn.Estimator, c.Normalize.Eps); err != nil {
 		bad("learn.estimator: %v", err)
 	}
-	need(c.Normalize.Eps < kernels.MinEps, "normalize.eps", c.Normalize.Eps, fmt.Sprintf("≥ %g (scores closer than about 1e-154 have σ = 0 in float64, and a smaller ε would turn their tiny differences into huge advantages)", kernels.MinEps))
+	need(c.Normalize.Eps < kernels.MinEps, "normalize.eps", c.Normalize.Eps, fmt.Sprintf("≥ %g (%s)", kernels.MinEps, kernels.WhyMinEps))
 	l := c.Learn
 	need(l.Epochs < 1, "learn.epochs", l.Epochs, "≥ 1")
 	need(l.MiniBatches < 1, "learn.mini_batches", l.MiniBatches, "≥ 1")

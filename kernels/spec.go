@@ -16,6 +16,9 @@ const DefaultEps = 1e-6
 // is far above σ, as every ε ≥ MinEps is. It also keeps (score − μ)/ε from overflowing there.
 const MinEps = 1e-100
 
+// WhyMinEps says why an ε below MinEps is refused, for the errors that refuse one.
+const WhyMinEps = "scores closer than about 1e-154 have σ = 0 in float64, and a smaller ε would turn their tiny differences into huge advantages"
+
 // Estimator selects the advantage formula. The zero value is invalid, so an unset Spec is an
 // error rather than a silent default.
 type Estimator uint8
@@ -184,7 +187,7 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 	case strings.HasPrefix(rest, "_eps"):
 		v, err := strconv.ParseFloat(rest[len("_eps"):], 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < MinEps {
-			return Spec{}, false, fmt.Errorf("estimator %q: eps must be a finite number ≥ %g (scores closer than about 1e-154 have σ = 0 in float64, and a smaller ε would turn their tiny differences into huge advantages)", name, MinEps)
+			return Spec{}, false, fmt.Errorf("estimator %q: eps must be a finite number ≥ %g (%s)", name, MinEps, WhyMinEps)
 		}
 		s.Eps, explicit = v, true
 	default:

@@ -130,6 +130,17 @@ func digestOf(cfg *configs.Config, l configs.Learn, estimator string) string {
 	}{cfg.Seed, l, estimator, cfg.Agents, cfg.Models, cfg.Rollout.Temperature})
 }
 
+// earlierAttempt is what publishedEarlier found.
+type earlierAttempt struct {
+	Found   bool // the step is published and its metrics are there: commit them
+	Metrics []MetricsRow
+	File    commit.File
+	// Digest is the config digest to publish the step under: the one a published step
+	// records (this config's, or an older drmas's that SameConfig accepts, so the same bits are
+	// the same step), else Digest.
+	Digest string
+}
+
 // publishedEarlier finds the work of an earlier attempt at this iteration that published
 // step version+1 and died before committing its metrics (a crash, a signal, a store error).
 // Training again would not do: on another engine or CPU the bits differ and the publish
@@ -148,59 +159,62 @@ func digestOf(cfg *configs.Config, l configs.Learn, estimator string) string {
 // drmas's failed attempt may have left them); if not, this iteration trains: the same bits
 // are the same step (Publish takes them), other bits conflict (see publishConflict, which
 // removes the metrics again).
-func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, est string, inputs []commit.Input, chained bool) (metrics []MetricsRow, f commit.File, ok bool, err error) {
+func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, est string, inputs []commit.Input, chained bool) (e earlierAttempt, err error) {
 	run, next := env.Config.Run, version+1
 	digest := Digest(env.Config, est)
+	e.Digest = digest
 	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
 	if errors.Is(err, commit.ErrNotCommitted) {
-		return nil, f, false, nil
+		return e, nil
 	} else if err != nil {
-		return nil, f, false, err
+		return e, err
 	}
 	if cm.Parent == nil || *cm.Parent != version || !SameConfig(env.Config, est, cm.ConfigDigest) {
 		parent := "none"
 		if cm.Parent != nil {
 			parent = strconv.FormatInt(*cm.Parent, 10)
 		}
-		return nil, f, false, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s: train under another --run",
+		return e, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s: train under another --run",
 			next, parent, cm.ConfigDigest, publishedBy(cm), version, digest)
 	}
+	e.Digest = cm.ConfigDigest // this config's, or an older drmas's for it
 	switch by, recorded := publisher(cm); {
 	case recorded && by != iter:
-		return nil, f, false, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
+		return e, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
 			next, publishedBy(cm), iter, inOrder(run, by))
 	case recorded && !slices.Equal(cm.Inputs, inputs):
-		return nil, f, false, fmt.Errorf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned: train under another --run",
+		return e, fmt.Errorf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned: train under another --run",
 			next, describeInputs(cm.Inputs), describeInputs(inputs))
 	case !recorded && chained:
 		if by, claimed, err := claimedBy(ctx, env.Bucket, run, next); err != nil {
-			return nil, f, false, err
+			return e, err
 		} else if claimed {
-			return nil, f, false, fmt.Errorf("checkpoint step %d is already published (by iteration %d's learn, whose committed metrics name it, from step %d), so iteration %d cannot publish its update: %s",
+			return e, fmt.Errorf("checkpoint step %d is already published (by iteration %d's learn, whose committed metrics name it, from step %d), so iteration %d cannot publish its update: %s",
 				next, by, version, iter, inOrder(run, by))
 		}
 	}
 	key := path.Join(outDir, metricsFile)
 	data, err := storage.ReadAll(ctx, env.Bucket, key)
 	if storage.IsNotFound(err) {
-		return nil, f, false, nil // published by an older drmas that wrote metrics last: train again
+		return e, nil // published by an older drmas that wrote metrics last: train again, publish the same bits
 	} else if err != nil {
-		return nil, f, false, fmt.Errorf("read the metrics of the earlier attempt: %w", err)
+		return e, fmt.Errorf("read the metrics of the earlier attempt: %w", err)
 	}
-	metrics, err = shards.ReadTable[MetricsRow](bytes.NewReader(data), int64(len(data)), key)
+	metrics, err := shards.ReadTable[MetricsRow](bytes.NewReader(data), int64(len(data)), key)
 	if err != nil {
-		return nil, f, false, err
+		return e, err
 	}
 	for _, r := range metrics {
 		if r.Step != next {
-			return nil, f, false, fmt.Errorf("%s: metrics of step %d, not of the published step %d", key, r.Step, next)
+			return e, fmt.Errorf("%s: metrics of step %d, not of the published step %d", key, r.Step, next)
 		}
 	}
 	if err := checkpoints.SetLatest(ctx, env.Bucket, run, next); err != nil { // it may have died before
-		return nil, f, false, err
+		return e, err
 	}
-	f = commit.File{Name: metricsFile, Rows: int64(len(metrics)), Bytes: int64(len(data)), SHA256: commit.Digest(data)}
-	return metrics, f, true, nil
+	e.Metrics, e.Found = metrics, true
+	e.File = commit.File{Name: metricsFile, Rows: int64(len(metrics)), Bytes: int64(len(data)), SHA256: commit.Digest(data)}
+	return e, nil
 }
 
 // publisher returns the iteration whose rollout a checkpoint manifest records among its inputs;
@@ -398,11 +412,12 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		return &Result{Step: step, Metrics: metrics}, nil
 	}
-	if metrics, f, ok, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs, chained); err != nil {
+	earlier, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs, chained)
+	if err != nil {
 		return nil, err
-	} else if ok {
+	} else if earlier.Found {
 		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
-		return finish(metrics, f)
+		return finish(earlier.Metrics, earlier.File)
 	}
 	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
 	if err != nil {
@@ -465,15 +480,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	// A step an older drmas published for this config records its older digest (see
-	// SameConfig): the same bits under it are the same step, not a conflict.
-	pubDigest := digest
-	if cm, _, err := commit.Read(ctx, b, commit.CheckpointDir(cfg.Run, out.Step)); err == nil && SameConfig(cfg, est, cm.ConfigDigest) {
-		pubDigest = cm.ConfigDigest
-	} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
-		return nil, err
-	}
-	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, pubDigest); errors.Is(err, commit.ErrConflict) {
+	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, earlier.Digest); errors.Is(err, commit.ErrConflict) {
 		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, err)
 	} else if err != nil {
 		return nil, err
@@ -523,7 +530,7 @@ func gpuTelemetry(ctx context.Context) (int64, int32) {
 }
 
 // readIteration loads every rollout part (sha256-verified) and its sidecar, checking that they
-// are row-aligned.
+// are row-aligned, and returns both in canonicalOrder (the order the learner trains in).
 func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commit.Manifest, advDir string, adv *commit.Manifest) ([]shards.Row, []shards.AdvantageRow, error) {
 	sidecars := map[string]commit.File{}
 	for _, f := range adv.Files {
@@ -563,7 +570,12 @@ func readIteration(ctx context.Context, env *stages.Env, inDir string, in *commi
 		rows = append(rows, r...)
 		advs = append(advs, a...)
 	}
-	return rows, advs, nil
+	order := canonicalOrder(rows)
+	sortedRows, sortedAdvs := make([]shards.Row, len(rows)), make([]shards.AdvantageRow, len(advs))
+	for j, i := range order {
+		sortedRows[j], sortedAdvs[j] = rows[i], advs[i]
+	}
+	return sortedRows, sortedAdvs, nil
 }
 
 // canonicalOrder returns the indices of rows sorted by (task_id, sample, step, agent), stably:
@@ -600,7 +612,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
 	var exs []Example
 	var behaviour [][]float32 // the stored log-probs of exs[i], to compare with the recomputed ones
-	for _, i := range canonicalOrder(rows) {
+	for i := range rows {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
 			continue
