@@ -767,3 +767,67 @@ func TestReportsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestGradNormSkipsIterationsWithoutRows: an agent with no rows in an iteration (it never acted:
+// a searcher the router never called) has a metrics row with grad norm 0. That is no update:
+// counted as one, its 0 pulled the rolling median down and made the next update a spike.
+func TestGradNormSkipsIterationsWithoutRows(t *testing.T) {
+	ctx := context.Background()
+	env, store := analysistest.Env(t)
+	dir := commit.LearnDir(analysistest.Run, 1)
+	m, _, err := commit.Read(ctx, env.Bucket, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := commit.ReadFile(ctx, env.Bucket, dir, m.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := shards.ReadTable[learn.MetricsRow](bytes.NewReader(data), int64(len(data)), m.Files[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := ""
+	for i := range rows {
+		if rows[i].Agent != "*" && idle == "" {
+			idle = rows[i].Agent
+			rows[i].Rows, rows[i].Tokens, rows[i].GradNorm, rows[i].GradNormMax, rows[i].Loss = 0, 0, 0, 0, 0
+		}
+	}
+	if idle == "" {
+		t.Fatal("no agent rows in the metrics")
+	}
+	if data, err = shards.EncodeTable(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Files[0], err = commit.PutFile(ctx, env.Bucket, dir, m.Files[0].Name, data, m.Files[0].Rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit.Commit(ctx, env.Bucket, dir, m); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, store, t.TempDir())
+	tb, err := s.Report(ctx, "gradnorm", analysis.ReportParams{SpikeK: 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for i := range tb.Rows {
+		want := analysistest.Iterations
+		if tb.String(i, "agent") == idle {
+			want, seen = analysistest.Iterations-1, true
+		}
+		if got := int(tb.Float(i, "updates")); got != want {
+			t.Errorf("gradnorm %s: %d updates, want %d", tb.String(i, "agent"), got, want)
+		}
+		if tb.String(i, "agent") == idle && strings.Contains(tb.String(i, "spike_iterations"), "1") {
+			t.Errorf("gradnorm %s: iteration 1, where it had no rows, is a spike: %v", idle, tb.Rows[i])
+		}
+	}
+	if !seen {
+		t.Fatalf("gradnorm has no row for %s", idle)
+	}
+}

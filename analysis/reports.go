@@ -72,13 +72,13 @@ FROM diagnostics ORDER BY iteration, estimator, agent`
 		},
 	},
 	"gradnorm": {
-		help:  "grad-norm spikes per agent: max/median of the per-iteration grad norm and the updates above k × the rolling median of the previous updates",
+		help:  "grad-norm spikes per agent: max/median of the per-iteration grad norm and the updates above k × the rolling median of the previous updates (iterations where the agent had rows: one without, whose grad norm is 0, is no update)",
 		views: []string{"metrics"},
 		sql: func(p ReportParams) string {
 			return fmt.Sprintf(`WITH g AS (
   SELECT estimator, model, agent, iteration, grad_norm, grad_norm_max,
     median(grad_norm) OVER (PARTITION BY estimator, model, agent ORDER BY iteration ROWS BETWEEN %d PRECEDING AND 1 PRECEDING) AS rolling_median
-  FROM metrics
+  FROM metrics WHERE rows > 0
 )
 SELECT estimator, model, agent, count(*) AS updates,
   max(grad_norm) AS grad_norm_max, median(grad_norm) AS grad_norm_median, max(grad_norm) / nullif(median(grad_norm), 0) AS max_over_median,

@@ -200,6 +200,10 @@ func IterationJobs(o Options) ([]*batchv1.Job, error) {
 		so.Suspend = o.Suspend || i > 0
 		if !spec.Sharded {
 			so.Parallelism = 1
+			// Kubernetes allows at most completions failed indexes; a one-pod stage has one.
+			if *so.MaxFailedIndexes > 1 {
+				so.MaxFailedIndexes = ptr[int32](1)
+			}
 		}
 		j, err := build(spec, so)
 		if err != nil {
@@ -222,6 +226,10 @@ func build(spec StageSpec, o Options) (*batchv1.Job, error) {
 	}
 	if *o.BackoffLimitPerIndex < 0 || *o.MaxFailedIndexes < 0 {
 		return nil, fmt.Errorf("backoff limit per index and max failed indexes must be ≥ 0")
+	}
+	if int(*o.MaxFailedIndexes) > o.Parallelism {
+		// The API server refuses such a Job (maxFailedIndexes: up to completions).
+		return nil, fmt.Errorf("max failed indexes %d > parallelism %d: at most one per shard", *o.MaxFailedIndexes, o.Parallelism)
 	}
 	switch o.ImagePullPolicy {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

@@ -153,6 +153,20 @@ func TestIterationJobs(t *testing.T) {
 	if !reflect.DeepEqual(stages, IterationStages) {
 		t.Fatalf("stages %v", stages)
 	}
+	// Failed shards tolerated by rollout and normalize: learn, one pod, keeps what Kubernetes
+	// accepts (maxFailedIndexes ≤ completions), or the API server refuses its Job after the
+	// rollout Job was created.
+	o := testOptions()
+	o.MaxFailedIndexes = ptr[int32](2)
+	js, err = IterationJobs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if m, c := *j.Spec.MaxFailedIndexes, *j.Spec.Completions; m > c || (c > 1 && m != 2) {
+			t.Errorf("%s: maxFailedIndexes %d with completions %d", j.Name, m, c)
+		}
+	}
 }
 
 // The invariants every rendered Job keeps, over every stage and awkward run names.
@@ -294,6 +308,8 @@ func TestStageJobErrors(t *testing.T) {
 		{"config env not DRMAS_", func(o *Options) { o.ConfigEnv = map[string]string{"AWS_SECRET_ACCESS_KEY": "x"} }, "config env AWS_SECRET_ACCESS_KEY"},
 		{"config env shard count", func(o *Options) { o.ConfigEnv = map[string]string{EnvShardCount: "9"} }, "config env DRMAS_SHARD_COUNT"},
 		{"step on rollout", func(o *Options) { o.EvalStep = ptr[int64](3) }, "stage rollout takes no evaluation step"},
+		{"more failed indexes than shards", func(o *Options) { o.MaxFailedIndexes = ptr[int32](5) }, "max failed indexes 5 > parallelism 4"},
+		{"failed indexes on a one-pod stage", func(o *Options) { o.Stage, o.Parallelism, o.MaxFailedIndexes = "learn", 1, ptr[int32](2) }, "max failed indexes 2 > parallelism 1"},
 		{"negative eval step", func(o *Options) { o.Stage, o.Parallelism, o.EvalStep = "evaluate", 1, ptr[int64](-1) }, "evaluation step -1 < 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -193,7 +193,9 @@ func gradNormFigure(ctx context.Context, s *analysis.Session, _ Options, r *Repo
 
 // gradNormSeries is a line per agent, and per model for the whole-model rows of several models.
 func gradNormSeries(ctx context.Context, s *analysis.Session) ([]Series, error) {
-	t, err := s.Query(ctx, `SELECT `+agentKey+` AS agent, iteration, grad_norm FROM metrics ORDER BY agent, iteration`)
+	// An iteration where the agent had no rows (it never acted) is no update: its grad norm of 0
+	// is not plotted.
+	t, err := s.Query(ctx, `SELECT `+agentKey+` AS agent, iteration, grad_norm FROM metrics WHERE rows > 0 ORDER BY agent, iteration`)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -279,7 +281,9 @@ func ablationSection(ctx context.Context, s *analysis.Session, o Options, r *Rep
 	if n == 0 {
 		return fmt.Errorf("report: run %s has no committed %s ablation summary yet (run `drmas ablate --run %s --mode %s`)", s.Run, o.Ablation, s.Run, o.Ablation)
 	}
-	rows := `WITH a AS (SELECT *, ` + agentKey + ` AS series FROM ablations WHERE mode = ?) `
+	// Iterations where an agent had no rows (it never acted, so its grad norm, loss and reward
+	// are 0) are no updates: left out, as in the gradnorm report.
+	rows := `WITH a AS (SELECT *, ` + agentKey + ` AS series FROM ablations WHERE mode = ? AND rows > 0) `
 	// Seeds are averaged.
 	t, err := s.Query(ctx, rows+`SELECT estimator, series, iteration, avg(grad_norm) AS grad_norm
 		FROM a GROUP BY estimator, series, iteration ORDER BY series, estimator, iteration`, o.Ablation)

@@ -27,11 +27,16 @@ func TestWholeModelRowsOfEachModelStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const run = "het"
-	for it := range 3 {
+	for it := range 4 {
 		var rows []learn.MetricsRow
 		for mi, m := range []string{"big", "small"} {
 			for _, a := range []string{"*", []string{"solver", "verifier"}[mi]} {
-				rows = append(rows, learn.MetricsRow{Iteration: int32(it), Estimator: "drmas", Model: m, Agent: a, Step: int64(it + 1), GradNorm: float64(10*mi + it)})
+				// In iteration 3 no agent had rows (grad norm 0): no update, not plotted.
+				n := int64(5)
+				if it == 3 {
+					n = 0
+				}
+				rows = append(rows, learn.MetricsRow{Iteration: int32(it), Estimator: "drmas", Model: m, Agent: a, Step: int64(it + 1), Rows: n, GradNorm: float64(10*mi+it) * float64(min(n, 1))})
 			}
 		}
 		data, err := shards.EncodeTable(rows)

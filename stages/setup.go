@@ -111,6 +111,18 @@ func ChainBefore(found, n int64) string {
 	return fmt.Sprintf("iterations %d..%d", found, n-1)
 }
 
+// RolloutFirst is the advice of a stage that needs iteration iter's rollout, which is not
+// committed: roll it out (then, the stages named in then), unless step iter, which that rollout
+// samples from, is not published either: the earlier iterations come first then (rollout would
+// refuse, saying so).
+func RolloutFirst(ctx context.Context, env *Env, iter int, then string) string {
+	n := int64(iter)
+	if steps, err := checkpoints.Steps(ctx, env.Bucket, env.Config.Run); err == nil && len(steps) > 0 && steps[len(steps)-1] < n {
+		return fmt.Sprintf("run %s first (`drmas run --iters %d` does)", ChainBefore(steps[len(steps)-1], n), n)
+	}
+	return fmt.Sprintf("run `drmas run-stage rollout --iter %d`%s first", iter, then)
+}
+
 // LatestStep selects the newest usable checkpoint in LoadPolicy.
 const LatestStep = -1
 

@@ -134,6 +134,10 @@ func checkReportFlags(cmd *cobra.Command, report string, p analysis.ReportParams
 // openSession syncs the run of env into the cache and opens the DuckDB views, reporting what it
 // fetched on stderr.
 func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.Session, error) {
+	if strings.HasPrefix(cache, "~") {
+		// The shell expands ~ only at the start of a word (--cache ~/x, not --cache=~/x).
+		return nil, fmt.Errorf("--cache %s: ~ is not expanded here: write the absolute path (or --cache ~/… with a space, which the shell expands); a folder named ~ is ./%s", cache, cache)
+	}
 	if cache == "" {
 		var err error
 		if cache, err = analysis.DefaultCacheDir(env.Config.Store); err != nil {

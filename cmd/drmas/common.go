@@ -60,6 +60,16 @@ func newVersionCmd() *cobra.Command {
 // error and a nonzero exit (cobra checks that only for the root command, over several lines:
 // others would print their help and exit 0), and print its help when run without one.
 func group(cmd *cobra.Command) *cobra.Command {
+	// A misspelt subcommand followed by its flags (`run-stage rolout --iter 0`) stays with the
+	// group, whose flag parsing fails first: name the unknown command, not the flag.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c == cmd {
+			if args := c.Flags().Args(); len(args) > 0 {
+				return cmd.Args(c, args)
+			}
+		}
+		return suggestFlag(c, err)
+	})
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return nil
@@ -77,6 +87,50 @@ func group(cmd *cobra.Command) *cobra.Command {
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
+}
+
+// suggestFlag adds the nearest flags of c to an unknown-flag error (`run --iter 3`: did you
+// mean --iters?).
+func suggestFlag(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) || len(ne.GetSpecifiedName()) < 2 {
+		return err
+	}
+	name := ne.GetSpecifiedName()
+	var near []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if (len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name))) || editDistance(name, f.Name) <= 2 {
+			near = append(near, "--"+f.Name)
+		}
+	})
+	if len(near) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean %s? see '%s --help')", err, strings.Join(near, " or "), c.CommandPath())
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.

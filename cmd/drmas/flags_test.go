@@ -59,6 +59,11 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		{"jobs rendr", `unknown command "rendr" for "drmas jobs": did you mean render?`},
 		{"rnu", `unknown command "rnu" for "drmas": did you mean run?`},
 		{"jobs xyzzy", `unknown command "xyzzy" for "drmas jobs": see 'drmas jobs --help'`},
+		// With the subcommand's flags after it, the typo is still what is reported.
+		{"run-stage rolout --iter 0", `unknown command "rolout" for "drmas run-stage": did you mean rollout?`},
+		{"config shw --format json", `unknown command "shw" for "drmas config": did you mean show?`},
+		{"jobs rendr --stage rollout --iter 0", `unknown command "rendr" for "drmas jobs": did you mean render?`},
+		{"rnu --iters 3", `unknown command "rnu" for "drmas": did you mean run?`},
 	} {
 		out, _, err := execute(t, strings.Fields(tc.args)...)
 		if err == nil || err.Error() != tc.want {
@@ -66,6 +71,23 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		}
 		if out != "" {
 			t.Errorf("drmas %s printed help for an unknown command:\n%s", tc.args, out)
+		}
+	}
+	// An unknown flag with no subcommand is still an unknown flag, in a group and below it.
+	for _, args := range []string{"--bogus", "run-stage --bogus", "run-stage rollout --bogus"} {
+		if _, _, err := execute(t, strings.Fields(args)...); err == nil || err.Error() != "unknown flag: --bogus" {
+			t.Errorf("drmas %s: want error %q, got %v", args, "unknown flag: --bogus", err)
+		}
+	}
+	// A misspelt flag names the nearest ones.
+	for _, tc := range []struct{ args, want string }{
+		{"run --iter 3", "unknown flag: --iter (did you mean --iters? see 'drmas run --help')"},
+		{"run-stage rollout --iters 3", "unknown flag: --iters (did you mean --iter? see 'drmas run-stage rollout --help')"},
+		{"run-stage normalize --iter 0 --estimater drmas", "unknown flag: --estimater (did you mean --estimator? see 'drmas run-stage normalize --help')"},
+		{"jobs render --paralelism 4", "unknown flag: --paralelism (did you mean --parallelism? see 'drmas jobs render --help')"},
+	} {
+		if _, _, err := execute(t, strings.Fields(tc.args)...); err == nil || err.Error() != tc.want {
+			t.Errorf("drmas %s: want error %q, got %v", tc.args, tc.want, err)
 		}
 	}
 	// Alone, a command that groups others prints its help and succeeds.
@@ -188,5 +210,31 @@ func TestBadFlagsRefusedBeforeWork(t *testing.T) {
 	}
 	if _, err := os.Stat(store); !os.IsNotExist(err) {
 		t.Errorf("a rejected command created the store: %v", err)
+	}
+}
+
+// --cache=~/x gets no shell expansion (the shell expands ~ only at the start of a word): it
+// must not create a folder named "~" in the working folder.
+func TestCacheTildeRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	traj := filepath.Join(dir, "t.jsonl")
+	if err := os.WriteFile(traj, []byte(`{"uid":"q","traj_uid":"q-0","agent":"solver","step":0,"score":1}`+"\n"+
+		`{"uid":"q","traj_uid":"q-1","agent":"solver","step":0,"score":0}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, "store")
+	if _, _, err := execute(t, "-q", "--store", store, "--run", "r", "import", traj, "--iter", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"analyze"}, {"report", "-o", filepath.Join(dir, "r.html")}} {
+		args := append([]string{"-q", "--store", store, "--run", "r"}, cmd...)
+		_, _, err := execute(t, append(args, "--cache=~/drmas-cache")...)
+		if err == nil || !strings.Contains(err.Error(), "~ is not expanded") {
+			t.Errorf("%s --cache=~/drmas-cache: %v, want an error saying ~ is not expanded", cmd[0], err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "~")); err == nil {
+			t.Fatalf("%s --cache=~/drmas-cache created a folder named ~", cmd[0])
+		}
 	}
 }

@@ -52,6 +52,7 @@ Jobs are named after (S3 keys excepted: those come from the Secret).
                          header shows the commands that resume each after the previous one
                          completes; --script prints a bash script that applies and chains them:
 
+    set -o pipefail   # or a render that fails (a config error) pipes nothing to a bash that succeeds
     for i in $(seq 0 9); do
       drmas jobs render --config cfg.yaml --iteration $i --parallelism 4 --script | bash || break
     done`,

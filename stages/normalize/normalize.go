@@ -142,7 +142,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	in, inSHA, err := commit.Read(ctx, b, inDir)
 	if errors.Is(err, commit.ErrNotCommitted) {
-		return nil, fmt.Errorf("rollout is not committed (run `drmas run-stage rollout --iter %d` first): %w", iter, err)
+		return nil, fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, env, iter, ""), err)
 	}
 	if err != nil { // cancelled, I/O, permissions, a corrupt manifest: commit.Read names the folder
 		return nil, err

@@ -4,7 +4,8 @@
 //	file:///abs/path     a local folder (created by the first write), storage/filestore
 //	path/to/dir, /abs    the same, for a plain path (relative paths are made absolute); a
 //	                     path that starts like a URL without "//" (s3:/bucket, file:/abs) is
-//	                     an error, not a folder of that name (write ./s3:/bucket for one)
+//	                     an error, not a folder of that name (write ./s3:/bucket for one), and
+//	                     so is a path starting with ~, which no shell expanded (./~ for one)
 //	s3://bucket/prefix   an S3 bucket, storage/s3store; the bucket and prefix come from the
 //	                     URL, the endpoint, region, credentials and tuning from s3store.Config
 //	                     and the AWS_* environment
@@ -35,6 +36,12 @@ func Open(ctx context.Context, rawURL string, s3 s3store.Config) (storage.Bucket
 		if u, err := url.Parse(rawURL); err == nil && len(u.Scheme) > 1 { // not a drive letter
 			return nil, fmt.Errorf("open storage %q: looks like a URL without \"//\" (want s3://bucket/prefix or file:///abs/path); a folder whose name has a colon is ./%s",
 				redactURL(rawURL), redactURL(rawURL))
+		}
+		if strings.HasPrefix(rawURL, "~") {
+			// No shell expanded it (--store=~/data, a config file): it would be a folder
+			// named "~" in the working folder.
+			return nil, fmt.Errorf("open storage %q: ~ is not expanded here (a shell expands it only at the start of a word: not in --store=~/… or a config file): write the absolute path; a folder named ~ is ./%s",
+				rawURL, rawURL)
 		}
 		return openDir(rawURL)
 	}

@@ -65,6 +65,17 @@ func TestBadURLs(t *testing.T) {
 			t.Errorf("Open(%q): %v, want an error saying the URL lacks //", u, err)
 		}
 	}
+	// ~ from a config file or a quoted flag: no shell expanded it, and a first write would
+	// create a folder named "~" in the working folder.
+	for _, u := range []string{"~/drmas-data", "~", "~user/data"} {
+		b, err := client.Open(ctx, u, s3store.Config{})
+		if err == nil {
+			err = storage.PutBytes(ctx, b, "x", []byte("x"))
+			t.Errorf("Open(%q) succeeded as %s (put: %v)", u, b.Name(), err)
+		} else if !strings.Contains(err.Error(), "~ is not expanded") {
+			t.Errorf("Open(%q): %v, want an error saying ~ is not expanded", u, err)
+		}
+	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("mistyped URLs left %d entries in the working folder", len(ents))
 	}
