@@ -594,7 +594,7 @@ func writeSummary(ctx context.Context, b storage.Bucket, src, dir string, rows [
 	case !storage.IsNotFound(err):
 		return "", fmt.Errorf("ablate: %w", err)
 	}
-	if _, err := commit.PutFile(ctx, b, dir, "summary.parquet", data, int64(len(rows))); err != nil {
+	if m.Files[0], err = commit.PutFile(ctx, b, dir, "summary.parquet", data, int64(len(rows))); err != nil {
 		return "", err
 	}
 	return commit.Commit(ctx, b, dir, m)
@@ -649,7 +649,8 @@ func CopyFolder(ctx context.Context, src storage.Bucket, srcDir string, dst stor
 // WriteReport prints the summary: per (estimator, seed) and agent, the mean and max over the
 // iterations of the grad norm (each iteration's mean over its updates, as `drmas report` and the
 // gradnorm report take it), the peak mini-batch grad norm, mean loss and reward over the
-// iterations, and the last evaluation.
+// iterations, and the last evaluation. Iterations where the agent had no rows (it never acted:
+// grad norm, loss and reward 0) are no updates and are left out, as in those reports.
 func WriteReport(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "ablation %s of run %s (runs %s) → %s\n", r.Mode, r.Source, strings.Join(r.Runs, ", "), r.SummaryDir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -668,6 +669,10 @@ func WriteReport(w io.Writer, r *Result) error {
 		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
+		}
+		if row.Rows == 0 {
+			groups[k] = append(groups[k], []SummaryRow(nil)...) // keep the agent listed
+			continue
 		}
 		groups[k] = append(groups[k], row)
 	}
@@ -695,7 +700,7 @@ func WriteReport(w io.Writer, r *Result) error {
 				pass = strconv.FormatFloat(*x.PassAtK, 'f', 3, 64)
 			}
 		}
-		n := float64(len(rows))
+		n := float64(max(len(rows), 1))
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", k.est, k.seed, k.agent, len(rows), gn/n, gmax, peak, loss/n, rew/n, avg, pass)
 	}
 	if err := tw.Flush(); err != nil {

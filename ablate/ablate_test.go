@@ -480,8 +480,10 @@ func TestRerunRepairsDamagedSummary(t *testing.T) {
 // column of its own.
 func TestWriteReportGradNormColumns(t *testing.T) {
 	rows := []ablate.SummaryRow{
-		{Estimator: "grpo", Seed: 1, Iteration: 0, Model: "m1", Agent: "solver", GradNorm: 1, GradNormMax: 5, Loss: 0.5, Reward: 0.25},
-		{Estimator: "grpo", Seed: 1, Iteration: 1, Model: "m1", Agent: "solver", GradNorm: 2, GradNormMax: 3, Loss: 0.5, Reward: 0.25},
+		{Estimator: "grpo", Seed: 1, Iteration: 0, Model: "m1", Agent: "solver", Rows: 8, GradNorm: 1, GradNormMax: 5, Loss: 0.5, Reward: 0.25},
+		{Estimator: "grpo", Seed: 1, Iteration: 1, Model: "m1", Agent: "solver", Rows: 8, GradNorm: 2, GradNormMax: 3, Loss: 0.5, Reward: 0.25},
+		// No rows in iteration 2 (the agent never acted): no update, left out of the means.
+		{Estimator: "grpo", Seed: 1, Iteration: 2, Model: "m1", Agent: "solver"},
 	}
 	var buf strings.Builder
 	if err := ablate.WriteReport(&buf, &ablate.Result{Mode: ablate.Replay, Source: "s", Rows: rows}); err != nil {
@@ -498,7 +500,7 @@ func TestWriteReportGradNormColumns(t *testing.T) {
 			cols[h] = row[i]
 		}
 	}
-	if cols["gn_mean"] != "1.5000" || cols["gn_max"] != "2.0000" || cols["peak"] != "5.0000" {
+	if cols["gn_mean"] != "1.5000" || cols["gn_max"] != "2.0000" || cols["peak"] != "5.0000" || cols["iters"] != "2" || cols["loss"] != "0.5000" {
 		t.Fatalf("columns %v\n%s", cols, buf.String())
 	}
 }

@@ -120,18 +120,76 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", err
 	}
 	for _, f := range out {
-		if _, err := commit.PutFile(ctx, b, dir, f.name, f.data, 0); err != nil {
-			return "", err
+		pf, err := commit.PutFile(ctx, b, dir, f.name, f.data, 0)
+		if err != nil {
+			return "", withdrawn(ctx, b, run, err)
 		}
+		// The returned entry carries the upload's ETag, which spares Commit reading it back
+		// (Encode sorted m.Files by name).
+		m.Files[slices.IndexFunc(m.Files, func(e commit.File) bool { return e.Name == f.name })] = pf
 	}
 	sha, err := commit.Commit(ctx, b, dir, m)
 	if err != nil {
-		return "", err
+		return "", withdrawn(ctx, b, run, err)
 	}
 	if err := SetLatest(ctx, b, run, s.Step); err != nil {
 		return "", err
 	}
 	return sha, nil
+}
+
+// withdrawn repairs LATEST after err, if err says a step's commit was withdrawn (a concurrent
+// publisher of other weights replaced one of its files, see commit.ErrWithdrawn): LATEST may
+// name that step, whose writer pointed it there before the withdrawal. It returns err.
+func withdrawn(ctx context.Context, b storage.Bucket, run string, err error) error {
+	if !errors.Is(err, commit.ErrWithdrawn) {
+		return err
+	}
+	if rerr := repairLatest(ctx, b, run); rerr != nil {
+		return fmt.Errorf("%w (and repairing LATEST failed: %v)", err, rerr)
+	}
+	return err
+}
+
+// repairLatest points LATEST at the newest committed step (or removes it, if none is) when it
+// names a step that is not committed: one whose commit was withdrawn after its publisher
+// pointed LATEST at it. Like SetLatest, it re-lists after its write, so a step committed
+// meanwhile is not hidden.
+func repairLatest(ctx context.Context, b storage.Bucket, run string) error {
+	cur, err := ReadLatest(ctx, b, run)
+	if errors.Is(err, ErrNone) {
+		return nil
+	}
+	if err == nil {
+		ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(run, cur))
+		if err != nil || ok {
+			return err
+		}
+	}
+	wrote := int64(-1)
+	for attempt := 0; attempt < 8; attempt++ {
+		steps, err := Steps(ctx, b, run)
+		if err != nil {
+			return err
+		}
+		newest := int64(-1)
+		if len(steps) > 0 {
+			newest = steps[len(steps)-1]
+		}
+		if attempt > 0 && newest == wrote {
+			return nil
+		}
+		if newest < 0 {
+			err = b.Delete(ctx, commit.LatestKey(run))
+		} else {
+			err = storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(newest))
+		}
+		if err != nil {
+			return fmt.Errorf("repair LATEST: %w", err)
+		}
+		wrote = newest
+	}
+	return fmt.Errorf("repair LATEST: committed steps kept changing")
 }
 
 func latestBody(step int64) []byte { return fmt.Appendf(nil, "step=%06d\n", step) }
@@ -186,6 +244,14 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 			return err
 		}
 		if len(steps) == 0 || steps[len(steps)-1] <= target {
+			if !slices.Contains(steps, target) {
+				// Withdrawn since the check above (a concurrent publisher of other weights
+				// replaced one of its files): LATEST must not name it.
+				if err := repairLatest(ctx, b, run); err != nil {
+					return err
+				}
+				return fmt.Errorf("set LATEST to step %d: the step's commit was withdrawn meanwhile: %w", target, commit.ErrWithdrawn)
+			}
 			return nil
 		}
 		target = steps[len(steps)-1]

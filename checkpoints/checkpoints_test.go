@@ -3,6 +3,7 @@ package checkpoints_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path"
 	"slices"
 	"strconv"
@@ -381,5 +382,87 @@ func TestMissingStepListsTheCommittedOnes(t *testing.T) {
 		if got := checkpoints.FormatSteps(in); got != want {
 			t.Errorf("FormatSteps(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// beforeFirstPut runs f before the first Put under prefix through it: another writer's whole
+// publish, placed between this writer's check and its upload.
+type beforeFirstPut struct {
+	storage.Bucket
+	prefix string
+	f      func()
+}
+
+func (h *beforeFirstPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
+	if h.f != nil && strings.HasPrefix(key, h.prefix) {
+		f := h.f
+		h.f = nil
+		f()
+	}
+	return h.Bucket.Put(ctx, key, r, size, opts...)
+}
+
+// TestWithdrawnStepLeavesLatestOnACommittedOne: two publishers of step 2 with other weights at
+// the same time; A publishes (and points LATEST at 2), then B's upload replaces one of A's files,
+// which withdraws A's commit. LATEST must not name the uncommitted step 2 (before, it did), and
+// B's error says what happened.
+func TestWithdrawnStepLeavesLatestOnACommittedOne(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 2; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, uint64(step)), "digest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &beforeFirstPut{Bucket: b, prefix: commit.CheckpointDir("r", 2) + "/", f: func() {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 2), "digest"); err != nil {
+			t.Fatalf("A's publish: %v", err)
+		}
+		if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != 2 {
+			t.Fatalf("LATEST after A's publish: %d %v", got, err)
+		}
+	}}
+	_, err := checkpoints.Publish(ctx, h, "r", newSet(t, 2, 99), "digest")
+	if !errors.Is(err, commit.ErrWithdrawn) {
+		t.Fatalf("B's publish: %v, want a withdrawn commit", err)
+	}
+	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir("r", 2)); err != nil || ok {
+		t.Fatalf("step 2 committed %v (%v) after the withdrawal", ok, err)
+	}
+	if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != 1 {
+		t.Fatalf("LATEST = %d (%v), want step 1, the newest committed", got, err)
+	}
+	// A rerun of either publishes step 2 whole.
+	if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 2), "digest"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := checkpoints.Load(ctx, b, "r", true, func(w string) { t.Errorf("warning: %s", w) }); err != nil || s.Step != 2 {
+		t.Fatalf("load after the rerun: %v", err)
+	}
+}
+
+// TestSetLatestSeesAWithdrawalDuringItsWrite: the step's commit is withdrawn between SetLatest's
+// check and its write of LATEST; SetLatest must leave LATEST on a committed step and say so.
+func TestSetLatestSeesAWithdrawalDuringItsWrite(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	for step := int64(0); step < 3; step++ {
+		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, step, uint64(step)), "digest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := storage.PutBytes(ctx, b, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
+		t.Fatal(err)
+	}
+	h := &beforeFirstPut{Bucket: b, prefix: commit.LatestKey("r"), f: func() {
+		if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 2), commit.ManifestName)); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	if err := checkpoints.SetLatest(ctx, h, "r", 2); !errors.Is(err, commit.ErrWithdrawn) {
+		t.Fatalf("SetLatest: %v, want a withdrawn step", err)
+	}
+	if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != 1 {
+		t.Fatalf("LATEST = %d (%v), want step 1", got, err)
 	}
 }

@@ -39,12 +39,23 @@ var ErrNotCommitted = errors.New("not committed")
 // ErrConflict says a folder was already committed with different content.
 var ErrConflict = errors.New("commit conflict")
 
+// ErrWithdrawn says a folder's commit was withdrawn (its manifest deleted again) because a
+// concurrent writer with other bytes replaced one of its files: the folder is uncommitted, as
+// before the commit. Errors that match it also match ErrConflict.
+var ErrWithdrawn = errors.New("commit withdrawn")
+
+var errWithdrawn = fmt.Errorf("%w: %w", ErrWithdrawn, ErrConflict)
+
 // File is one committed file of a folder.
 type File struct {
 	Name   string `json:"name"` // relative to the folder, may contain "/"; not _MANIFEST.json or under _receipts/
 	Rows   int64  `json:"rows,omitempty"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
+	// ETag is the store's ETag of the object this process uploaded (PutFile records it). It is
+	// not part of the manifest: Commit uses it to confirm with one Stat that the object still
+	// holds these bytes, instead of reading it back. Empty when unknown (Commit reads the file).
+	ETag string `json:"-"`
 }
 
 // Input names a committed folder an output was computed from.
@@ -171,49 +182,205 @@ func Digest(data []byte) string {
 // folder with other bytes: if dir is committed and its manifest does not list name with data's
 // sha256 (another writer, with another config, committed it first), it returns an error matching
 // ErrConflict and writes nothing. (Rewriting a committed file with its listed bytes repairs it.)
-// Two writers of other content that both pass this check before either commits can still
-// overwrite each other's files; every reader checks sizes and digests, so that is refused,
-// never read.
+//
+// Another writer may commit dir between that check and the upload. PutFile reads the manifest
+// again after uploading: if the upload replaced a file that manifest lists with other bytes, the
+// folder no longer holds what it says, so PutFile withdraws that commit (deletes the manifest:
+// the folder is uncommitted again, as before it, and a rerun redoes it) and returns an error
+// matching ErrConflict. Together with Commit's checks of the files before and after it writes
+// the manifest, no interleaving of two writers leaves a committed folder with a file it does
+// not list; only a writer killed between its upload and its check can, and readers refuse such
+// a folder (sizes and digests).
 func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byte, rows int64) (File, error) {
 	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
 	if m, _, err := Read(ctx, b, dir); err == nil {
-		if i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == name }); i < 0 || m.Files[i].SHA256 != f.SHA256 {
+		if !lists(m, f) {
 			return File{}, fmt.Errorf("%s is committed with other content than this %s (by a writer with another config or input, or whose output differs, as a model server's may): not overwritten; to redo it, delete the folder first: %w", dir, name, ErrConflict)
 		}
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return File{}, err
 	}
-	if err := storage.PutBytes(ctx, b, path.Join(dir, name), data); err != nil {
+	if err := storage.PutBytes(ctx, b, path.Join(dir, name), data, storage.RecordETag(&f.ETag)); err != nil {
 		return File{}, fmt.Errorf("upload %s: %w", name, err)
 	}
-	return f, nil
+	m, sha, err := Read(ctx, b, dir)
+	switch {
+	case errors.Is(err, ErrNotCommitted):
+		return f, nil
+	case err != nil:
+		return File{}, err
+	case lists(m, f):
+		return f, nil // committed meanwhile by a writer of the same bytes
+	}
+	i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == name })
+	if i < 0 {
+		// The other writer's folder has no such file: this upload is a stray object in it,
+		// which no reader looks at; remove it (best effort: it is this writer's own).
+		b.Delete(ctx, path.Join(dir, name))
+		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not in it; to redo the folder with this writer's settings, delete it first: %w", dir, name, ErrConflict)
+	}
+	if attr, err := b.Stat(ctx, path.Join(dir, name)); err != nil || attr.ETag != f.ETag || f.ETag == "" {
+		// Replaced again since this upload (by the committing writer, which checks its files
+		// after its commit), or unknown: the committing writer's checks cover it.
+		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not overwritten; to redo it with this writer's settings, delete the folder first: %w", dir, name, ErrConflict)
+	}
+	if err := withdraw(ctx, b, dir, sha); err != nil {
+		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload replaced, and withdrawing that commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, name, err, ErrConflict)
+	}
+	return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, and this upload replaced its %s, so that commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, name, name, errWithdrawn)
+}
+
+// lists reports whether m lists f's name with f's bytes.
+func lists(m *Manifest, f File) bool {
+	i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == f.Name })
+	return i >= 0 && m.Files[i].SHA256 == f.SHA256 && m.Files[i].Bytes == f.Bytes
+}
+
+// withdraw deletes dir's manifest if it is still the one with sha256 sha: the folder no longer
+// holds what the manifest lists (a concurrent writer replaced a file), so the commit is undone
+// rather than left for readers to refuse. The folder is then uncommitted, the state before the
+// commit, and a rerun redoes it (outputs computed from it record its manifest's sha256, which a
+// rerun of the same settings reproduces, and which other settings do not).
+func withdraw(ctx context.Context, b storage.Bucket, dir, sha string) error {
+	key := path.Join(dir, ManifestName)
+	data, err := storage.ReadAll(ctx, b, key)
+	if storage.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("withdraw commit of %s: %w", dir, err)
+	}
+	if Digest(data) != sha {
+		return nil // committed anew since: not the commit this writer saw
+	}
+	if err := b.Delete(ctx, key); err != nil {
+		return fmt.Errorf("withdraw commit of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// maxSettleTries bounds how often settle re-reads a file that keeps changing while it reads it.
+const maxSettleTries = 5
+
+// errReplaced says a file holds other bytes than its manifest entry, or is gone.
+var errReplaced = errors.New("holds other bytes than this writer's")
+
+// settle confirms that dir's files hold the bytes the entries list, and returns the ETag of the
+// version it confirmed for each. A file whose ETag is the one its entry records (uploaded by
+// this process) is confirmed with one Stat; any other is read back and hashed, between two
+// Stats that must agree (a writer of the same bytes may replace it meanwhile: then it reads
+// again). A file with other bytes gives an error matching errReplaced.
+func settle(ctx context.Context, b storage.Bucket, dir string, files []File) ([]string, error) {
+	tags := make([]string, len(files))
+	for i, f := range files {
+		tag, err := settleFile(ctx, b, dir, f, f.ETag)
+		if err != nil {
+			return nil, err
+		}
+		tags[i] = tag
+	}
+	return tags, nil
+}
+
+// settleFile confirms one file (see settle); known is an ETag whose version is known to hold
+// f's bytes, or "".
+func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known string) (string, error) {
+	key := path.Join(dir, f.Name)
+	for try := 0; ; try++ {
+		before, err := b.Stat(ctx, key)
+		if storage.IsNotFound(err) {
+			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
+		}
+		if err != nil {
+			return "", err
+		}
+		if before.Size != f.Bytes {
+			return "", fmt.Errorf("%s: %d bytes, this writer's are %d: %w", key, before.Size, f.Bytes, errReplaced)
+		}
+		if known != "" && before.ETag == known {
+			return known, nil
+		}
+		data, err := storage.ReadAll(ctx, b, key)
+		if err != nil {
+			return "", err
+		}
+		if Digest(data) != f.SHA256 {
+			return "", fmt.Errorf("%s: sha256 %.12s, this writer's is %.12s: %w", key, Digest(data), f.SHA256, errReplaced)
+		}
+		after, err := b.Stat(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if after.ETag == before.ETag {
+			return after.ETag, nil
+		}
+		if try+1 >= maxSettleTries {
+			return "", fmt.Errorf("%s changed %d times while being checked: another writer keeps replacing it", key, maxSettleTries)
+		}
+	}
 }
 
 // Commit writes dir's manifest with an "only if absent" put. If the folder is already
 // committed with byte-identical content, Commit succeeds (a rerun); if with other content, it
 // returns an error matching ErrConflict. It returns the manifest's sha256.
+//
+// Before writing the manifest, Commit confirms that every file m lists holds the listed bytes
+// (one Stat for a file this process uploaded with PutFile, else a read), and after writing it,
+// that none was replaced meanwhile (one Stat each): a file another writer replaced before the
+// commit is an error matching ErrConflict (nothing committed), and one replaced after it
+// withdraws the commit (the manifest is deleted again) with such an error.
 func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (string, error) {
 	data, err := Encode(m)
 	if err != nil {
 		return "", err
 	}
+	sha := Digest(data)
 	key := path.Join(dir, ManifestName)
-	err = storage.PutBytes(ctx, b, key, data, storage.IfAbsent())
-	if err == nil {
-		return Digest(data), nil
+	// other says whether dir is committed with other content than data (the usual conflict).
+	other := func() error {
+		old, err := storage.ReadAll(ctx, b, key)
+		if storage.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("commit %s: read existing manifest: %w", dir, err)
+		}
+		if !bytes.Equal(old, data) {
+			return fmt.Errorf("commit %s: already committed with different content (existing sha256 %s, new %s): %w",
+				dir, Digest(old)[:12], sha[:12], ErrConflict)
+		}
+		return nil
 	}
-	if !storage.IsAlreadyExists(err) {
+	tags, err := settle(ctx, b, dir, m.Files)
+	if errors.Is(err, errReplaced) {
+		if oerr := other(); oerr != nil {
+			return "", oerr
+		}
+		return "", fmt.Errorf("commit %s: %w; another writer (with another config or input, or whose output differs) replaced it while this one worked: not committed; rerun the stage with the settings you want: %w", dir, err, ErrConflict)
+	}
+	if err != nil {
 		return "", fmt.Errorf("commit %s: %w", dir, err)
 	}
-	old, rerr := storage.ReadAll(ctx, b, key)
-	if rerr != nil {
-		return "", fmt.Errorf("commit %s: read existing manifest: %w", dir, rerr)
+	err = storage.PutBytes(ctx, b, key, data, storage.IfAbsent())
+	if storage.IsAlreadyExists(err) {
+		if err := other(); err != nil {
+			return "", err
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("commit %s: %w", dir, err)
 	}
-	if !bytes.Equal(old, data) {
-		return "", fmt.Errorf("commit %s: already committed with different content (existing sha256 %s, new %s): %w",
-			dir, Digest(old)[:12], Digest(data)[:12], ErrConflict)
+	for i, f := range m.Files {
+		if _, err := settleFile(ctx, b, dir, f, tags[i]); err != nil {
+			if !errors.Is(err, errReplaced) {
+				return "", fmt.Errorf("commit %s: check the files after the commit: %w", dir, err)
+			}
+			if werr := withdraw(ctx, b, dir, sha); werr != nil {
+				return "", fmt.Errorf("commit %s: %w, by another writer right after the commit, and withdrawing the commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, err, werr, ErrConflict)
+			}
+			return "", fmt.Errorf("commit %s: %w, by another writer (with another config or input) right after the commit, so the commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, err, errWithdrawn)
+		}
 	}
-	return Digest(data), nil
+	return sha, nil
 }
 
 // Read returns dir's manifest and its sha256, or an error matching ErrNotCommitted.

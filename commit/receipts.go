@@ -27,6 +27,10 @@ type Receipt struct {
 	// config, checkpoint or input have another Writer and are never committed together.
 	Writer string          `json:"writer"`
 	Extra  json.RawMessage `json:"extra,omitempty"`
+	// ETag carries File.ETag (which manifests leave out) to the worker that finalizes, so that
+	// its Commit confirms the part with a Stat instead of reading it back. Set by PutReceipt
+	// from File.ETag and restored into it by ReadReceipt.
+	ETag string `json:"etag,omitempty"`
 }
 
 // Writer identifies what a folder's parts are computed from: the digest of its manifest without
@@ -52,6 +56,7 @@ func PutReceipt(ctx context.Context, b storage.Bucket, dir string, r Receipt) er
 	if r.Writer == "" {
 		return fmt.Errorf("receipt of %s: no writer", r.File.Name)
 	}
+	r.ETag = r.File.ETag
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode receipt: %w", err)
@@ -78,6 +83,7 @@ func ReadReceipt(ctx context.Context, b storage.Bucket, dir, part string) (Recei
 	if json.Unmarshal(data, &r) != nil || r.File.Name != part {
 		return Receipt{}, false, nil
 	}
+	r.File.ETag = r.ETag
 	return r, true, nil
 }
 

@@ -41,6 +41,7 @@ type Bucket interface {
 	// Without IfAbsent, Put is idempotent and overwrites.
 	// With IfAbsent, Put succeeds only if no object exists under key; otherwise it returns an
 	// error for which IsAlreadyExists is true. The check-and-write is atomic across processes.
+	// With RecordETag, a successful Put reports the ETag of the object it stored.
 	Put(ctx context.Context, key string, r io.Reader, size int64, opts ...PutOption) error
 
 	// Stat returns the object's attributes, or an error for which IsNotFound is true.
@@ -66,6 +67,12 @@ type Bucket interface {
 type Attributes struct {
 	Size         int64
 	LastModified time.Time
+	// ETag identifies one stored version of the object: while it is unchanged, so are the
+	// object's bytes. A Put of other bytes always gives another ETag; a Put of the same bytes
+	// may or may not (S3 hashes the content; the folder provider names the file it wrote). It
+	// is opaque: compare it only with ETags of the same key and bucket. Empty if the provider
+	// has none.
+	ETag string
 }
 
 // PutOption changes the behaviour of Put.
@@ -84,6 +91,9 @@ type PutOptions struct {
 	// treat an unreadable object as missing, such as receipts. Default false; objects on S3
 	// are durable when Put returns either way.
 	NoSync bool
+	// ETag, when not nil, receives the stored object's ETag (as Stat would report it) after a
+	// successful Put. Default nil.
+	ETag *string
 }
 
 type putOptionFunc func(*PutOptions)
@@ -95,6 +105,12 @@ func IfAbsent() PutOption { return putOptionFunc(func(o *PutOptions) { o.IfAbsen
 
 // NoSync lets Put skip waiting for durability (see PutOptions.NoSync).
 func NoSync() PutOption { return putOptionFunc(func(o *PutOptions) { o.NoSync = true }) }
+
+// RecordETag makes a successful Put store the ETag of the object it wrote in *etag: the
+// version this writer stored, even if another writer replaces the object right after.
+func RecordETag(etag *string) PutOption {
+	return putOptionFunc(func(o *PutOptions) { o.ETag = etag })
+}
 
 // ResolvePutOptions applies opts to the defaults.
 func ResolvePutOptions(opts []PutOption) PutOptions {

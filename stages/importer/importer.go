@@ -299,7 +299,8 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, err
 	}
 	for p, data := range encoded {
-		if _, err := commit.PutFile(ctx, env.Bucket, res.Dir, files[p].Name, data, files[p].Rows); err != nil {
+		// The returned entry carries the upload's ETag, which spares Commit reading it back.
+		if m.Files[p], err = commit.PutFile(ctx, env.Bucket, res.Dir, m.Files[p].Name, data, m.Files[p].Rows); err != nil {
 			return nil, err
 		}
 	}

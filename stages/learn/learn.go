@@ -353,7 +353,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rollout is not committed (run `drmas run-stage rollout --iter %d`, then normalize, first): %w", iter, err)
+		return nil, fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, env, iter, ", then normalize,"), err)
 	}
 	advDir := commit.AdvantageDir(cfg.Run, iter, est)
 	adv, advSHA, err := commit.Read(ctx, b, advDir)
@@ -390,6 +390,14 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA}}
 	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {
 		step := version + 1
+		// A concurrent learn of other weights may have replaced a file of the step and so
+		// withdrawn its commit (commit.ErrWithdrawn): these metrics then describe no step.
+		if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, fmt.Errorf("learn iter %d: step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
+				iter, step, iter, commit.ErrWithdrawn)
+		}
 		if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
 			Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
 			Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: digest,
@@ -481,7 +489,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, err
 	}
 	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, earlier.Digest); errors.Is(err, commit.ErrConflict) {
-		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, err)
+		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, f, err)
 	} else if err != nil {
 		return nil, err
 	}
@@ -489,25 +497,34 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 }
 
 // publishConflict is the error of a publish that found step already committed with other
-// content. If this iteration's learn published it from the same inputs (an earlier attempt on
-// another engine, whose metrics are gone), the metrics this attempt wrote stay for the rerun
-// to commit with it. Otherwise it is another iteration's (or an older drmas's) update, and the
-// metrics go: they describe weights that were not published, and a rerun must not commit them
-// against the step that was.
-func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir string, step int64, inputs []commit.Input, err error) error {
-	who := "by another learn"
-	if cm, _, rerr := commit.Read(ctx, env.Bucket, commit.CheckpointDir(env.Config.Run, step)); rerr == nil {
-		if slices.Equal(cm.Inputs, inputs) {
-			return fmt.Errorf("step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w", step, err)
-		}
-		who = publishedBy(cm)
+// content, or that a concurrent publisher of other weights kept from committing. If this
+// iteration's learn published it from the same inputs (an earlier attempt on another engine,
+// whose metrics are gone), the metrics this attempt wrote stay for the rerun to commit with it.
+// Otherwise it is another learn's update, and this attempt's metrics (mine) go: they describe
+// weights that were not published, and a rerun must not commit them against the step that was.
+func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir string, step int64, inputs []commit.Input, mine commit.File, err error) error {
+	cm, _, rerr := commit.Read(ctx, env.Bucket, commit.CheckpointDir(env.Config.Run, step))
+	if rerr == nil && slices.Equal(cm.Inputs, inputs) {
+		return fmt.Errorf("step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w", step, err)
 	}
-	// Not when the folder is committed: its metrics are then the publisher's (a learn of this
-	// iteration with another estimator or config that ran at the same time and won).
-	if done, cerr := commit.IsCommitted(ctx, env.Bucket, outDir); cerr == nil && !done {
-		if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
-			err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
+	// Only this attempt's own upload: the metrics object of an uncommitted folder may be
+	// another learn's by now (one that runs at the same time and is about to commit it).
+	if attr, serr := env.Bucket.Stat(ctx, path.Join(outDir, metricsFile)); serr == nil && mine.ETag != "" && attr.ETag == mine.ETag {
+		if done, cerr := commit.IsCommitted(ctx, env.Bucket, outDir); cerr == nil && !done {
+			if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
+				err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
+			}
 		}
+	}
+	if errors.Is(rerr, commit.ErrNotCommitted) {
+		// Not committed: another learn of this iteration with other settings wrote the step at
+		// the same moment, and one's upload replaced the other's file (commit.Commit refused
+		// it, or the commit was withdrawn): neither update is published.
+		return fmt.Errorf("learn iter %d: another learn of this iteration, with other settings, wrote step %d at the same time and one replaced the other's files, so this learn's update is not published (nor, unless it finishes first, the other's): run one learn of iteration %d, with the settings you want: %w", iter, step, iter, err)
+	}
+	who := "by another learn"
+	if rerr == nil {
+		who = publishedBy(cm)
 	}
 	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
 		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)

@@ -274,6 +274,28 @@ func TestLearnWithoutRolloutSaysWhatToRun(t *testing.T) {
 	}
 }
 
+// TestStagesWithoutRolloutAdviseTheEarlierIterations: learn and normalize of iteration 3, when
+// only step 0 is published, advise the iterations before it (a rollout of iteration 3 would be
+// refused: it samples from step 3); of iteration 0, the rollout.
+func TestStagesWithoutRolloutAdviseTheEarlierIterations(t *testing.T) {
+	ctx := context.Background()
+	env := stagetest.Env(t, stagetest.Config(t, "math"))
+	if _, err := warmup.Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	want := "(run iterations 0..2 first (`drmas run --iters 3` does))"
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 3}); !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("learn: %v, want %s", err, want)
+	}
+	if _, err := normalize.Run(ctx, env, normalize.Options{Iteration: 3}); !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("normalize: %v, want %s", err, want)
+	}
+	want = "(run `drmas run-stage rollout --iter 0`, then normalize, first)"
+	if _, err := learn.Run(ctx, env, learn.Options{Iteration: 0}); !errors.Is(err, commit.ErrNotCommitted) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("learn of iteration 0: %v, want %s", err, want)
+	}
+}
+
 // TestLearnUnreadableRolloutIsNotMissing: a rollout manifest that does not parse is reported as
 // such, not as "not committed" with advice to run rollout (which finds it committed and does
 // nothing).

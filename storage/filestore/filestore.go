@@ -11,6 +11,8 @@
 //     fsynced temporary file is hard-linked to the key, which fails if the key exists
 //     (link(2) never replaces). The filesystem must support hard links.
 //   - Iter lists keys in lexicographic byte order of the full key.
+//   - The ETag of an object names the file that holds it (device, inode, mtime, size): every
+//     Put writes a new file, so it changes with every Put, even of the same bytes.
 //   - Delete removes the file and then its parent folders up to root while they are
 //     empty (best effort).
 //
@@ -199,7 +201,20 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.Attributes, erro
 	if !fi.Mode().IsRegular() {
 		return storage.Attributes{}, b.keyErr("stat", key, storage.ErrNotFound)
 	}
-	return storage.Attributes{Size: fi.Size(), LastModified: fi.ModTime()}, nil
+	return storage.Attributes{Size: fi.Size(), LastModified: fi.ModTime(), ETag: etag(fi)}, nil
+}
+
+// etag names the file that holds an object: its inode and modification time. Every Put writes
+// a new file (a temporary one, renamed or linked over the key), which keeps its inode and
+// mtime through the rename, so the ETag changes whenever the object is replaced, even with the
+// same bytes; it could only repeat if the file system reused the inode of a replaced file
+// within one tick of its clock for an object of the same size.
+func etag(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%x-%x-%x-%x", uint64(st.Dev), uint64(st.Ino), fi.ModTime().UnixNano(), fi.Size())
 }
 
 // Put writes the object atomically; see the package documentation.
@@ -237,6 +252,14 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			return b.keyErr("put", key, fmt.Errorf("fsync: %w", err))
 		}
 	}
+	tag := ""
+	if o.ETag != nil {
+		fi, err := f.Stat()
+		if err != nil {
+			return b.keyErr("put", key, fmt.Errorf("stat: %w", err))
+		}
+		tag = etag(fi)
+	}
 	if err := f.Close(); err != nil {
 		return b.keyErr("put", key, fmt.Errorf("close: %w", err))
 	}
@@ -261,6 +284,9 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 			return b.keyErr("put", key, fmt.Errorf("rename: %w", err))
 		}
 		committed = true
+	}
+	if o.ETag != nil {
+		*o.ETag = tag
 	}
 	if o.NoSync {
 		return nil

@@ -21,6 +21,8 @@
 //     conditional Put over an existing object always reports ErrAlreadyExists, even with
 //     identical content. A 409 ConditionalRequestConflict (a concurrent operation on the
 //     key) is retried a few times, as S3 asks.
+//   - The ETag is the server's (an MD5 of the bytes for a single PUT, of the parts' MD5s for
+//     a multipart one): storage.RecordETag takes it from the PUT's response, Stat from HEAD.
 //   - Requests are retried by minio-go up to Config.MaxRetries times with capped
 //     exponential backoff; ctx bounds all of it.
 //   - Credentials never appear in Name, in errors or in logs: errors are scrubbed of the
@@ -227,20 +229,32 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 		if cctx.Err() != nil {
 			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s not reachable within %v: %w", cfg.Bucket, host, timeout, b.redact(err))
 		}
+		if errors.Is(err, http.ErrSchemeMismatch) {
+			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (the server speaks plain HTTP: give the endpoint as http://%s, or set s3.insecure: true)",
+				cfg.Bucket, host, b.redact(err), host)
+		}
 		if code := minio.ToErrorResponse(err).StatusCode; (code == http.StatusForbidden || code == http.StatusUnauthorized) && cfg.AccessKey == "" {
 			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (no credentials were given: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3.access_key and s3.secret_key)",
+				cfg.Bucket, host, b.redact(err))
+		}
+		if code := minio.ToErrorResponse(err).Code; code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" {
+			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (check the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3.access_key and s3.secret_key)",
 				cfg.Bucket, host, b.redact(err))
 		}
 		return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w", cfg.Bucket, host, b.redact(err))
 	}
 	if !ok {
-		return nil, fmt.Errorf("s3store: bucket %s does not exist at endpoint %s", cfg.Bucket, host)
+		return nil, fmt.Errorf("s3store: bucket %s does not exist at endpoint %s: create it first, drmas never does (e.g. `mc mb ALIAS/%s` or `aws s3 mb s3://%s`)",
+			cfg.Bucket, host, cfg.Bucket, cfg.Bucket)
 	}
 	return b, nil
 }
 
 // transient reports whether err is a transport failure or a server-side 5xx.
 func transient(err error) bool {
+	if errors.Is(err, http.ErrSchemeMismatch) {
+		return false // https to a plain-HTTP server: waiting will not change it
+	}
 	var ue *url.Error
 	return errors.As(err, &ue) || minio.ToErrorResponse(err).StatusCode >= 500
 }
@@ -411,7 +425,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.Attributes, erro
 	if err != nil {
 		return storage.Attributes{}, b.mapErr("stat", key, err)
 	}
-	return storage.Attributes{Size: info.Size, LastModified: info.LastModified}, nil
+	return storage.Attributes{Size: info.Size, LastModified: info.LastModified, ETag: info.ETag}, nil
 }
 
 // Delete removes the object; a missing object is not an error.
@@ -471,8 +485,9 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err := ctx.Err(); err != nil {
 		return b.keyErr("put", key, err)
 	}
-	if storage.ResolvePutOptions(opts).IfAbsent {
-		return b.putIfAbsent(ctx, key, name, r, size)
+	o := storage.ResolvePutOptions(opts)
+	if o.IfAbsent {
+		return b.putIfAbsent(ctx, key, name, r, size, o.ETag)
 	}
 	popts := minio.PutObjectOptions{PartSize: b.partSize}
 	switch {
@@ -509,16 +524,20 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, size int64, o
 		}
 		r = bytes.NewReader(data)
 	}
-	if _, err := b.client.PutObject(ctx, b.bucket, name, r, size, popts); err != nil {
+	info, err := b.client.PutObject(ctx, b.bucket, name, r, size, popts)
+	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		return b.keyErr("put", key, err)
 	}
+	if o.ETag != nil {
+		*o.ETag = info.ETag
+	}
 	return nil
 }
 
-func (b *Bucket) putIfAbsent(ctx context.Context, key, name string, r io.Reader, size int64) error {
+func (b *Bucket) putIfAbsent(ctx context.Context, key, name string, r io.Reader, size int64, etag *string) error {
 	var data []byte
 	var err error
 	if size < 0 {
@@ -539,8 +558,12 @@ func (b *Bucket) putIfAbsent(ctx context.Context, key, name string, r io.Reader,
 	tr := &attempts{}
 	var resp minio.ErrorResponse
 	for try, wait := 0, 100*time.Millisecond; ; try, wait = try+1, 2*wait {
-		_, err = b.client.PutObject(withAttempts(ctx, tr), b.bucket, name, bytes.NewReader(data), int64(len(data)), popts)
+		var info minio.UploadInfo
+		info, err = b.client.PutObject(withAttempts(ctx, tr), b.bucket, name, bytes.NewReader(data), int64(len(data)), popts)
 		if err == nil {
+			if etag != nil {
+				*etag = info.ETag
+			}
 			return nil
 		}
 		// S3 answers 409 ConditionalRequestConflict when a concurrent operation on the
@@ -567,10 +590,19 @@ func (b *Bucket) putIfAbsent(ctx context.Context, key, name string, r io.Reader,
 	if rerr != nil {
 		return b.keyErr("put", key, fmt.Errorf("%w (and reading it back after a retried conditional put: %v)", storage.ErrAlreadyExists, b.redact(rerr)))
 	}
-	if bytes.Equal(existing, data) {
-		return nil
+	if !bytes.Equal(existing, data) {
+		return b.keyErr("put", key, storage.ErrAlreadyExists)
 	}
-	return b.keyErr("put", key, storage.ErrAlreadyExists)
+	if etag != nil {
+		// The lost response held the ETag; an object put only if absent is never replaced by
+		// drmas, so the stored one is the one this Put wrote.
+		attr, err := b.Stat(ctx, key)
+		if err != nil {
+			return err
+		}
+		*etag = attr.ETag
+	}
+	return nil
 }
 
 func (b *Bucket) readLimited(ctx context.Context, name string, limit int64) ([]byte, error) {

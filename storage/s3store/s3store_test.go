@@ -141,6 +141,9 @@ func testMissingBucketAndBadCredentials(t *testing.T, srv *miniotest.Server) {
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), srv.Endpoint) {
 		t.Fatalf("missing bucket: %v", err)
 	}
+	if !strings.Contains(err.Error(), "create it first") {
+		t.Errorf("missing bucket: the error does not say to create it: %v", err)
+	}
 	cfg = config(srv, srv.NewBucket(t))
 	cfg.SecretKey = "wrong-secret-" + srv.SecretKey
 	start := time.Now()
@@ -159,6 +162,14 @@ func testMissingBucketAndBadCredentials(t *testing.T, srv *miniotest.Server) {
 	}
 	if strings.Contains(err.Error(), "no credentials were given") {
 		t.Fatalf("a wrong secret is blamed on missing credentials: %v", err)
+	}
+	if !strings.Contains(err.Error(), "check the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") {
+		t.Errorf("wrong secret: the error does not say which settings to check: %v", err)
+	}
+	// An unknown access key likewise.
+	cfg.AccessKey, cfg.SecretKey = "no-such-key", srv.SecretKey
+	if _, err = s3store.New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "check the credentials") {
+		t.Errorf("unknown access key: want an error saying to check the credentials, got %v", err)
 	}
 	// No credentials at all (none configured, none in the environment): the error says so.
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
@@ -543,5 +554,38 @@ func testReaderAtConnectionCut(t *testing.T, srv *miniotest.Server) {
 	}
 	if _, err := ra.ReadAt(buf, 1000); err == nil || !strings.Contains(err.Error(), "object shorter than its size") {
 		t.Fatalf("ReadAt of an object that shrank: %v", err)
+	}
+}
+
+// An https client against a plain-HTTP server (s3.insecure left false, or an endpoint
+// without http://) is a setting to fix, not a server to wait for: it fails at once and says
+// what to change.
+func TestPlainHTTPServerWithTLS(t *testing.T) {
+	t.Parallel()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	endpoint := ln.Addr().String()
+	start := time.Now()
+	_, err = s3store.New(context.Background(), s3store.Config{
+		Endpoint: endpoint, Bucket: "some-bucket", AccessKey: "ak", SecretKey: "sk",
+		ConnectTimeout: 5 * time.Second,
+	})
+	d := time.Since(start)
+	if err == nil {
+		t.Fatal("New over https to a plain-HTTP server succeeded")
+	}
+	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
+	if d > 2*time.Second {
+		t.Errorf("took %v: a scheme mismatch was retried until the ConnectTimeout", d)
+	}
+	if !strings.Contains(err.Error(), "http://"+endpoint) || !strings.Contains(err.Error(), "s3.insecure: true") {
+		t.Errorf("error does not say how to fix it (http://%s or s3.insecure: true): %v", endpoint, err)
 	}
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Bucket) {
 		{"Iter", testIter},
 		{"IfAbsent", testIfAbsent},
 		{"NoSync", testNoSync},
+		{"ETag", testETag},
 		{"ConcurrentIfAbsent", testConcurrentIfAbsent},
 		{"Cancel", testCancel},
 		{"InvalidKeys", testInvalidKeys},
@@ -423,6 +424,85 @@ func testNoSync(t *testing.T, b storage.Bucket) {
 	}
 	if got := listKeys(t, b, "r/"); !slices.Equal(got, []string{"r/_receipts/part-0.json", "r/_receipts/part-1.json"}) {
 		t.Fatalf("Iter = %q", got)
+	}
+}
+
+// testETag checks the ETag promise: the ETag a Put records is the one Stat reports until the
+// object is replaced, and a replacement with other bytes changes it, whatever way the bytes
+// were put (one PUT, streamed, multipart, only if absent, through the wrappers).
+func testETag(t *testing.T, b storage.Bucket) {
+	ctx := ctxT(t)
+	stat := func(b storage.Bucket, key string) string {
+		t.Helper()
+		a, err := b.Stat(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ETag == "" {
+			t.Fatalf("Stat(%s) has no ETag", key)
+		}
+		return a.ETag
+	}
+	p := storage.WithPrefix(storage.WithMetrics(b), "tagged")
+	large := randomBytes(LargeSize, 9)
+	puts := []struct {
+		name string
+		b    storage.Bucket
+		put  func(b storage.Bucket, key string, data []byte, opts ...storage.PutOption) error
+		data [2][]byte
+	}{
+		{"bytes", b, func(b storage.Bucket, key string, data []byte, opts ...storage.PutOption) error {
+			return storage.PutBytes(ctx, b, key, data, opts...)
+		}, [2][]byte{[]byte("first"), []byte("other")}},
+		{"stream", b, func(b storage.Bucket, key string, data []byte, opts ...storage.PutOption) error {
+			return b.Put(ctx, key, onlyReader{bytes.NewReader(data)}, -1, opts...)
+		}, [2][]byte{randomBytes(70_000, 1), randomBytes(70_000, 2)}},
+		{"large", b, func(b storage.Bucket, key string, data []byte, opts ...storage.PutOption) error {
+			return b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), opts...)
+		}, [2][]byte{large, append(slices.Clone(large[:len(large)-1]), large[len(large)-1]^1)}},
+		{"wrapped", p, func(b storage.Bucket, key string, data []byte, opts ...storage.PutOption) error {
+			return storage.PutBytes(ctx, b, key, data, opts...)
+		}, [2][]byte{[]byte("same size 1"), []byte("same size 2")}},
+	}
+	for _, tc := range puts {
+		key := "etag/" + tc.name
+		var first, second, nosync string
+		if err := tc.put(tc.b, key, tc.data[0], storage.RecordETag(&first)); err != nil {
+			t.Fatal(err)
+		}
+		if got := stat(tc.b, key); first == "" || got != first {
+			t.Fatalf("%s: Put recorded ETag %q, Stat reports %q", tc.name, first, got)
+		}
+		if got := stat(tc.b, key); got != first {
+			t.Fatalf("%s: ETag changed from %q to %q without a Put", tc.name, first, got)
+		}
+		if err := tc.put(tc.b, key, tc.data[1], storage.RecordETag(&second)); err != nil {
+			t.Fatal(err)
+		}
+		if second == first {
+			t.Fatalf("%s: a Put of other bytes kept the ETag %q", tc.name, first)
+		}
+		if got := stat(tc.b, key); got != second {
+			t.Fatalf("%s: Put recorded ETag %q, Stat reports %q", tc.name, second, got)
+		}
+		if err := tc.put(tc.b, key, tc.data[0], storage.RecordETag(&nosync), storage.NoSync()); err != nil {
+			t.Fatal(err)
+		}
+		if nosync == second {
+			t.Fatalf("%s: a NoSync Put of other bytes kept the ETag %q", tc.name, second)
+		}
+		if got := stat(tc.b, key); got != nosync {
+			t.Fatalf("%s: NoSync Put recorded ETag %q, Stat reports %q", tc.name, nosync, got)
+		}
+	}
+	var cond string
+	mustPut(t, b, "etag/m/_MANIFEST.json", []byte("manifest"), storage.IfAbsent(), storage.RecordETag(&cond))
+	if got := stat(b, "etag/m/_MANIFEST.json"); cond == "" || got != cond {
+		t.Fatalf("conditional Put recorded ETag %q, Stat reports %q", cond, got)
+	}
+	cond = "unchanged"
+	if err := storage.PutBytes(ctx, b, "etag/m/_MANIFEST.json", []byte("manifest"), storage.IfAbsent(), storage.RecordETag(&cond)); !storage.IsAlreadyExists(err) || cond != "unchanged" {
+		t.Fatalf("a conditional Put that lost: %v, and recorded ETag %q", err, cond)
 	}
 }
 
