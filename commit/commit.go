@@ -396,7 +396,9 @@ func Read(ctx context.Context, b storage.Bucket, dir string) (*Manifest, string,
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest %s: %w", dir, err)
+		// A failure mid-body (a reset connection) is the store's, like Get's errors: name the
+		// store and key, and let callers tell it from a damaged manifest (storage.KeyError).
+		return nil, "", fmt.Errorf("read manifest %s: %w", dir, &storage.KeyError{Op: "read", Bucket: b.Name(), Key: key, Err: err})
 	}
 	if len(data) > maxManifestBytes {
 		return nil, "", fmt.Errorf("%s: manifest larger than %d bytes", key, maxManifestBytes)

@@ -108,6 +108,9 @@ func loadJSONL(path, def string) ([]Task, error) {
 				Answer     jsonScalar `json:"answer"`
 				DataSource jsonScalar `json:"data_source"`
 			}
+			if err := checkTaskKeys(b); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
 			if err := json.Unmarshal(b, &rec); err != nil {
 				var se *json.SyntaxError
 				if errors.As(err, &se) {
@@ -129,6 +132,41 @@ func loadJSONL(path, def string) ([]Task, error) {
 			return tasks, nil
 		}
 	}
+}
+
+// checkTaskKeys refuses a line that gives one of the task fields twice: encoding/json would
+// keep the last silently ({"answer":"2","answer":"3"} trains on 3), and it matches keys
+// without regard to case, so "Question" and "question" are the same field to it.
+func checkTaskKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil // json.Unmarshal reports it
+	}
+	seen := map[string]string{} // task field → the key that gave it
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		for _, f := range []string{"id", "question", "answer", "data_source"} {
+			if !strings.EqualFold(key, f) {
+				continue
+			}
+			if prev, dup := seen[f]; dup {
+				if prev == key {
+					return fmt.Errorf("field %q is given twice", key)
+				}
+				return fmt.Errorf("fields %q and %q both give %q (keys are matched without regard to case)", prev, key, f)
+			}
+			seen[f] = key
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 func checkTask(id, q, a, src, def string) (Task, error) {

@@ -62,8 +62,8 @@ func (c *checker) add(r *rec) {
 	case !seen && r.hasSample:
 		s := slot{row.UID, row.Sample}
 		if other, taken := c.slots[s]; taken {
-			c.p.add(pos, "traj_uid %q and traj_uid %q (%s %d) both have sample %d in uid %q",
-				row.TrajUID, other, c.unit, c.trajs[other].pos, row.Sample, row.UID)
+			c.p.add(pos, "traj_uid %s and traj_uid %s (%s %d) both have sample %d in uid %s",
+				quote(row.TrajUID), quote(other), c.unit, c.trajs[other].pos, row.Sample, quote(row.UID))
 		} else {
 			c.slots[s] = row.TrajUID
 		}
@@ -75,18 +75,18 @@ func (c *checker) add(r *rec) {
 		c.trajs[row.TrajUID] = t
 	default:
 		if t.uid != row.UID {
-			c.p.add(pos, "traj_uid %q is under uid %q here but under uid %q on %s %d",
-				row.TrajUID, row.UID, t.uid, c.unit, t.pos)
+			c.p.add(pos, "traj_uid %s is under uid %s here but under uid %s on %s %d",
+				quote(row.TrajUID), quote(row.UID), quote(t.uid), c.unit, t.pos)
 		}
 		if r.hasSample && t.explicit && row.Sample != t.sample {
-			c.p.add(pos, "traj_uid %q has sample %d here but sample %d on %s %d",
-				row.TrajUID, row.Sample, t.sample, c.unit, t.pos)
+			c.p.add(pos, "traj_uid %s has sample %d here but sample %d on %s %d",
+				quote(row.TrajUID), row.Sample, t.sample, c.unit, t.pos)
 		}
 	}
 	row.Sample = t.sample
 	k := rowKey{row.TrajUID, row.Agent, row.Step}
 	if prev, dup := c.keys[k]; dup {
-		c.p.add(pos, "duplicate (traj_uid %q, step %d, agent %q): also on %s %d", row.TrajUID, row.Step, row.Agent, c.unit, prev)
+		c.p.add(pos, "duplicate (traj_uid %s, step %d, agent %s): also on %s %d", quote(row.TrajUID), row.Step, quote(row.Agent), c.unit, prev)
 	} else {
 		c.keys[k] = pos
 	}

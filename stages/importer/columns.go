@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/drmas-dev/drmas/shards"
 )
@@ -80,7 +82,7 @@ func nonEmpty(v *value) error {
 	case t == "":
 		return errors.New("is empty")
 	case t != v.s: // " solver" would be an agent of its own, beside "solver"
-		return fmt.Errorf("%q has leading or trailing spaces", v.s)
+		return fmt.Errorf("%s has leading or trailing spaces", quote(v.s))
 	}
 	return nil
 }
@@ -114,6 +116,22 @@ func columns(scoreCol string) []column {
 		{"finish_reason", kString, false, nil, func(r *rec, v *value) { r.row.FinishReason = v.s }},
 		{"policy_version", kInt64, false, nonNegative, func(r *rec, v *value) { r.row.PolicyVersion = v.i }},
 	}
+}
+
+// maxQuoted is how many bytes of an input value an error message quotes.
+const maxQuoted = 64
+
+// quote quotes s for an error message, cut to maxQuoted bytes (at a rune boundary) with its
+// length: a value of megabytes would otherwise be copied into every message about it.
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:n]), len(s))
 }
 
 // assign applies a decoded value to r after the column's own rule.

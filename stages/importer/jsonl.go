@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // readJSONL decodes one JSON object per line. Blank lines are skipped; unknown fields are
@@ -31,6 +32,11 @@ func readJSONL(ctx context.Context, data []byte, cols []column, p *problems, c *
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+		}
+		if !utf8.Valid(b) {
+			// encoding/json would turn each invalid byte into U+FFFD, merging ids that differ.
+			p.add(line, "not valid UTF-8 (convert the file to UTF-8)")
+			continue
 		}
 		m, err := decodeObject(b)
 		if err != nil {
@@ -99,7 +105,7 @@ func decodeObject(b []byte) (map[string]any, error) {
 			return nil, invalidJSON(b, err)
 		}
 		if _, dup := m[key]; dup {
-			return nil, fmt.Errorf("field %q is given twice", key)
+			return nil, fmt.Errorf("field %s is given twice", quote(key))
 		}
 		m[key] = v
 	}

@@ -3,10 +3,12 @@ package importer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/deprecated"
@@ -77,6 +79,10 @@ func resolve(f *parquet.File, cols []column, p *problems) []pqColumn {
 			continue
 		case !wantList && leaf.MaxRepetitionLevel > 0:
 			p.add(-1, "column %q is a list, want %s", c.name, c.kind)
+			continue
+		case !wantList && len(paths[0]) > 1:
+			// A struct of one field: its leaf would be read as the column itself.
+			p.add(-1, "column %q is a struct (%s), want %s", c.name, strings.Join(paths[0], "."), c.kind)
 			continue
 		}
 		pk := leaf.Node.Type().Kind()
@@ -281,6 +287,15 @@ func parquetRecord(row int, pcs []pqColumn, vals [][]parquet.Value, p *problems)
 			continue
 		case !pc.list:
 			v, err = parquetScalar(pc.col.kind, vs[0])
+			if err == nil && !utf8.ValidString(v.s) {
+				// The shards' strings must be UTF-8 (DuckDB refuses to read anything else). Text
+				// is stored as rollout stores a policy's bytes; an id or name would change.
+				if freeText(pc.col.name) {
+					v.s = strings.ToValidUTF8(v.s, "\uFFFD")
+				} else {
+					err = errors.New("not valid UTF-8")
+				}
+			}
 		case len(vs) == 0 || (len(vs) == 1 && vs[0].DefinitionLevel() < pc.repDef):
 			continue // an empty or null list
 		default:
@@ -304,6 +319,10 @@ func parquetRecord(row int, pcs []pqColumn, vals [][]parquet.Value, p *problems)
 	}
 	return r, true
 }
+
+// freeText reports whether column name holds text whose invalid UTF-8 sequences are stored as
+// U+FFFD (as rollout stores a policy's output: the token-id columns keep the exact bytes).
+func freeText(name string) bool { return name == "prompt_text" || name == "response_text" }
 
 func parquetInt(v parquet.Value, k kind) (int64, error) {
 	var i int64

@@ -501,6 +501,9 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 	if err != nil {
 		return nil, nil, err
 	}
+	if int64(keys.Len()) != f.Rows {
+		return nil, nil, fmt.Errorf("%s has %d rows, its manifest says %d (damaged in the store): %s", name, keys.Len(), f.Rows, fix)
+	}
 	// No separate cols.Validate pass: ReadKeys yields dense codes, contiguous groups and finite
 	// scores, and kernels.ComputeMany checks the same properties as it goes (returning
 	// Validate's *ValidationError, naming the part, should they ever fail).

@@ -1,0 +1,63 @@
+package importer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/stages/importer"
+	"github.com/drmas-dev/drmas/stages/stagetest"
+)
+
+// Text that is not UTF-8 is refused with the line or row, and nothing is written: JSON decoding
+// would turn each bad byte into U+FFFD (merging the uids "a\xff" and "a\xfe" into one group),
+// and a Parquet string would reach shards that DuckDB cannot read.
+func TestImportRefusesInvalidUTF8(t *testing.T) {
+	type row struct {
+		UID     string  `parquet:"uid"`
+		TrajUID string  `parquet:"traj_uid"`
+		Agent   string  `parquet:"agent"`
+		Step    int32   `parquet:"step"`
+		Score   float64 `parquet:"score"`
+	}
+	for name, path := range map[string]string{
+		"jsonl": writeFile(t, "bad.jsonl", "{\"uid\":\"a\xff\",\"traj_uid\":\"t1\",\"agent\":\"s\",\"step\":0,\"score\":1}\n"+
+			"{\"uid\":\"a\xfe\",\"traj_uid\":\"t2\",\"agent\":\"s\",\"step\":0,\"score\":0}\n"),
+		"parquet": writeParquet(t, "bad.parquet", []row{{"a\xff", "t1", "s", 0, 1}, {"a\xfe", "t2", "s", 0, 0}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t)
+			_, err := importer.Run(context.Background(), env, importer.Options{Path: path, Iteration: 0})
+			var ve *importer.ValidationError
+			if !errors.As(err, &ve) || ve.Total != 2 || !strings.Contains(err.Error(), "not valid UTF-8") {
+				t.Fatalf("got %v, want 2 problems naming invalid UTF-8", err)
+			}
+			if ks := keys(t, env.Bucket); len(ks) != 0 {
+				t.Fatalf("wrote %q", ks)
+			}
+		})
+	}
+}
+
+// Free text (prompt_text, response_text) is stored as rollout stores a policy's output: invalid
+// sequences become U+FFFD.
+func TestImportRepairsInvalidUTF8InText(t *testing.T) {
+	type row struct {
+		UID      string  `parquet:"uid"`
+		TrajUID  string  `parquet:"traj_uid"`
+		Agent    string  `parquet:"agent"`
+		Step     int32   `parquet:"step"`
+		Score    float64 `parquet:"score"`
+		Response string  `parquet:"response_text"`
+	}
+	env := newEnv(t)
+	path := writeParquet(t, "text.parquet", []row{{"u", "t", "s", 0, 1, "caf\xc3"}})
+	if _, err := importer.Run(context.Background(), env, importer.Options{Path: path, Iteration: 0}); err != nil {
+		t.Fatal(err)
+	}
+	_, parts := stagetest.ReadRollout(t, env, 0)
+	if got := parts[0][0].ResponseText; got != "caf\uFFFD" {
+		t.Fatalf("response_text %q", got)
+	}
+}
