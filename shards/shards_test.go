@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -464,5 +465,20 @@ func TestDuckDBReadsShards(t *testing.T) {
 	}
 	if i != len(rows) {
 		t.Fatalf("duckdb read %d rows, want %d", i, len(rows))
+	}
+}
+
+// TestHugeFooterRefused: a footer above MaxFooterBytes (a file of very many tiny row groups)
+// is refused with what to do, before parquet-go decodes it (which took about 40 times the
+// footer's size in memory).
+func TestHugeFooterRefused(t *testing.T) {
+	size := int64(shards.MaxFooterBytes + 1<<20 + 12)
+	data := make([]byte, size)
+	copy(data, "PAR1")
+	binary.LittleEndian.PutUint32(data[size-8:], uint32(shards.MaxFooterBytes+1))
+	copy(data[size-4:], "PAR1")
+	_, err := shards.OpenParquet(bytes.NewReader(data), size, "many.parquet")
+	if err == nil || !strings.Contains(err.Error(), "many.parquet") || !strings.Contains(err.Error(), "larger row groups") {
+		t.Fatalf("a %d-byte footer: %v", shards.MaxFooterBytes+1, err)
 	}
 }

@@ -15,13 +15,14 @@
 // source, "imported": "true" and the policy_version. Importing the same file again is a no-op;
 // importing other content into a committed iteration is a conflict (commit.ErrConflict), and
 // that is checked before any part is written. (Two imports of different files racing into the
-// same iteration can still both pass that check; the loser's Commit then fails with
-// ErrConflict, but its parts may have overwritten the winner's: commit.Verify detects it.
-// Do not run concurrent imports into one iteration.)
+// same iteration can still both pass that check; commit.PutFile and commit.Commit then leave
+// the iteration committed with one file's parts, whole, or not committed, never a mix.)
 //
 // Memory: the whole file and all its rows are held in memory (plus the encoded parts, which
-// are compressed): import is meant for files of up to a few GB. The Parquet reader never
-// allocates from the footer's counts beyond what the file size allows.
+// are compressed): about 1 KB per row, whatever the file's size (a compressed Parquet file can
+// hold several tiny rows per byte). The Parquet reader never allocates from the footer's
+// counts beyond what the file size allows, and refuses a footer above shards.MaxFooterBytes
+// (a file of very many small row groups).
 package importer
 
 import (

@@ -41,6 +41,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -443,15 +444,22 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Iter lists the keys under prefix in lexicographic order.
+// Iter lists the keys under prefix in lexicographic order. A server that hands back a
+// continuation token it already answered (a listing that never ends) is an error.
 func (b *Bucket) Iter(ctx context.Context, prefix string, f func(key string) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("iter %s: %w", b.name, err)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx = context.WithValue(ctx, listGuardKey{}, &listGuard{answered: map[string]bool{}, stop: cancel})
 	noOwner := false
 	opts := minio.ListObjectsOptions{Prefix: b.prefix + prefix, Recursive: true, FetchOwner: &noOwner}
 	last := ""
 	for obj := range b.client.ListObjectsIter(ctx, b.bucket, opts) {
+		if cause := context.Cause(ctx); errors.Is(cause, errListLoops) {
+			return fmt.Errorf("iter %s: %w", b.name, cause)
+		}
 		if obj.Err != nil {
 			return fmt.Errorf("iter %s: %w", b.name, b.redact(obj.Err))
 		}
@@ -470,6 +478,9 @@ func (b *Bucket) Iter(ctx context.Context, prefix string, f func(key string) err
 		}
 	}
 	// The listing ends silently when ctx is cancelled.
+	if cause := context.Cause(ctx); errors.Is(cause, errListLoops) {
+		return fmt.Errorf("iter %s: %w", b.name, cause)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("iter %s: %w", b.name, err)
 	}
@@ -681,12 +692,62 @@ func withAttempts(ctx context.Context, a *attempts) context.Context {
 	return context.WithValue(ctx, attemptsKey{}, a)
 }
 
+// errListLoops says a listing does not advance.
+var errListLoops = errors.New("the server's listing does not advance (not S3-compatible?)")
+
+// listGuard records the continuation tokens of one Iter's listing that the server answered:
+// minio-go keeps listing while the server says the listing is truncated, so a server that hands
+// back a token it already answered would be listed forever. Retries of an unanswered request
+// reuse its token, which is fine.
+type listGuard struct {
+	mu       sync.Mutex
+	answered map[string]bool
+	stop     context.CancelCauseFunc
+}
+
+type listGuardKey struct{}
+
+// check stops the listing if req asks again for a page the server already gave.
+func (g *listGuard) check(req *http.Request) error {
+	q := req.URL.Query()
+	if req.Method != http.MethodGet || !q.Has("list-type") {
+		return nil
+	}
+	token := q.Get("continuation-token")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if token != "" && g.answered[token] {
+		err := fmt.Errorf("%w: it returned continuation token %.40q again after answering it", errListLoops, token)
+		g.stop(err)
+		return err
+	}
+	return nil
+}
+
+func (g *listGuard) answer(req *http.Request, resp *http.Response) {
+	if resp.StatusCode != http.StatusOK || req.Method != http.MethodGet || !req.URL.Query().Has("list-type") {
+		return
+	}
+	g.mu.Lock()
+	g.answered[req.URL.Query().Get("continuation-token")] = true
+	g.mu.Unlock()
+}
+
 // trackingTransport lets an operation see its own HTTP attempts, which minio-go's
 // internal retries otherwise hide.
 type trackingTransport struct{ base http.RoundTripper }
 
 func (t *trackingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	g, _ := req.Context().Value(listGuardKey{}).(*listGuard)
+	if g != nil {
+		if err := g.check(req); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
+	if g != nil && err == nil {
+		g.answer(req, resp)
+	}
 	if a, ok := req.Context().Value(attemptsKey{}).(*attempts); ok {
 		if err != nil {
 			a.lastErr.Store(&err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -587,5 +588,69 @@ func TestPlainHTTPServerWithTLS(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "http://"+endpoint) || !strings.Contains(err.Error(), "s3.insecure: true") {
 		t.Errorf("error does not say how to fix it (http://%s or s3.insecure: true): %v", endpoint, err)
+	}
+}
+
+// TestListingThatDoesNotAdvance: a server that answers every page of a listing with "truncated,
+// continue from token X" and the same X (not S3-compatible) was listed forever (317,000
+// requests in 100 s); Iter now says so after the repeated token. A listing over several pages
+// with new tokens is unaffected.
+func TestListingThatDoesNotAdvance(t *testing.T) {
+	t.Parallel()
+	var lists atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodHead:
+			w.WriteHeader(http.StatusOK)
+		case q.Has("location"):
+			fmt.Fprint(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">us-east-1</LocationConstraint>`)
+		case q.Has("list-type"):
+			lists.Add(1)
+			// prefix "pages/": three pages (tokens "", p1, p2), one key each; else the loop.
+			page := map[string]string{"": "p1", "p1": "p2", "p2": ""}
+			token := q.Get("continuation-token")
+			key, next, truncated := "", "same", true
+			if strings.HasPrefix(q.Get("prefix"), "pages/") {
+				key, next = "pages/k-"+token, page[token]
+				truncated = next != ""
+			}
+			contents := ""
+			if key != "" {
+				contents = `<Contents><Key>` + key + `</Key><Size>1</Size><ETag>"x"</ETag><LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>`
+			}
+			fmt.Fprintf(w, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>%s</Prefix><MaxKeys>1000</MaxKeys><IsTruncated>%v</IsTruncated>%s<NextContinuationToken>%s</NextContinuationToken></ListBucketResult>`,
+				q.Get("prefix"), truncated, contents, next)
+		default:
+			w.WriteHeader(http.StatusNotImplemented)
+		}
+	}), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := s3store.New(ctx, s3store.Config{Endpoint: ln.Addr().String(), Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var keys []string
+	if err := b.Iter(ctx, "pages/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
+		t.Fatalf("a listing of three pages: %v", err)
+	}
+	if want := []string{"pages/k-", "pages/k-p1", "pages/k-p2"}; !slices.Equal(keys, want) {
+		t.Fatalf("keys %q, want %q", keys, want)
+	}
+	lists.Store(0)
+	err = b.Iter(ctx, "loop/", func(string) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "does not advance") || !strings.Contains(err.Error(), `"same"`) {
+		t.Fatalf("a listing that repeats its token: %v", err)
+	}
+	if n := lists.Load(); n > 3 {
+		t.Errorf("%d list requests before the listing was stopped", n)
 	}
 }
