@@ -29,7 +29,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -254,6 +256,25 @@ type LoadOptions struct {
 	LookupEnv func(string) (string, bool)
 }
 
+// syntaxPosition is ", line L, column C" for a JSON or TOML syntax error (YAML's name their line
+// themselves), or "".
+func syntaxPosition(data []byte, err error) string {
+	var js *json.SyntaxError
+	var tm *toml.DecodeError
+	switch {
+	case errors.As(err, &js) && js.Offset > 0 && js.Offset <= int64(len(data)):
+		// Offset is just past the byte that failed.
+		before := data[:js.Offset-1]
+		line := bytes.Count(before, []byte("\n")) + 1
+		col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+		return fmt.Sprintf(", line %d, column %d", line, col)
+	case errors.As(err, &tm):
+		row, col := tm.Position()
+		return fmt.Sprintf(", line %d, column %d", row, col)
+	}
+	return ""
+}
+
 // Load resolves the configuration and validates it, reporting every problem at once.
 func Load(o LoadOptions) (*Config, error) {
 	if o.LookupEnv == nil {
@@ -278,7 +299,7 @@ func Load(o LoadOptions) (*Config, error) {
 		}
 		v.SetConfigType(format)
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", o.File, err)
+			return nil, fmt.Errorf("read config %s%s: %w", o.File, syntaxPosition(data, err), err)
 		}
 		// What viper's reading hides (keys folded together, keys with no value, a JSON key given
 		// twice, a second YAML document) stops the load before decoding, with the other problems.

@@ -120,3 +120,18 @@ func TestRedacted(t *testing.T) {
 		t.Fatal("redaction wrong")
 	}
 }
+
+// TestSyntaxErrorsNameTheLine: JSON and TOML syntax errors say where (YAML's already did).
+func TestSyntaxErrorsNameTheLine(t *testing.T) {
+	for name, c := range map[string]struct{ body, where string }{
+		"c.json": {"{\n  \"run\": \"x\",\n  \"seed\": 1,,\n}\n", "line 3, column 13"},
+		"d.json": {"{\"run\": \"x\", \"seed\": 1\n", "line 1, column 23"},
+		"c.toml": {"run = \"x\"\nseed = \n", "line 2, column 8"},
+		"é.json": {"{\"run\": \"é\", x}", "line 1, column 14"}, // runes, not bytes (é is two),
+	} {
+		_, err := Load(LoadOptions{File: write(t, name, c.body), LookupEnv: noEnv})
+		if err == nil || !strings.Contains(err.Error(), name+", "+c.where+":") {
+			t.Errorf("%s: %v, want it to say %s", name, err, c.where)
+		}
+	}
+}
