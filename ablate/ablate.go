@@ -286,6 +286,9 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 			iters = append(iters, it)
 		}
 	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("ablate: run %s has no committed rollout in store %s: check --run and --store (`drmas run` writes a run; replay needs its rollouts)", src, cfg.Store)
+	}
 	if len(iters) == 0 {
 		return nil, fmt.Errorf("ablate: run %s has no committed rollout in the requested iterations (it has %v)", src, all)
 	}

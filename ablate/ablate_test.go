@@ -310,6 +310,11 @@ func TestParse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "seed 3 given twice") {
 		t.Errorf("on-policy with seeds 3,3: %v", err)
 	}
+	// A replay of a run with no rollout at all (a misspelt --run) says what to check.
+	_, err = ablate.Run(context.Background(), env, ablate.Options{Mode: ablate.Replay, Estimators: []string{"drmas"}, Iterations: r})
+	if err == nil || !strings.Contains(err.Error(), "check --run and --store") {
+		t.Errorf("replay of a run without rollouts: %v", err)
+	}
 	// Evaluation asked for with no held-out prompts is an error, not a summary without it.
 	env.Config.Tasks.EvalSize = 0
 	_, err = ablate.Run(context.Background(), env, ablate.Options{Mode: ablate.Replay, Estimators: []string{"drmas"}, Eval: true})

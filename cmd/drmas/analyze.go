@@ -92,7 +92,10 @@ Without --report or --sql it prints the views and their row counts.`,
 			case reportName != "":
 				t, err = s.Report(cmd.Context(), reportName, p)
 			case query != "":
-				t, err = s.Query(cmd.Context(), query)
+				if t, err = s.Query(cmd.Context(), query); err != nil {
+					// DuckDB's message alone does not say it is about the query given.
+					err = fmt.Errorf("analyze --sql: %w", err)
+				}
 			default:
 				return s.Describe(cmd.Context(), cmd.OutOrStdout())
 			}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/configs"
 )
 
@@ -59,6 +60,13 @@ func TestConfigShowLoadsBack(t *testing.T) {
 	if err != nil || !strings.Contains(out, "timeout: 1m0s") {
 		t.Errorf("durations: %v\n%s", err, out)
 	}
+}
+
+// TestMain removes the analysis fixture store some tests build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	analysistest.Cleanup()
+	os.Exit(code)
 }
 
 // execute runs the CLI in process with args and returns stdout, stderr and the error.
@@ -205,5 +213,15 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	defer tty.Close()
 	if progressWriter(false, tty) == nil || progressWriter(true, tty) != nil {
 		t.Fatal("a character device gets bars unless -q")
+	}
+}
+
+// TestAnalyzeSQLErrorSaysSo: DuckDB's message for a bad --sql query is prefixed with where it
+// comes from.
+func TestAnalyzeSQLErrorSaysSo(t *testing.T) {
+	store, _ := analysistest.Store(t)
+	_, _, err := execute(t, "-q", "--store", store, "--run", analysistest.Run, "analyze", "--cache", t.TempDir(), "--sql", "SELEC 1")
+	if err == nil || !strings.HasPrefix(err.Error(), "analyze --sql: ") || !strings.Contains(err.Error(), "SELEC") {
+		t.Fatalf("bad --sql: %v", err)
 	}
 }
