@@ -84,6 +84,16 @@ func nonEmpty(v *value) error {
 	case t != v.s: // " solver" would be an agent of its own, beside "solver"
 		return fmt.Errorf("%s has leading or trailing spaces", quote(v.s))
 	}
+	return exact(v)
+}
+
+// exact refuses an id or name holding U+FFFD, the replacement character: what a JSON decoder
+// makes of an escape of a lone UTF-16 surrogate ("\ud800", "\udfff"), so two ids that differ
+// in the file would become one (two groups merged into one).
+func exact(v *value) error {
+	if strings.ContainsRune(v.s, utf8.RuneError) {
+		return fmt.Errorf("%s holds U+FFFD, the replacement character (from an escape of a lone UTF-16 surrogate such as \\ud800, or bytes that were not UTF-8): an id or name must be the text itself", quote(v.s))
+	}
 	return nil
 }
 
@@ -103,9 +113,9 @@ func columns(scoreCol string) []column {
 		{"step", kInt32, true, nonNegative, func(r *rec, v *value) { r.row.Step = int32(v.i) }},
 		{scoreCol, kFloat, true, nil, func(r *rec, v *value) { r.row.Score = v.f }},
 		{"sample", kInt32, false, nonNegative, func(r *rec, v *value) { r.row.Sample, r.hasSample = int32(v.i), true }},
-		{"task_id", kID, false, nil, func(r *rec, v *value) { r.row.TaskID, r.hasTaskID = v.s, v.s != "" }},
+		{"task_id", kID, false, exact, func(r *rec, v *value) { r.row.TaskID, r.hasTaskID = v.s, v.s != "" }},
 		{"data_source", kString, false, nil, func(r *rec, v *value) { r.row.DataSource, r.hasDataSource = v.s, v.s != "" }},
-		{"model", kString, false, nil, func(r *rec, v *value) { r.row.Model, r.hasModel = v.s, v.s != "" }},
+		{"model", kString, false, exact, func(r *rec, v *value) { r.row.Model, r.hasModel = v.s, v.s != "" }},
 		{"episode_reward", kFloat, false, nil, func(r *rec, v *value) { r.row.EpisodeReward, r.hasEpisodeReward = v.f, true }},
 		{"valid", kBool, false, nil, func(r *rec, v *value) { r.row.Valid, r.hasValid = v.b, true }},
 		{"prompt_ids", kIntList, false, nil, func(r *rec, v *value) { r.row.PromptIDs = v.ints }},

@@ -61,3 +61,25 @@ func TestImportRepairsInvalidUTF8InText(t *testing.T) {
 		t.Fatalf("response_text %q", got)
 	}
 }
+
+// TestImportRefusesLoneSurrogateIDs: JSON escapes of lone UTF-16 surrogates decode to U+FFFD,
+// so the uids "a\ud800" and "a\udfff" of a JSONL file became one group. Ids and names holding
+// U+FFFD are refused; free text keeps it.
+func TestImportRefusesLoneSurrogateIDs(t *testing.T) {
+	path := writeFile(t, "sur.jsonl", `{"uid":"a\ud800","traj_uid":"t1","agent":"s","step":0,"score":1,"response_text":"x\udcff"}`+"\n"+
+		`{"uid":"a\udfff","traj_uid":"t2","agent":"s","step":0,"score":0}`+"\n"+
+		`{"uid":"b","traj_uid":"t3","agent":"s","step":0,"score":0,"task_id":"\ud83d"}`+"\n")
+	env := newEnv(t)
+	_, err := importer.Run(context.Background(), env, importer.Options{Path: path, Iteration: 0})
+	var ve *importer.ValidationError
+	if !errors.As(err, &ve) || ve.Total != 3 || !strings.Contains(err.Error(), "U+FFFD") {
+		t.Fatalf("got %v, want 3 problems naming U+FFFD", err)
+	}
+	if ks := keys(t, env.Bucket); len(ks) != 0 {
+		t.Fatalf("wrote %q", ks)
+	}
+	ok := writeFile(t, "ok.jsonl", `{"uid":"a","traj_uid":"t1","agent":"s","step":0,"score":1,"response_text":"x\udcff"}`+"\n")
+	if _, err := importer.Run(context.Background(), env, importer.Options{Path: ok, Iteration: 0}); err != nil {
+		t.Fatalf("a lone surrogate in free text: %v", err)
+	}
+}
