@@ -33,6 +33,9 @@ JSONL line:
 The whole file is checked before anything is written: non-finite scores, empty uid or agent,
 duplicate (traj_uid, step, agent), a traj_uid under two uids, response_logprobs whose length is
 not that of response_ids, wrong types, missing columns, a field given twice on a JSONL line,
+text that is not UTF-8 (except in a Parquet file's prompt_text and response_text, whose bad
+bytes become U+FFFD, as rollout stores them), ids and names holding U+FFFD (a JSON escape of a lone surrogate such
+as \ud800 decodes to it, which would merge two ids), a Parquet struct where a value is wanted,
 and Parquet columns whose stored value is not the value they mean (DECIMAL, DATE, TIME,
 TIMESTAMP, 32- or 64-bit unsigned integers: cast them, e.g. CAST(score AS DOUBLE); DuckDB
 writes a literal like 0.5 as a DECIMAL). Every problem is listed (the first 20)
@@ -41,7 +44,8 @@ with the JSONL line (from 1) or Parquet row (from 0), and on any problem nothing
 Rows are sorted by (uid, sample, step, agent in first-seen order) and split into --parts parts
 (whole uids, balanced by rows). The manifest records the file's sha256: importing the same file
 again is a no-op; importing other content into a committed iteration is refused.
-The file is read into memory whole.`,
+The file is read into memory whole, with about 1 KB per row; a Parquet footer above 16 MiB
+(a file of very many small row groups) is refused: rewrite it with larger row groups.`,
 		Example: `  drmas --run imported import trajectories.jsonl --iter 0 --score-col reward
   drmas --run imported run-stage normalize --iter 0 --estimator drmas,grpo`,
 		Args: func(_ *cobra.Command, args []string) error {
