@@ -823,7 +823,7 @@ func suggestKey(k string, names []string) string {
 		}
 	}
 	c := Closest(k, names, max(2, len(k)/4))
-	if c != "" && editDistance(k, c) >= min(len(k), len(c)) {
+	if c != "" && EditDistance(k, c) >= min(len(k), len(c)) {
 		return ""
 	}
 	return c
@@ -834,15 +834,15 @@ func suggestKey(k string, names []string) string {
 func Closest(s string, words []string, maxDist int) string {
 	best, bestDist := "", maxDist+1
 	for _, w := range words {
-		if d := editDistance(s, w); d < bestDist {
+		if d := EditDistance(s, w); d < bestDist {
 			best, bestDist = w, d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b (bytes), for did-you-mean hints.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j

@@ -102,7 +102,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if (len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name))) || editDistance(name, f.Name) <= 2 {
+		if (len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name))) || configs.EditDistance(name, f.Name) <= 2 {
 			near = append(near, "--"+f.Name)
 		}
 	})
@@ -110,27 +110,6 @@ func suggestFlag(c *cobra.Command, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (did you mean %s? see '%s --help')", err, strings.Join(near, " or "), c.CommandPath())
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.

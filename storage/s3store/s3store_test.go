@@ -558,23 +558,27 @@ func testReaderAtConnectionCut(t *testing.T, srv *miniotest.Server) {
 	}
 }
 
-// An https client against a plain-HTTP server (s3.insecure left false, or an endpoint
-// without http://) is a setting to fix, not a server to wait for: it fails at once and says
-// what to change.
-func TestPlainHTTPServerWithTLS(t *testing.T) {
-	t.Parallel()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-	}), ReadHeaderTimeout: 5 * time.Second}
+// serveHTTP serves h on a free 127.0.0.1 port until the test ends and returns the address.
+func serveHTTP(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	endpoint := ln.Addr().String()
+	return ln.Addr().String()
+}
+
+// An https client against a plain-HTTP server (s3.insecure left false, or an endpoint
+// without http://) is a setting to fix, not a server to wait for: it fails at once and says
+// what to change.
+func TestPlainHTTPServerWithTLS(t *testing.T) {
+	t.Parallel()
+	endpoint := serveHTTP(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	start := time.Now()
-	_, err = s3store.New(context.Background(), s3store.Config{
+	_, err := s3store.New(context.Background(), s3store.Config{
 		Endpoint: endpoint, Bucket: "some-bucket", AccessKey: "ak", SecretKey: "sk",
 		ConnectTimeout: 5 * time.Second,
 	})
@@ -598,7 +602,7 @@ func TestPlainHTTPServerWithTLS(t *testing.T) {
 func TestListingThatDoesNotAdvance(t *testing.T) {
 	t.Parallel()
 	var lists atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		switch {
 		case r.Method == http.MethodHead:
@@ -624,16 +628,10 @@ func TestListingThatDoesNotAdvance(t *testing.T) {
 		default:
 			w.WriteHeader(http.StatusNotImplemented)
 		}
-	}), ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := s3store.New(ctx, s3store.Config{Endpoint: ln.Addr().String(), Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
+	b, err := s3store.New(ctx, s3store.Config{Endpoint: endpoint, Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
