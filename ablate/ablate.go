@@ -665,6 +665,9 @@ func WriteReport(w io.Writer, r *Result) error {
 	}
 	var order []key
 	groups := map[key][]SummaryRow{}
+	// The evaluation is of the published step, whether or not the agent acted: the last one
+	// comes from every row, idle iterations included.
+	evals := map[key]SummaryRow{}
 	for _, row := range r.Rows {
 		k := key{row.Estimator, row.Seed, row.Agent}
 		if row.Agent == "*" {
@@ -672,6 +675,9 @@ func WriteReport(w io.Writer, r *Result) error {
 		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
+		}
+		if row.AvgAtK != nil {
+			evals[k] = row
 		}
 		if row.Rows == 0 {
 			groups[k] = append(groups[k], []SummaryRow(nil)...) // keep the agent listed
@@ -698,10 +704,10 @@ func WriteReport(w io.Writer, r *Result) error {
 			peak = math.Max(peak, x.GradNormMax)
 			loss += x.Loss
 			rew += x.Reward
-			if x.AvgAtK != nil {
-				avg = strconv.FormatFloat(*x.AvgAtK, 'f', 3, 64)
-				pass = strconv.FormatFloat(*x.PassAtK, 'f', 3, 64)
-			}
+		}
+		if x, ok := evals[k]; ok {
+			avg = strconv.FormatFloat(*x.AvgAtK, 'f', 3, 64)
+			pass = strconv.FormatFloat(*x.PassAtK, 'f', 3, 64)
 		}
 		n := float64(max(len(rows), 1))
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%s\t%s\t\n", k.est, k.seed, k.agent, len(rows), gn/n, gmax, peak, loss/n, rew/n, avg, pass)

@@ -133,7 +133,12 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", withdrawn(ctx, b, run, err)
 	}
 	if err := SetLatest(ctx, b, run, s.Step); err != nil {
-		return "", err
+		if ok, cerr := commit.IsCommitted(ctx, b, dir); cerr == nil && !ok && !errors.Is(err, commit.ErrWithdrawn) {
+			// Committed a moment ago, gone now: a concurrent publisher of other weights replaced
+			// one of its files and withdrew the commit before LATEST named it.
+			err = fmt.Errorf("publish checkpoint step %d: its commit was withdrawn right after it (a concurrent publisher of other weights replaced one of its files): %w: %w", s.Step, commit.ErrWithdrawn, commit.ErrConflict)
+		}
+		return "", withdrawn(ctx, b, run, err)
 	}
 	return sha, nil
 }

@@ -189,8 +189,10 @@ func Digest(data []byte) string {
 // the folder is uncommitted again, as before it, and a rerun redoes it) and returns an error
 // matching ErrConflict. Together with Commit's checks of the files before and after it writes
 // the manifest, no interleaving of two writers leaves a committed folder with a file it does
-// not list; only a writer killed between its upload and its check can, and readers refuse such
-// a folder (sizes and digests).
+// not list; only a writer killed between its upload and its check, or whose check or withdrawal
+// fails (a store error, which it reports), can, and readers refuse such a folder (sizes and
+// digests). A withdrawing upload then removes itself, so that the withdrawn writer's rerun
+// writes its file again rather than resume over these bytes.
 func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byte, rows int64) (File, error) {
 	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
 	if m, _, err := Read(ctx, b, dir); err == nil {
@@ -219,14 +221,28 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 		b.Delete(ctx, path.Join(dir, name))
 		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not in it; to redo the folder with this writer's settings, delete it first: %w", dir, name, ErrConflict)
 	}
-	if attr, err := b.Stat(ctx, path.Join(dir, name)); err != nil || attr.ETag != f.ETag || f.ETag == "" {
-		// Replaced again since this upload (by the committing writer, which checks its files
-		// after its commit), or unknown: the committing writer's checks cover it.
-		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not overwritten; to redo it with this writer's settings, delete the folder first: %w", dir, name, ErrConflict)
+	attr, err := b.Stat(ctx, path.Join(dir, name))
+	if err != nil || f.ETag == "" {
+		// Whether this upload still holds the file is unknown: the folder may be committed
+		// over it, which readers refuse; say so rather than that nothing was overwritten.
+		why := "the store records no ETag"
+		if err != nil {
+			why = err.Error()
+		}
+		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload may have replaced (checking it failed: %s): if readers refuse the folder, delete it and rerun: %w", dir, name, why, ErrConflict)
 	}
-	if err := withdraw(ctx, b, dir, sha); err != nil {
+	if attr.ETag != f.ETag {
+		// Replaced again since this upload, by a writer whose own checks cover it.
+		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: this upload is not in it; to redo it with this writer's settings, delete the folder first: %w", dir, name, ErrConflict)
+	}
+	if err := Withdraw(ctx, b, dir, sha); err != nil {
 		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload replaced, and withdrawing that commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, name, err, ErrConflict)
 	}
+	// This upload is now a stray in an uncommitted folder: remove it (best effort), so that a
+	// rerun of the withdrawn writer finds its file missing and writes it again, instead of
+	// resuming over this writer's bytes (a receipt vouches only for a size; learn's rerun
+	// commits the metrics it finds).
+	b.Delete(ctx, path.Join(dir, name))
 	return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, and this upload replaced its %s, so that commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, name, name, errWithdrawn)
 }
 
@@ -236,12 +252,13 @@ func lists(m *Manifest, f File) bool {
 	return i >= 0 && m.Files[i].SHA256 == f.SHA256 && m.Files[i].Bytes == f.Bytes
 }
 
-// withdraw deletes dir's manifest if it is still the one with sha256 sha: the folder no longer
-// holds what the manifest lists (a concurrent writer replaced a file), so the commit is undone
-// rather than left for readers to refuse. The folder is then uncommitted, the state before the
+// Withdraw deletes dir's manifest if it is still the one with sha256 sha: the folder no longer
+// holds what the manifest lists (a concurrent writer replaced a file), or what it holds
+// describes something that is gone, so the commit is undone rather than left for readers to
+// refuse. The folder is then uncommitted, the state before the
 // commit, and a rerun redoes it (outputs computed from it record its manifest's sha256, which a
 // rerun of the same settings reproduces, and which other settings do not).
-func withdraw(ctx context.Context, b storage.Bucket, dir, sha string) error {
+func Withdraw(ctx context.Context, b storage.Bucket, dir, sha string) error {
 	key := path.Join(dir, ManifestName)
 	data, err := storage.ReadAll(ctx, b, key)
 	if storage.IsNotFound(err) {
@@ -337,23 +354,24 @@ func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (str
 	sha := Digest(data)
 	key := path.Join(dir, ManifestName)
 	// other says whether dir is committed with other content than data (the usual conflict).
-	other := func() error {
+	// It reports whether there is a manifest at all.
+	other := func() (bool, error) {
 		old, err := storage.ReadAll(ctx, b, key)
 		if storage.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("commit %s: read existing manifest: %w", dir, err)
+			return false, fmt.Errorf("commit %s: read existing manifest: %w", dir, err)
 		}
 		if !bytes.Equal(old, data) {
-			return fmt.Errorf("commit %s: already committed with different content (existing sha256 %s, new %s): %w",
+			return true, fmt.Errorf("commit %s: already committed with different content (existing sha256 %s, new %s): %w",
 				dir, Digest(old)[:12], sha[:12], ErrConflict)
 		}
-		return nil
+		return true, nil
 	}
 	tags, err := settle(ctx, b, dir, m.Files)
 	if errors.Is(err, errReplaced) {
-		if oerr := other(); oerr != nil {
+		if _, oerr := other(); oerr != nil {
 			return "", oerr
 		}
 		return "", fmt.Errorf("commit %s: %w; another writer (with another config or input, or whose output differs) replaced it while this one worked: not committed; rerun the stage with the settings you want: %w", dir, err, ErrConflict)
@@ -361,20 +379,34 @@ func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (str
 	if err != nil {
 		return "", fmt.Errorf("commit %s: %w", dir, err)
 	}
-	err = storage.PutBytes(ctx, b, key, data, storage.IfAbsent())
-	if storage.IsAlreadyExists(err) {
-		if err := other(); err != nil {
+	for try := 0; ; try++ {
+		err = storage.PutBytes(ctx, b, key, data, storage.IfAbsent())
+		if err == nil {
+			break
+		}
+		if !storage.IsAlreadyExists(err) {
+			return "", fmt.Errorf("commit %s: %w", dir, err)
+		}
+		found, err := other()
+		if err != nil {
 			return "", err
 		}
-	} else if err != nil {
-		return "", fmt.Errorf("commit %s: %w", dir, err)
+		if found {
+			break // the identical manifest (a rerun, or a writer of the same bytes)
+		}
+		// The manifest the put met is gone: its writer withdrew it (it found a file replaced,
+		// by this writer) before other read it. The folder is uncommitted: put this one again
+		// rather than report a commit that is not there.
+		if try+1 >= maxSettleTries {
+			return "", fmt.Errorf("commit %s: the manifest was put and withdrawn %d times while this writer committed: another writer keeps committing it: %w", dir, maxSettleTries, ErrConflict)
+		}
 	}
 	for i, f := range m.Files {
 		if _, err := settleFile(ctx, b, dir, f, tags[i]); err != nil {
 			if !errors.Is(err, errReplaced) {
 				return "", fmt.Errorf("commit %s: check the files after the commit: %w", dir, err)
 			}
-			if werr := withdraw(ctx, b, dir, sha); werr != nil {
+			if werr := Withdraw(ctx, b, dir, sha); werr != nil {
 				return "", fmt.Errorf("commit %s: %w, by another writer right after the commit, and withdrawing the commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, err, werr, ErrConflict)
 			}
 			return "", fmt.Errorf("commit %s: %w, by another writer (with another config or input) right after the commit, so the commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, err, errWithdrawn)

@@ -102,7 +102,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if (len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name))) || configs.EditDistance(name, f.Name) <= 2 {
+		if (len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name))) || configs.EditDistance(name, f.Name) <= min(2, len(name)/2) {
 			near = append(near, "--"+f.Name)
 		}
 	})

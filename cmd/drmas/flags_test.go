@@ -85,6 +85,8 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		{"run-stage rollout --iters 3", "unknown flag: --iters (did you mean --iter? see 'drmas run-stage rollout --help')"},
 		{"run-stage normalize --iter 0 --estimater drmas", "unknown flag: --estimater (did you mean --estimator? see 'drmas run-stage normalize --help')"},
 		{"jobs render --paralelism 4", "unknown flag: --paralelism (did you mean --parallelism? see 'drmas jobs render --help')"},
+		// A short name suggests only what is near for its length (not --k for --sq).
+		{"analyze --sq x", "unknown flag: --sq (did you mean --sql? see 'drmas analyze --help')"},
 	} {
 		if _, _, err := execute(t, strings.Fields(tc.args)...); err == nil || err.Error() != tc.want {
 			t.Errorf("drmas %s: want error %q, got %v", tc.args, tc.want, err)

@@ -321,7 +321,25 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	}
 	est = specs[0].Name()
 	outDir := commit.LearnDir(cfg.Run, iter)
-	if m, _, err := commit.Read(ctx, b, outDir); err == nil {
+	m, msha, err := commit.Read(ctx, b, outDir)
+	if err == nil && m.Kind == "learn" && m.Step != nil && m.Params["estimator"] == est {
+		// The step these metrics describe may have been withdrawn after they were committed (a
+		// learn of this iteration with other settings replaced one of its files): then no step
+		// after it is committed either (retention deletes only steps older than the newest).
+		// The metrics describe no step: withdraw them too and learn again.
+		gone, serr := stepWithdrawn(ctx, b, cfg.Run, *m.Step)
+		if serr != nil {
+			return nil, serr
+		}
+		if gone {
+			env.Warnf("learn iter %d: step %d, which the committed metrics describe, is not committed (its commit was withdrawn): learning again", iter, *m.Step)
+			if werr := commit.Withdraw(ctx, b, outDir, msha); werr != nil {
+				return nil, werr
+			}
+			err = commit.ErrNotCommitted
+		}
+	}
+	if err == nil {
 		if m.Kind != "learn" || m.Step == nil {
 			return nil, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", outDir, m.Kind)
 		}
@@ -395,8 +413,8 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
 			return nil, err
 		} else if !ok {
-			return nil, fmt.Errorf("learn iter %d: step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
-				iter, step, iter, commit.ErrWithdrawn)
+			return nil, fmt.Errorf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
+				step, iter, commit.ErrWithdrawn)
 		}
 		if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
 			Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
@@ -520,7 +538,7 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 		// Not committed: another learn of this iteration with other settings wrote the step at
 		// the same moment, and one's upload replaced the other's file (commit.Commit refused
 		// it, or the commit was withdrawn): neither update is published.
-		return fmt.Errorf("learn iter %d: another learn of this iteration, with other settings, wrote step %d at the same time and one replaced the other's files, so this learn's update is not published (nor, unless it finishes first, the other's): run one learn of iteration %d, with the settings you want: %w", iter, step, iter, err)
+		return fmt.Errorf("another learn of this iteration, with other settings, wrote step %d at the same time and one replaced the other's files, so this learn's update is not published (nor, unless it finishes first, the other's): run one learn of iteration %d, with the settings you want: %w", step, iter, err)
 	}
 	who := "by another learn"
 	if rerr == nil {
@@ -528,6 +546,16 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 	}
 	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
 		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)
+}
+
+// stepWithdrawn reports whether step is not committed while no later step is: the newest step,
+// withdrawn (retention deletes only older steps).
+func stepWithdrawn(ctx context.Context, b storage.Bucket, run string, step int64) (bool, error) {
+	steps, err := checkpoints.Steps(ctx, b, run)
+	if err != nil {
+		return false, err
+	}
+	return !slices.Contains(steps, step) && (len(steps) == 0 || steps[len(steps)-1] < step), nil
 }
 
 // gpuTelemetry returns the most loaded device's memory in use and utilisation, or zeros in CPU

@@ -1,0 +1,114 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/storage"
+)
+
+// TestCommitAfterWithdrawnRivalIsNotASuccess: B's only-if-absent manifest put finds A's
+// manifest, which A withdraws (its file was replaced by B's bytes) before B reads it back.
+// B's Commit must not report success for a folder with no manifest.
+func TestCommitAfterWithdrawnRivalIsNotASuccess(t *testing.T) {
+	const name = "part-00000-of-00001.parquet"
+	dir := commit.RolloutDir("r", 0)
+	mkey := path.Join(dir, commit.ManifestName)
+	it := 0
+	manifestOf := func(f commit.File) *commit.Manifest {
+		return &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, Rows: 1, Files: []commit.File{f}}
+	}
+	for bname, open := range backends(t) {
+		t.Run(bname, func(t *testing.T) {
+			ctx := context.Background()
+			b := open(t)
+			fa, err := commit.PutFile(ctx, b, dir, name, []byte("writer A's part"), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fb commit.File
+			aCommitted, bPutFailed, aDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			ha := &hooked{Bucket: b, key: mkey,
+				// B's upload lands after A's check of its files, its re-read of the manifest
+				// before A's manifest.
+				before: func() {
+					if fb, err = commit.PutFile(ctx, b, dir, name, []byte("writer B's part"), 1); err != nil {
+						t.Error(err)
+					}
+				},
+				after: func() { close(aCommitted); <-bPutFailed },
+			}
+			var aerr error
+			go func() { _, aerr = commit.Commit(ctx, ha, dir, manifestOf(fa)); close(aDone) }()
+			<-aCommitted
+			hb := &hooked{Bucket: b, key: mkey, after: func() { close(bPutFailed); <-aDone }}
+			_, berr := commit.Commit(ctx, hb, dir, manifestOf(fb))
+			t.Logf("A: %v", aerr)
+			t.Logf("B: %v", berr)
+			ok, err := commit.IsCommitted(ctx, b, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if berr == nil && !ok {
+				t.Fatal("B's Commit returned success, but the folder is not committed")
+			}
+			if errors.Is(aerr, commit.ErrWithdrawn) && ok {
+				m, _, _ := commit.Read(ctx, b, dir)
+				if err := commit.Verify(ctx, b, dir, m, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// failStat fails the Stat of key once.
+type failStat struct {
+	storage.Bucket
+	key  string
+	done bool
+}
+
+func (f *failStat) Stat(ctx context.Context, key string) (storage.Attributes, error) {
+	if key == f.key && !f.done {
+		f.done = true
+		return storage.Attributes{}, errors.New("injected: connection reset")
+	}
+	return f.Bucket.Stat(ctx, key)
+}
+
+// TestPutFileStatFailureAfterReplacingACommittedFile: B's upload lands on A's commit (B checked
+// before it); B's Stat of its upload fails. The folder is left committed over B's bytes, and
+// B's error must not say its file was "not overwritten".
+func TestPutFileStatFailureAfterReplacingACommittedFile(t *testing.T) {
+	const name = "part-00000-of-00001.parquet"
+	dir := commit.RolloutDir("r", 0)
+	key := path.Join(dir, name)
+	it := 0
+	ctx := context.Background()
+	b := bucket(t)
+	fa, err := commit.PutFile(ctx, b, dir, name, []byte("writer A's part"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hooked{Bucket: &failStat{Bucket: b, key: key}, key: key, before: func() {
+		if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, Rows: 1, Files: []commit.File{fa}}); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	_, err = commit.PutFile(ctx, h, dir, name, []byte("writer B's part"), 1)
+	t.Logf("B: %v", err)
+	m, _, rerr := commit.Read(ctx, b, dir)
+	if rerr == nil {
+		if verr := commit.Verify(ctx, b, dir, m, true); verr != nil {
+			t.Logf("folder committed and damaged: %v", verr)
+			if !strings.Contains(err.Error(), "may have replaced") {
+				t.Errorf("and B's error does not say its upload may have replaced the file")
+			}
+		}
+	}
+}
