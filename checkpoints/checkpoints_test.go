@@ -3,7 +3,6 @@ package checkpoints_test
 import (
 	"context"
 	"errors"
-	"io"
 	"path"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
+	"github.com/drmas-dev/drmas/storage/storetest"
 )
 
 func newSet(t testing.TB, step int64, seed uint64) *checkpoints.Set {
@@ -385,23 +385,6 @@ func TestMissingStepListsTheCommittedOnes(t *testing.T) {
 	}
 }
 
-// beforeFirstPut runs f before the first Put under prefix through it: another writer's whole
-// publish, placed between this writer's check and its upload.
-type beforeFirstPut struct {
-	storage.Bucket
-	prefix string
-	f      func()
-}
-
-func (h *beforeFirstPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
-	if h.f != nil && strings.HasPrefix(key, h.prefix) {
-		f := h.f
-		h.f = nil
-		f()
-	}
-	return h.Bucket.Put(ctx, key, r, size, opts...)
-}
-
 // TestWithdrawnStepLeavesLatestOnACommittedOne: two publishers of step 2 with other weights at
 // the same time; A publishes (and points LATEST at 2), then B's upload replaces one of A's files,
 // which withdraws A's commit. LATEST must not name the uncommitted step 2 (before, it did), and
@@ -414,7 +397,7 @@ func TestWithdrawnStepLeavesLatestOnACommittedOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := &beforeFirstPut{Bucket: b, prefix: commit.CheckpointDir("r", 2) + "/", f: func() {
+	h := &storetest.PutHook{Bucket: b, Prefix: commit.CheckpointDir("r", 2) + "/", Before: func() {
 		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 2), "digest"); err != nil {
 			t.Fatalf("A's publish: %v", err)
 		}
@@ -454,7 +437,7 @@ func TestSetLatestSeesAWithdrawalDuringItsWrite(t *testing.T) {
 	if err := storage.PutBytes(ctx, b, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
 		t.Fatal(err)
 	}
-	h := &beforeFirstPut{Bucket: b, prefix: commit.LatestKey("r"), f: func() {
+	h := &storetest.PutHook{Bucket: b, Prefix: commit.LatestKey("r"), Before: func() {
 		if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 2), commit.ManifestName)); err != nil {
 			t.Fatal(err)
 		}

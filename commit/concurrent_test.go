@@ -3,7 +3,6 @@ package commit_test
 import (
 	"context"
 	"errors"
-	"io"
 	"path"
 	"strings"
 	"testing"
@@ -12,30 +11,8 @@ import (
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/miniotest"
 	"github.com/drmas-dev/drmas/storage/s3store"
+	"github.com/drmas-dev/drmas/storage/storetest"
 )
-
-// hooked runs before (or after) the first Put of key through it: the other writer's step,
-// placed exactly between two steps of this one.
-type hooked struct {
-	storage.Bucket
-	key           string
-	before, after func()
-}
-
-func (h *hooked) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
-	if key == h.key && h.before != nil {
-		f := h.before
-		h.before = nil
-		f()
-	}
-	err := h.Bucket.Put(ctx, key, r, size, opts...)
-	if key == h.key && h.after != nil {
-		f := h.after
-		h.after = nil
-		f()
-	}
-	return err
-}
 
 // backends are the stores the interleavings run on: their ETags differ (the folder names the
 // file written, S3 hashes the bytes), and the checks must hold for both. MinIO runs for the
@@ -94,7 +71,7 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 					t.Fatal(err)
 				}
 				// B's check finds the folder uncommitted; A commits; then B's bytes land.
-				h := &hooked{Bucket: b, key: key, before: func() {
+				h := &storetest.PutHook{Bucket: b, Prefix: key, Before: func() {
 					if _, err := commit.Commit(ctx, b, dir, manifestOf(fa)); err != nil {
 						t.Fatalf("A's commit: %v", err)
 					}
@@ -141,7 +118,7 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h := &hooked{Bucket: b, key: path.Join(dir, commit.ManifestName), after: func() {
+				h := &storetest.PutHook{Bucket: b, Prefix: path.Join(dir, commit.ManifestName), After: func() {
 					if err := storage.PutBytes(ctx, b, key, bb); err != nil {
 						t.Fatal(err)
 					}
@@ -160,7 +137,7 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h := &hooked{Bucket: b, key: key, before: func() {
+				h := &storetest.PutHook{Bucket: b, Prefix: key, Before: func() {
 					if _, err := commit.Commit(ctx, b, dir, manifestOf(fb)); err != nil {
 						t.Fatalf("B's commit: %v", err)
 					}
@@ -182,11 +159,11 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 					t.Fatal(err)
 				}
 				var twin commit.File
-				h := &hooked{Bucket: b, key: path.Join(dir, commit.ManifestName), before: func() {
+				h := &storetest.PutHook{Bucket: b, Prefix: path.Join(dir, commit.ManifestName), Before: func() {
 					if twin, err = commit.PutFile(ctx, b, dir, name, a, 1); err != nil {
 						t.Fatal(err)
 					}
-				}, after: func() {
+				}, After: func() {
 					if _, err := commit.PutFile(ctx, b, dir, name, a, 1); err != nil {
 						t.Fatal(err)
 					}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/storetest"
 )
 
 // TestCommitAfterWithdrawnRivalIsNotASuccess: B's only-if-absent manifest put finds A's
@@ -32,20 +33,20 @@ func TestCommitAfterWithdrawnRivalIsNotASuccess(t *testing.T) {
 			}
 			var fb commit.File
 			aCommitted, bPutFailed, aDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			ha := &hooked{Bucket: b, key: mkey,
+			ha := &storetest.PutHook{Bucket: b, Prefix: mkey,
 				// B's upload lands after A's check of its files, its re-read of the manifest
 				// before A's manifest.
-				before: func() {
+				Before: func() {
 					if fb, err = commit.PutFile(ctx, b, dir, name, []byte("writer B's part"), 1); err != nil {
 						t.Error(err)
 					}
 				},
-				after: func() { close(aCommitted); <-bPutFailed },
+				After: func() { close(aCommitted); <-bPutFailed },
 			}
 			var aerr error
 			go func() { _, aerr = commit.Commit(ctx, ha, dir, manifestOf(fa)); close(aDone) }()
 			<-aCommitted
-			hb := &hooked{Bucket: b, key: mkey, after: func() { close(bPutFailed); <-aDone }}
+			hb := &storetest.PutHook{Bucket: b, Prefix: mkey, After: func() { close(bPutFailed); <-aDone }}
 			_, berr := commit.Commit(ctx, hb, dir, manifestOf(fb))
 			t.Logf("A: %v", aerr)
 			t.Logf("B: %v", berr)
@@ -95,7 +96,7 @@ func TestPutFileStatFailureAfterReplacingACommittedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hooked{Bucket: &failStat{Bucket: b, key: key}, key: key, before: func() {
+	h := &storetest.PutHook{Bucket: &failStat{Bucket: b, key: key}, Prefix: key, Before: func() {
 		if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, Rows: 1, Files: []commit.File{fa}}); err != nil {
 			t.Fatal(err)
 		}

@@ -14,23 +14,8 @@ import (
 	"github.com/drmas-dev/drmas/stages/normalize"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/storetest"
 )
-
-// beforePut runs hook once, right before the Put of key.
-type beforePut struct {
-	storage.Bucket
-	key  string
-	hook func()
-}
-
-func (a *beforePut) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
-	if key == a.key && a.hook != nil {
-		h := a.hook
-		a.hook = nil
-		h()
-	}
-	return a.Bucket.Put(ctx, key, r, size, opts...)
-}
 
 // TestWithdrawnLearnKeepsNoForeignMetrics: learn B (grpo) checks the learn folder (not
 // committed), then learn A (drmas) runs whole and commits, then B's metrics upload lands on A's
@@ -45,7 +30,7 @@ func TestWithdrawnLearnKeepsNoForeignMetrics(t *testing.T) {
 	outDir := commit.LearnDir("t", 0)
 	var winner error
 	var winnerSHA string
-	loser := &stages.Env{Config: env.Config, Bucket: &beforePut{Bucket: env.Bucket, key: path.Join(outDir, "metrics.parquet"), hook: func() {
+	loser := &stages.Env{Config: env.Config, Bucket: &storetest.PutHook{Bucket: env.Bucket, Prefix: path.Join(outDir, "metrics.parquet"), Before: func() {
 		_, winner = learn.Run(ctx, env, learn.Options{Iteration: 0, Estimator: "drmas"})
 		if m, _, err := commit.Read(ctx, env.Bucket, outDir); err == nil {
 			winnerSHA = m.Files[0].SHA256
@@ -101,7 +86,7 @@ func TestLearnCommittedOverAWithdrawnStep(t *testing.T) {
 	var winner error
 	bcfg := *env.Config
 	bcfg.Learn.LR *= 3
-	loser := &stages.Env{Config: &bcfg, Bucket: &beforePut{Bucket: env.Bucket, key: key, hook: func() {
+	loser := &stages.Env{Config: &bcfg, Bucket: &storetest.PutHook{Bucket: env.Bucket, Prefix: key, Before: func() {
 		_, winner = learn.Run(ctx, env, learn.Options{Iteration: 0, Estimator: "drmas"})
 	}}}
 	_, err = learn.Run(ctx, loser, learn.Options{Iteration: 0, Estimator: "drmas"})

@@ -25,6 +25,7 @@ import (
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
 	"github.com/drmas-dev/drmas/storage"
+	"github.com/drmas-dev/drmas/storage/storetest"
 )
 
 // failCommit is a store on which committing one folder fails, as if the process died (or the
@@ -465,23 +466,6 @@ func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
 	}
 }
 
-// afterPut runs hook once, right after the Put of key.
-type afterPut struct {
-	storage.Bucket
-	key  string
-	hook func()
-}
-
-func (a *afterPut) Put(ctx context.Context, key string, r io.Reader, size int64, opts ...storage.PutOption) error {
-	err := a.Bucket.Put(ctx, key, r, size, opts...)
-	if key == a.key && a.hook != nil {
-		h := a.hook
-		a.hook = nil
-		h()
-	}
-	return err
-}
-
 // TestConcurrentLearnsKeepTheWinnersMetrics: two learns of one iteration with different
 // estimators at the same time. The one that publishes first commits its metrics; the other's
 // publish conflicts, and it must not delete the metrics file, which is now the winner's (the
@@ -494,7 +478,7 @@ func TestConcurrentLearnsKeepTheWinnersMetrics(t *testing.T) {
 	}
 	outDir := commit.LearnDir("t", 0)
 	var winner error
-	loser := &stages.Env{Config: env.Config, Bucket: &afterPut{Bucket: env.Bucket, key: path.Join(outDir, "metrics.parquet"), hook: func() {
+	loser := &stages.Env{Config: env.Config, Bucket: &storetest.PutHook{Bucket: env.Bucket, Prefix: path.Join(outDir, "metrics.parquet"), After: func() {
 		// The winner runs whole between the loser's metrics upload and its publish.
 		_, winner = learn.Run(ctx, env, learn.Options{Iteration: 0, Estimator: "drmas"})
 	}}}
