@@ -133,12 +133,13 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", withdrawn(ctx, b, run, err)
 	}
 	if err := SetLatest(ctx, b, run, s.Step); err != nil {
+		// SetLatest moves LATEST back itself when it sees the step withdrawn after its write.
+		// A step gone by the time of another of its errors (committed a moment ago) was
+		// withdrawn too: say so, and make sure LATEST does not name it.
 		if ok, cerr := commit.IsCommitted(ctx, b, dir); cerr == nil && !ok && !errors.Is(err, commit.ErrWithdrawn) {
-			// Committed a moment ago, gone now: a concurrent publisher of other weights replaced
-			// one of its files and withdrew the commit before LATEST named it.
-			err = fmt.Errorf("publish checkpoint step %d: its commit was withdrawn right after it (a concurrent publisher of other weights replaced one of its files): %w: %w", s.Step, commit.ErrWithdrawn, commit.ErrConflict)
+			err = withdrawn(ctx, b, run, fmt.Errorf("publish checkpoint step %d: its commit was withdrawn right after it (a concurrent publisher of other weights replaced one of its files): %w: %w", s.Step, commit.ErrWithdrawn, commit.ErrConflict))
 		}
-		return "", withdrawn(ctx, b, run, err)
+		return "", err
 	}
 	return sha, nil
 }
@@ -255,7 +256,7 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 				if err := repairLatest(ctx, b, run); err != nil {
 					return err
 				}
-				return fmt.Errorf("set LATEST to step %d: the step's commit was withdrawn meanwhile: %w", target, commit.ErrWithdrawn)
+				return fmt.Errorf("set LATEST to step %d: the step's commit was withdrawn meanwhile: %w: %w", target, commit.ErrWithdrawn, commit.ErrConflict)
 			}
 			return nil
 		}

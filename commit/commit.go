@@ -242,8 +242,28 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 	// rerun of the withdrawn writer finds its file missing and writes it again, instead of
 	// resuming over this writer's bytes (a receipt vouches only for a size; learn's rerun
 	// commits the metrics it finds).
-	b.Delete(ctx, path.Join(dir, name))
+	_ = RemoveUpload(ctx, b, dir, f)
 	return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, and this upload replaced its %s, so that commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, name, name, errWithdrawn)
+}
+
+// RemoveUpload deletes dir/f.Name if the object is still the upload f records (its ETag, which
+// PutFile sets) and dir is not committed: a writer's own stray upload, never another writer's
+// bytes that replaced it since, nor a file of a committed folder. It is best effort: an object
+// replaced between the check and the delete is deleted too, which its writer's Commit then
+// finds missing and refuses.
+func RemoveUpload(ctx context.Context, b storage.Bucket, dir string, f File) error {
+	key := path.Join(dir, f.Name)
+	attr, err := b.Stat(ctx, key)
+	if storage.IsNotFound(err) || (err == nil && (f.ETag == "" || attr.ETag != f.ETag)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if done, err := IsCommitted(ctx, b, dir); err != nil || done {
+		return err
+	}
+	return b.Delete(ctx, key)
 }
 
 // lists reports whether m lists f's name with f's bytes.
@@ -255,9 +275,9 @@ func lists(m *Manifest, f File) bool {
 // Withdraw deletes dir's manifest if it is still the one with sha256 sha: the folder no longer
 // holds what the manifest lists (a concurrent writer replaced a file), or what it holds
 // describes something that is gone, so the commit is undone rather than left for readers to
-// refuse. The folder is then uncommitted, the state before the
-// commit, and a rerun redoes it (outputs computed from it record its manifest's sha256, which a
-// rerun of the same settings reproduces, and which other settings do not).
+// refuse. The folder is then uncommitted, the state before the commit, and a rerun redoes it
+// (outputs computed from it record its manifest's sha256, which a rerun of the same settings
+// reproduces, and which other settings do not).
 func Withdraw(ctx context.Context, b storage.Bucket, dir, sha string) error {
 	key := path.Join(dir, ManifestName)
 	data, err := storage.ReadAll(ctx, b, key)

@@ -33,10 +33,10 @@ JSONL line:
 The whole file is checked before anything is written: non-finite scores, empty uid or agent,
 duplicate (traj_uid, step, agent), a traj_uid under two uids, response_logprobs whose length is
 not that of response_ids, wrong types, missing columns, a field given twice on a JSONL line,
-text that is not UTF-8 (except in a Parquet file's prompt_text and response_text, whose bad
-bytes become U+FFFD, as rollout stores them), ids and names holding U+FFFD (a JSON escape of a lone surrogate such
-as \ud800 decodes to it, which would merge two ids), a Parquet struct where a value is wanted,
-and Parquet columns whose stored value is not the value they mean (DECIMAL, DATE, TIME,
+ids, names and data_source holding U+FFFD, the replacement character, which bytes that are
+not UTF-8 and JSON escapes of lone surrogates such as \ud800 decode to (it would merge two
+ids; in prompt_text and response_text it stays, as rollout stores text), a Parquet struct
+where a value is wanted, and Parquet columns whose stored value is not the value they mean (DECIMAL, DATE, TIME,
 TIMESTAMP, 32- or 64-bit unsigned integers: cast them, e.g. CAST(score AS DOUBLE); DuckDB
 writes a literal like 0.5 as a DECIMAL). Every problem is listed (the first 20)
 with the JSONL line (from 1) or Parquet row (from 0), and on any problem nothing is written.

@@ -87,12 +87,13 @@ func nonEmpty(v *value) error {
 	return exact(v)
 }
 
-// exact refuses an id or name holding U+FFFD, the replacement character: what a JSON decoder
-// makes of an escape of a lone UTF-16 surrogate ("\ud800", "\udfff"), so two ids that differ
-// in the file would become one (two groups merged into one).
+// exact refuses an id or name holding U+FFFD, the replacement character: what bytes that are
+// not valid UTF-8, and JSON escapes of lone UTF-16 surrogates ("\ud800", "\udfff"), decode to
+// (free text keeps it), so two ids that differ in the file would become one (two groups merged
+// into one).
 func exact(v *value) error {
 	if strings.ContainsRune(v.s, utf8.RuneError) {
-		return fmt.Errorf("%s holds U+FFFD, the replacement character (from an escape of a lone UTF-16 surrogate such as \\ud800, or bytes that were not UTF-8): an id or name must be the text itself", quote(v.s))
+		return fmt.Errorf("%s holds U+FFFD, the replacement character: bytes that are not valid UTF-8, or an escape of a lone UTF-16 surrogate such as \\ud800, decode to it; an id or name must be the text itself (convert the file to UTF-8)", quote(v.s))
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func columns(scoreCol string) []column {
 		{scoreCol, kFloat, true, nil, func(r *rec, v *value) { r.row.Score = v.f }},
 		{"sample", kInt32, false, nonNegative, func(r *rec, v *value) { r.row.Sample, r.hasSample = int32(v.i), true }},
 		{"task_id", kID, false, exact, func(r *rec, v *value) { r.row.TaskID, r.hasTaskID = v.s, v.s != "" }},
-		{"data_source", kString, false, nil, func(r *rec, v *value) { r.row.DataSource, r.hasDataSource = v.s, v.s != "" }},
+		{"data_source", kString, false, exact, func(r *rec, v *value) { r.row.DataSource, r.hasDataSource = v.s, v.s != "" }},
 		{"model", kString, false, exact, func(r *rec, v *value) { r.row.Model, r.hasModel = v.s, v.s != "" }},
 		{"episode_reward", kFloat, false, nil, func(r *rec, v *value) { r.row.EpisodeReward, r.hasEpisodeReward = v.f, true }},
 		{"valid", kBool, false, nil, func(r *rec, v *value) { r.row.Valid, r.hasValid = v.b, true }},

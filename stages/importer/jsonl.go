@@ -8,11 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
-	"sort"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 )
 
 // readJSONL decodes one JSON object per line. Blank lines are skipped; unknown fields are
@@ -40,15 +36,6 @@ func readJSONL(ctx context.Context, data []byte, cols []column, p *problems, c *
 		if err != nil {
 			p.add(line, "%v", err)
 			continue
-		}
-		if !utf8.Valid(b) {
-			// encoding/json turns each invalid byte into U+FFFD, which would merge ids that
-			// differ: the fields it changed (those that decode otherwise with another
-			// replacement) must be free text, which is stored so, as rollout stores it.
-			if bad := invalidFields(m, bytes.ToValidUTF8(b, []byte("\uFFFE"))); len(bad) > 0 {
-				p.add(line, "not valid UTF-8 in %s (convert the file to UTF-8)", strings.Join(bad, ", "))
-				continue
-			}
 		}
 		r := rec{pos: line}
 		for i := range cols {
@@ -82,28 +69,6 @@ func readJSONL(ctx context.Context, data []byte, cols []column, p *problems, c *
 		recs = append(recs, r)
 	}
 	return recs, nil
-}
-
-// invalidFields returns the fields of m, other than free text, whose values differ in alt (the
-// line with its invalid UTF-8 replaced otherwise), sorted.
-func invalidFields(m map[string]any, alt []byte) []string {
-	m2, err := decodeObject(alt)
-	if err != nil {
-		return []string{"the line"}
-	}
-	var bad []string
-	for k, v := range m {
-		if !freeText(k) && !reflect.DeepEqual(v, m2[k]) {
-			bad = append(bad, strconv.Quote(k))
-		}
-	}
-	for k := range m2 {
-		if _, ok := m[k]; !ok {
-			bad = append(bad, strconv.Quote(k)) // a key that was not valid UTF-8
-		}
-	}
-	sort.Strings(bad)
-	return bad
 }
 
 // decodeObject decodes one line's object field by field, so that a field given twice

@@ -3,7 +3,6 @@ package importer
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -288,13 +287,10 @@ func parquetRecord(row int, pcs []pqColumn, vals [][]parquet.Value, p *problems)
 		case !pc.list:
 			v, err = parquetScalar(pc.col.kind, vs[0])
 			if err == nil && !utf8.ValidString(v.s) {
-				// The shards' strings must be UTF-8 (DuckDB refuses to read anything else). Text
-				// is stored as rollout stores a policy's bytes; an id or name would change.
-				if freeText(pc.col.name) {
-					v.s = strings.ToValidUTF8(v.s, "\uFFFD")
-				} else {
-					err = errors.New("not valid UTF-8")
-				}
+				// The shards' strings must be UTF-8 (DuckDB refuses to read anything else):
+				// invalid bytes become U+FFFD, as in JSONL (encoding/json) and as rollout stores
+				// a policy's text; an id or name holding U+FFFD is then refused (exact).
+				v.s = strings.ToValidUTF8(v.s, "\uFFFD")
 			}
 		case len(vs) == 0 || (len(vs) == 1 && vs[0].DefinitionLevel() < pc.repDef):
 			continue // an empty or null list
@@ -319,10 +315,6 @@ func parquetRecord(row int, pcs []pqColumn, vals [][]parquet.Value, p *problems)
 	}
 	return r, true
 }
-
-// freeText reports whether column name holds text whose invalid UTF-8 sequences are stored as
-// U+FFFD (as rollout stores a policy's output: the token-id columns keep the exact bytes).
-func freeText(name string) bool { return name == "prompt_text" || name == "response_text" }
 
 func parquetInt(v parquet.Value, k kind) (int64, error) {
 	var i int64

@@ -322,47 +322,29 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	est = specs[0].Name()
 	outDir := commit.LearnDir(cfg.Run, iter)
 	m, msha, err := commit.Read(ctx, b, outDir)
-	if err == nil && m.Kind == "learn" && m.Step != nil && m.Params["estimator"] == est {
-		// The step these metrics describe may have been withdrawn after they were committed (a
-		// learn of this iteration with other settings replaced one of its files): then no step
-		// after it is committed either (retention deletes only steps older than the newest).
-		// The metrics describe no step: withdraw them too and learn again.
-		gone, serr := stepWithdrawn(ctx, b, cfg.Run, *m.Step)
-		if serr != nil {
-			return nil, serr
-		}
-		if gone {
-			env.Warnf("learn iter %d: step %d, which the committed metrics describe, is not committed (its commit was withdrawn): learning again", iter, *m.Step)
-			if werr := commit.Withdraw(ctx, b, outDir, msha); werr != nil {
-				return nil, werr
-			}
-			err = commit.ErrNotCommitted
-		}
-	}
-	if err == nil {
+	switch {
+	case err == nil:
 		if m.Kind != "learn" || m.Step == nil {
 			return nil, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", outDir, m.Kind)
 		}
 		if have := m.Params["estimator"]; have != est {
 			return nil, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, est)
 		}
-		// Committed from a rollout that was replaced since: the step it published was trained
-		// on other rows, and this rerun must not pass for training on the new ones.
-		inDir := commit.RolloutDir(cfg.Run, iter)
-		if _, inSHA, err := commit.Read(ctx, b, inDir); err == nil && !m.ComputedFrom(inDir, inSHA) {
-			return nil, fmt.Errorf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows: train the new rollout under another --run, or delete %s/ and checkpoint step %d (and what later iterations made from it) and run learn again: %w",
-				outDir, *m.Step, inDir, *m.Step, outDir, *m.Step, commit.ErrConflict)
-		} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // a rollout deleted since is fine: nothing replaced it
+		gone, err := stepWithdrawn(ctx, b, cfg.Run, *m.Step)
+		if err != nil {
 			return nil, err
 		}
-		env.Logf("learn iter %d: already committed", iter)
-		// A learn killed after its commit but before retention left the steps beyond
-		// learn.keep_checkpoints; a resumed run skips this iteration, so delete them here.
-		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
-			env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
+		if !gone {
+			return alreadyCommitted(ctx, env, iter, outDir, m)
 		}
-		return &Result{Skipped: true, Step: *m.Step}, nil
-	} else if !errors.Is(err, commit.ErrNotCommitted) {
+		// The step these metrics describe was withdrawn after they were committed (a learn of
+		// this iteration with other settings replaced one of its files): they describe no
+		// step. Withdraw them too and learn again.
+		env.Warnf("learn iter %d: step %d, which the committed metrics describe, is not committed (its commit was withdrawn): learning again", iter, *m.Step)
+		if err := commit.Withdraw(ctx, b, outDir, msha); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, commit.ErrNotCommitted):
 		return nil, err
 	}
 	inDir := commit.RolloutDir(cfg.Run, iter)
@@ -527,12 +509,8 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 	}
 	// Only this attempt's own upload: the metrics object of an uncommitted folder may be
 	// another learn's by now (one that runs at the same time and is about to commit it).
-	if attr, serr := env.Bucket.Stat(ctx, path.Join(outDir, metricsFile)); serr == nil && mine.ETag != "" && attr.ETag == mine.ETag {
-		if done, cerr := commit.IsCommitted(ctx, env.Bucket, outDir); cerr == nil && !done {
-			if derr := env.Bucket.Delete(ctx, path.Join(outDir, metricsFile)); derr != nil && !storage.IsNotFound(derr) {
-				err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
-			}
-		}
+	if derr := commit.RemoveUpload(ctx, env.Bucket, outDir, mine); derr != nil && !storage.IsNotFound(derr) {
+		err = fmt.Errorf("%w (and removing this attempt's metrics failed: %v)", err, derr)
 	}
 	if errors.Is(rerr, commit.ErrNotCommitted) {
 		// Not committed: another learn of this iteration with other settings wrote the step at
@@ -546,6 +524,28 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 	}
 	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
 		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)
+}
+
+// alreadyCommitted is the result of a learn whose folder is committed with this estimator and
+// whose step stands: nothing to train, unless the rollout was replaced since.
+func alreadyCommitted(ctx context.Context, env *stages.Env, iter int, outDir string, m *commit.Manifest) (*Result, error) {
+	cfg, b := env.Config, env.Bucket
+	// Committed from a rollout that was replaced since: the step it published was trained
+	// on other rows, and this rerun must not pass for training on the new ones.
+	inDir := commit.RolloutDir(cfg.Run, iter)
+	if _, inSHA, err := commit.Read(ctx, b, inDir); err == nil && !m.ComputedFrom(inDir, inSHA) {
+		return nil, fmt.Errorf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows: train the new rollout under another --run, or delete %s/ and checkpoint step %d (and what later iterations made from it) and run learn again: %w",
+			outDir, *m.Step, inDir, *m.Step, outDir, *m.Step, commit.ErrConflict)
+	} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // a rollout deleted since is fine: nothing replaced it
+		return nil, err
+	}
+	env.Logf("learn iter %d: already committed", iter)
+	// A learn killed after its commit but before retention left the steps beyond
+	// learn.keep_checkpoints; a resumed run skips this iteration, so delete them here.
+	if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
+		env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
+	}
+	return &Result{Skipped: true, Step: *m.Step}, nil
 }
 
 // stepWithdrawn reports whether step is not committed while no later step is: the newest step,
