@@ -338,6 +338,11 @@ func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known
 			return known, nil
 		}
 		data, err := storage.ReadAll(ctx, b, key)
+		if storage.IsNotFound(err) {
+			// Removed since the Stat: a writer whose upload replaced it withdrew the commit
+			// and removed its own upload (PutFile).
+			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
+		}
 		if err != nil {
 			return "", err
 		}
@@ -345,6 +350,9 @@ func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known
 			return "", fmt.Errorf("%s: sha256 %.12s, this writer's is %.12s: %w", key, Digest(data), f.SHA256, errReplaced)
 		}
 		after, err := b.Stat(ctx, key)
+		if storage.IsNotFound(err) {
+			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
+		}
 		if err != nil {
 			return "", err
 		}

@@ -3,6 +3,7 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path"
 	"strings"
 	"testing"
@@ -111,5 +112,76 @@ func TestPutFileStatFailureAfterReplacingACommittedFile(t *testing.T) {
 				t.Errorf("and B's error does not say its upload may have replaced the file")
 			}
 		}
+	}
+}
+
+// getHook runs Before once, before the first Get of key.
+type getHook struct {
+	storage.Bucket
+	key    string
+	Before func()
+}
+
+func (g *getHook) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if f := g.Before; key == g.key && f != nil {
+		g.Before = nil
+		f()
+	}
+	return g.Bucket.Get(ctx, key)
+}
+
+// TestCommitWhoseFileIsRemovedWhileCheckedIsWithdrawn: right after A's manifest, B's upload
+// replaces A's part; A's check after the commit sees another ETag and reads the part back, but
+// before it does, B (whose own check found its upload under A's commit) withdraws A's commit and
+// removes its upload. A must report the withdrawal (ErrWithdrawn), not a store error about a
+// missing object, and the folder must be uncommitted. (Seen in CI as "check the files after
+// the commit: ... object not found".)
+func TestCommitWhoseFileIsRemovedWhileCheckedIsWithdrawn(t *testing.T) {
+	const name = "part-00000-of-00001.parquet"
+	dir := commit.RolloutDir("r", 0)
+	key, mkey := path.Join(dir, name), path.Join(dir, commit.ManifestName)
+	it := 0
+	for bname, open := range backends(t) {
+		t.Run(bname, func(t *testing.T) {
+			ctx := context.Background()
+			b := open(t)
+			fa, err := commit.PutFile(ctx, b, dir, name, []byte("writer A's part"), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gets := 0
+			g := &getHook{Bucket: b, key: key, Before: func() {
+				gets++
+				// B's steps after its upload: it finds A's commit over its bytes.
+				_, sha, err := commit.Read(ctx, b, dir)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := commit.Withdraw(ctx, b, dir, sha); err != nil {
+					t.Error(err)
+				}
+				if err := b.Delete(ctx, key); err != nil {
+					t.Error(err)
+				}
+			}}
+			h := &storetest.PutHook{Bucket: g, Prefix: mkey, After: func() {
+				// B's upload, of as many bytes, lands right after A's manifest.
+				if err := storage.PutBytes(ctx, b, key, []byte("writer B's part")); err != nil {
+					t.Error(err)
+				}
+			}}
+			_, err = commit.Commit(ctx, h, dir, &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it, Rows: 1, Files: []commit.File{fa}})
+			t.Logf("A: %v", err)
+			if gets != 1 {
+				t.Fatalf("A's check read the part %d times, want 1 (the interleaving did not happen)", gets)
+			}
+			if !errors.Is(err, commit.ErrWithdrawn) || !errors.Is(err, commit.ErrConflict) {
+				t.Fatalf("A's Commit: %v, want an error matching ErrWithdrawn and ErrConflict", err)
+			}
+			if ok, err := commit.IsCommitted(ctx, b, dir); err != nil || ok {
+				t.Fatalf("folder committed %v (%v), want uncommitted", ok, err)
+			}
+		})
 	}
 }
