@@ -61,13 +61,15 @@ func ReadKeys(ctx context.Context, f *parquet.File, name string) (k *Keys, err e
 	}
 	var g groupDecoder
 	a := dictDecoder{codes: map[string]int32{}}
+	var pages []byte // scratch for checkChunkPages
 	for rgi, rg := range f.RowGroups() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		chunks := rg.ColumnChunks()
 		for _, c := range KeyColumns {
-			if err := checkChunkPages(f, name, rgi, col(c)); err != nil {
+			var err error
+			if pages, err = checkChunkPages(f, name, rgi, col(c), true, pages); err != nil {
 				return nil, err
 			}
 		}
@@ -113,18 +115,28 @@ const maxFloat = 1.7976931348623157e308
 const maxPageExpansion = 512
 
 // checkChunkPages walks the page headers of one column chunk before parquet-go reads it:
-// parquet-go sizes its buffers from the headers, so a few malformed bytes claiming a huge page
-// would make it allocate gigabytes. Every page must lie inside the chunk, claim no more
-// uncompressed bytes than maxPageExpansion × its compressed bytes (exactly its compressed
-// bytes when the chunk is uncompressed), and no more values than the row group has rows.
-func checkChunkPages(f *parquet.File, name string, rgi, ci int) error {
+// parquet-go decodes a header with a thrift decoder that allocates any string length the header
+// claims before reading it, and sizes its page buffers from the headers, so a few malformed
+// bytes could make it allocate gigabytes. Here every header must decode from the chunk's own
+// bytes (a claimed length cannot exceed them) and every page must lie inside the chunk.
+//
+// With keys (the key columns, which drmas writes uncompressed, required and not repeated),
+// a page must also claim no more uncompressed bytes than maxPageExpansion × its compressed
+// bytes (exactly its compressed bytes when the chunk is uncompressed), and no more values than
+// the row group has rows. Other columns get no such bounds: a compressed page of repetitive
+// text legitimately expands thousands of times, and a repeated column holds any number of
+// values per row. buf is scratch space, returned grown if the chunk needed more.
+func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf []byte) ([]byte, error) {
 	off, n, err := chunkRange(f, name, rgi, ci, f.Size()-8)
 	if err != nil {
-		return err
+		return buf, err
 	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, off); err != nil {
-		return fmt.Errorf("%s: row group %d column %d: read chunk: %w", name, rgi, ci, err)
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	chunk := buf[:n]
+	if _, err := f.ReadAt(chunk, off); err != nil {
+		return buf, fmt.Errorf("%s: row group %d column %d: read chunk: %w", name, rgi, ci, err)
 	}
 	rg := f.Metadata().RowGroups[rgi]
 	codec, rows := rg.Columns[ci].MetaData.Codec, rg.NumRows
@@ -134,23 +146,30 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: row group %d column %d: malformed page: "+format, append([]any{name, rgi, ci}, args...)...)
 	}
-	for rest := buf; len(rest) > 0; {
+	for rest := chunk; len(rest) > 0; {
 		rd.ResetBytes(rest)
 		var h format.PageHeader
 		if err := dec.Decode(&h); err != nil {
-			return bad("header: %v", err)
+			return buf, bad("header: %v", err)
 		}
 		body := rest[rd.BytesRead():]
 		c, u := int64(h.CompressedPageSize), int64(h.UncompressedPageSize)
 		if c < 0 || c > int64(len(body)) {
-			return bad("%d bytes, but %d left in the chunk", c, len(body))
+			return buf, bad("%d bytes, but %d left in the chunk", c, len(body))
+		}
+		if u < 0 {
+			return buf, bad("%d bytes claim %d uncompressed", c, u)
+		}
+		rest = body[c:]
+		if !keys {
+			continue
 		}
 		limit := c
 		if codec != format.Uncompressed {
 			limit = c * maxPageExpansion
 		}
-		if u < 0 || u > limit {
-			return bad("%d bytes claim %d uncompressed", c, u)
+		if u > limit {
+			return buf, bad("%d bytes claim %d uncompressed", c, u)
 		}
 		var values int64
 		if d, ok := h.DataPageHeader.Get(); ok {
@@ -163,9 +182,22 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int) error {
 			values = int64(d.NumValues)
 		}
 		if values < 0 || values > max(rows, u) {
-			return bad("%d values in a row group of %d rows", values, rows)
+			return buf, bad("%d values in a row group of %d rows", values, rows)
 		}
-		rest = body[c:]
+	}
+	return buf, nil
+}
+
+// checkPages runs checkChunkPages (without the key columns' bounds) on every column chunk of f.
+func checkPages(f *parquet.File, name string) error {
+	var buf []byte
+	var err error
+	for rgi, rg := range f.Metadata().RowGroups {
+		for ci := range rg.Columns {
+			if buf, err = checkChunkPages(f, name, rgi, ci, false, buf); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

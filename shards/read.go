@@ -18,7 +18,10 @@ const MaxFooterBytes = 16 << 20
 
 // OpenParquet opens a Parquet file of the given size for reading. name is used in errors.
 //
-// A footer longer than MaxFooterBytes is refused before it is decoded.
+// A footer longer than MaxFooterBytes is refused before it is decoded, and every column
+// chunk's page headers are checked against the chunk before anything reads a page (a header
+// that claims a huge page or string would make parquet-go allocate gigabytes for a small file):
+// this reads the file's data once more, a copy of one chunk at a time.
 func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) {
 	if size < 12 {
 		return nil, fmt.Errorf("%s: %d bytes is too short to be a parquet file", name, size)
@@ -48,6 +51,9 @@ func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) 
 	}()
 	if err != nil {
 		return nil, fmt.Errorf("%s: open parquet: %w", name, err)
+	}
+	if err := checkPages(f, name); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
