@@ -27,6 +27,8 @@
 //     exponential backoff; ctx bounds all of it.
 //   - Credentials never appear in Name, in errors or in logs: errors are scrubbed of the
 //     secret key as a second line of defence.
+//   - A server's error answer keeps its HTTP status and S3 code in the message ("Please
+//     reduce your request rate. (HTTP 503 SlowDown)") and minio.ErrorResponse in the chain.
 package s3store
 
 import (
@@ -40,6 +42,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,13 +239,13 @@ func New(ctx context.Context, cfg Config) (*Bucket, error) {
 		}
 		if code := minio.ToErrorResponse(err).StatusCode; (code == http.StatusForbidden || code == http.StatusUnauthorized) && cfg.AccessKey == "" {
 			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (no credentials were given: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3.access_key and s3.secret_key)",
-				cfg.Bucket, host, b.redact(err))
+				cfg.Bucket, host, b.redact(withStatus(err)))
 		}
 		if code := minio.ToErrorResponse(err).Code; code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" {
 			return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w (check the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or s3.access_key and s3.secret_key)",
-				cfg.Bucket, host, b.redact(err))
+				cfg.Bucket, host, b.redact(withStatus(err)))
 		}
-		return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w", cfg.Bucket, host, b.redact(err))
+		return nil, fmt.Errorf("s3store: bucket %s at endpoint %s: %w", cfg.Bucket, host, b.redact(withStatus(err)))
 	}
 	if !ok {
 		return nil, fmt.Errorf("s3store: bucket %s does not exist at endpoint %s: create it first, drmas never does (e.g. `mc mb ALIAS/%s` or `aws s3 mb s3://%s`)",
@@ -339,7 +342,40 @@ func (b *Bucket) object(key string) (string, error) {
 }
 
 func (b *Bucket) keyErr(op, key string, err error) error {
-	return &storage.KeyError{Op: op, Bucket: b.name, Key: key, Err: b.redact(err)}
+	return &storage.KeyError{Op: op, Bucket: b.name, Key: key, Err: b.redact(withStatus(err))}
+}
+
+// statusError adds the HTTP status and S3 error code of a server's answer to its message
+// (minio-go's error text is the server's message alone, e.g. "Access Denied.").
+type statusError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *statusError) Error() string {
+	msg, status, code := e.err.Error(), strconv.Itoa(e.status), e.code
+	if strings.HasPrefix(code, status) {
+		code = "" // no body (a HEAD): minio-go's code is the status line, e.g. "503 Service Unavailable"
+	}
+	switch {
+	case strings.Contains(msg, status) && (code == "" || strings.Contains(msg, code)):
+		return msg
+	case code == "":
+		return fmt.Sprintf("%s (HTTP %s)", msg, status)
+	}
+	return fmt.Sprintf("%s (HTTP %s %s)", msg, status, code)
+}
+
+func (e *statusError) Unwrap() error { return e.err }
+
+// withStatus wraps a minio-go error response in a statusError; other errors pass unchanged.
+func withStatus(err error) error {
+	resp := minio.ToErrorResponse(err)
+	if resp.StatusCode == 0 {
+		return err
+	}
+	return &statusError{status: resp.StatusCode, code: resp.Code, err: err}
 }
 
 // mapErr turns a minio-go error into a storage error.

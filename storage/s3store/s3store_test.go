@@ -652,3 +652,45 @@ func TestListingThatDoesNotAdvance(t *testing.T) {
 		t.Errorf("%d list requests before the listing was stopped", n)
 	}
 }
+
+// TestServerErrorsNameTheStatus: minio-go's error text is the server's message alone ("Access
+// Denied."); errors name the HTTP status and S3 code too, and still match what they wrap.
+func TestServerErrorsNameTheStatus(t *testing.T) {
+	t.Parallel()
+	endpoint := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodHead && strings.TrimSuffix(r.URL.Path, "/") == "/bkt":
+			w.WriteHeader(http.StatusOK)
+		case q.Has("location"):
+			fmt.Fprint(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">us-east-1</LocationConstraint>`)
+		default:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if r.Method != http.MethodHead {
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><Resource>/bkt/k</Resource><RequestId>1</RequestId></Error>`)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := s3store.New(ctx, s3store.Config{Endpoint: endpoint, Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = storage.ReadAll(ctx, b, "k")
+	t.Logf("get: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "Please reduce your request rate. (HTTP 503 SlowDown)") {
+		t.Fatalf("get from a server answering 503 SlowDown: %v; want the message with the status and code", err)
+	}
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) || resp.Code != "SlowDown" || !strings.Contains(err.Error(), b.Name()) {
+		t.Fatalf("error lost its store's name or its cause: %v", err)
+	}
+	_, err = b.Stat(ctx, "k")
+	t.Logf("stat: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "503") || strings.Count(err.Error(), "503") > 1 || storage.IsNotFound(err) {
+		t.Fatalf("stat from a server answering 503: %v; want the status", err)
+	}
+}
