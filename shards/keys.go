@@ -69,7 +69,7 @@ func ReadKeys(ctx context.Context, f *parquet.File, name string) (k *Keys, err e
 		chunks := rg.ColumnChunks()
 		for _, c := range KeyColumns {
 			var err error
-			if pages, err = checkChunkPages(f, name, rgi, col(c), true, pages); err != nil {
+			if pages, _, err = checkChunkPages(f, name, rgi, col(c), true, pages); err != nil {
 				return nil, err
 			}
 		}
@@ -125,18 +125,19 @@ const maxPageExpansion = 512
 // bytes (exactly its compressed bytes when the chunk is uncompressed), and no more values than
 // the row group has rows. Other columns get no such bounds: a compressed page of repetitive
 // text legitimately expands thousands of times, and a repeated column holds any number of
-// values per row. buf is scratch space, returned grown if the chunk needed more.
-func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf []byte) ([]byte, error) {
+// values per row. buf is scratch space, returned grown if the chunk needed more; claimed is the
+// sum of the pages' uncompressed sizes.
+func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf []byte) (_ []byte, claimed int64, err error) {
 	off, n, err := chunkRange(f, name, rgi, ci, f.Size()-8)
 	if err != nil {
-		return buf, err
+		return buf, 0, err
 	}
 	if int64(cap(buf)) < n {
 		buf = make([]byte, n)
 	}
 	chunk := buf[:n]
 	if _, err := f.ReadAt(chunk, off); err != nil {
-		return buf, fmt.Errorf("%s: row group %d column %d: read chunk: %w", name, rgi, ci, err)
+		return buf, 0, fmt.Errorf("%s: row group %d column %d: read chunk: %w", name, rgi, ci, err)
 	}
 	rg := f.Metadata().RowGroups[rgi]
 	codec, rows := rg.Columns[ci].MetaData.Codec, rg.NumRows
@@ -150,17 +151,18 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf [
 		rd.ResetBytes(rest)
 		var h format.PageHeader
 		if err := dec.Decode(&h); err != nil {
-			return buf, bad("header: %v", err)
+			return buf, 0, bad("header: %v", err)
 		}
 		body := rest[rd.BytesRead():]
 		c, u := int64(h.CompressedPageSize), int64(h.UncompressedPageSize)
 		if c < 0 || c > int64(len(body)) {
-			return buf, bad("%d bytes, but %d left in the chunk", c, len(body))
+			return buf, 0, bad("%d bytes, but %d left in the chunk", c, len(body))
 		}
 		if u < 0 {
-			return buf, bad("%d bytes claim %d uncompressed", c, u)
+			return buf, 0, bad("%d bytes claim %d uncompressed", c, u)
 		}
 		rest = body[c:]
+		claimed += u
 		if !keys {
 			continue
 		}
@@ -169,7 +171,7 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf [
 			limit = c * maxPageExpansion
 		}
 		if u > limit {
-			return buf, bad("%d bytes claim %d uncompressed", c, u)
+			return buf, 0, bad("%d bytes claim %d uncompressed", c, u)
 		}
 		var values int64
 		if d, ok := h.DataPageHeader.Get(); ok {
@@ -182,20 +184,38 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf [
 			values = int64(d.NumValues)
 		}
 		if values < 0 || values > max(rows, u) {
-			return buf, bad("%d values in a row group of %d rows", values, rows)
+			return buf, 0, bad("%d values in a row group of %d rows", values, rows)
 		}
 	}
-	return buf, nil
+	return buf, claimed, nil
 }
 
-// checkPages runs checkChunkPages (without the key columns' bounds) on every column chunk of f.
+// Uncompressed pages of a Parquet file read here may claim at most maxClaimedBase +
+// maxClaimedPerByte × the file's size in all: parquet-go allocates what a page header claims
+// before decompressing, so a lying header in a 1 KB file could take gigabytes. Real files
+// compress far less than 512×, except pages of one value repeated (128 KiB in 13 bytes), which
+// the base covers.
+const (
+	maxClaimedBase    = 32 << 20
+	maxClaimedPerByte = 512
+)
+
+// checkPages runs checkChunkPages (without the key columns' bounds) on every column chunk of f,
+// and bounds what all pages together claim uncompressed.
 func checkPages(f *parquet.File, name string) error {
 	var buf []byte
-	var err error
+	var claimed int64
+	limit := maxClaimedBase + maxClaimedPerByte*f.Size()
 	for rgi, rg := range f.Metadata().RowGroups {
 		for ci := range rg.Columns {
-			if buf, err = checkChunkPages(f, name, rgi, ci, false, buf); err != nil {
+			var u int64
+			var err error
+			if buf, u, err = checkChunkPages(f, name, rgi, ci, false, buf); err != nil {
 				return err
+			}
+			if claimed += u; claimed > limit {
+				return fmt.Errorf("%s: row group %d column %d: malformed pages: they claim %d MiB uncompressed so far in a file of %d bytes, more than the %d MiB + %d× its size read here (if the file is intact, it compresses more than that: write it again with dictionary encoding)",
+					name, rgi, ci, claimed>>20, f.Size(), maxClaimedBase>>20, maxClaimedPerByte)
 			}
 		}
 	}
