@@ -571,6 +571,31 @@ func serveHTTP(t *testing.T, h http.HandlerFunc) string {
 	return ln.Addr().String()
 }
 
+// openFake serves bucket "bkt" from a minimal fake S3 server on 127.0.0.1: it answers the
+// bucket's HEAD and location itself and every other request with h. It returns a Bucket on it
+// (closed when the test ends) and a context for its calls.
+func openFake(t *testing.T, h http.HandlerFunc) (context.Context, *s3store.Bucket) {
+	t.Helper()
+	endpoint := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodHead && strings.TrimSuffix(r.URL.Path, "/") == "/bkt":
+			w.WriteHeader(http.StatusOK)
+		case r.URL.Query().Has("location"):
+			fmt.Fprint(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">us-east-1</LocationConstraint>`)
+		default:
+			h(w, r)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	b, err := s3store.New(ctx, s3store.Config{Endpoint: endpoint, Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return ctx, b
+}
+
 // An https client against a plain-HTTP server (s3.insecure left false, or an endpoint
 // without http://) is a setting to fix, not a server to wait for: it fails at once and says
 // what to change.
@@ -602,13 +627,9 @@ func TestPlainHTTPServerWithTLS(t *testing.T) {
 func TestListingThatDoesNotAdvance(t *testing.T) {
 	t.Parallel()
 	var lists atomic.Int32
-	endpoint := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+	ctx, b := openFake(t, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		switch {
-		case r.Method == http.MethodHead:
-			w.WriteHeader(http.StatusOK)
-		case q.Has("location"):
-			fmt.Fprint(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">us-east-1</LocationConstraint>`)
 		case q.Has("list-type"):
 			lists.Add(1)
 			// prefix "pages/": three pages (tokens "", p1, p2), one key each; else the loop.
@@ -629,13 +650,6 @@ func TestListingThatDoesNotAdvance(t *testing.T) {
 			w.WriteHeader(http.StatusNotImplemented)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := s3store.New(ctx, s3store.Config{Endpoint: endpoint, Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	var keys []string
 	if err := b.Iter(ctx, "pages/", func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		t.Fatalf("a listing of three pages: %v", err)
@@ -644,7 +658,7 @@ func TestListingThatDoesNotAdvance(t *testing.T) {
 		t.Fatalf("keys %q, want %q", keys, want)
 	}
 	lists.Store(0)
-	err = b.Iter(ctx, "loop/", func(string) error { return nil })
+	err := b.Iter(ctx, "loop/", func(string) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "does not advance") || !strings.Contains(err.Error(), `"same"`) {
 		t.Fatalf("a listing that repeats its token: %v", err)
 	}
@@ -657,29 +671,14 @@ func TestListingThatDoesNotAdvance(t *testing.T) {
 // Denied."); errors name the HTTP status and S3 code too, and still match what they wrap.
 func TestServerErrorsNameTheStatus(t *testing.T) {
 	t.Parallel()
-	endpoint := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		switch {
-		case r.Method == http.MethodHead && strings.TrimSuffix(r.URL.Path, "/") == "/bkt":
-			w.WriteHeader(http.StatusOK)
-		case q.Has("location"):
-			fmt.Fprint(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">us-east-1</LocationConstraint>`)
-		default:
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			if r.Method != http.MethodHead {
-				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><Resource>/bkt/k</Resource><RequestId>1</RequestId></Error>`)
-			}
+	ctx, b := openFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if r.Method != http.MethodHead {
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><Resource>/bkt/k</Resource><RequestId>1</RequestId></Error>`)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := s3store.New(ctx, s3store.Config{Endpoint: endpoint, Bucket: "bkt", AccessKey: "ak", SecretKey: "sk", Insecure: true, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	_, err = storage.ReadAll(ctx, b, "k")
+	_, err := storage.ReadAll(ctx, b, "k")
 	t.Logf("get: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "Please reduce your request rate. (HTTP 503 SlowDown)") {
 		t.Fatalf("get from a server answering 503 SlowDown: %v; want the message with the status and code", err)
