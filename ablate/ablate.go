@@ -675,15 +675,14 @@ func WriteReport(w io.Writer, r *Result) error {
 		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
+			groups[k] = nil // listed even if it never acts
 		}
 		if row.AvgAtK != nil {
 			evals[k] = row
 		}
-		if row.Rows == 0 {
-			groups[k] = append(groups[k], []SummaryRow(nil)...) // keep the agent listed
-			continue
+		if row.Rows > 0 {
+			groups[k] = append(groups[k], row)
 		}
-		groups[k] = append(groups[k], row)
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		if order[i].est != order[j].est {

@@ -216,8 +216,9 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 	}
 	i := slices.IndexFunc(m.Files, func(c File) bool { return c.Name == name })
 	if i < 0 {
-		// The other writer's folder has no such file: this upload is a stray object in it,
-		// which no reader looks at; remove it (best effort: it is this writer's own).
+		// The other writer's folder has no such file: the object is a stray in it (this
+		// upload, or a later one of the same name), which no commit of the folder can list and
+		// no reader looks at; remove it (best effort).
 		b.Delete(ctx, path.Join(dir, name))
 		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not in it; to redo the folder with this writer's settings, delete it first: %w", dir, name, ErrConflict)
 	}
@@ -320,14 +321,21 @@ func settle(ctx context.Context, b storage.Bucket, dir string, files []File) ([]
 }
 
 // settleFile confirms one file (see settle); known is an ETag whose version is known to hold
-// f's bytes, or "".
+// f's bytes, or "". A file that is gone, at any of its steps, is replaced too: a writer whose
+// upload replaced it may withdraw the commit and remove its own upload (PutFile) at any moment.
 func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known string) (string, error) {
 	key := path.Join(dir, f.Name)
+	tag, err := confirmFile(ctx, b, key, f, known)
+	if storage.IsNotFound(err) {
+		return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
+	}
+	return tag, err
+}
+
+// confirmFile is settleFile without the mapping of a missing object.
+func confirmFile(ctx context.Context, b storage.Bucket, key string, f File, known string) (string, error) {
 	for try := 0; ; try++ {
 		before, err := b.Stat(ctx, key)
-		if storage.IsNotFound(err) {
-			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
-		}
 		if err != nil {
 			return "", err
 		}
@@ -338,11 +346,6 @@ func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known
 			return known, nil
 		}
 		data, err := storage.ReadAll(ctx, b, key)
-		if storage.IsNotFound(err) {
-			// Removed since the Stat: a writer whose upload replaced it withdrew the commit
-			// and removed its own upload (PutFile).
-			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
-		}
 		if err != nil {
 			return "", err
 		}
@@ -350,9 +353,6 @@ func settleFile(ctx context.Context, b storage.Bucket, dir string, f File, known
 			return "", fmt.Errorf("%s: sha256 %.12s, this writer's is %.12s: %w", key, Digest(data), f.SHA256, errReplaced)
 		}
 		after, err := b.Stat(ctx, key)
-		if storage.IsNotFound(err) {
-			return "", fmt.Errorf("%s is gone: %w", key, errReplaced)
-		}
 		if err != nil {
 			return "", err
 		}

@@ -55,14 +55,21 @@ func TestCommitAfterWithdrawnRivalIsNotASuccess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !errors.Is(aerr, commit.ErrWithdrawn) {
+				t.Fatalf("A: %v, want its commit withdrawn (the interleaving did not happen)", aerr)
+			}
 			if berr == nil && !ok {
 				t.Fatal("B's Commit returned success, but the folder is not committed")
 			}
-			if errors.Is(aerr, commit.ErrWithdrawn) && ok {
-				m, _, _ := commit.Read(ctx, b, dir)
-				if err := commit.Verify(ctx, b, dir, m, true); err != nil {
-					t.Fatal(err)
-				}
+			if berr != nil || !ok {
+				t.Fatalf("B: %v, committed %v: B's put met A's withdrawn manifest and must put again", berr, ok)
+			}
+			m, _, err := commit.Read(ctx, b, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := commit.Verify(ctx, b, dir, m, true); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -105,13 +112,16 @@ func TestPutFileStatFailureAfterReplacingACommittedFile(t *testing.T) {
 	_, err = commit.PutFile(ctx, h, dir, name, []byte("writer B's part"), 1)
 	t.Logf("B: %v", err)
 	m, _, rerr := commit.Read(ctx, b, dir)
-	if rerr == nil {
-		if verr := commit.Verify(ctx, b, dir, m, true); verr != nil {
-			t.Logf("folder committed and damaged: %v", verr)
-			if !strings.Contains(err.Error(), "may have replaced") {
-				t.Errorf("and B's error does not say its upload may have replaced the file")
-			}
-		}
+	if rerr != nil {
+		t.Fatalf("A's commit is gone (%v): the interleaving did not happen", rerr)
+	}
+	verr := commit.Verify(ctx, b, dir, m, true)
+	if verr == nil {
+		t.Fatal("A's folder verifies: B's upload did not land on it (the interleaving did not happen)")
+	}
+	t.Logf("folder committed and damaged: %v", verr)
+	if err == nil || !strings.Contains(err.Error(), "may have replaced") {
+		t.Errorf("and B's error does not say its upload may have replaced the file: %v", err)
 	}
 }
 

@@ -84,10 +84,11 @@ func allocated(f func()) uint64 {
 }
 
 // TestPageHeadersAreCheckedBeforeReading: a compressed page whose header claims 1 GiB
-// uncompressed (a footer that agrees with the edited header) made parquet-go allocate 1.2 GB
-// for a 2 KB file, and a header string claiming 1 GiB (an 821-byte tasks file found by
-// fuzzing) 882 MB. OpenParquet refuses both before any page is read, and still opens a file
-// whose pages of one repeated value compress thousands of times.
+// uncompressed (a footer that agrees with the edited header) made parquet-go allocate 1.2 GiB
+// for a 42 KB file, and a string in a page header claiming more bytes than the file holds made
+// it allocate them (882 MiB for an 821-byte tasks file found by fuzzing). OpenParquet refuses
+// both before any page is read, and still reads the file with its header re-encoded unedited.
+// (Pages that legitimately expand thousands of times: stages/normalize's TestSidecarEncoding.)
 func TestPageHeadersAreCheckedBeforeReading(t *testing.T) {
 	rows := make([]textRow, 20000)
 	for i := range rows {

@@ -204,11 +204,11 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.Attributes, erro
 	return storage.Attributes{Size: fi.Size(), LastModified: fi.ModTime(), ETag: etag(fi)}, nil
 }
 
-// etag names the file that holds an object: its inode and modification time. Every Put writes
-// a new file (a temporary one, renamed or linked over the key), which keeps its inode and
-// mtime through the rename, so the ETag changes whenever the object is replaced, even with the
-// same bytes; it could only repeat if the file system reused the inode of a replaced file
-// within one tick of its clock for an object of the same size.
+// etag names the file that holds an object: its device, inode, modification time and size.
+// Every Put writes a new file (a temporary one, renamed or linked over the key), which keeps
+// its inode and mtime through the rename, so the ETag changes whenever the object is replaced,
+// even with the same bytes; it could only repeat if the file system reused the inode of a
+// replaced file within one tick of its clock for an object of the same size.
 func etag(fi fs.FileInfo) string {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
