@@ -9,12 +9,12 @@
 //
 //	rollouts     iter=N/rollout/part-*.parquet                 (shards.Row)
 //	advantages   iter=N/advantage/est=E/part-*.parquet         (shards.AdvantageRow + iteration, estimator)
-//	diagnostics  iter=N/diagnostics/est=E/agents.parquet       (normalize.DiagnosticsRow)
-//	metrics      iter=N/learn/metrics.parquet                  (learn.MetricsRow)
-//	evals        eval/step=N/results.parquet                   (evaluate.ResultRow)
-//	train_evals  eval-train/step=N/results.parquet             (evaluate.ResultRow, training split)
-//	eval_prompts eval[-train]/step=N/prompts.parquet           (evaluate.PromptRow, both splits)
-//	ablations    ablations/<mode>/summary.parquet              (ablate.SummaryRow)
+//	diagnostics  iter=N/diagnostics/est=E/agents.parquet       (shards.DiagnosticsRow)
+//	metrics      iter=N/learn/metrics.parquet                  (shards.MetricsRow)
+//	evals        eval/step=N/results.parquet                   (shards.ResultRow)
+//	train_evals  eval-train/step=N/results.parquet             (shards.ResultRow, training split)
+//	eval_prompts eval[-train]/step=N/prompts.parquet           (shards.PromptRow, both splits)
+//	ablations    ablations/<mode>/summary.parquet              (shards.SummaryRow)
 //
 // A view over no committed folder still exists, with the right columns and no rows. Canned
 // reports (Reports) cover the common questions; Query runs any SQL.
@@ -33,11 +33,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/drmas-dev/drmas/ablate"
 	"github.com/drmas-dev/drmas/shards"
-	"github.com/drmas-dev/drmas/stages/evaluate"
-	"github.com/drmas-dev/drmas/stages/learn"
-	"github.com/drmas-dev/drmas/stages/normalize"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -46,10 +42,10 @@ var Views = []string{"rollouts", "advantages", "diagnostics", "metrics", "evals"
 
 // viewRows are the row types of the views' files.
 var viewRows = map[string]any{
-	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": normalize.DiagnosticsRow{},
-	"metrics": learn.MetricsRow{}, "evals": evaluate.ResultRow{}, "train_evals": evaluate.ResultRow{},
-	"eval_prompts": evaluate.PromptRow{},
-	"ablations":    ablate.SummaryRow{},
+	"rollouts": shards.Row{}, "advantages": shards.AdvantageRow{}, "diagnostics": shards.DiagnosticsRow{},
+	"metrics": shards.MetricsRow{}, "evals": shards.ResultRow{}, "train_evals": shards.ResultRow{},
+	"eval_prompts": shards.PromptRow{},
+	"ablations":    shards.SummaryRow{},
 }
 
 // viewNoun names a view's contents in messages.

@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/stages/evaluate"
+	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -107,7 +107,7 @@ func ListFolders(ctx context.Context, b storage.Bucket, run string) ([]Folder, e
 // fileView is the view a file of a folder of view belongs to: an evaluation folder holds the
 // per-source results and the per-prompt counts (of both splits in one view).
 func fileView(view, name string) string {
-	if (view == "evals" || view == "train_evals") && name == evaluate.PromptsFile {
+	if (view == "evals" || view == "train_evals") && name == shards.EvalPromptsFile {
 		return "eval_prompts"
 	}
 	return view

@@ -35,40 +35,17 @@ type Options struct {
 	Train bool
 }
 
-// ResultRow is one row of eval/step=N/results.parquet. DataSource "all" aggregates every
-// prompt. AvgAtK is the mean over prompts of the share of their K samples that succeeded
-// (reward > 0.5); PassAtK is the share of prompts with at least one success among their K
-// samples: with exactly K samples per prompt this equals the unbiased estimator of Chen et al.
-// (2021), 1 − C(n−c, k)/C(n, k) (workflows.PassAtK).
-type ResultRow struct {
-	Step       int64   `parquet:"step"`
-	Workflow   string  `parquet:"workflow,dict"`
-	DataSource string  `parquet:"data_source,dict"`
-	K          int32   `parquet:"k"`
-	Prompts    int32   `parquet:"prompts"`
-	AvgAtK     float64 `parquet:"avg_at_k"`
-	PassAtK    float64 `parquet:"pass_at_k"`
-}
+// ResultRow is the persisted schema shards.ResultRow, named here for this stage's callers.
+type ResultRow = shards.ResultRow
 
-// PromptRow is one row of eval/step=N/prompts.parquet: how many of one prompt's k samples
-// succeeded. Two steps of a run are evaluated on the same prompts (tasks and their ids derive
-// from the run seed), so their rows pair up by task_id: the paired change in avg@k has a far
-// smaller standard error than the difference of two averages (analysis report "evaldelta").
-type PromptRow struct {
-	Step       int64  `parquet:"step"`
-	Split      string `parquet:"split,dict"` // "eval" (held out) or "train" (Options.Train)
-	DataSource string `parquet:"data_source,dict"`
-	TaskID     string `parquet:"task_id"`
-	Question   string `parquet:"question"`
-	K          int32  `parquet:"k"`
-	Successes  int32  `parquet:"successes"`
-}
+// PromptRow is the persisted schema shards.PromptRow, named here for this stage's callers.
+type PromptRow = shards.PromptRow
 
 // ResultsFile and PromptsFile are the files of a committed evaluation (evaluations committed
 // before per-prompt results existed have only ResultsFile).
 const (
-	ResultsFile = "results.parquet"
-	PromptsFile = "prompts.parquet"
+	ResultsFile = shards.EvalResultsFile
+	PromptsFile = shards.EvalPromptsFile
 )
 
 // Run evaluates one checkpoint; an evaluation already committed is read back, not redone. One

@@ -63,38 +63,8 @@ type Options struct {
 	Estimator string
 }
 
-// MetricsRow is one row of iter=N/learn/metrics.parquet. Agent "*" is the whole model. An
-// agent's Loss and GradNorm are of its share of each mini-batch's token-mean loss (the sum over
-// its tokens divided by all the mini-batch's tokens), so the agents' losses add up to the
-// model's; the per-token figures (ClipFrac, ApproxKL, RefKL, Entropy, MeanAbsAdv) are means
-// over the response tokens seen in all updates. ClipFrac counts the tokens whose clipped term
-// the loss took (no gradient); Entropy is at the sampling temperature; MeanAbsAdv is the mean
-// |advantage|.
-type MetricsRow struct {
-	Iteration    int32   `parquet:"iteration"`
-	Estimator    string  `parquet:"estimator,dict"`
-	Model        string  `parquet:"model,dict"`
-	Agent        string  `parquet:"agent,dict"`
-	Step         int64   `parquet:"step"`   // the checkpoint step published
-	Rows         int64   `parquet:"rows"`   // distinct rows trained on (each epoch sees them again)
-	Tokens       int64   `parquet:"tokens"` // their response tokens, counted once
-	Updates      int32   `parquet:"updates"`
-	Loss         float64 `parquet:"loss"`      // mean over updates
-	GradNorm     float64 `parquet:"grad_norm"` // before clipping, mean over updates
-	GradNormMax  float64 `parquet:"grad_norm_max"`
-	ClipFrac     float64 `parquet:"clip_frac"`
-	ApproxKL     float64 `parquet:"approx_kl"` // ½·mean(log ratio²)
-	RefKL        float64 `parquet:"ref_kl"`    // mean k3 KL to the reference (kl_coef > 0)
-	Entropy      float64 `parquet:"entropy"`
-	MeanAbsAdv   float64 `parquet:"mean_abs_adv"`
-	RatioMax     float64 `parquet:"ratio_max"`
-	BehaviourGap float64 `parquet:"behaviour_gap"` // mean |stored − recomputed| log-prob
-	// GPU telemetry (NVML) sampled after the model's updates, the most loaded device: bytes in
-	// use and utilisation in percent. 0 on a machine without a GPU (CPU engine), so CPU runs stay
-	// byte-identical; on a GPU machine these two columns are measurements, not deterministic.
-	GPUMemoryUsed  int64 `parquet:"gpu_memory_used"`
-	GPUUtilization int32 `parquet:"gpu_utilization"`
-}
+// MetricsRow is the persisted schema shards.MetricsRow, named here for this stage's callers.
+type MetricsRow = shards.MetricsRow
 
 // Result summarises a learner run.
 type Result struct {

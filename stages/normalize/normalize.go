@@ -46,31 +46,8 @@ type Options struct {
 	Shard jobs.Shard
 }
 
-// DiagnosticsRow is one row of diagnostics/est=<name>/agents.parquet: the Lemma 4.2 statistics of
-// one agent over the iteration's groups (kernels.AgentDiagnostics), and the estimator's
-// advantage statistics for it: AdvMean, AdvAbsMean and AdvStd are the mean, the mean absolute
-// value and the population standard deviation (divided by n) of the agent's stored (float32)
-// advantages.
-type DiagnosticsRow struct {
-	Iteration       int32   `parquet:"iteration"`
-	Estimator       string  `parquet:"estimator,dict"`
-	Agent           string  `parquet:"agent,dict"`
-	Rows            int64   `parquet:"rows"`
-	Groups          int64   `parquet:"groups"`
-	SingletonGroups int64   `parquet:"singleton_groups"`
-	MuK             float64 `parquet:"mu_k"`
-	SigmaK          float64 `parquet:"sigma_k"`
-	Mu              float64 `parquet:"mu"`
-	Sigma           float64 `parquet:"sigma"`
-	ZeroSigmaKShare float64 `parquet:"zero_sigma_k_share"`
-	InflationMean   float64 `parquet:"inflation_mean"`
-	InflationMax    float64 `parquet:"inflation_max"`
-	InflationGroups int64   `parquet:"inflation_groups"`
-	ZeroSigmaGroups int64   `parquet:"zero_sigma_groups"`
-	AdvMean         float64 `parquet:"adv_mean"`
-	AdvAbsMean      float64 `parquet:"adv_abs_mean"`
-	AdvStd          float64 `parquet:"adv_std"`
-}
+// DiagnosticsRow is the persisted schema shards.DiagnosticsRow, named here for this stage's callers.
+type DiagnosticsRow = shards.DiagnosticsRow
 
 // Result summarises a normalize run.
 type Result struct {
