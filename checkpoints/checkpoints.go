@@ -1,5 +1,5 @@
 // Package checkpoints publishes and loads the built-in policy's checkpoints in a run's store
-// (DESIGN §4).
+// (docs/design.md, "Learner").
 //
 // A checkpoint step holds, per model, model.safetensors and optim.safetensors under
 // checkpoints/step=NNNNNN/<model>/, and one _MANIFEST.json for all models of the step (files,

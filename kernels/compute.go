@@ -139,7 +139,7 @@ func (w *workspace) prepare(numAgents int) {
 type needs struct{ agent, traj bool }
 
 // finish turns a count, a sum and a sum of squared deviations into (μ, σ) with the rules of
-// DESIGN.md §3: one element gives μ = 0, σ = 1. When every value is equal (varies false) μ is
+// docs/design.md, "Estimators": one element gives μ = 0, σ = 1. When every value is equal (varies false) μ is
 // that value (first) and σ = 0 exactly, so that rounding in sum/n cannot leave a residue
 // ~1e-17 in σ (which matters for σ = 0 tests, not for the advantage).
 func finish(n int, sum, m2 float64, varies bool, first float64) (float64, float64) {

@@ -8,7 +8,7 @@ import "math"
 // aggregated over the groups (uids) in which the agent has at least one row.
 //
 // For each such group: μ_k, σ_k are the statistics of the agent's rows in the group and μ, σ
-// those of all rows of the group pooled, all with the rules of DESIGN.md §3 (one element gives
+// those of all rows of the group pooled, all with the rules of docs/design.md, "Estimators" (one element gives
 // μ = 0, σ = 1; all-equal elements give σ = 0). The inflation of the group is
 // (σ_k² + (μ_k − μ)²)/σ²: how much larger the agent's gradient norm is under the global baseline
 // (μ, σ) than under its own (μ_k, σ_k). When σ = 0 the group has two or more rows, all with

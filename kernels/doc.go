@@ -4,7 +4,7 @@
 //
 // What is promised:
 //
-//   - Formulas are exactly those of DESIGN.md §3: ε defaults to 1e-6 (DefaultEps); std is the
+//   - Formulas are exactly those of docs/design.md, "Estimators": ε defaults to 1e-6 (DefaultEps); std is the
 //     unbiased sample std (divide by n−1); a statistic over ONE element uses μ = 0, σ = 1
 //     (the reference behaviour of verl). Estimators: grpo (trajectory level), drmas (per uid and
 //     agent), grpo_step (per uid, all rows pooled), each with or without division by σ (Dr.GRPO

@@ -11,7 +11,7 @@ import (
 )
 
 // TestMatchesDuckDB checks grpo, drmas, grpo_step, drmas_nostd, rloo and rloo_agent against DuckDB window-function SQL written
-// straight from DESIGN.md §3, on ~100 k random rows appended through the Appender API.
+// straight from docs/design.md, "Estimators", on ~100 k random rows appended through the Appender API.
 func TestMatchesDuckDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("DuckDB comparison skipped in -short mode")

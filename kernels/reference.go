@@ -2,7 +2,7 @@ package kernels
 
 import "math"
 
-// refStats is the textbook statistic of DESIGN.md §3 over xs, in the given order: one element
+// refStats is the textbook statistic of docs/design.md, "Estimators" over xs, in the given order: one element
 // gives μ = 0, σ = 1; all-equal elements give μ = that value, σ = 0; otherwise the mean and the
 // unbiased (n−1) sample std by the two-pass formula.
 func refStats(xs []float64) (mu, sd float64) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// DefaultEps is ε of DESIGN.md §3, added to σ before dividing.
+// DefaultEps is ε of docs/design.md, "Estimators", added to σ before dividing.
 const DefaultEps = 1e-6
 
 // MinEps is the smallest ε a Spec may have. Scores that differ by less than about 1e-154 have

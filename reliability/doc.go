@@ -1,7 +1,7 @@
 // Package reliability holds drmas's cross-cutting fault, crash and concurrency tests; it has
 // no code of its own.
 //
-// The tests exercise the guarantees the whole pipeline rests on (DESIGN §1, §4): a stage
+// The tests exercise the guarantees the whole pipeline rests on (docs/design.md, "Commit protocol" and "Learner"): a stage
 // reads only committed inputs and commits its outputs with a _MANIFEST.json written last, and
 // checkpoints move LATEST only after their manifest. They check that those guarantees survive:
 //

@@ -21,7 +21,7 @@ import (
 // a column changes meaning or type.
 const SchemaVersion = 1
 
-// Row is one agent invocation: the unit of a trajectory shard (DESIGN §2).
+// Row is one agent invocation: the unit of a trajectory shard (docs/design.md, "Shard schemas").
 //
 // Column order in the file follows the field order here. Strings with few distinct values are
 // dictionary-encoded. The key columns normalize reads (row_id, uid, sample, agent, score) are

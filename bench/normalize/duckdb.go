@@ -37,7 +37,7 @@ func sqlList(paths []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// duckQuery is the drmas advantage (DESIGN §3) in SQL: per (uid, agent), (score − avg) /
+// duckQuery is the drmas advantage (docs/design.md, "Estimators") in SQL: per (uid, agent), (score − avg) /
 // (stddev_samp + ε), with μ = 0, σ = 1 for a group of one row; narrow output (row_id, advantage).
 func duckQuery(parts []string, out string) string {
 	return `COPY (

@@ -2,7 +2,7 @@
 // committed rollout iteration of a run, so they can be reanalysed like drmas's own: normalized
 // with any estimator, joined with DuckDB, compared across runs.
 //
-// The input is one JSONL or Parquet file with one row per agent invocation (DESIGN §2):
+// The input is one JSONL or Parquet file with one row per agent invocation (docs/design.md, "Shard schemas"):
 // required uid, traj_uid, agent, step, score; the other trajectory columns are optional with
 // defaults (see Columns). The whole file is validated before anything is written: every
 // problem is reported at once (the first MaxProblems, then a count) naming the file and the

@@ -223,7 +223,7 @@ func TestJSONLThroughNormalize(t *testing.T) {
 				t.Errorf("%s %s: advantage %v, want %v", est, k, g, w)
 			}
 		}
-		// u2 is a singleton group: μ = 0, σ = 1 (DESIGN §3), so A ≈ its score.
+		// u2 is a singleton group: μ = 0, σ = 1 (docs/design.md, "Estimators"), so A ≈ its score.
 		if g := got["t4/0/a"]; math.Abs(g-0.3) > 1e-5 {
 			t.Errorf("%s t4: advantage %v, want ≈ 0.3", est, g)
 		}

@@ -4,7 +4,7 @@
 // AdamW and global grad-norm clipping. It publishes checkpoint step S+1 (S = the policy that
 // generated the rollout), recording in its manifest the rollout and advantage folders it was
 // trained on, and commits per-model and per-agent metrics, including each agent's own gradient
-// norm (DESIGN §4).
+// norm (docs/design.md, "Learner").
 //
 // The iterations of a run are a chain: iteration N is sampled from step N and publishes step
 // N+1. Learn refuses a rollout of the run sampled from another step (one rolled out out of

@@ -1,7 +1,7 @@
 // Package normalize is the normalize stage: it reads the key and score columns of an
 // iteration's committed rollout parts, computes the requested advantage estimators in one pass
 // per part (kernels), and commits one narrow sidecar per part and estimator plus per-agent
-// diagnostics (DESIGN §2, §3).
+// diagnostics (docs/design.md, "Shard schemas" and "Estimators").
 //
 // Parts are processed concurrently, on up to GOMAXPROCS goroutines, and their results merged
 // in part order: memory is bounded by that many parts (their columns live in huge-page arenas,

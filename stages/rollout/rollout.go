@@ -1,7 +1,7 @@
 // Package rollout is the rollout stage: for iteration N it loads each model's checkpoint of
 // step N (LATEST by default, which must be step N: the iterations of a run are a chain),
 // plays the configured multi-agent workflow for the iteration's prompts (a group of samples
-// per prompt), and commits the trajectories as Parquet parts (DESIGN §2): one row per agent
+// per prompt), and commits the trajectories as Parquet parts (docs/design.md, "Shard schemas"): one row per agent
 // invocation, a uid never split across parts, deterministic rows and bytes for the same seed
 // and checkpoint.
 package rollout

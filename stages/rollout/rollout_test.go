@@ -133,7 +133,7 @@ func TestRolloutRowsAndDuckDB(t *testing.T) {
 	}
 }
 
-// checkRows checks the invariants of DESIGN §2 on one part's rows.
+// checkRows checks the invariants of docs/design.md, "Shard schemas" on one part's rows.
 func checkRows(t *testing.T, wf workflows.Workflow, rows []shards.Row) {
 	t.Helper()
 	order := map[string]int{}
