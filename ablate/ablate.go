@@ -443,8 +443,8 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	}
 	// Committed work is not redone, so an output run left by an ablation under another config
 	// (learn settings, seed, agents, models, rollout temperature) would be summarized as this
-	// config's. A manifest without a digest (an older drmas) is taken as it is.
-	if lm.ConfigDigest != "" && !learn.SameConfig(cfg, est, lm.ConfigDigest) {
+	// config's.
+	if !learn.SameConfig(cfg, est, lm.ConfigDigest) {
 		return nil, nil, fmt.Errorf("ablate: %s was learned under another config than this one (learn settings, seed, agents, models or rollout temperature differ): rerun with that config, or delete runs/%s to redo the %s ablation with this one",
 			ldir, run, mode)
 	}

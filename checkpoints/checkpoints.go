@@ -62,8 +62,7 @@ func (s *Set) ModelNames() []string {
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
 // step that is already committed with an identical manifest (the same files, parent, config
 // digest and inputs) is a no-op (a rerun); with another one it is a conflict, and nothing of
-// the committed step is touched. A committed step that records no inputs (published by a
-// drmas that did not record them) is compared without s.Inputs, and kept as it is.
+// the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
 	type file struct {
@@ -102,15 +101,6 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		have, err := commit.Encode(old)
 		if err != nil {
 			return "", err
-		}
-		if len(old.Inputs) == 0 && len(m.Inputs) > 0 {
-			// Published by a drmas that did not record inputs: the same files, parent and
-			// config digest are the same step (a rerun after an older attempt died).
-			bare := *m
-			bare.Inputs = nil
-			if want, err = commit.Encode(&bare); err != nil {
-				return "", err
-			}
 		}
 		if !bytes.Equal(have, want) {
 			return "", fmt.Errorf("publish checkpoint step %d: already committed with different content: %w", s.Step, commit.ErrConflict)

@@ -326,38 +326,6 @@ func TestPublishRecordsInputs(t *testing.T) {
 	}
 }
 
-// TestPublishOverAStepWithoutInputs: a step an older drmas published (no inputs recorded) is
-// the same step when republished with inputs and the same files, parent and config digest:
-// the rerun of the learn that died before committing its metrics. It used to be a conflict
-// ("other weights", though the bytes were the same) that no rerun could get past. The step
-// is kept as it was; other weights are still a conflict.
-func TestPublishOverAStepWithoutInputs(t *testing.T) {
-	ctx := context.Background()
-	b := store(t)
-	old := newSet(t, 1, 2)
-	sha, err := checkpoints.Publish(ctx, b, "r", old, "d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := []commit.Input{{Dir: commit.RolloutDir("r", 1), ManifestSHA256: strings.Repeat("a", 64)}}
-	again := newSet(t, 1, 2)
-	again.Inputs = in
-	if got, err := checkpoints.Publish(ctx, b, "r", again, "d"); err != nil || got != sha {
-		t.Fatalf("the same step with inputs: %q %v, want the committed manifest %q", got, err, sha)
-	}
-	if s, err := checkpoints.LoadStep(ctx, b, "r", 1, false); err != nil || s.Inputs != nil || s.ManifestSHA256 != sha {
-		t.Fatalf("the older step after the republish: %+v %v", s, err)
-	}
-	other := newSet(t, 1, 3)
-	other.Inputs = in
-	if _, err := checkpoints.Publish(ctx, b, "r", other, "d"); !errors.Is(err, commit.ErrConflict) {
-		t.Fatalf("other weights over a step without inputs: %v, want a conflict", err)
-	}
-	if _, err := checkpoints.Publish(ctx, b, "r", again, "other digest"); !errors.Is(err, commit.ErrConflict) {
-		t.Fatalf("another config digest over a step without inputs: %v, want a conflict", err)
-	}
-}
-
 // TestMissingStepListsTheCommittedOnes: asking for a step that is not committed names the
 // steps that are, and still matches commit.ErrNotCommitted.
 func TestMissingStepListsTheCommittedOnes(t *testing.T) {

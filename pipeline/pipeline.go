@@ -22,7 +22,6 @@ import (
 	"github.com/drmas-dev/drmas/stages/normalize"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/warmup"
-	"github.com/drmas-dev/drmas/storage"
 )
 
 // Options configure a run of the loop.
@@ -76,10 +75,10 @@ func (s IterationSummary) String() string {
 }
 
 // heldOutPrompts returns the per-prompt results of step's held-out evaluation, or nil when it
-// has none (not evaluated, or committed by an older drmas).
+// is not evaluated.
 func heldOutPrompts(ctx context.Context, env *stages.Env, step int64) ([]evaluate.PromptRow, error) {
 	rows, err := evaluate.ReadPrompts(ctx, env.Bucket, commit.EvalDir(env.Config.Run, step))
-	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, commit.ErrNotCommitted) {
+	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, nil
 	}
 	return rows, err

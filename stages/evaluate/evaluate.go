@@ -41,8 +41,7 @@ type ResultRow = shards.ResultRow
 // PromptRow is the persisted schema shards.PromptRow, named here for this stage's callers.
 type PromptRow = shards.PromptRow
 
-// ResultsFile and PromptsFile are the files of a committed evaluation (evaluations committed
-// before per-prompt results existed have only ResultsFile).
+// ResultsFile and PromptsFile are the files of a committed evaluation.
 const (
 	ResultsFile = shards.EvalResultsFile
 	PromptsFile = shards.EvalPromptsFile
@@ -108,7 +107,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	}
 	*evaluated = step
 	if step >= 0 {
-		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params, tasks); ok || err != nil {
+		if rows, ok, err := readBack(ctx, b, evalDir(cfg.Run, step), params); ok || err != nil {
 			return rows, err
 		}
 	}
@@ -119,7 +118,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	dir := evalDir(cfg.Run, set.Step)
 	*evaluated = set.Step
 	if set.Step != step {
-		if rows, ok, err := readBack(ctx, b, dir, params, tasks); ok || err != nil {
+		if rows, ok, err := readBack(ctx, b, dir, params); ok || err != nil {
 			return rows, err
 		}
 	}
@@ -176,11 +175,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 }
 
 // readBack reads the evaluation committed in dir; ok is false when dir is not committed. An
-// evaluation committed with other params than these, or of other prompts than tasks, is an
-// error matching commit.ErrConflict. Params an older drmas did not record are not compared;
-// without prompts_sha256 the prompts its prompts.parquet lists are compared instead (an
-// evaluation older still, with neither, is taken as it is).
-func readBack(ctx context.Context, b storage.Bucket, dir string, params map[string]string, tasks []workflows.Task) (rows []ResultRow, ok bool, err error) {
+// evaluation committed with other params than these (prompts_sha256 among them: other prompts)
+// is an error matching commit.ErrConflict.
+func readBack(ctx context.Context, b storage.Bucket, dir string, params map[string]string) (rows []ResultRow, ok bool, err error) {
 	m, _, err := commit.Read(ctx, b, dir)
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, false, nil
@@ -189,17 +186,10 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 	}
 	var diff []string
 	for _, key := range stages.SortedKeys(params) {
-		if have, ok := m.Params[key]; ok && have != params[key] {
+		if have, ok := m.Params[key]; !ok {
+			diff = append(diff, fmt.Sprintf("no %s (this config: %s)", key, params[key]))
+		} else if have != params[key] {
 			diff = append(diff, fmt.Sprintf("%s %s (this config: %s)", key, have, params[key]))
-		}
-	}
-	if _, ok := m.Params["prompts_sha256"]; !ok && len(diff) == 0 && lists(m, PromptsFile) {
-		prompts, err := readTable[PromptRow](ctx, b, dir, m, PromptsFile)
-		if err != nil {
-			return nil, false, fmt.Errorf("committed evaluation does not read back: %w", err)
-		}
-		if d := otherPrompts(prompts, tasks); d != "" {
-			diff = append(diff, d)
 		}
 	}
 	if len(diff) > 0 {
@@ -210,31 +200,6 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 		return nil, false, fmt.Errorf("committed evaluation does not read back: %w", err)
 	}
 	return rows, true, nil
-}
-
-// lists reports whether manifest m lists the file name.
-func lists(m *commit.Manifest, name string) bool {
-	for _, f := range m.Files {
-		if f.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// otherPrompts describes the first difference between the prompts a committed evaluation
-// lists and tasks (ids, questions and sources, in order), or returns "" if there is none.
-func otherPrompts(prompts []PromptRow, tasks []workflows.Task) string {
-	for i := range max(len(prompts), len(tasks)) {
-		if i >= len(prompts) || i >= len(tasks) {
-			return fmt.Sprintf("other prompts (%d; this config: %d)", len(prompts), len(tasks))
-		}
-		p, t := prompts[i], tasks[i]
-		if p.TaskID != t.ID || p.Question != t.Question || p.DataSource != t.DataSource {
-			return fmt.Sprintf("other prompts (prompt %d is task %q of %s; this config: task %q of %s)", i, p.TaskID, p.DataSource, t.ID, t.DataSource)
-		}
-	}
-	return ""
 }
 
 // Read returns the per-source results of the committed evaluation in dir, and the sha256 of
@@ -248,8 +213,7 @@ func Read(ctx context.Context, b storage.Bucket, dir string) ([]ResultRow, strin
 	return rows, sha, err
 }
 
-// ReadPrompts returns the per-prompt rows of the committed evaluation in dir (an error
-// wrapping storage.ErrNotFound for an evaluation committed before they existed).
+// ReadPrompts returns the per-prompt rows of the committed evaluation in dir.
 func ReadPrompts(ctx context.Context, b storage.Bucket, dir string) ([]PromptRow, error) {
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {

@@ -82,11 +82,9 @@ func Digest(cfg *configs.Config, estimator string) string {
 	return digestOf(cfg, l, estimator)
 }
 
-// SameConfig reports whether d, the digest a learn recorded, is cfg's for estimator: Digest,
-// or the digest an older drmas recorded, which also covered learn.keep_checkpoints and
-// learn.estimator (so a store it left resumes while those are unchanged).
+// SameConfig reports whether d, the digest a learn recorded, is cfg's for estimator.
 func SameConfig(cfg *configs.Config, estimator, d string) bool {
-	return d == Digest(cfg, estimator) || d == digestOf(cfg, cfg.Learn, estimator)
+	return d == Digest(cfg, estimator)
 }
 
 func digestOf(cfg *configs.Config, l configs.Learn, estimator string) string {
@@ -105,9 +103,8 @@ type earlierAttempt struct {
 	Found   bool // the step is published and its metrics are there: commit them
 	Metrics []MetricsRow
 	File    commit.File
-	// Digest is the config digest to publish the step under: the one a published step
-	// records (this config's, or an older drmas's that SameConfig accepts, so the same bits are
-	// the same step), else Digest.
+	// Digest is the config digest to publish the step under: Digest, which a published step
+	// this iteration may take records too.
 	Digest string
 }
 
@@ -120,16 +117,11 @@ type earlierAttempt struct {
 // The step is this iteration's only if it was trained from the same parent, config and inputs
 // (the iteration's rollout and advantage folders, by manifest sha256, which Publish records):
 // a step another iteration published (one run out of order), or this iteration from other
-// inputs, is an error that says whose it is. A step published by an older drmas records no
-// inputs; it is taken as this iteration's unless a committed learn folder of another iteration
-// names it (the run's whole folder is listed to find out); that check is skipped when chained
-// is false (an imported or copied rollout, whose iterations need not follow the run's order).
-// An older drmas's step whose publisher died before committing its metrics names no
-// iteration: it is taken as this iteration's if this iteration's metrics are there (an older
-// drmas's failed attempt may have left them); if not, this iteration trains: the same bits
-// are the same step (Publish takes them), other bits conflict (see publishConflict, which
-// removes the metrics again).
-func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, est string, inputs []commit.Input, chained bool) (e earlierAttempt, err error) {
+// inputs, is an error that says whose it is; so is a step that records no rollout among its
+// inputs (no learn published it). When this iteration's metrics are gone (a publish conflict
+// removed them), this iteration trains: the same bits are the same step (Publish takes them),
+// other bits conflict (see publishConflict).
+func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir string, version int64, est string, inputs []commit.Input) (e earlierAttempt, err error) {
 	run, next := env.Config.Run, version+1
 	digest := Digest(env.Config, est)
 	e.Digest = digest
@@ -147,7 +139,6 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 		return e, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s: train under another --run",
 			next, parent, cm.ConfigDigest, publishedBy(cm), version, digest)
 	}
-	e.Digest = cm.ConfigDigest // this config's, or an older drmas's for it
 	switch by, recorded := publisher(cm); {
 	case recorded && by != iter:
 		return e, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
@@ -155,18 +146,14 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 	case recorded && !slices.Equal(cm.Inputs, inputs):
 		return e, fmt.Errorf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned: train under another --run",
 			next, describeInputs(cm.Inputs), describeInputs(inputs))
-	case !recorded && chained:
-		if by, claimed, err := claimedBy(ctx, env.Bucket, run, next); err != nil {
-			return e, err
-		} else if claimed {
-			return e, fmt.Errorf("checkpoint step %d is already published (by iteration %d's learn, whose committed metrics name it, from step %d), so iteration %d cannot publish its update: %s",
-				next, by, version, iter, inOrder(run, by))
-		}
+	case !recorded:
+		return e, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: train under another --run",
+			next, publishedBy(cm), iter)
 	}
 	key := path.Join(outDir, metricsFile)
 	data, err := storage.ReadAll(ctx, env.Bucket, key)
 	if storage.IsNotFound(err) {
-		return e, nil // published by an older drmas that wrote metrics last: train again, publish the same bits
+		return e, nil // a publish conflict removed them: train again; the same bits publish as the same step
 	} else if err != nil {
 		return e, fmt.Errorf("read the metrics of the earlier attempt: %w", err)
 	}
@@ -188,7 +175,7 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 }
 
 // publisher returns the iteration whose rollout a checkpoint manifest records among its inputs;
-// ok is false when it records none (the warm-up, or a step published by an older drmas).
+// ok is false when it records none (the warm-up).
 func publisher(cm *commit.Manifest) (iter int, ok bool) {
 	for _, in := range cm.Inputs {
 		if rest, isRollout := strings.CutSuffix(in.Dir, "/rollout"); isRollout {
@@ -209,7 +196,7 @@ func publishedBy(cm *commit.Manifest) string {
 	if by, ok := publisher(cm); ok {
 		return fmt.Sprintf("by iteration %d's learn, %s", by, from)
 	}
-	return "by an older drmas that does not record its inputs, " + from
+	return "recording no rollout among its inputs, " + from
 }
 
 // describeInputs lists input folders with their manifests' digests, for errors.
@@ -227,36 +214,9 @@ func inOrder(run string, by int) string {
 		"and this run's step belongs to iteration %d (%s): train under another --run", by, commit.IterDir(run, by))
 }
 
-// claimedBy finds an iteration whose committed learn manifest names step: the publisher of a
-// step that records no inputs (an older drmas's). It lists the run's whole folder.
-func claimedBy(ctx context.Context, b storage.Bucket, run string, step int64) (int, bool, error) {
-	prefix := commit.RunDir(run) + "/"
-	var iters []int
-	err := b.Iter(ctx, prefix, func(key string) error {
-		el, tail, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		if n, ok := commit.ParseIterDir(el); ok && tail == "learn/"+commit.ManifestName {
-			iters = append(iters, n)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("list the learn folders of %s: %w", run, err)
-	}
-	for _, it := range iters {
-		m, _, err := commit.Read(ctx, b, commit.LearnDir(run, it))
-		if err != nil {
-			return 0, false, err
-		}
-		if m.Step != nil && *m.Step == step {
-			return it, true, nil
-		}
-	}
-	return 0, false, nil
-}
-
 // outOfOrder is the error of an iteration whose rollout was not sampled from step iter: one
-// rolled out before the iterations ahead of it had learned (drmas now refuses that at rollout,
-// older versions did not).
+// rolled out before the iterations ahead of it had learned (rollout refuses that itself; an
+// older rollout folder may still hold one).
 func outOfOrder(run string, iter int, version int64) error {
 	first := ""
 	if version < int64(iter) {
@@ -390,7 +350,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		return &Result{Step: step, Metrics: metrics}, nil
 	}
-	earlier, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs, chained)
+	earlier, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs)
 	if err != nil {
 		return nil, err
 	} else if earlier.Found {

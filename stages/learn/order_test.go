@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/gpu"
 	"github.com/drmas-dev/drmas/gpu/cuda"
@@ -129,19 +128,7 @@ func publishThird(t *testing.T) *stages.Env {
 	return env
 }
 
-// olderDrmasDiedAfterPublishing returns a store where an older drmas (one that does not record
-// a step's inputs) published step 2 for iteration 1 and died before committing its metrics.
-func olderDrmasDiedAfterPublishing(t *testing.T) *stages.Env {
-	t.Helper()
-	cfg := stagetest.Config(t, "math")
-	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
-	env := prepare(t, cfg, 2)
-	dieBeforeMetricsCommit(t, env, 1)
-	stripInputs(t, env, 2)
-	return env
-}
-
-// stripInputs rewrites step's manifest as a drmas that does not record inputs wrote it.
+// stripInputs rewrites step's manifest without its inputs.
 func stripInputs(t *testing.T, env *stages.Env, step int64) {
 	t.Helper()
 	rewriteCheckpointManifest(t, env, step, func(m *commit.Manifest) {
@@ -152,8 +139,7 @@ func stripInputs(t *testing.T, env *stages.Env, step int64) {
 	})
 }
 
-// rewriteCheckpointManifest commits step's manifest again as edit changes it, as an older
-// drmas would have written it.
+// rewriteCheckpointManifest commits step's manifest again as edit changes it.
 func rewriteCheckpointManifest(t *testing.T, env *stages.Env, step int64, edit func(m *commit.Manifest)) {
 	t.Helper()
 	ctx := context.Background()
@@ -189,45 +175,19 @@ func TestLearnNeverTakesAnotherIterationsStep(t *testing.T) {
 		"the iterations of a run must run in order", "this run's step belongs to iteration 3 (runs/t/iter=000003): train under another --run")
 }
 
-// TestLearnNeverTakesAnOlderDrmassStepOfAnotherIteration: the same with step 2 published by a
-// drmas that did not record inputs: iteration 3's committed learn names it, so it is not
-// iteration 1's.
-func TestLearnNeverTakesAnOlderDrmassStepOfAnotherIteration(t *testing.T) {
-	env := publishThird(t)
-	stripInputs(t, env, 2)
-	learnFails(t, env, 1, "checkpoint step 2 is already published (by iteration 3's learn, whose committed metrics name it, from step 1), so iteration 1 cannot publish its update",
-		"train under another --run")
-}
-
-// TestPublishConflictSaysWhatHappened: step 2 published by an older drmas for iteration 3,
-// which died before committing its metrics, cannot be told from iteration 1's own earlier
-// attempt; iteration 1 trains, and its publish conflicts: the error says so and what to do,
-// and the attempt's metrics go, so the rerun fails the same way instead of committing them.
-func TestPublishConflictSaysWhatHappened(t *testing.T) {
+// TestLearnRefusesAStepWithoutRecordedInputs: step 2 committed without a rollout among its
+// inputs (no learn published it) is no iteration's own: learn refuses to take it over, says
+// so and what to do, and commits nothing.
+func TestLearnRefusesAStepWithoutRecordedInputs(t *testing.T) {
 	env := publishThird(t)
 	stripInputs(t, env, 2)
 	if err := env.Bucket.Delete(context.Background(), path.Join(commit.LearnDir("t", 3), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
-	learnFails(t, env, 1, "learn iter 1: step 2 is already published (by an older drmas that does not record its inputs, from step 1) with other weights",
-		"the iterations of a run must run in order", "train under another --run", commit.ErrConflict.Error())
-}
-
-// TestRerunKeepsAnOlderDrmassStep: a step published by a drmas that did not record inputs,
-// whose learn died before committing its metrics, is still taken up by the rerun when no other
-// iteration's learn names it.
-func TestRerunKeepsAnOlderDrmassStep(t *testing.T) {
-	ctx := context.Background()
-	env := olderDrmasDiedAfterPublishing(t)
-	store := env.Bucket
-	var log strings.Builder
-	env.Log = &log
-	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
-	if err != nil || res.Step != 2 || !strings.Contains(log.String(), "published by an earlier attempt") {
-		t.Fatalf("rerun: %+v %v\n%s", res, err, log.String())
-	}
-	if s, err := checkpoints.LoadStep(ctx, store, "t", 2, true); err != nil || s.Inputs != nil {
-		t.Fatalf("the older drmas's step 2: %+v %v", s, err)
+	learnFails(t, env, 1, "learn iter 1: checkpoint step 2 is already published (recording no rollout among its inputs, from step 1), so iteration 1 cannot publish its update",
+		"train under another --run")
+	if ok, err := commit.IsCommitted(context.Background(), env.Bucket, commit.LearnDir("t", 1)); err != nil || ok {
+		t.Fatalf("iteration 1's learn committed over a step it did not publish: %v", err)
 	}
 }
 
@@ -274,26 +234,6 @@ func TestConflictWithThisIterationsOwnStep(t *testing.T) {
 	env.Log = &log
 	if res, err := learn.Run(ctx, env, learn.Options{}); err != nil || res.Step != 1 || !strings.Contains(log.String(), "published by an earlier attempt") {
 		t.Fatalf("next run: %+v %v\n%s", res, err, log.String())
-	}
-}
-
-// TestRerunRepublishesAnOlderDrmassStep: an older drmas published step 2 for iteration 1 and
-// died before writing its metrics (older versions wrote them last). The rerun trains again and
-// gets the same bits, so its publish is the same step (a no-op), not a conflict "with other
-// weights" that deleted the rerun's metrics and failed every rerun after it.
-func TestRerunRepublishesAnOlderDrmassStep(t *testing.T) {
-	ctx := context.Background()
-	env := olderDrmasDiedAfterPublishing(t)
-	store := env.Bucket
-	if err := store.Delete(ctx, path.Join(commit.LearnDir("t", 1), "metrics.parquet")); err != nil {
-		t.Fatal(err)
-	}
-	res, err := learn.Run(ctx, env, learn.Options{Iteration: 1})
-	if err != nil || res.Step != 2 || res.Skipped {
-		t.Fatalf("rerun: %+v %v", res, err)
-	}
-	if ok, err := commit.IsCommitted(ctx, store, commit.LearnDir("t", 1)); err != nil || !ok {
-		t.Fatalf("iteration 1's learn is not committed: %v", err)
 	}
 }
 
