@@ -1132,11 +1132,11 @@ func (c *Config) Validate() error {
 // estimator returns the canonical name of an advantage estimator (kernels.ParseSpec) with the
 // configured ε, as the normalize stage resolves it.
 func estimator(name string, eps float64) (string, error) {
-	s, err := kernels.ParseSpecEps(name, eps)
+	s, err := kernels.Resolve(name, eps)
 	if err != nil {
 		return "", err
 	}
-	return s.Canonical().Name(), nil
+	return s.Name(), nil
 }
 
 // checkFinite reports every float of v (a config struct, with maps of structs) that is NaN or

@@ -38,4 +38,16 @@
 //
 // Results are float64 throughout except Advantage, which is float32 as stored in the sidecar
 // (computed in float64 and rounded once).
+//
+// # Adding an estimator
+//
+// Every estimator name drmas accepts is one entry of [Estimators] (table.go): its name, the
+// Spec it computes, whether it takes the _nostd and _eps<float> suffixes, the columns it reads,
+// its fast path and its reference, and its --help line. Parsing ([ParseSpec], [Resolve], which
+// the config loader, normalize and the pipeline all use), the list of names in errors and
+// `drmas run-stage normalize --help` come from that table. A new name for an existing formula
+// (an alias, or a new setting of Spec) is one entry. A new formula also needs an [Estimator]
+// constant, its branch in Compute (compute.go) and in Reference (reference.go), and its name in
+// the tests' allSpecNames; TestEstimatorTable fails until the entry is covered by the tests
+// that hold Compute to Reference.
 package kernels

@@ -154,31 +154,16 @@ func ParseSpecEps(name string, eps float64) (Spec, error) {
 	return s, err
 }
 
-// specNames lists the names parseSpec accepts, for its errors. Those errors name the estimator
-// the user wrote and no package: the caller says where it was given (a flag, a config key).
-const specNames = "grpo, drmas or grpo_step, each optionally with _nostd or _eps<float>; drgrpo (= grpo_nostd); rloo; rloo_agent"
-
 // parseSpec is ParseSpec; explicit reports whether the name spelled ε out (_eps<float>).
 func parseSpec(name string) (s Spec, explicit bool, err error) {
-	if name == "drgrpo" {
-		return Spec{Estimator: GRPO, Eps: DefaultEps}, false, nil
+	if e, ok := lookupName(name); ok && !e.Suffixes {
+		return e.Spec, false, nil
 	}
-	rest := ""
-	switch {
-	case name == "rloo":
-		return Spec{Estimator: RLOO, Eps: DefaultEps}, false, nil
-	case name == "rloo_agent":
-		return Spec{Estimator: RLOO, PerAgent: true, Eps: DefaultEps}, false, nil
-	case strings.HasPrefix(name, "grpo_step"):
-		s.Estimator, rest = GRPOStep, name[len("grpo_step"):]
-	case strings.HasPrefix(name, "grpo"):
-		s.Estimator, rest = GRPO, name[len("grpo"):]
-	case strings.HasPrefix(name, "drmas"):
-		s.Estimator, rest = DrMAS, name[len("drmas"):]
-	}
-	if s.Estimator == 0 && rest == "" || rest != "" && rest[0] != '_' { // "drmass" is a typo of a name, not a suffix
+	e, rest, ok := lookupPrefix(name)
+	if !ok || rest != "" && rest[0] != '_' { // "drmass" is a typo of a name, not a suffix
 		return Spec{}, false, fmt.Errorf("unknown estimator %q (want %s)", name, specNames)
 	}
+	s.Estimator = e.Spec.Estimator
 	s.NormStd, s.Eps = true, DefaultEps
 	switch {
 	case rest == "":

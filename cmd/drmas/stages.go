@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -191,12 +192,7 @@ baseline statistics used) plus per-agent diagnostics (μ_k, σ_k, μ, σ, the Le
 factor), each folder committed with a manifest.
 
 Estimators (several at once, one pass over the data):
-  drmas        per (prompt group × agent) mean and std — the Dr. MAS method
-  grpo         trajectory-level GRPO: one baseline per prompt group
-  grpo_step    per prompt group, all rows pooled
-  drgrpo       grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)
-  rloo         leave-one-out baseline per group; rloo_agent per (group × agent)
-  drmas_eps<x>, grpo_eps<x>, grpo_step_eps<x>  set ε, x ≥ 1e-100 (default 1e-6 or normalize.eps)`,
+` + kernels.EstimatorHelp(),
 		Example: "  drmas --run demo run-stage normalize --iter 0 --estimator drmas,grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },
