@@ -237,152 +237,156 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	return res, nil
 }
 
+// runStage is the protocol: skip a committed learn; read the committed rollout and advantages
+// and the policy that sampled them; take up a step an earlier attempt published, or train each
+// model and publish the step (metrics uploaded first); commit the metrics last.
 func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
-	cfg := env.Config
-	b := env.Bucket
-	iter := o.Iteration
 	est := o.Estimator
 	if est == "" {
-		est = cfg.Learn.Estimator
+		est = env.Config.Learn.Estimator
 	}
-	specs, err := normalize.ParseSpecs([]string{est}, cfg.Normalize.Eps)
+	specs, err := normalize.ParseSpecs([]string{est}, env.Config.Normalize.Eps)
 	if err != nil {
 		return nil, err
 	}
-	est = specs[0].Name()
-	outDir := commit.LearnDir(cfg.Run, iter)
-	m, msha, err := commit.Read(ctx, b, outDir)
+	l := &stageRun{env: env, cfg: env.Config, b: env.Bucket, iter: o.Iteration, est: specs[0].Name()}
+	l.outDir = commit.LearnDir(l.cfg.Run, l.iter)
+	if res, done, err := l.committed(ctx); done || err != nil {
+		return res, err
+	}
+	if err := l.readInputs(ctx); err != nil {
+		return nil, err
+	}
+	earlier, err := publishedEarlier(ctx, env, l.iter, l.outDir, l.version, l.est, l.inputs)
+	if err != nil {
+		return nil, err
+	} else if earlier.Found {
+		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", l.iter, l.version+1)
+		return l.commitMetrics(ctx, earlier.Metrics, earlier.File)
+	}
+	out, metrics, err := l.train(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := l.publish(ctx, out, metrics, earlier.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return l.commitMetrics(ctx, metrics, f)
+}
+
+// stageRun is one learn of one iteration and what it reads.
+type stageRun struct {
+	env    *stages.Env
+	cfg    *configs.Config
+	b      storage.Bucket
+	iter   int
+	est    string // the estimator's canonical name
+	outDir string
+
+	inDir, advDir string
+	in, adv       *commit.Manifest
+	inSHA, advSHA string
+	version       int64            // the step that sampled the rollout; this learn publishes version+1
+	set           *checkpoints.Set // that step
+	inputs        []commit.Input   // what the step is trained on, recorded in its manifest
+}
+
+// committed reports whether the learn folder is committed (then the result is
+// alreadyCommitted's). Metrics committed for a step whose commit was withdrawn since (a learn
+// of this iteration with other settings replaced one of its files) describe no step: they are
+// withdrawn too, and this learn runs again.
+func (l *stageRun) committed(ctx context.Context) (*Result, bool, error) {
+	m, msha, err := commit.Read(ctx, l.b, l.outDir)
 	switch {
 	case err == nil:
 		if m.Kind != "learn" || m.Step == nil {
-			return nil, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", outDir, m.Kind)
+			return nil, true, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", l.outDir, m.Kind)
 		}
-		if have := m.Params["estimator"]; have != est {
-			return nil, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, est)
+		if have := m.Params["estimator"]; have != l.est {
+			return nil, true, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, l.est)
 		}
-		gone, err := stepWithdrawn(ctx, b, cfg.Run, *m.Step)
+		gone, err := stepWithdrawn(ctx, l.b, l.cfg.Run, *m.Step)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		if !gone {
-			return alreadyCommitted(ctx, env, iter, outDir, m)
+			res, err := alreadyCommitted(ctx, l.env, l.iter, l.outDir, m)
+			return res, true, err
 		}
-		// The step these metrics describe was withdrawn after they were committed (a learn of
-		// this iteration with other settings replaced one of its files): they describe no
-		// step. Withdraw them too and learn again.
-		env.Warnf("learn iter %d: step %d, which the committed metrics describe, is not committed (its commit was withdrawn): learning again", iter, *m.Step)
-		if err := commit.Withdraw(ctx, b, outDir, msha); err != nil {
-			return nil, err
+		l.env.Warnf("learn iter %d: step %d, which the committed metrics describe, is not committed (its commit was withdrawn): learning again", l.iter, *m.Step)
+		if err := commit.Withdraw(ctx, l.b, l.outDir, msha); err != nil {
+			return nil, true, err
 		}
 	case !errors.Is(err, commit.ErrNotCommitted):
-		return nil, err
+		return nil, true, err
 	}
-	inDir := commit.RolloutDir(cfg.Run, iter)
-	in, inSHA, err := commit.Read(ctx, b, inDir)
+	return nil, false, nil
+}
+
+// readInputs reads the committed rollout and the estimator's advantages computed from it, and
+// loads the step that sampled the rollout.
+func (l *stageRun) readInputs(ctx context.Context) error {
+	cfg, b, iter, est := l.cfg, l.b, l.iter, l.est
+	l.inDir = commit.RolloutDir(cfg.Run, iter)
+	var err error
+	l.in, l.inSHA, err = commit.Read(ctx, b, l.inDir)
 	if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // I/O, permissions, a corrupt manifest: commit.Read names the folder
-		return nil, err
+		return err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, env, iter, ", then normalize,"), err)
+		return fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, l.env, iter, ", then normalize,"), err)
 	}
-	advDir := commit.AdvantageDir(cfg.Run, iter, est)
-	adv, advSHA, err := commit.Read(ctx, b, advDir)
+	l.advDir = commit.AdvantageDir(cfg.Run, iter, est)
+	l.adv, l.advSHA, err = commit.Read(ctx, b, l.advDir)
 	if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
-		return nil, err
+		return err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
+		return fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
 	}
-	if !adv.ComputedFrom(inDir, inSHA) {
-		return nil, fmt.Errorf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since): delete it and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again: %w",
-			advDir, inDir, commit.DiagnosticsDir(cfg.Run, iter, est), iter, est, commit.ErrConflict)
+	if !l.adv.ComputedFrom(l.inDir, l.inSHA) {
+		return fmt.Errorf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since): delete it and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again: %w",
+			l.advDir, l.inDir, commit.DiagnosticsDir(cfg.Run, iter, est), iter, est, commit.ErrConflict)
 	}
-	version, err := strconv.ParseInt(in.Params["policy_version"], 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("rollout manifest has no policy_version")
+	if l.version, err = strconv.ParseInt(l.in.Params["policy_version"], 10, 64); err != nil {
+		return fmt.Errorf("rollout manifest has no policy_version")
 	}
 	// Iteration N samples from step N (the loop's order; rollout refuses any other step, and
 	// labels an all-external config's iteration N with step N too). An imported rollout's
 	// policy_version is the step its file names; a rollout copied from another run (an
 	// ablation replay, whose manifest still names its source) is a what-if with checkpoints of
 	// its own. Checked before the step is loaded: retention may have deleted it since.
-	chained := in.Params["imported"] != "true" && in.Run == cfg.Run
-	if chained && version != int64(iter) {
-		return nil, outOfOrder(cfg.Run, iter, version)
+	chained := l.in.Params["imported"] != "true" && l.in.Run == cfg.Run
+	if chained && l.version != int64(iter) {
+		return outOfOrder(cfg.Run, iter, l.version)
 	}
-	set, err := stages.LoadPolicy(ctx, env, version, true)
+	if l.set, err = stages.LoadPolicy(ctx, l.env, l.version, true); err != nil {
+		return fmt.Errorf("load the policy that generated the rollout: %w", err)
+	}
+	// publishedEarlier resumes only a step trained on exactly these.
+	l.inputs = []commit.Input{{Dir: l.inDir, ManifestSHA256: l.inSHA}, {Dir: l.advDir, ManifestSHA256: l.advSHA}}
+	return nil
+}
+
+// train reads the iteration's rows and advantages and trains each model served here, and
+// returns the step to publish with the metrics.
+func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, error) {
+	cfg, set, version := l.cfg, l.set, l.version
+	rows, advs, err := readIteration(ctx, l.env, l.inDir, l.in, l.advDir, l.adv)
 	if err != nil {
-		return nil, fmt.Errorf("load the policy that generated the rollout: %w", err)
+		return nil, nil, err
 	}
-	digest := Digest(cfg, est)
-	// What the step is trained on, recorded in its manifest: publishedEarlier resumes only a
-	// step trained on exactly these.
-	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA}}
-	finish := func(metrics []MetricsRow, f commit.File) (*Result, error) {
-		step := version + 1
-		// A concurrent learn of other weights may have replaced a file of the step and so
-		// withdrawn its commit (commit.ErrWithdrawn): these metrics then describe no step.
-		if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, fmt.Errorf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
-				step, iter, commit.ErrWithdrawn)
-		}
-		if _, err := commit.Commit(ctx, b, outDir, &commit.Manifest{
-			Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &iter, Step: &step,
-			Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: digest,
-			Inputs: []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}, {Dir: advDir, ManifestSHA256: advSHA},
-				{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: set.ManifestSHA256}},
-			Params: map[string]string{"estimator": est},
-		}); err != nil {
-			return nil, err
-		}
-		// Only now may older steps go: until the metrics commit, a rerun of this iteration
-		// needs step `version`, the policy that generated the rollout.
-		if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
-			env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
-		}
-		for _, r := range metrics {
-			if r.Agent == "*" {
-				env.Logf("learn iter %d model %s: %d rows %d tokens, loss %.4f, grad norm %.3f (max %.3f), clip %.3f, kl %.2e, entropy %.3f → step %d",
-					iter, r.Model, r.Rows, r.Tokens, r.Loss, r.GradNorm, r.GradNormMax, r.ClipFrac, r.ApproxKL, r.Entropy, step)
-			}
-		}
-		return &Result{Step: step, Metrics: metrics}, nil
-	}
-	earlier, err := publishedEarlier(ctx, env, iter, outDir, version, est, inputs)
-	if err != nil {
-		return nil, err
-	} else if earlier.Found {
-		env.Logf("learn iter %d: step %d was published by an earlier attempt; committing its metrics", iter, version+1)
-		return finish(earlier.Metrics, earlier.File)
-	}
-	rows, advs, err := readIteration(ctx, env, inDir, in, advDir, adv)
-	if err != nil {
-		return nil, err
-	}
-	// Every row must belong to a configured model: rows of another (an import whose model
-	// column names none of ours) would be skipped, and the step published having learnt nothing.
-	unknown := map[string]int{}
-	for i := range rows {
-		if _, ok := cfg.Models[rows[i].Model]; !ok {
-			unknown[rows[i].Model]++
-		}
-	}
-	if len(unknown) > 0 {
-		var what []string
-		for _, m := range stages.SortedKeys(unknown) {
-			what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
-		}
-		return nil, fmt.Errorf("rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)", strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
+	if err := modelsKnown(cfg, rows); err != nil {
+		return nil, nil, err
 	}
 	var ref *checkpoints.Set
 	if cfg.Learn.KLCoef > 0 {
-		if ref, err = stages.LoadPolicy(ctx, env, 0, false); err != nil {
-			return nil, fmt.Errorf("load the reference policy (step 0): %w", err)
+		if ref, err = stages.LoadPolicy(ctx, l.env, 0, false); err != nil {
+			return nil, nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
 	}
-	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}, Inputs: inputs}
+	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}, Inputs: l.inputs}
 	var metrics []MetricsRow
 	for _, id := range cfg.ModelNames() {
 		if cfg.Models[id].External() {
@@ -390,15 +394,15 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		m := set.Models[id]
 		if m == nil {
-			return nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
+			return nil, nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
 		}
 		var refModel *model.Model
 		if ref != nil {
 			refModel = ref.Models[id]
 		}
-		mrows, opt, err := trainModel(ctx, env, iter, est, id, m, set.Optims[id], refModel, rows, advs)
+		mrows, opt, err := trainModel(ctx, l.env, l.iter, l.est, id, m, set.Optims[id], refModel, rows, advs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out.Optims[id] = opt
 		mem, util := gpuTelemetry(ctx)
@@ -408,22 +412,82 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		metrics = append(metrics, mrows...)
 	}
-	// The metrics go up (uncommitted, so invisible) before the checkpoint is published: an
-	// attempt that dies after publishing leaves both, and publishedEarlier picks them up.
+	return out, metrics, nil
+}
+
+// modelsKnown requires every row to belong to a configured model: rows of another (an import
+// whose model column names none of ours) would be skipped, and the step published having
+// learnt nothing.
+func modelsKnown(cfg *configs.Config, rows []shards.Row) error {
+	unknown := map[string]int{}
+	for i := range rows {
+		if _, ok := cfg.Models[rows[i].Model]; !ok {
+			unknown[rows[i].Model]++
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	var what []string
+	for _, m := range stages.SortedKeys(unknown) {
+		what = append(what, fmt.Sprintf("%d of model %q", unknown[m], m))
+	}
+	return fmt.Errorf("rollout rows %s, which the config does not have (models: %s): map the agents to configured models (the model column of an import)", strings.Join(what, ", "), strings.Join(cfg.ModelNames(), ", "))
+}
+
+// publish uploads the metrics (uncommitted, so invisible) and then publishes the step: an
+// attempt that dies after publishing leaves both, and publishedEarlier picks them up.
+func (l *stageRun) publish(ctx context.Context, out *checkpoints.Set, metrics []MetricsRow, digest string) (commit.File, error) {
 	data, err := shards.EncodeTable(metrics)
 	if err != nil {
-		return nil, fmt.Errorf("encode metrics: %w", err)
+		return commit.File{}, fmt.Errorf("encode metrics: %w", err)
 	}
-	f, err := commit.PutFile(ctx, b, outDir, metricsFile, data, int64(len(metrics)))
+	f, err := commit.PutFile(ctx, l.b, l.outDir, metricsFile, data, int64(len(metrics)))
 	if err != nil {
-		return nil, err
+		return commit.File{}, err
 	}
-	if _, err := checkpoints.Publish(ctx, b, cfg.Run, out, earlier.Digest); errors.Is(err, commit.ErrConflict) {
-		return nil, publishConflict(ctx, env, iter, outDir, out.Step, inputs, f, err)
+	if _, err := checkpoints.Publish(ctx, l.b, l.cfg.Run, out, digest); errors.Is(err, commit.ErrConflict) {
+		return commit.File{}, publishConflict(ctx, l.env, l.iter, l.outDir, out.Step, l.inputs, f, err)
 	} else if err != nil {
+		return commit.File{}, err
+	}
+	return f, nil
+}
+
+// commitMetrics commits the learn folder for the published step version+1, then lets
+// retention delete older steps.
+func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f commit.File) (*Result, error) {
+	cfg, b, iter, version := l.cfg, l.b, l.iter, l.version
+	step := version + 1
+	// A concurrent learn of other weights may have replaced a file of the step and so
+	// withdrawn its commit (commit.ErrWithdrawn): these metrics then describe no step.
+	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
+			step, iter, commit.ErrWithdrawn)
+	}
+	if _, err := commit.Commit(ctx, b, l.outDir, &commit.Manifest{
+		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &l.iter, Step: &step,
+		Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: Digest(cfg, l.est),
+		Inputs: []commit.Input{{Dir: l.inDir, ManifestSHA256: l.inSHA}, {Dir: l.advDir, ManifestSHA256: l.advSHA},
+			{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: l.set.ManifestSHA256}},
+		Params: map[string]string{"estimator": l.est},
+	}); err != nil {
 		return nil, err
 	}
-	return finish(metrics, f)
+	// Only now may older steps go: until the metrics commit, a rerun of this iteration
+	// needs step `version`, the policy that generated the rollout.
+	if _, err := checkpoints.Retain(ctx, b, cfg.Run, cfg.Learn.KeepCheckpoints); err != nil {
+		l.env.Warnf("learn iter %d: old checkpoints beyond learn.keep_checkpoints are not all deleted (the next learn retries): %v", iter, err)
+	}
+	for _, r := range metrics {
+		if r.Agent == "*" {
+			l.env.Logf("learn iter %d model %s: %d rows %d tokens, loss %.4f, grad norm %.3f (max %.3f), clip %.3f, kl %.2e, entropy %.3f → step %d",
+				iter, r.Model, r.Rows, r.Tokens, r.Loss, r.GradNorm, r.GradNormMax, r.ClipFrac, r.ApproxKL, r.Entropy, step)
+		}
+	}
+	return &Result{Step: step, Metrics: metrics}, nil
 }
 
 // publishConflict is the error of a publish that found step already committed with other
@@ -585,8 +649,50 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	agents := cfg.AgentsOf(id)
 	hp := cfg.OptimOf(agents[0])
 	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
-	var exs []Example
-	var behaviour [][]float32 // the stored log-probs of exs[i], to compare with the recomputed ones
+	exs, behaviour, err := examplesOf(id, rows, advs)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, release, err := engineFor(cfg, id, m, env.Logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
+	if err := scoreOld(eng, id, m, ref, exs, h); err != nil {
+		return nil, nil, err
+	}
+	var behaviourGap float64
+	stored := 0
+	for i, lps := range behaviour {
+		for t, lp := range lps {
+			behaviourGap += math.Abs(float64(lp) - float64(exs[i].Old[t]))
+		}
+		stored += len(lps)
+	}
+	if opt == nil {
+		ocfg := model.DefaultAdamWConfig()
+		ocfg.WeightDecay = cfg.Learn.WeightDecay
+		opt = model.NewAdamW(m, ocfg)
+	}
+	opt.LR = hp.LR
+	opt.WeightDecay = cfg.Learn.WeightDecay
+	accs, updates, err := runEpochs(ctx, env, iter, id, eng, m, opt, exs, h, hp.GradClip, agents)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The GPU engine ran the optimizer steps on its device: copy the weights and moments
+	// back before the caller checkpoints them.
+	if err := eng.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("model %s: %w", id, err)
+	}
+	out := metricsRows(iter, est, id, agents, accs, updates)
+	out[0].BehaviourGap = div(behaviourGap, int64(stored))
+	return out, opt, nil
+}
+
+// examplesOf returns the training examples of model id's rows with their advantages, and the
+// stored behaviour log-probs of each, to compare with the recomputed ones.
+func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs []Example, behaviour [][]float32, err error) {
 	for i := range rows {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
@@ -598,13 +704,13 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
 		behaviour = append(behaviour, r.ResponseLogprobs)
 	}
-	eng, release, err := engineFor(cfg, id, m, env.Logf)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer release()
-	// Old (and reference) log-probs from the pre-update policy, in micro-batches: one sweep per
-	// model, so an engine that holds one model's weights on a device loads each once.
+	return exs, behaviour, nil
+}
+
+// scoreOld sets the old (and, with ref, reference) log-probs of exs from the pre-update policy,
+// in micro-batches: one sweep per model, so an engine that holds one model's weights on a
+// device loads each once.
+func scoreOld(eng Engine, id string, m, ref *model.Model, exs []Example, h Hyper) error {
 	score := func(sm *model.Model, what string, set func(ex *Example, lp []float32)) error {
 		for lo := 0; lo < len(exs); lo += h.MicroBatch {
 			hi := min(lo+h.MicroBatch, len(exs))
@@ -623,35 +729,27 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		return nil
 	}
 	if err := score(m, "model", func(ex *Example, lp []float32) { ex.Old = lp }); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if ref != nil {
-		if err := score(ref, "reference", func(ex *Example, lp []float32) { ex.Ref = lp }); err != nil {
-			return nil, nil, err
-		}
+		return score(ref, "reference", func(ex *Example, lp []float32) { ex.Ref = lp })
 	}
-	var behaviourGap float64
-	stored := 0
-	for i, lps := range behaviour {
-		for t, lp := range lps {
-			behaviourGap += math.Abs(float64(lp) - float64(exs[i].Old[t]))
-		}
-		stored += len(lps)
-	}
-	if opt == nil {
-		ocfg := model.DefaultAdamWConfig()
-		ocfg.WeightDecay = cfg.Learn.WeightDecay
-		opt = model.NewAdamW(m, ocfg)
-	}
-	opt.LR = hp.LR
-	opt.WeightDecay = cfg.Learn.WeightDecay
+	return nil
+}
 
-	type acc struct {
-		rows, tokens                                  int64 // per epoch: the metrics' Rows, Tokens
-		seen                                          int64 // tokens over all epochs: the ratios' denominator
-		loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
-		ratioMax                                      float64
-	}
+// acc sums one agent's (or, as "*", the model's) statistics over the updates.
+type acc struct {
+	rows, tokens                                  int64 // per epoch: the metrics' Rows, Tokens
+	seen                                          int64 // tokens over all epochs: the ratios' denominator
+	loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
+	ratioMax                                      float64
+}
+
+// runEpochs runs the PPO updates of one model: per epoch, a seeded permutation of exs cut into
+// learn.mini_batches. It returns the statistics per agent ("*": the model) and the number of
+// updates that saw tokens.
+func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m *model.Model, opt *model.AdamW, exs []Example, h Hyper, gradClip float64, agents []string) (map[string]*acc, int, error) {
+	cfg := env.Config
 	accs := map[string]*acc{"*": {}}
 	for _, a := range agents {
 		accs[a] = &acc{}
@@ -664,67 +762,79 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		perm := rng.Perm(len(exs))
 		for mb := 0; mb < nmb; mb++ {
 			if err := ctx.Err(); err != nil {
-				return nil, nil, err
+				return nil, 0, err
 			}
 			lo, hi := mb*len(exs)/nmb, (mb+1)*len(exs)/nmb
 			batch := make([]Example, 0, hi-lo)
 			for _, i := range perm[lo:hi] {
 				batch = append(batch, exs[i])
 			}
-			st, err := UpdateOn(eng, m, opt, batch, h, hp.GradClip)
+			st, err := UpdateOn(eng, m, opt, batch, h, gradClip)
 			if err != nil {
-				return nil, nil, fmt.Errorf("model %s: %w", id, err)
+				return nil, 0, fmt.Errorf("model %s: %w", id, err)
 			}
 			if invariants.Enabled && epoch == 0 && mb == 0 {
 				if err := checkFirstUpdate(st); err != nil {
-					return nil, nil, fmt.Errorf("model %s: %w", id, err)
+					return nil, 0, fmt.Errorf("model %s: %w", id, err)
 				}
 			}
 			if st.Tokens == 0 {
 				continue
 			}
 			updates++
-			all := accs["*"]
-			all.loss += st.Loss
-			all.gn += st.GradNorm
-			all.gnMax = math.Max(all.gnMax, st.GradNorm)
-			// Sorted agents: the model row's float sums must not depend on map order.
-			for _, a := range stages.SortedKeys(st.Agents) {
-				as := st.Agents[a]
-				x := accs[a]
-				if x == nil {
-					x = &acc{}
-					accs[a] = x
-				}
-				x.loss += as.Loss
-				x.gn += as.GradNorm
-				x.gnMax = math.Max(x.gnMax, as.GradNorm)
-				for _, y := range []*acc{x, all} {
-					if epoch == 0 {
-						y.rows += int64(as.Rows)
-						y.tokens += int64(as.Tokens)
-					}
-					y.seen += int64(as.Tokens)
-					y.clip += float64(as.ClipTokens)
-					y.kl += as.SumLogRatioSq / 2
-					y.refKL += as.SumKL
-					y.ent += as.SumEntropy
-					y.absAdv += as.SumAbsAdv
-					y.ratioMax = math.Max(y.ratioMax, as.MaxRatio)
-				}
-			}
+			addUpdate(accs, st, epoch == 0)
 			bar.Add(1)
 		}
 	}
 	bar.Finish()
-	// The GPU engine ran the optimizer steps on its device: copy the weights and moments
-	// back before the caller checkpoints them.
-	if err := eng.Sync(); err != nil {
-		return nil, nil, fmt.Errorf("model %s: %w", id, err)
+	return accs, updates, nil
+}
+
+// addUpdate adds one update's statistics to accs; rows and tokens count in the first epoch only.
+func addUpdate(accs map[string]*acc, st Stats, firstEpoch bool) {
+	all := accs["*"]
+	all.loss += st.Loss
+	all.gn += st.GradNorm
+	all.gnMax = math.Max(all.gnMax, st.GradNorm)
+	// Sorted agents: the model row's float sums must not depend on map order.
+	for _, a := range stages.SortedKeys(st.Agents) {
+		as := st.Agents[a]
+		x := accs[a]
+		if x == nil {
+			x = &acc{}
+			accs[a] = x
+		}
+		x.loss += as.Loss
+		x.gn += as.GradNorm
+		x.gnMax = math.Max(x.gnMax, as.GradNorm)
+		for _, y := range []*acc{x, all} {
+			if firstEpoch {
+				y.rows += int64(as.Rows)
+				y.tokens += int64(as.Tokens)
+			}
+			y.seen += int64(as.Tokens)
+			y.clip += float64(as.ClipTokens)
+			y.kl += as.SumLogRatioSq / 2
+			y.refKL += as.SumKL
+			y.ent += as.SumEntropy
+			y.absAdv += as.SumAbsAdv
+			y.ratioMax = math.Max(y.ratioMax, as.MaxRatio)
+		}
 	}
-	var out []MetricsRow
-	// An agent that the config does not give this model (an import's model column names it for
-	// its rows) is trained with it, and its statistics get a row of their own too.
+}
+
+// div is v/n, 0 when n is 0.
+func div(v float64, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return v / float64(n)
+}
+
+// metricsRows turns the sums into metrics rows: the model's ("*") first, then agents sorted.
+// An agent that the config does not give this model (an import's model column names it for
+// its rows) is trained with it, and its statistics get a row of their own too.
+func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc, updates int) []MetricsRow {
 	names := slices.Clone(agents)
 	for a := range accs {
 		if a != "*" && !slices.Contains(agents, a) {
@@ -732,26 +842,17 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		}
 	}
 	slices.Sort(names)
+	var out []MetricsRow
 	for _, a := range append([]string{"*"}, names...) {
 		x := accs[a]
-		div := func(v float64, n int64) float64 {
-			if n == 0 {
-				return 0
-			}
-			return v / float64(n)
-		}
-		r := MetricsRow{
+		out = append(out, MetricsRow{
 			Iteration: int32(iter), Estimator: est, Model: id, Agent: a, Rows: x.rows, Tokens: x.tokens, Updates: int32(updates),
 			Loss: div(x.loss, int64(updates)), GradNorm: div(x.gn, int64(updates)), GradNormMax: x.gnMax,
 			ClipFrac: div(x.clip, x.seen), ApproxKL: div(x.kl, x.seen), RefKL: div(x.refKL, x.seen),
 			Entropy: div(x.ent, x.seen), MeanAbsAdv: div(x.absAdv, x.seen), RatioMax: x.ratioMax,
-		}
-		if a == "*" {
-			r.BehaviourGap = div(behaviourGap, int64(stored))
-		}
-		out = append(out, r)
+		})
 	}
-	return out, opt, nil
+	return out
 }
 
 // checkFirstUpdate is the invariants build's check of the first mini-batch of an iteration:

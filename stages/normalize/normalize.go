@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/internal/hugemem"
@@ -58,19 +59,18 @@ type Result struct {
 	Diagnostics map[string][]DiagnosticsRow
 }
 
-// ParseSpecs resolves estimator names with the configured ε (kernels.ParseSpecEps: a name
-// that spells ε out, e.g. drmas_eps1e-6, keeps its own), rejecting duplicates.
+// ParseSpecs resolves estimator names with the configured ε (kernels.Resolve: a name that
+// spells ε out, e.g. drmas_eps1e-6, keeps its own), rejecting duplicates.
 func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
 	var specs []kernels.Spec
 	var errs []error
 	seen := map[string]string{} // canonical name → the name it was first requested as
 	for _, n := range names {
-		s, err := kernels.ParseSpecEps(n, eps)
+		s, err := kernels.Resolve(n, eps)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		s = s.Canonical()
 		if first, ok := seen[s.Name()]; ok {
 			errs = append(errs, fmt.Errorf("estimator %s requested twice (as %q and %q)", s.Name(), first, n))
 			continue
@@ -98,8 +98,50 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	return res, nil
 }
 
+// runStage is the protocol: read the committed rollout, skip the estimators already committed
+// from it, write this worker's missing sidecars (each part's receipt after its files), then
+// commit each estimator's folders once every part's receipt is there.
 func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
-	cfg := env.Config
+	specs, err := resolve(env, &o)
+	if err != nil {
+		return nil, err
+	}
+	w, err := readRollout(ctx, env, o.Iteration)
+	if err != nil {
+		return nil, err
+	}
+	res, err := w.plan(ctx, specs)
+	if err != nil || len(w.todo) == 0 {
+		return res, err
+	}
+	parts, rows, err := w.pendingParts(ctx, o.Shard)
+	if err != nil {
+		return nil, err
+	}
+	elapsed, err := w.writeParts(ctx, parts, rows)
+	if err != nil {
+		return nil, err
+	}
+	committed, pending, err := w.finalize(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Pending = pending
+	what := fmt.Sprintf("%d of %d parts by shard %s", len(parts), len(w.in.Files), o.Shard)
+	if len(committed) > 0 {
+		what += ", committed " + strings.Join(committed, ",")
+	}
+	if len(pending) > 0 {
+		what += ", waiting for the other shards: " + strings.Join(pending, ",")
+	}
+	env.Logf("normalize iter %d: %s; %d rows in %s (%.1f M rows/s)", w.iter, what, rows,
+		elapsed.Round(1e6), float64(rows)/max(elapsed.Seconds(), 1e-9)/1e6)
+	return res, nil
+}
+
+// resolve fills o's defaults (the whole iteration, normalize.estimators) and resolves the
+// estimators.
+func resolve(env *stages.Env, o *Options) ([]kernels.Spec, error) {
 	if o.Shard == (jobs.Shard{}) {
 		o.Shard = jobs.Whole
 	}
@@ -108,142 +150,119 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	}
 	names := o.Estimators
 	if len(names) == 0 {
-		names = cfg.Normalize.Estimators
+		names = env.Config.Normalize.Estimators
 	}
-	specs, err := ParseSpecs(names, cfg.Normalize.Eps)
-	if err != nil {
-		return nil, err
-	}
-	b := env.Bucket
-	iter := o.Iteration
-	inDir := commit.RolloutDir(cfg.Run, iter)
-	in, inSHA, err := commit.Read(ctx, b, inDir)
+	return ParseSpecs(names, env.Config.Normalize.Eps)
+}
+
+// stageRun is one normalize of one iteration: its committed input and, once planned, the
+// estimators to compute with what their folders will commit.
+type stageRun struct {
+	env   *stages.Env
+	b     storage.Bucket
+	run   string
+	iter  int
+	inDir string
+	in    *commit.Manifest
+	inSHA string
+
+	todo      []kernels.Spec
+	advDirs   []string
+	inputs    []commit.Input
+	manifests []*commit.Manifest // what each advantage folder will commit, less its files
+	writers   []string           // their Writers, which mark the receipts
+}
+
+// readRollout reads the iteration's committed rollout manifest.
+func readRollout(ctx context.Context, env *stages.Env, iter int) (*stageRun, error) {
+	w := &stageRun{env: env, b: env.Bucket, run: env.Config.Run, iter: iter}
+	w.inDir = commit.RolloutDir(w.run, iter)
+	var err error
+	w.in, w.inSHA, err = commit.Read(ctx, w.b, w.inDir)
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, env, iter, ""), err)
 	}
 	if err != nil { // cancelled, I/O, permissions, a corrupt manifest: commit.Read names the folder
 		return nil, err
 	}
-	res := &Result{Rows: in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
-	var todo []kernels.Spec
+	return w, nil
+}
+
+// plan skips the estimators whose advantage folder is committed from this rollout, refuses one
+// committed from another, and prepares the manifests of the rest (w.todo). When none is left it
+// logs so and returns the result.
+func (w *stageRun) plan(ctx context.Context, specs []kernels.Spec) (*Result, error) {
+	res := &Result{Rows: w.in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	for _, s := range specs {
 		res.Estimators = append(res.Estimators, s.Name())
-		advDir := commit.AdvantageDir(cfg.Run, iter, s.Name())
-		old, _, err := commit.Read(ctx, b, advDir)
+		advDir := commit.AdvantageDir(w.run, w.iter, s.Name())
+		old, _, err := commit.Read(ctx, w.b, advDir)
 		if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 			return nil, err
 		}
 		if err == nil {
-			if !old.ComputedFrom(inDir, inSHA) {
+			if !old.ComputedFrom(w.inDir, w.inSHA) {
 				return nil, fmt.Errorf("%s/ was committed from another rollout than the one now in %s/ (the rollout was replaced since), so its advantages describe other rows: delete it and %s/, then run normalize again: %w",
-					advDir, inDir, commit.DiagnosticsDir(cfg.Run, iter, s.Name()), commit.ErrConflict)
+					advDir, w.inDir, commit.DiagnosticsDir(w.run, w.iter, s.Name()), commit.ErrConflict)
 			}
 			// A worker killed between the commit and the receipts' removal leaves them behind
 			// (harmless: a failed removal is a warning).
-			if err := env.Leftover(stages.IterName("normalize", iter), commit.CleanReceipts(ctx, b, advDir)); err != nil {
+			if err := w.env.Leftover(stages.IterName("normalize", w.iter), commit.CleanReceipts(ctx, w.b, advDir)); err != nil {
 				return nil, err
 			}
 			res.Skipped = append(res.Skipped, s.Name())
 			continue
 		}
-		todo = append(todo, s)
+		w.todo = append(w.todo, s)
 	}
-	if len(todo) == 0 {
-		env.Logf("normalize iter %d: %s already committed", iter, strings.Join(res.Skipped, ","))
+	if len(w.todo) == 0 {
+		w.env.Logf("normalize iter %d: %s already committed", w.iter, strings.Join(res.Skipped, ","))
 		return res, nil
 	}
-	advDirs := make([]string, len(todo))
-	// What each advantage folder will commit, less its files; its Writer marks the receipts, so
-	// parts computed from another input are never committed with these.
-	inputs := []commit.Input{{Dir: inDir, ManifestSHA256: inSHA}}
-	manifests := make([]*commit.Manifest, len(todo))
-	writers := make([]string, len(todo))
-	for ei, s := range todo {
-		advDirs[ei] = commit.AdvantageDir(cfg.Run, iter, s.Name())
-		manifests[ei] = &commit.Manifest{
-			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-			Inputs: inputs, Params: map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)},
+	// Parts computed from another input have another Writer, so they are never committed with
+	// these.
+	w.inputs = []commit.Input{{Dir: w.inDir, ManifestSHA256: w.inSHA}}
+	w.advDirs = make([]string, len(w.todo))
+	w.manifests = make([]*commit.Manifest, len(w.todo))
+	w.writers = make([]string, len(w.todo))
+	for ei, s := range w.todo {
+		w.advDirs[ei] = commit.AdvantageDir(w.run, w.iter, s.Name())
+		w.manifests[ei] = &commit.Manifest{
+			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: w.run, Iteration: &w.iter,
+			Inputs: w.inputs, Params: map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)},
 		}
-		writers[ei] = commit.Writer(manifests[ei])
+		w.writers[ei] = commit.Writer(w.manifests[ei])
 	}
+	return res, nil
+}
 
-	// This worker's parts that still lack a sidecar of some estimator (a receipt marks one).
-	var parts []int
-	var rows int64
-	for _, p := range o.Shard.Parts(len(in.Files)) {
-		for ei, dir := range advDirs {
-			if _, ok, err := commit.HavePart(ctx, b, dir, in.Files[p].Name, writers[ei]); err != nil {
-				return nil, err
+// pendingParts lists this worker's parts that still lack a sidecar of some estimator (a
+// receipt marks one), and their rows.
+func (w *stageRun) pendingParts(ctx context.Context, shard jobs.Shard) (parts []int, rows int64, err error) {
+	for _, p := range shard.Parts(len(w.in.Files)) {
+		for ei, dir := range w.advDirs {
+			if _, ok, err := commit.HavePart(ctx, w.b, dir, w.in.Files[p].Name, w.writers[ei]); err != nil {
+				return nil, 0, err
 			} else if !ok {
 				parts = append(parts, p)
-				rows += in.Files[p].Rows
+				rows += w.in.Files[p].Rows
 				break
 			}
 		}
 	}
-	bar := progress.New(env.Progress, rows, fmt.Sprintf("normalize iter %d", iter), "rows")
-	needTraj := false
-	for _, s := range todo {
-		needTraj = needTraj || s.UsesTraj()
-	}
-	err = forEachPart(ctx, len(parts), len(todo), func(ctx context.Context, i int, sl *slot, p *partOut) error {
-		f := in.Files[parts[i]]
-		sl.kr.NoSample = !needTraj
-		cols, keys, err := readPart(ctx, env, inDir, f, sl)
-		if err != nil {
-			return err
-		}
-		// The advantages and the per-agent diagnostics, in one pass over the groups. The
-		// encoder reads per-pair statistics once per pair and row group: the kernel need not
-		// write them on the other rows.
-		for ei, s := range todo {
-			sl.outs[ei].SparseStats = 0
-			if s.PerPair() {
-				sl.outs[ei].SparseStats = shards.RowGroupRows
-			}
-		}
-		for _, out := range sl.outs {
-			sl.presize(out, keys.Len())
-		}
-		diags, err := kernels.ComputeWithDiagnostics(ctx, todo, cols, sl.outs, sl.diags)
-		if err != nil {
-			// The kernel names the row by its index and codes; name its row_id, uid and agent.
-			var oe *kernels.OverflowError
-			if errors.As(err, &oe) && oe.Row >= 0 && oe.Row < keys.Len() {
-				r := oe.Row
-				err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
-			}
-			return fmt.Errorf("%s: %w", path.Join(inDir, f.Name), err)
-		}
-		sl.diags = diags
-		p.rows = keys.Len()
-		for ei := range todo {
-			// Each sidecar is encoded into a buffer the part then owns until it is written.
-			sl.enc.out = p.data[ei]
-			data, err := sl.enc.encode(keys, sl.outs[ei], todo[ei].PerPair())
-			sl.enc.out = nil
-			if err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			p.data[ei] = data
-			// The part's per-agent partial statistics (a function of the part alone), for its
-			// receipt.
-			var part diagAcc
-			part.add(keys, cols, diags, sl.outs[ei])
-			if err := part.finite(); err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			extra, err := json.Marshal(part.export())
-			if err != nil {
-				return fmt.Errorf("encode part statistics: %w", err)
-			}
-			p.extras[ei] = extra
-		}
-		return nil
+	return parts, rows, nil
+}
+
+// writeParts computes and writes every estimator's sidecar of each part, then its receipts
+// (in part order), and returns the time it took.
+func (w *stageRun) writeParts(ctx context.Context, parts []int, rows int64) (time.Duration, error) {
+	bar := progress.New(w.env.Progress, rows, fmt.Sprintf("normalize iter %d", w.iter), "rows")
+	err := forEachPart(ctx, len(parts), len(w.todo), func(ctx context.Context, i int, sl *slot, p *partOut) error {
+		return w.computePart(ctx, w.in.Files[parts[i]], sl, p)
 	}, func(ctx context.Context, i int, p *partOut) error {
-		f := in.Files[parts[i]]
-		for ei := range todo {
-			cf, err := commit.PutFile(ctx, b, advDirs[ei], f.Name, p.data[ei], int64(p.rows))
+		f := w.in.Files[parts[i]]
+		for ei := range w.todo {
+			cf, err := commit.PutFile(ctx, w.b, w.advDirs[ei], f.Name, p.data[ei], int64(p.rows))
 			if err != nil {
 				return err
 			}
@@ -252,8 +271,8 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil
 	}, func(i int, p *partOut) error {
 		// The part's receipts, written after its sidecars, in part order.
-		for ei := range todo {
-			if err := commit.PutReceipt(ctx, b, advDirs[ei], commit.Receipt{File: p.files[ei], Writer: writers[ei], Extra: p.extras[ei]}); err != nil {
+		for ei := range w.todo {
+			if err := commit.PutReceipt(ctx, w.b, w.advDirs[ei], commit.Receipt{File: p.files[ei], Writer: w.writers[ei], Extra: p.extras[ei]}); err != nil {
 				return err
 			}
 		}
@@ -261,49 +280,91 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	elapsed := bar.Finish()
+	return bar.Finish(), nil
+}
 
-	partNames := make([]string, len(in.Files))
-	for i, f := range in.Files {
+// computePart is the CPU work of one part: its keys, every estimator's advantages and
+// diagnostics in one pass over the groups, the encoded sidecars and the receipts' partial
+// statistics, into p.
+func (w *stageRun) computePart(ctx context.Context, f commit.File, sl *slot, p *partOut) error {
+	needTraj := false
+	for _, s := range w.todo {
+		needTraj = needTraj || s.UsesTraj()
+	}
+	sl.kr.NoSample = !needTraj
+	cols, keys, err := readPart(ctx, w.env, w.inDir, f, sl)
+	if err != nil {
+		return err
+	}
+	// The encoder reads per-pair statistics once per pair and row group: the kernel need not
+	// write them on the other rows.
+	for ei, s := range w.todo {
+		sl.outs[ei].SparseStats = 0
+		if s.PerPair() {
+			sl.outs[ei].SparseStats = shards.RowGroupRows
+		}
+	}
+	for _, out := range sl.outs {
+		sl.presize(out, keys.Len())
+	}
+	diags, err := kernels.ComputeWithDiagnostics(ctx, w.todo, cols, sl.outs, sl.diags)
+	if err != nil {
+		// The kernel names the row by its index and codes; name its row_id, uid and agent.
+		var oe *kernels.OverflowError
+		if errors.As(err, &oe) && oe.Row >= 0 && oe.Row < keys.Len() {
+			r := oe.Row
+			err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
+		}
+		return fmt.Errorf("%s: %w", path.Join(w.inDir, f.Name), err)
+	}
+	sl.diags = diags
+	p.rows = keys.Len()
+	for ei := range w.todo {
+		// Each sidecar is encoded into a buffer the part then owns until it is written.
+		sl.enc.out = p.data[ei]
+		data, err := sl.enc.encode(keys, sl.outs[ei], w.todo[ei].PerPair())
+		sl.enc.out = nil
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		p.data[ei] = data
+		// The part's per-agent partial statistics (a function of the part alone), for its
+		// receipt.
+		var part diagAcc
+		part.add(keys, cols, diags, sl.outs[ei])
+		if err := part.finite(); err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		extra, err := json.Marshal(part.export())
+		if err != nil {
+			return fmt.Errorf("encode part statistics: %w", err)
+		}
+		p.extras[ei] = extra
+	}
+	return nil
+}
+
+// finalize commits, for each estimator whose parts all have receipts, the diagnostics folder
+// (merged from the receipts in part order) and then the advantage folder. It returns the
+// estimators committed and those still waiting for other shards.
+func (w *stageRun) finalize(ctx context.Context, res *Result) (committed, pending []string, err error) {
+	partNames := make([]string, len(w.in.Files))
+	for i, f := range w.in.Files {
 		partNames[i] = f.Name
 	}
-	var committed, pending []string
-	for ei, s := range todo {
-		done, _, err := commit.Finalize(ctx, b, advDirs[ei], partNames, manifests[ei], func(recs []commit.Receipt) ([]commit.File, error) {
-			var acc diagAcc
-			for _, r := range recs {
-				var part diagExport
-				if err := commit.DecodeExtra(r, &part); err != nil {
-					return nil, err
-				}
-				acc.merge(part)
-			}
-			if err := acc.finite(); err != nil {
-				return nil, err
-			}
-			rows := acc.rows(int32(iter), s.Name())
-			data, err := shards.EncodeTable(rows)
+	for ei, s := range w.todo {
+		done, _, err := commit.Finalize(ctx, w.b, w.advDirs[ei], partNames, w.manifests[ei], func(recs []commit.Receipt) ([]commit.File, error) {
+			rows, err := w.commitDiagnostics(ctx, s, w.manifests[ei].Params, recs)
 			if err != nil {
-				return nil, fmt.Errorf("encode diagnostics: %w", err)
-			}
-			diagDir := commit.DiagnosticsDir(cfg.Run, iter, s.Name())
-			df, err := commit.PutFile(ctx, b, diagDir, "agents.parquet", data, int64(len(rows)))
-			if err != nil {
-				return nil, err
-			}
-			if _, err := commit.Commit(ctx, b, diagDir, &commit.Manifest{
-				Kind: "diagnostics", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-				Rows: int64(len(rows)), Files: []commit.File{df}, Inputs: inputs, Params: manifests[ei].Params,
-			}); err != nil {
 				return nil, err
 			}
 			res.Diagnostics[s.Name()] = rows
 			return nil, nil
 		})
-		if err := env.Leftover(stages.IterName("normalize", iter), err); err != nil {
-			return nil, err
+		if err := w.env.Leftover(stages.IterName("normalize", w.iter), err); err != nil {
+			return nil, nil, err
 		}
 		if done {
 			committed = append(committed, s.Name())
@@ -311,17 +372,40 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 			pending = append(pending, s.Name())
 		}
 	}
-	res.Pending = pending
-	what := fmt.Sprintf("%d of %d parts by shard %s", len(parts), len(in.Files), o.Shard)
-	if len(committed) > 0 {
-		what += ", committed " + strings.Join(committed, ",")
+	return committed, pending, nil
+}
+
+// commitDiagnostics merges the parts' statistics from their receipts and commits the
+// estimator's diagnostics folder.
+func (w *stageRun) commitDiagnostics(ctx context.Context, s kernels.Spec, params map[string]string, recs []commit.Receipt) ([]DiagnosticsRow, error) {
+	var acc diagAcc
+	for _, r := range recs {
+		var part diagExport
+		if err := commit.DecodeExtra(r, &part); err != nil {
+			return nil, err
+		}
+		acc.merge(part)
 	}
-	if len(pending) > 0 {
-		what += ", waiting for the other shards: " + strings.Join(pending, ",")
+	if err := acc.finite(); err != nil {
+		return nil, err
 	}
-	env.Logf("normalize iter %d: %s; %d rows in %s (%.1f M rows/s)", iter, what, rows,
-		elapsed.Round(1e6), float64(rows)/max(elapsed.Seconds(), 1e-9)/1e6)
-	return res, nil
+	rows := acc.rows(int32(w.iter), s.Name())
+	data, err := shards.EncodeTable(rows)
+	if err != nil {
+		return nil, fmt.Errorf("encode diagnostics: %w", err)
+	}
+	diagDir := commit.DiagnosticsDir(w.run, w.iter, s.Name())
+	df, err := commit.PutFile(ctx, w.b, diagDir, "agents.parquet", data, int64(len(rows)))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := commit.Commit(ctx, w.b, diagDir, &commit.Manifest{
+		Kind: "diagnostics", SchemaVersion: shards.SchemaVersion, Run: w.run, Iteration: &w.iter,
+		Rows: int64(len(rows)), Files: []commit.File{df}, Inputs: w.inputs, Params: params,
+	}); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // slot is the working memory of a part's CPU work: its decoded keys, the estimators' results

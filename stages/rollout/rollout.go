@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
@@ -110,35 +111,104 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	return res, nil
 }
 
+// runStage is the protocol: skip a committed rollout; otherwise load the policy the iteration
+// samples from, play and write this worker's missing parts (each with its receipt), and commit
+// the folder once every part's receipt is there.
 func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
-	cfg := env.Config
-	b := env.Bucket
 	if o.Shard == (jobs.Shard{}) {
 		o.Shard = jobs.Whole
 	}
 	if err := o.Shard.Validate(); err != nil {
 		return nil, err
 	}
-	dir := commit.RolloutDir(cfg.Run, o.Iteration)
-	if done, err := commit.IsCommitted(ctx, b, dir); err != nil {
-		return nil, err
-	} else if done {
-		// A worker killed between the commit and the receipts' removal leaves them behind
-		// (harmless: a failed removal is a warning).
-		if err := env.Leftover(stages.IterName("rollout", o.Iteration), commit.CleanReceipts(ctx, b, dir)); err != nil {
+	dir := commit.RolloutDir(env.Config.Run, o.Iteration)
+	if done, err := alreadyCommitted(ctx, env, o.Iteration, dir); done || err != nil {
+		if err != nil {
 			return nil, err
 		}
-		env.Logf("rollout iter %d: already committed", o.Iteration)
 		return &Result{Skipped: true, Committed: true}, nil
 	}
-	wf, err := stages.Workflow(cfg)
+	r, err := plan(ctx, env, o, dir)
 	if err != nil {
 		return nil, err
 	}
-	set, err := stages.LoadPolicy(ctx, env, o.Step, false)
+	todo, todoTasks, err := r.pendingParts(ctx, o.Shard)
 	if err != nil {
 		return nil, err
 	}
+	mine, elapsed, err := r.writeParts(ctx, todo, todoTasks)
+	if err != nil {
+		return nil, err
+	}
+	all, done, err := r.finalize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := mine
+	if done && all.Episodes > 0 {
+		st = all
+	}
+	res := r.result(st, done)
+	what := fmt.Sprintf("%d of %d parts written by shard %s", len(todo), len(r.names), o.Shard)
+	if done {
+		what += ", committed"
+	} else {
+		what += ", waiting for the other shards to write theirs"
+	}
+	rate := fmt.Sprintf("%d tokens in %s (%.0f tokens/s)", mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9))
+	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
+		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
+	}
+	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %s, mean reward %.3f", r.iter, what, res.Episodes, res.Rows, rate, res.MeanReward)
+	return res, nil
+}
+
+// alreadyCommitted reports whether the rollout folder dir is committed, removing receipts a
+// worker killed between the commit and their removal left behind (harmless: a failed removal
+// is a warning).
+func alreadyCommitted(ctx context.Context, env *stages.Env, iter int, dir string) (bool, error) {
+	done, err := commit.IsCommitted(ctx, env.Bucket, dir)
+	if err != nil || !done {
+		return false, err
+	}
+	if err := env.Leftover(stages.IterName("rollout", iter), commit.CleanReceipts(ctx, env.Bucket, dir)); err != nil {
+		return false, err
+	}
+	env.Logf("rollout iter %d: already committed", iter)
+	return true, nil
+}
+
+// stageRun is one rollout of one iteration: the policy it samples from, its tasks and parts,
+// and what the folder will commit.
+type stageRun struct {
+	env      *stages.Env
+	iter     int
+	dir      string
+	wf       workflows.Workflow
+	set      *checkpoints.Set
+	backends map[string]actors.Backend
+	tasks    []workflows.Task
+	names    []string // the parts' file names
+	// manifest is what the folder will commit, less its files. Its Writer marks this worker's
+	// receipts, so parts that workers with another config or checkpoint wrote are redone here,
+	// and are never committed together with these (Finalize refuses a mixed set).
+	manifest *commit.Manifest
+	writer   string
+}
+
+// plan loads the workflow and the policy the iteration samples from (refusing any other step:
+// the iterations of a run run in order), its backends and tasks, and names the parts.
+func plan(ctx context.Context, env *stages.Env, o Options, dir string) (*stageRun, error) {
+	cfg := env.Config
+	r := &stageRun{env: env, iter: o.Iteration, dir: dir}
+	var err error
+	if r.wf, err = stages.Workflow(cfg); err != nil {
+		return nil, err
+	}
+	if r.set, err = stages.LoadPolicy(ctx, env, o.Step, false); err != nil {
+		return nil, err
+	}
+	set := r.set
 	// An all-external config loads no checkpoint, but learn still publishes (empty) step N+1
 	// from iteration N's rollout: LATEST stands for step N here, as `drmas run` passes it.
 	if set.ManifestSHA256 == "" && o.Step == stages.LatestStep {
@@ -152,103 +222,116 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, fmt.Errorf("would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
 			set.Step, n, stages.ChainStep(n), fix)
 	}
-	backends, err := stages.BackendsLogged(env, set)
-	if err != nil {
+	if r.backends, err = stages.BackendsLogged(env, set); err != nil {
 		return nil, err
 	}
-	tasks, err := stages.TrainTasks(cfg, wf, o.Iteration)
-	if err != nil {
+	if r.tasks, err = stages.TrainTasks(cfg, r.wf, o.Iteration); err != nil {
 		return nil, err
 	}
 	G := cfg.Rollout.GroupSize
-	parts := min(cfg.Rollout.Parts, len(tasks))
-	names := make([]string, parts)
-	for p := range names {
-		names[p] = shards.PartName(p, parts)
+	parts := min(cfg.Rollout.Parts, len(r.tasks))
+	r.names = make([]string, parts)
+	for p := range r.names {
+		r.names[p] = shards.PartName(p, parts)
 	}
-	// What the folder will commit, less its files. Its Writer marks this worker's receipts, so
-	// parts that workers with another config or checkpoint wrote are redone here, and are
-	// never committed together with these (Finalize refuses a mixed set).
-	iter := o.Iteration
-	manifest := &commit.Manifest{
-		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter, ConfigDigest: Digest(cfg, tasks),
+	r.manifest = &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &r.iter, ConfigDigest: Digest(cfg, r.tasks),
 		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{
-			"workflow": wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
-			"tasks": strconv.Itoa(len(tasks)), "group_size": strconv.Itoa(G),
+			"workflow": r.wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
+			"tasks": strconv.Itoa(len(r.tasks)), "group_size": strconv.Itoa(G),
 		},
 	}
-	writer := commit.Writer(manifest)
-	// The parts this worker still has to write (a receipt marks a finished part).
-	var todo []int
-	var todoTasks []workflows.Task
-	for _, p := range o.Shard.Parts(parts) {
-		if _, ok, err := commit.HavePart(ctx, b, dir, names[p], writer); err != nil {
-			return nil, err
+	r.writer = commit.Writer(r.manifest)
+	return r, nil
+}
+
+// partTasks are the tasks of part p.
+func (r *stageRun) partTasks(p int) []workflows.Task {
+	n, parts := len(r.tasks), len(r.names)
+	return r.tasks[p*n/parts : (p+1)*n/parts]
+}
+
+// pendingParts lists the parts this worker still has to write (a receipt marks a finished
+// part), and their tasks.
+func (r *stageRun) pendingParts(ctx context.Context, shard jobs.Shard) (todo []int, todoTasks []workflows.Task, err error) {
+	for _, p := range shard.Parts(len(r.names)) {
+		if _, ok, err := commit.HavePart(ctx, r.env.Bucket, r.dir, r.names[p], r.writer); err != nil {
+			return nil, nil, err
 		} else if ok {
 			continue
 		}
 		todo = append(todo, p)
-		todoTasks = append(todoTasks, tasks[p*len(tasks)/parts:(p+1)*len(tasks)/parts]...)
+		todoTasks = append(todoTasks, r.partTasks(p)...)
 	}
-	res := &Result{PolicyVersion: set.Step, AgentScore: map[string]float64{}}
-	var mine partStats
-	var elapsed time.Duration
-	if len(todo) > 0 {
-		// A server still loading the checkpoint is waited for before the clock starts.
-		if err := actors.Ready(ctx, backends); err != nil {
-			return nil, err
-		}
-		bar := progress.New(env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", o.Iteration), "episodes")
-		var tokens int64
-		eps, err := Play(ctx, wf, todoTasks, backends, PlayOptions{
-			Samples:  G,
-			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
-			Seed: func(t workflows.Task, sample, turn int) uint64 {
-				return seeds.Derive(cfg.Seed, "rollout", o.Iteration, t.ID, sample, turn)
-			},
-			Done: func(n, tok int) {
-				bar.Add(n)
-				tokens += int64(tok)
-				bar.Describe(fmt.Sprintf("rollout iter %d (%d tokens)", o.Iteration, tokens))
-			},
-		})
+	return todo, todoTasks, nil
+}
+
+// writeParts plays the pending parts' episodes and writes each part with its receipt; it
+// returns what this worker sampled and how long playing took.
+func (r *stageRun) writeParts(ctx context.Context, todo []int, todoTasks []workflows.Task) (mine partStats, elapsed time.Duration, err error) {
+	if len(todo) == 0 {
+		return mine, 0, nil
+	}
+	cfg := r.env.Config
+	G := cfg.Rollout.GroupSize
+	// A server still loading the checkpoint is waited for before the clock starts.
+	if err := actors.Ready(ctx, r.backends); err != nil {
+		return mine, 0, err
+	}
+	bar := progress.New(r.env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", r.iter), "episodes")
+	var tokens int64
+	eps, err := Play(ctx, r.wf, todoTasks, r.backends, PlayOptions{
+		Samples:  G,
+		Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+		Seed: func(t workflows.Task, sample, turn int) uint64 {
+			return seeds.Derive(cfg.Seed, "rollout", r.iter, t.ID, sample, turn)
+		},
+		Done: func(n, tok int) {
+			bar.Add(n)
+			tokens += int64(tok)
+			bar.Describe(fmt.Sprintf("rollout iter %d (%d tokens)", r.iter, tokens))
+		},
+	})
+	if err != nil {
+		return mine, 0, err
+	}
+	elapsed = bar.Finish()
+	off := 0
+	for _, p := range todo {
+		n := len(r.partTasks(p)) * G
+		st, err := writePart(ctx, r.env, r.wf, r.iter, p, r.names[p], r.writer, eps[off:off+n], G)
 		if err != nil {
-			return nil, err
+			return mine, 0, err
 		}
-		elapsed = bar.Finish()
-		off := 0
-		for _, p := range todo {
-			n := ((p+1)*len(tasks)/parts - p*len(tasks)/parts) * G
-			st, err := writePart(ctx, env, wf, o.Iteration, p, names[p], writer, eps[off:off+n], G)
-			if err != nil {
-				return nil, err
-			}
-			off += n
-			mine.add(st)
-		}
+		off += n
+		mine.add(st)
 	}
-	var all partStats
-	done, _, err := commit.Finalize(ctx, b, dir, names, manifest, func(recs []commit.Receipt) ([]commit.File, error) {
-		for _, r := range recs {
+	return mine, elapsed, nil
+}
+
+// finalize commits the folder if every part's receipt is there, and returns the folder's
+// totals merged from the receipts.
+func (r *stageRun) finalize(ctx context.Context) (all partStats, done bool, err error) {
+	done, _, err = commit.Finalize(ctx, r.env.Bucket, r.dir, r.names, r.manifest, func(recs []commit.Receipt) ([]commit.File, error) {
+		for _, rec := range recs {
 			var st partStats
-			if err := commit.DecodeExtra(r, &st); err != nil {
+			if err := commit.DecodeExtra(rec, &st); err != nil {
 				return nil, err
 			}
 			all.add(st)
 		}
 		return nil, nil
 	})
-	if err := env.Leftover(stages.IterName("rollout", o.Iteration), err); err != nil {
-		return nil, err
+	if err := r.env.Leftover(stages.IterName("rollout", r.iter), err); err != nil {
+		return all, false, err
 	}
-	st := mine
-	if done {
-		res.Committed = true
-		if all.Episodes > 0 {
-			st = all
-		}
-	}
+	return all, done, nil
+}
+
+// result summarises st, the folder's totals when committed, else this worker's.
+func (r *stageRun) result(st partStats, committed bool) *Result {
+	res := &Result{PolicyVersion: r.set.Step, AgentScore: map[string]float64{}, Committed: committed}
 	res.Episodes, res.Tokens = st.Episodes, st.Tokens
 	for a, sum := range st.AgentSum {
 		res.AgentScore[a] = sum / float64(st.AgentCount[a])
@@ -257,18 +340,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if st.Episodes > 0 {
 		res.MeanReward = st.RewardSum / float64(st.Episodes)
 	}
-	what := fmt.Sprintf("%d of %d parts written by shard %s", len(todo), parts, o.Shard)
-	if done {
-		what += ", committed"
-	} else {
-		what += ", waiting for the other shards to write theirs"
-	}
-	rate := fmt.Sprintf("%d tokens in %s (%.0f tokens/s)", mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9))
-	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
-		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
-	}
-	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %s, mean reward %.3f", iter, what, res.Episodes, res.Rows, rate, res.MeanReward)
-	return res, nil
+	return res
 }
 
 // writePart writes part p (episodes of its tasks, task-major) and its receipt.
