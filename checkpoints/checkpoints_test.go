@@ -417,3 +417,23 @@ func TestSetLatestSeesAWithdrawalDuringItsWrite(t *testing.T) {
 		t.Fatalf("LATEST = %d (%v), want step 1", got, err)
 	}
 }
+
+// TestPublishOverAStepWithoutInputs: a committed step that records no inputs is not the step a
+// learn publishes with its inputs, even with the same files, parent and config digest: a
+// conflict, and the committed step is kept as it was.
+func TestPublishOverAStepWithoutInputs(t *testing.T) {
+	ctx := context.Background()
+	b := store(t)
+	sha, err := checkpoints.Publish(ctx, b, "r", newSet(t, 1, 2), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := newSet(t, 1, 2)
+	again.Inputs = []commit.Input{{Dir: commit.RolloutDir("r", 1), ManifestSHA256: strings.Repeat("a", 64)}}
+	if _, err := checkpoints.Publish(ctx, b, "r", again, "d"); !errors.Is(err, commit.ErrConflict) {
+		t.Fatalf("the same weights with inputs over a step without: %v, want a conflict", err)
+	}
+	if s, err := checkpoints.LoadStep(ctx, b, "r", 1, false); err != nil || s.Inputs != nil || s.ManifestSHA256 != sha {
+		t.Fatalf("the committed step after the refused publish: %+v %v", s, err)
+	}
+}

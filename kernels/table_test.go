@@ -62,3 +62,27 @@ func TestEstimatorTable(t *testing.T) {
 		}
 	}
 }
+
+// TestResolve: the one resolver gives canonical specs, applies the configured ε to names that do
+// not spell one out, and keeps an explicit one.
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		eps  float64
+		want string
+	}{
+		{"drmas", 0, "drmas"},
+		{"drmas", 1e-8, "drmas_eps1e-08"},
+		{"drmas_eps1e-6", 1e-8, "drmas"},
+		{"drgrpo", 1e-8, "grpo_nostd"},
+		{"rloo_agent", 1e-8, "rloo_agent"},
+	} {
+		s, err := Resolve(tc.name, tc.eps)
+		if err != nil || s.Name() != tc.want || s != s.Canonical() {
+			t.Errorf("Resolve(%q, %g) = %+v (%s), %v; want canonical %s", tc.name, tc.eps, s, s.Name(), err, tc.want)
+		}
+	}
+	if _, err := Resolve("drmass", 0); err == nil || !strings.Contains(err.Error(), specNames) {
+		t.Errorf("Resolve of a typo: %v, want the list of names", err)
+	}
+}
