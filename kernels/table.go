@@ -32,7 +32,7 @@ type EstimatorEntry struct {
 // entry here; every name the table accepts is checked against Reference by the tests.
 var Estimators = []EstimatorEntry{
 	{Name: "grpo", Spec: Spec{Estimator: GRPO, NormStd: true, Eps: DefaultEps}, Suffixes: true,
-		Reads: "uid, traj_uid", Kernel: "Compute: trajectory means, then groupStats", Reference: "Reference: map over (uid, traj_uid)",
+		Reads: "uid, sample (a trajectory is a (uid, sample) run)", Kernel: "Compute: trajectory means, then groupStats", Reference: "Reference: map over (uid, trajectory)",
 		Help: "trajectory-level GRPO: one baseline per prompt group"},
 	{Name: "drmas", Spec: Spec{Estimator: DrMAS, NormStd: true, Eps: DefaultEps}, Suffixes: true,
 		Reads: "uid, agent", Kernel: "Compute: per-(uid, agent) μ_k, σ_k, then writeAdvantages", Reference: "Reference: map over (uid, agent)",
@@ -41,7 +41,7 @@ var Estimators = []EstimatorEntry{
 		Reads: "uid", Kernel: "Compute: groupStats over all rows", Reference: "Reference: map over uid",
 		Help: "per prompt group, all rows pooled"},
 	{Name: "drgrpo", Spec: Spec{Estimator: GRPO, Eps: DefaultEps}, Alias: "grpo_nostd",
-		Reads: "uid, traj_uid", Kernel: "as grpo", Reference: "as grpo",
+		Reads: "uid, sample", Kernel: "as grpo", Reference: "as grpo",
 		Help: "grpo without std division (also grpo_nostd, drmas_nostd, grpo_step_nostd)"},
 	{Name: "rloo", Spec: Spec{Estimator: RLOO, Eps: DefaultEps},
 		Reads: "uid", Kernel: "Compute: (Σ − x)/(n − 1) per uid", Reference: "Reference: sum of the others",
