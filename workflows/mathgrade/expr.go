@@ -42,13 +42,14 @@ func Eval(s string) (Value, bool) {
 	return v, true
 }
 
-// Equal compares two values: exactly when both are exact, else within a relative 1e-9.
+// Equal compares two values: exactly when both are exact, else within a relative 1e-9 (and an
+// absolute 1e-12, so that \sqrt{2}\cdot\sqrt{2}-2, which rounds to 4e-16, equals 0).
 func (v Value) Equal(w Value) bool {
 	if v.Rat != nil && w.Rat != nil {
 		return v.Rat.Cmp(w.Rat) == 0
 	}
 	d := math.Abs(v.Float - w.Float)
-	return d <= 1e-9*math.Max(math.Abs(v.Float), math.Abs(w.Float))
+	return d <= math.Max(1e-9*math.Max(math.Abs(v.Float), math.Abs(w.Float)), 1e-12)
 }
 
 func exact(r *big.Rat) Value {
