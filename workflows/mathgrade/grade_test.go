@@ -9,9 +9,9 @@ import (
 
 // goldenPair is one hand-worked line of testdata/golden.tsv.
 type goldenPair struct {
-	line                   int
+	line                  int
 	response, truth, rule string
-	want                   float64
+	want                  float64
 }
 
 func loadGolden(t *testing.T) []goldenPair {
