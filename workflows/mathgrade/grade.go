@@ -18,20 +18,18 @@ type Result struct {
 // Grade grades a response against one or more ground truths (any of them may match). A
 // ground truth that itself holds a \boxed{…} is its boxed content.
 func Grade(response string, truths []string) Result {
+	var r Result
+	if len(truths) > 0 {
+		r.Truth = Normalize(unboxed(truths[0]))
+	}
 	ans, ok := Extract(response)
 	if !ok {
-		return Result{Reason: `format error: no \boxed{…} answer`}
+		r.Reason = `format error: no \boxed{…} answer`
+		return r
 	}
-	r := Result{Extracted: ans, Answer: Normalize(ans)}
-	for i, t := range truths {
-		if strings.Contains(t, `\boxed`) {
-			if b, ok := Extract(t); ok {
-				t = b
-			}
-		}
-		if i == 0 {
-			r.Truth = Normalize(t)
-		}
+	r.Extracted, r.Answer = ans, Normalize(ans)
+	for _, t := range truths {
+		t = unboxed(t)
 		if why, eq := Equivalent(ans, t); eq {
 			r.Reward, r.Truth, r.Reason = 1, Normalize(t), "correct: "+why
 			return r
@@ -39,6 +37,16 @@ func Grade(response string, truths []string) Result {
 	}
 	r.Reason = "incorrect: no ground truth is equivalent"
 	return r
+}
+
+// unboxed is a ground truth's boxed content, when it has one.
+func unboxed(t string) string {
+	if strings.Contains(t, `\boxed`) {
+		if b, ok := Extract(t); ok {
+			return b
+		}
+	}
+	return t
 }
 
 // Equivalent reports whether a given answer equals the ground truth, and by which rule:

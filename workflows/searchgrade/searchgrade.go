@@ -109,7 +109,6 @@ func Normalize(s string) string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
-
 // EM reports whether the normalized prediction equals any normalized golden answer.
 func EM(pred string, golden []string) bool {
 	p := Normalize(pred)
