@@ -104,10 +104,12 @@ type searchEpisode struct {
 	phase    searchPhase
 	passages []int // doc ids, oldest first
 	reward   float64
+	golden   []string // GoldenAnswers of the task
+	remote   []string // a retrieval server's passages (searchremote.go)
 }
 
 func (s *Search) newEpisode(t Task) *searchEpisode {
-	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer)}
+	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer), golden: GoldenAnswers(t.Answer)}
 	e.enter(0)
 	return e
 }
@@ -146,11 +148,7 @@ func (e *searchEpisode) Next() (Turn, bool) {
 	b.WriteString("\nQ ")
 	b.WriteString(e.question)
 	b.WriteString("\n")
-	for _, d := range e.visible() {
-		b.WriteString("P ")
-		b.WriteString(e.w.index.Doc(d))
-		b.WriteString("\n")
-	}
+	e.passageLines(&b)
 	return Turn{Agent: agent, Step: e.step, Prompt: b.String()}, true
 }
 
@@ -167,9 +165,9 @@ func (e *searchEpisode) Act(resp string) bool {
 	case phaseSearch:
 		q, ok := ParseSearcher(resp)
 		if ok {
-			for _, h := range e.w.index.Search(q, e.w.opts.TopK) {
-				if !e.has(h.Doc) {
-					e.passages = append(e.passages, h.Doc)
+			for _, d := range e.retrieve(q) {
+				if !e.has(d) {
+					e.passages = append(e.passages, d)
 				}
 			}
 		}
@@ -177,7 +175,7 @@ func (e *searchEpisode) Act(resp string) bool {
 		return ok
 	case phaseAnswer:
 		a, ok := ParseAnswerer(resp)
-		if ok && a == e.want && e.want != "" {
+		if ok && e.correct(a) {
 			e.reward = 1
 		}
 		e.phase = phaseDone
@@ -235,6 +233,9 @@ func cutAround(s, prefix, suffix string) (string, bool) {
 // fact returns the object of (subject, relation) if that fact is gathered.
 func (e *searchEpisode) fact(subject, rel string) (string, bool) {
 	for _, d := range e.visible() {
+		if d < 0 {
+			continue // a retrieval server's passage
+		}
 		f := e.w.corpus.Facts[d]
 		if f.Subject == subject && f.Relation == rel {
 			return f.Object, true
@@ -348,7 +349,7 @@ func isQueryWord(w string) bool {
 
 func (s *Search) expertAnswer(e *searchEpisode, kind qKind, x string, t Task, rng *rand.Rand, mistake bool) string {
 	if kind == qUnknown {
-		return NormalizeAnswer(t.Answer)
+		return NormalizeAnswer(GoldenAnswers(t.Answer)[0])
 	}
 	var pool []string
 	switch kind {
