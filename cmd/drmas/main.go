@@ -82,5 +82,6 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newJobsCmd(), newDevicesCmd())
 	root.AddCommand(newGradeCmd())
+	root.AddCommand(newRetrieverCmd())
 	return root
 }
