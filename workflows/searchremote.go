@@ -62,7 +62,11 @@ func (e *searchEpisode) retrieve(q string) []int {
 	ps, err := c.Search(context.Background(), q)
 	if err != nil {
 		// As the reference does, the agents see the failure instead of passages.
-		ps = []retriever.Passage{{Contents: "search failed: " + err.Error()}}
+		n := e.w.opts.Retriever.PassageBytes
+		if n == 0 {
+			n = 512
+		}
+		ps = []retriever.Passage{{Contents: promptText("search failed: "+err.Error(), n)}}
 	}
 	var ids []int
 	for _, p := range ps {
