@@ -85,6 +85,10 @@ func TestSearchAgainstRetrievalServer(t *testing.T) {
 		t.Fatalf("answerer prompt %q, want %q", turns[3].Prompt, want)
 	}
 	ep = s.NewEpisode(task)
+	if _, valid := play(t, ep, "enough", "I think <answer>Ada Lovelace.</answer>"); !valid[1] || ep.Reward() != 1 {
+		t.Fatalf("a tagged answer: valid %v reward %v", valid, ep.Reward())
+	}
+	ep = s.NewEpisode(task)
 	play(t, ep, "more", "q capital", "more", "q capital", "a oslo")
 	if ep.Reward() != 0 {
 		t.Fatal("a wrong answer was rewarded")

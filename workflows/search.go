@@ -41,9 +41,11 @@ func init() {
 // answerer answers with what is there); an invalid query retrieves nothing;
 // an invalid answer is graded wrong.
 //
-// Reward: 1 if NormalizeAnswer(answer) == NormalizeAnswer(task answer), else 0.
-// As an answer is printable ASCII of at most 40 bytes (see ParseAnswerer), a
-// dataset task whose normalized answer is not can never be solved.
+// Reward: 1 if the answer equals any of the task's golden answers (GoldenAnswers) after
+// SQuAD normalization (package searchgrade), else 0. As an answer is printable ASCII of at
+// most 40 bytes (see ParseAnswerer; a real model's last <answer>…</answer> is read too), a
+// dataset task whose answers are not can never be solved. With workflow.retriever_url the
+// passages come from a retrieval server and show as "Doc i: …" lines (searchremote.go).
 // Prompts ("P" lines are passages, oldest first, at most
 // SearchContextPassages of them):
 //
@@ -174,7 +176,7 @@ func (e *searchEpisode) Act(resp string) bool {
 		e.enter(e.step + 1)
 		return ok
 	case phaseAnswer:
-		a, ok := ParseAnswerer(resp)
+		a, ok := parseAnswer(resp)
 		if ok && e.correct(a) {
 			e.reward = 1
 		}

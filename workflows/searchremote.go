@@ -107,6 +107,17 @@ func (e *searchEpisode) correct(a string) bool {
 	return a != "" && e.want != "" && searchgrade.EM(a, e.golden)
 }
 
+// parseAnswer reads an answerer response: the action "a <answer>" (ParseAnswerer), else a
+// real model's last <answer>…</answer>, normalized as NormalizeAnswer does.
+func parseAnswer(resp string) (string, bool) {
+	if a, ok := ParseAnswerer(resp); ok || !strings.Contains(resp, "<answer>") {
+		return a, ok
+	}
+	x, ok := searchgrade.Extract(resp)
+	a := NormalizeAnswer(x)
+	return a, ok && a != ""
+}
+
 // GoldenAnswers are a task's golden answers: the elements of an answer written as a JSON list
 // of strings (a dataset's list of golden answers, as LoadTasks stores it), else the answer.
 func GoldenAnswers(answer string) []string {
