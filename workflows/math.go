@@ -195,7 +195,7 @@ func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 				}
 				v += d
 			}
-			resp = e.expertSolver(v)
+			resp = e.expertSolver(v, mistake)
 		} else {
 			approve := e.correct()
 			if mistake {

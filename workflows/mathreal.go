@@ -42,11 +42,16 @@ func (e *mathEpisode) correct() bool {
 	return mathgrade.Grade(`\boxed{`+e.boxed+"}", GoldenAnswers(e.answer)).Reward == 1
 }
 
-// expertSolver is the expert's answer: the canonical action for an integer task answer, else
-// the task's (first) answer boxed, as a real model would write it.
-func (e *mathEpisode) expertSolver(v int) string {
+// expertSolver is the expert's answer: the canonical action for an integer task answer (v,
+// already off when mistaken), else the task's (first) answer boxed, as a real model would
+// write it, with "+1" appended when mistaken.
+func (e *mathEpisode) expertSolver(v int, mistake bool) string {
 	if e.wantOK {
 		return FormatSolver(v)
 	}
-	return `\boxed{` + GoldenAnswers(e.answer)[0] + "}"
+	a := GoldenAnswers(e.answer)[0]
+	if mistake {
+		a += "+1"
+	}
+	return `\boxed{` + a + "}"
 }

@@ -53,6 +53,12 @@ func TestMathBoxedAnswers(t *testing.T) {
 			t.Fatalf("prompt of %d bytes: %q", len(p), p)
 		}
 	}
+	// A mistaken expert boxes a wrong answer, and its verifier approves it only by mistake.
+	wrong := m.NewEpisode(half)
+	wrong.Next()
+	if wrong.Act(`\boxed{\frac{1}{2}+1}`); wrong.(*mathEpisode).correct() {
+		t.Fatal("the expert's mistake grades correct")
+	}
 	// The expert boxes a non-integer answer, and the episode accepts it.
 	for _, d := range []Task{half, {ID: "l", Question: "roots", Answer: `["10", "x^4"]`}} {
 		demos := m.Demonstrations(d, rand.New(rand.NewPCG(1, 2)), 0)
