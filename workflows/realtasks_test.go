@@ -83,6 +83,9 @@ func TestSearchAgainstRetrievalServer(t *testing.T) {
 	ep := s.NewEpisode(task)
 	turns, valid := play(t, ep, "more", "q first program", "enough", "a the lovelace")
 	mustDone(t, ep)
+	if f1 := ep.(F1Scorer).F1(); f1 != 1 {
+		t.Fatalf("F1 %v, want 1 (\"lovelace\" is the golden \"Lovelace\")", f1)
+	}
 	if ep.Reward() != 1 || strings.Join(agentsOf(turns), ",") != "router,searcher,router,answerer" {
 		t.Fatalf("reward %v, turns %v, valid %v", ep.Reward(), agentsOf(turns), valid)
 	}
@@ -95,9 +98,13 @@ func TestSearchAgainstRetrievalServer(t *testing.T) {
 		t.Fatalf("a tagged answer: valid %v reward %v", valid, ep.Reward())
 	}
 	ep = s.NewEpisode(task)
-	play(t, ep, "more", "q capital", "more", "q capital", "a oslo")
-	if ep.Reward() != 0 {
-		t.Fatal("a wrong answer was rewarded")
+	if ep.(F1Scorer).F1() != 0 {
+		t.Fatal("F1 before the answer")
+	}
+	play(t, ep, "more", "q capital", "more", "q capital", "enough", "a ada byron")
+	mustDone(t, ep)
+	if ep.Reward() != 0 || ep.(F1Scorer).F1() != 0.5 { // "ada byron" vs "ada lovelace": 2·1/(2+2)
+		t.Fatalf("a wrong answer: reward %v F1 %v", ep.Reward(), ep.(F1Scorer).F1())
 	}
 	// The expert searches once with the question's words and answers the first golden answer.
 	demos := s.Demonstrations(task, nil, 0)

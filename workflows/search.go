@@ -108,6 +108,7 @@ type searchEpisode struct {
 	reward   float64
 	golden   []string // GoldenAnswers of the task
 	remote   []string // a retrieval server's passages (searchremote.go)
+	answer   string   // the parsed answer ("" for none or an invalid one)
 }
 
 func (s *Search) newEpisode(t Task) *searchEpisode {
@@ -177,6 +178,7 @@ func (e *searchEpisode) Act(resp string) bool {
 		return ok
 	case phaseAnswer:
 		a, ok := parseAnswer(resp)
+		e.answer = a
 		if ok && e.correct(a) {
 			e.reward = 1
 		}

@@ -107,6 +107,21 @@ func (e *searchEpisode) correct(a string) bool {
 	return a != "" && e.want != "" && searchgrade.EM(a, e.golden)
 }
 
+// F1Scorer is implemented by episodes that also score their answer by token F1 (the search
+// workflow's), an evaluation metric beside the exact-match reward.
+type F1Scorer interface {
+	// F1 is the answer's best SQuAD token F1 over the golden answers; 0 until it is given.
+	F1() float64
+}
+
+// F1 implements F1Scorer.
+func (e *searchEpisode) F1() float64 {
+	if e.answer == "" {
+		return 0
+	}
+	return searchgrade.F1(e.answer, e.golden)
+}
+
 // parseAnswer reads an answerer response: the action "a <answer>" (ParseAnswerer), else a
 // real model's last <answer>…</answer>, normalized as NormalizeAnswer does.
 func parseAnswer(resp string) (string, bool) {
