@@ -83,7 +83,8 @@ func Normalize(s string) string {
 		return r
 	}, s)
 	var b strings.Builder
-	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || r == '_' }
+	// Python's \w, which bounds the articles in the reference's regular expression.
+	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) || r == '_' }
 	for i := 0; i < len(s); {
 		j := i
 		for j < len(s) {
