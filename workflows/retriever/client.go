@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -118,8 +117,7 @@ func (c *Client) attempt(ctx context.Context, body []byte) (ps []Passage, retry 
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		var ne net.Error
-		return nil, errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || isConnErr(err), err
+		return nil, true, err // refused, reset, timed out: Search stops when its own ctx is done
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
@@ -136,11 +134,6 @@ func (c *Client) attempt(ctx context.Context, body []byte) (ps []Passage, retry 
 	}
 	ps, err = c.decode(b)
 	return ps, false, err
-}
-
-func isConnErr(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe)
 }
 
 func excerpt(b []byte) string {
