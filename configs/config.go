@@ -87,11 +87,17 @@ type Workflow struct {
 	// CorpusSeed and CorpusPeople shape the search workflow's synthetic fact corpus.
 	CorpusSeed   uint64 `mapstructure:"corpus_seed" json:"corpus_seed"`
 	CorpusPeople int    `mapstructure:"corpus_people" json:"corpus_people"`
+	// Retriever* (search): a Search-R1 retrieval server instead of the synthetic corpus.
+	RetrieverURL     string        `mapstructure:"retriever_url" json:"retriever_url,omitempty"`
+	RetrieverTimeout time.Duration `mapstructure:"retriever_timeout" json:"retriever_timeout,omitempty"`
+	RetrieverRetries int           `mapstructure:"retriever_retries" json:"retriever_retries,omitempty"`
+	PassageBytes     int           `mapstructure:"passage_bytes" json:"passage_bytes,omitempty"`
 }
 
 // Tasks selects where prompts come from.
 type Tasks struct {
 	Source       string `mapstructure:"source" json:"source"`
+	Format       string `mapstructure:"format" json:"format,omitempty"` // of the tasks.source and evaluate.source files: auto, drmas or verl
 	PerIteration int    `mapstructure:"per_iteration" json:"per_iteration"`
 	EvalSize     int    `mapstructure:"eval_size" json:"eval_size"`
 }
@@ -1087,6 +1093,7 @@ func (c *Config) Validate() error {
 	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
 	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
 	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
+	need(badTaskFormat(c.Tasks.Format), "tasks.format", c.Tasks.Format, taskFormats())
 	if len(c.Normalize.Estimators) == 0 {
 		bad("normalize.estimators is empty")
 	}

@@ -161,7 +161,7 @@ func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflo
 	if generated(cfg) {
 		return wf.Tasks(seeds.Derive(cfg.Seed, "train-tasks", iter), workflows.Train, n), nil
 	}
-	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	all, err := workflows.LoadTasksFormat(cfg.Tasks.Source, cfg.Tasks.Format)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func CheckTasks(cfg *configs.Config) error {
 	var train []workflows.Task
 	if !generated(cfg) {
 		var err error
-		if train, err = workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+		if train, err = workflows.LoadTasksFormat(cfg.Tasks.Source, cfg.Tasks.Format); err != nil {
 			return fmt.Errorf("tasks.source: %w", err)
 		}
 		if err := fitsDataset(cfg, len(train)); err != nil {
@@ -233,7 +233,7 @@ func EvalTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Task, er
 	var train []workflows.Task
 	if !generated(cfg) {
 		var err error
-		if train, err = workflows.LoadTasks(cfg.Tasks.Source); err != nil {
+		if train, err = workflows.LoadTasksFormat(cfg.Tasks.Source, cfg.Tasks.Format); err != nil {
 			return nil, fmt.Errorf("tasks.source: %w", err)
 		}
 	}
@@ -266,7 +266,7 @@ func TrainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Ta
 	if generated(cfg) {
 		return wf.Tasks(seeds.Derive(cfg.Seed, "train-eval-tasks"), workflows.Train, cfg.Tasks.EvalSize), nil
 	}
-	all, err := workflows.LoadTasks(cfg.Tasks.Source)
+	all, err := workflows.LoadTasksFormat(cfg.Tasks.Source, cfg.Tasks.Format)
 	if err != nil {
 		return nil, fmt.Errorf("tasks.source: %w", err)
 	}
@@ -275,7 +275,7 @@ func TrainSplitTasks(cfg *configs.Config, wf workflows.Workflow) ([]workflows.Ta
 
 // evalFileTasks loads the first tasks.eval_size tasks of the evaluate.source file.
 func evalFileTasks(cfg *configs.Config) ([]workflows.Task, error) {
-	all, err := workflows.LoadTasks(cfg.Evaluate.Source)
+	all, err := workflows.LoadTasksFormat(cfg.Evaluate.Source, cfg.Tasks.Format)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate.source: %w", err)
 	}

@@ -27,7 +27,8 @@
 //     responses (responses are never echoed raw: the parsed, canonical action
 //     is shown instead), and every expert response from Demonstrations of a
 //     generated task is at most [ResponseBudget] bytes, so prompt + response
-//     fit a 256-byte context (a dataset task's answer is replayed as it is).
+//     fit a 256-byte context (a dataset task's answer is replayed as it is; a search against a
+//     retrieval server shows passages of up to passage_bytes each instead, see RetrieverOptions).
 //   - Turn.Step is the environment step (math: loop index; search: retrieval
 //     step), and within one step agents act in the order of Agents(), so rows
 //     sorted by (step, agent order) are in chronological order.

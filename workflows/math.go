@@ -39,7 +39,11 @@ func init() {
 // else 0. The task's answer may carry surrounding space, a sign ("+" or "-",
 // or U+2212 "−"), leading zeros and a fractional part of zeros ("42.", "42.0",
 // as a JSON number 42.0 loads); "4.2", "1e3" or "1,000" are not integers, and
-// like answers of more than 9 digits (see ParseSolver) can never be solved. Prompts (every line ends in "\n"):
+// like answers of more than 9 digits (see ParseSolver) can never be solved by an "ans" action.
+// A solver response that is no "ans" action but holds a \boxed{…} answer (a real model's) is
+// valid, shown in later prompts as its boxed text, and graded as the paper's grader does
+// (package mathgrade, against the answer or any answer of a JSON list; see mathreal.go).
+// Prompts (every line ends in "\n"):
 //
 //	solver:    "solver\nQ 12+7\n"                  first loop
 //	           "solver\nQ 12+7\nrejected 18\n"     after a reject
@@ -70,7 +74,7 @@ func (m *Math) NewEpisode(t Task) Episode { return m.newEpisode(t) }
 
 func (m *Math) newEpisode(t Task) *mathEpisode {
 	want, ok := parseTaskInt(t.Answer)
-	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok}
+	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok, answer: t.Answer}
 }
 
 // parseTaskInt parses a task's integer answer: surrounding white space is
@@ -100,6 +104,7 @@ type mathEpisode struct {
 	question string
 	want     int
 	wantOK   bool
+	answer   string // the task's answer, for boxed answers (mathreal.go)
 
 	loop     int
 	verifier bool // the verifier is next
@@ -107,6 +112,7 @@ type mathEpisode struct {
 	prev     string // canonical previous (rejected) answer, "" in loop 0
 	last     int
 	lastOK   bool
+	boxed    string // the last solver response's \boxed answer, when it was no "ans" action
 	reward   float64
 }
 
@@ -122,7 +128,7 @@ func (e *mathEpisode) Next() (Turn, bool) {
 		return Turn{}, false
 	}
 	if e.verifier {
-		return Turn{AgentVerifier, e.loop, "verifier\nQ " + e.question + "\nans " + answerText(e.last, e.lastOK) + "\n"}, true
+		return Turn{AgentVerifier, e.loop, "verifier\nQ " + e.question + "\nans " + e.shown() + "\n"}, true
 	}
 	p := "solver\nQ " + e.question + "\n"
 	if e.loop > 0 {
@@ -136,13 +142,13 @@ func (e *mathEpisode) Act(resp string) bool {
 		return false
 	}
 	if !e.verifier {
-		e.last, e.lastOK = ParseSolver(resp)
+		valid := e.parseSolver(resp)
 		if e.loop == e.maxLoop-1 {
 			e.finish()
 		} else {
 			e.verifier = true
 		}
-		return e.lastOK
+		return valid
 	}
 	approve, ok := ParseVerifier(resp)
 	if approve { // invalid → reject
@@ -150,14 +156,14 @@ func (e *mathEpisode) Act(resp string) bool {
 		return ok
 	}
 	e.verifier = false
-	e.prev = answerText(e.last, e.lastOK)
+	e.prev = e.shown()
 	e.loop++
 	return ok
 }
 
 func (e *mathEpisode) finish() {
 	e.done = true
-	if e.lastOK && e.wantOK && e.last == e.want {
+	if e.correct() {
 		e.reward = 1
 	}
 }
@@ -189,9 +195,9 @@ func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 				}
 				v += d
 			}
-			resp = FormatSolver(v)
+			resp = e.expertSolver(v, mistake)
 		} else {
-			approve := e.lastOK && e.wantOK && e.last == e.want
+			approve := e.correct()
 			if mistake {
 				approve = !approve
 			}

@@ -41,9 +41,11 @@ func init() {
 // answerer answers with what is there); an invalid query retrieves nothing;
 // an invalid answer is graded wrong.
 //
-// Reward: 1 if NormalizeAnswer(answer) == NormalizeAnswer(task answer), else 0.
-// As an answer is printable ASCII of at most 40 bytes (see ParseAnswerer), a
-// dataset task whose normalized answer is not can never be solved.
+// Reward: 1 if the answer equals any of the task's golden answers (GoldenAnswers) after
+// SQuAD normalization (package searchgrade), else 0. As an answer is printable ASCII of at
+// most 40 bytes (see ParseAnswerer; a real model's last <answer>…</answer> is read too), a
+// dataset task whose answers are not can never be solved. With workflow.retriever_url the
+// passages come from a retrieval server and show as "Doc i: …" lines (searchremote.go).
 // Prompts ("P" lines are passages, oldest first, at most
 // SearchContextPassages of them):
 //
@@ -104,10 +106,13 @@ type searchEpisode struct {
 	phase    searchPhase
 	passages []int // doc ids, oldest first
 	reward   float64
+	golden   []string // GoldenAnswers of the task
+	remote   []string // a retrieval server's passages (searchremote.go)
+	answer   string   // the parsed answer ("" for none or an invalid one)
 }
 
 func (s *Search) newEpisode(t Task) *searchEpisode {
-	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer)}
+	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer), golden: GoldenAnswers(t.Answer)}
 	e.enter(0)
 	return e
 }
@@ -146,11 +151,7 @@ func (e *searchEpisode) Next() (Turn, bool) {
 	b.WriteString("\nQ ")
 	b.WriteString(e.question)
 	b.WriteString("\n")
-	for _, d := range e.visible() {
-		b.WriteString("P ")
-		b.WriteString(e.w.index.Doc(d))
-		b.WriteString("\n")
-	}
+	e.passageLines(&b)
 	return Turn{Agent: agent, Step: e.step, Prompt: b.String()}, true
 }
 
@@ -167,17 +168,18 @@ func (e *searchEpisode) Act(resp string) bool {
 	case phaseSearch:
 		q, ok := ParseSearcher(resp)
 		if ok {
-			for _, h := range e.w.index.Search(q, e.w.opts.TopK) {
-				if !e.has(h.Doc) {
-					e.passages = append(e.passages, h.Doc)
+			for _, d := range e.retrieve(q) {
+				if !e.has(d) {
+					e.passages = append(e.passages, d)
 				}
 			}
 		}
 		e.enter(e.step + 1)
 		return ok
 	case phaseAnswer:
-		a, ok := ParseAnswerer(resp)
-		if ok && a == e.want && e.want != "" {
+		a, ok := parseAnswer(resp)
+		e.answer = a
+		if ok && e.correct(a) {
 			e.reward = 1
 		}
 		e.phase = phaseDone
@@ -235,6 +237,9 @@ func cutAround(s, prefix, suffix string) (string, bool) {
 // fact returns the object of (subject, relation) if that fact is gathered.
 func (e *searchEpisode) fact(subject, rel string) (string, bool) {
 	for _, d := range e.visible() {
+		if d < 0 {
+			continue // a retrieval server's passage
+		}
 		f := e.w.corpus.Facts[d]
 		if f.Subject == subject && f.Relation == rel {
 			return f.Object, true
@@ -348,7 +353,7 @@ func isQueryWord(w string) bool {
 
 func (s *Search) expertAnswer(e *searchEpisode, kind qKind, x string, t Task, rng *rand.Rand, mistake bool) string {
 	if kind == qUnknown {
-		return NormalizeAnswer(t.Answer)
+		return NormalizeAnswer(GoldenAnswers(t.Answer)[0])
 	}
 	var pool []string
 	switch kind {

@@ -158,6 +158,8 @@ type Options struct {
 	// than half of the documents and gets a negative BM25 weight, so the query
 	// "q <city> is" ranks a resident's "lives in <city>" above the city fact.)
 	CorpusPeople int `json:"corpus_people"`
+	// Retriever (search): a retrieval server instead of the synthetic corpus (searchremote.go).
+	Retriever RetrieverOptions `json:"retriever,omitempty"`
 }
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -197,6 +199,7 @@ func (o Options) Problems() []error {
 	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
 	}
+	errs = append(errs, o.Retriever.problems()...)
 	return errs
 }
 
