@@ -87,6 +87,12 @@ type Workflow struct {
 	// CorpusSeed and CorpusPeople shape the search workflow's synthetic fact corpus.
 	CorpusSeed   uint64 `mapstructure:"corpus_seed" json:"corpus_seed"`
 	CorpusPeople int    `mapstructure:"corpus_people" json:"corpus_people"`
+	// Per-agent reward designs (workflows.Rewards), unset by default: omitted from digests then,
+	// so runs without them keep their digests.
+	VerifierReward string             `mapstructure:"verifier_reward" json:"verifier_reward,omitempty"`
+	VerdictShare   float64            `mapstructure:"verdict_share" json:"verdict_share,omitempty"`
+	FormatPenalty  map[string]float64 `mapstructure:"format_penalty" json:"format_penalty,omitempty"`
+	StepCost       float64            `mapstructure:"step_cost" json:"step_cost,omitempty"`
 }
 
 // Tasks selects where prompts come from.

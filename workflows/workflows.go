@@ -158,6 +158,9 @@ type Options struct {
 	// than half of the documents and gets a negative BM25 weight, so the query
 	// "q <city> is" ranks a resident's "lives in <city>" above the city fact.)
 	CorpusPeople int `json:"corpus_people"`
+	// Rewards are per-agent reward designs (rewards.go); the zero value scores every row by
+	// the episode outcome.
+	Rewards
 }
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -197,7 +200,7 @@ func (o Options) Problems() []error {
 	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
 	}
-	return errs
+	return append(errs, o.Rewards.problems()...)
 }
 
 // Factory builds a workflow from validated options.
