@@ -98,7 +98,7 @@ func ConditionIterSQL() string { return conditionIterSQL() }
 
 func init() {
 	reports["condition"] = report{
-		help: "the Lemma 4.2 condition per agent over all groups of all iterations (from the rollouts): inflation mean, p90 and max over groups with σ > 0, share of groups with σ = 0 / σ_k = 0, mean |μ_k − μ|, and the predicted GRPO-step / Dr. MAS grad-norm ratio √(ΣA²) (advantage energy)",
+		help:  "the Lemma 4.2 condition per agent over all groups of all iterations (from the rollouts): inflation mean, p90 and max over groups with σ > 0, share of groups with σ = 0 / σ_k = 0, mean |μ_k − μ|, and the predicted GRPO-step / Dr. MAS grad-norm ratio √(ΣA²) (advantage energy)",
 		views: []string{"rollouts"},
 		sql:   conditionSQL,
 	}
