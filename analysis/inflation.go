@@ -48,6 +48,13 @@ const groupStatsSQL = `k AS (
   SELECT iteration, agent, sum(a_drmas * a_drmas ORDER BY row_id) AS e_drmas,
     sum(a_grpo_step * a_grpo_step ORDER BY row_id) AS e_grpo_step, sum(a_grpo * a_grpo ORDER BY row_id) AS e_grpo
   FROM adv GROUP BY iteration, agent
+), coherent AS (
+  SELECT iteration, agent, sum(s_drmas * s_drmas ORDER BY uid) AS c_drmas, sum(s_grpo_step * s_grpo_step ORDER BY uid) AS c_grpo_step,
+    sum(s_grpo * s_grpo ORDER BY uid) AS c_grpo
+  FROM (SELECT iteration, uid, agent, sum(a_drmas ORDER BY row_id) AS s_drmas, sum(a_grpo_step ORDER BY row_id) AS s_grpo_step,
+      sum(a_grpo ORDER BY row_id) AS s_grpo
+    FROM adv JOIN (SELECT iteration, row_id, uid FROM rollouts) USING (iteration, row_id) GROUP BY iteration, uid, agent)
+  GROUP BY iteration, agent
 )`
 
 // conditionEps is the ε of the predicted advantages: the default normalize.eps.
@@ -65,8 +72,9 @@ func conditionIterSQL() string {
   FROM gi GROUP BY iteration, agent
 )
 SELECT c.*, sqrt(inflation_mean) AS pred_sqrt_inflation,
-  sqrt(e_grpo_step / nullif(e_drmas, 0)) AS pred_energy_grpo_step, sqrt(e_grpo / nullif(e_drmas, 0)) AS pred_energy_grpo
-FROM c JOIN energy USING (iteration, agent)`, conditionEps)
+  sqrt(e_grpo_step / nullif(e_drmas, 0)) AS pred_energy_grpo_step, sqrt(e_grpo / nullif(e_drmas, 0)) AS pred_energy_grpo,
+  e_drmas, e_grpo_step, e_grpo, c_drmas, c_grpo_step, c_grpo
+FROM c JOIN energy USING (iteration, agent) JOIN coherent USING (iteration, agent)`, conditionEps)
 }
 
 // inflationSQL is the inflation report: the diagnostics per iteration, estimator and agent, with
@@ -93,10 +101,18 @@ FROM gi GROUP BY agent ORDER BY agent`, conditionEps)
 // ConditionIterSQL is the SQL of the per-iteration condition (rollouts view), for the report's
 // predicted-vs-measured figure: columns iteration, agent, groups, inflation_groups,
 // inflation_mean, inflation_p90, inflation_max, zero_sigma_share, zero_sigma_k_share,
-// mu_gap_mean, pred_sqrt_inflation, pred_energy_grpo_step, pred_energy_grpo.
+// mu_gap_mean, pred_sqrt_inflation, pred_energy_grpo_step, pred_energy_grpo, and the sums behind
+// them: e_<est> = ΣA² over the agent's rows and c_<est> = Σ over groups of (ΣA over the agent's
+// rows in the group)², the advantage mass that multiplies the gradient the agent's rows of a
+// group share (zero for drmas up to ε, as its advantages sum to 0 per group and agent).
 func ConditionIterSQL() string { return conditionIterSQL() }
 
 func init() {
+	reports["condition_iter"] = report{
+		help:  "the condition per iteration and agent (from the rollouts): the condition report's columns, √(mean inflation), and the advantage sums behind the predictions (e_<est> = ΣA², c_<est> = Σ_groups (ΣA)²) for drmas, grpo_step, grpo",
+		views: []string{"rollouts"},
+		sql:   func(ReportParams) string { return conditionIterSQL() + "\nORDER BY iteration, agent" },
+	}
 	reports["condition"] = report{
 		help:  "the Lemma 4.2 condition per agent over all groups of all iterations (from the rollouts): inflation mean, p90 and max over groups with σ > 0, share of groups with σ = 0 / σ_k = 0, mean |μ_k − μ|, and the predicted GRPO-step / Dr. MAS grad-norm ratio √(ΣA²) (advantage energy)",
 		views: []string{"rollouts"},
