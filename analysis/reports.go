@@ -63,13 +63,9 @@ FROM rollouts GROUP BY iteration, agent ORDER BY iteration, agent`
 		},
 	},
 	"inflation": {
-		help:  "inflation factor (σ_k² + (μ_k − μ)²)/σ² per agent per iteration per estimator (Lemma 4.2), with μ_k, σ_k, μ, σ",
-		views: []string{"diagnostics"},
-		sql: func(ReportParams) string {
-			return `SELECT iteration, estimator, agent, groups, inflation_groups, inflation_mean, inflation_max,
-  zero_sigma_k_share, mu_k, sigma_k, mu, sigma, adv_abs_mean, adv_std
-FROM diagnostics ORDER BY iteration, estimator, agent`
-		},
+		help:  "inflation factor (σ_k² + (μ_k − μ)²)/σ² per agent per iteration per estimator (Lemma 4.2): mean, p90 (over groups, from the rollouts) and max, with μ_k, σ_k, μ, σ",
+		views: []string{"diagnostics", "rollouts"},
+		sql:   inflationSQL,
 	},
 	"gradnorm": {
 		help:  "grad-norm spikes per agent: max/median of the per-iteration grad norm and the updates above k × the rolling median of the previous updates (iterations where the agent had rows: one without, whose grad norm is 0, is no update)",

@@ -92,6 +92,12 @@ type Workflow struct {
 	RetrieverTimeout time.Duration `mapstructure:"retriever_timeout" json:"retriever_timeout,omitempty"`
 	RetrieverRetries int           `mapstructure:"retriever_retries" json:"retriever_retries,omitempty"`
 	PassageBytes     int           `mapstructure:"passage_bytes" json:"passage_bytes,omitempty"`
+	// Per-agent reward designs (workflows.Rewards), unset by default: omitted from digests then,
+	// so runs without them keep their digests.
+	VerifierReward string             `mapstructure:"verifier_reward" json:"verifier_reward,omitempty"`
+	VerdictShare   float64            `mapstructure:"verdict_share" json:"verdict_share,omitempty"`
+	FormatPenalty  map[string]float64 `mapstructure:"format_penalty" json:"format_penalty,omitempty"`
+	StepCost       float64            `mapstructure:"step_cost" json:"step_cost,omitempty"`
 }
 
 // Tasks selects where prompts come from.

@@ -19,7 +19,9 @@ func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 	w := c.Workflow
 	o := workflows.Options{MaxLoop: w.MaxLoop, MaxSteps: w.MaxSteps, TopK: w.TopK, HardFrac: w.HardFrac,
 		CorpusSeed: w.CorpusSeed, CorpusPeople: w.CorpusPeople, Retriever: workflows.RetrieverOptions{
-			URL: w.RetrieverURL, Timeout: w.RetrieverTimeout, Retries: w.RetrieverRetries, PassageBytes: w.PassageBytes}}
+			URL: w.RetrieverURL, Timeout: w.RetrieverTimeout, Retries: w.RetrieverRetries, PassageBytes: w.PassageBytes},
+		Rewards: workflows.Rewards{VerifierReward: w.VerifierReward, VerdictShare: w.VerdictShare,
+			FormatPenalty: w.FormatPenalty, StepCost: w.StepCost}}
 	var errs []error
 	if !slices.Contains(workflows.Names(), w.Name) {
 		errs = append(errs, fmt.Errorf("workflow.name: %q, want one of %s", w.Name, strings.Join(workflows.Names(), ", ")))

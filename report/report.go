@@ -24,6 +24,9 @@ type Options struct {
 	Title    string
 	// Params tune the grad-norm spike count of the key-number table.
 	Params analysis.ReportParams
+	// Pool are sessions of more runs with a replay ablation whose points join this run's in the
+	// predicted-vs-measured figures (condition.go).
+	Pool []*analysis.Session
 }
 
 // Figure is one PNG.
@@ -61,7 +64,7 @@ func Build(ctx context.Context, s *analysis.Session, o Options) (*Report, error)
 		r.Summary = append(r.Summary, fmt.Sprintf("%s: %d committed files", v, s.Counts[v]))
 	}
 	steps := []func(context.Context, *analysis.Session, Options, *Report) error{
-		keyNumbers, gradNormFigure, rewardFigure, successFigure, histograms, ablationSection,
+		keyNumbers, gradNormFigure, rewardFigure, successFigure, histograms, inflationSection, ablationSection, conditionSection,
 	}
 	for _, f := range steps {
 		if err := f(ctx, s, o, r); err != nil {

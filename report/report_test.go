@@ -119,7 +119,8 @@ func TestReportHTML(t *testing.T) {
 		return s
 	}
 
-	// The run alone: grad norm, reward, avg@k/pass@k, one histogram per agent.
+	// The run alone: grad norm, reward, avg@k/pass@k, one histogram per agent, inflation; tables:
+	// rewards, grad norms, evaluation, condition.
 	s := openSession()
 	var buf bytes.Buffer
 	t0 := time.Now()
@@ -128,7 +129,7 @@ func TestReportHTML(t *testing.T) {
 	}
 	t.Logf("report without ablation: %d bytes in %s", buf.Len(), time.Since(t0))
 	p := parse(t, buf.Bytes())
-	if p.imgs != 5 || len(p.pngs) != 5 || p.figures != 5 || p.tables != 3 || !p.hasBody || !p.hasHead || p.title != "drmas run src" {
+	if p.imgs != 6 || len(p.pngs) != 6 || p.figures != 6 || p.tables != 4 || !p.hasBody || !p.hasHead || p.title != "drmas run src" {
 		t.Fatalf("page: %d imgs, %d pngs, %d figures, %d tables, title %q", p.imgs, len(p.pngs), p.figures, p.tables, p.title)
 	}
 	for i, png := range p.pngs {
@@ -146,7 +147,7 @@ func TestReportHTML(t *testing.T) {
 	}
 
 	// With a replay ablation (2 estimators, evaluated): + one grad-norm plot per agent and the
-	// whole model, + avg@k/pass@k per estimator, + a table.
+	// whole model, + avg@k/pass@k per estimator, + two predicted-vs-measured plots, + two tables.
 	r, _ := ablate.ParseRange("1..2")
 	if _, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas", "grpo"}, Iterations: r, Eval: true}); err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestReportHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = parse(t, buf.Bytes())
-	if p.imgs != 5+3+1 || p.tables != 4 || p.title != "ablation <test> & co" {
+	if p.imgs != 6+3+1+2 || p.tables != 6 || p.title != "ablation <test> & co" {
 		var names []string
 		for _, f := range rep.Figures {
 			names = append(names, f.Name)
@@ -168,7 +169,7 @@ func TestReportHTML(t *testing.T) {
 	if !strings.Contains(buf.String(), "ablation &lt;test&gt; &amp; co") {
 		t.Error("title not escaped")
 	}
-	abl := rep.Tables[len(rep.Tables)-1]
+	abl := rep.Tables[len(rep.Tables)-2]
 	if len(abl.Rows) != 2*3 || abl.Rows[0][0] != "whole model" || abl.Rows[0][9] == "–" {
 		t.Errorf("ablation table: %v", abl.Rows)
 	}

@@ -61,7 +61,11 @@ func NewMath(o Options) (*Math, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Math{opts: o}, nil
+	m := &Math{opts: o}
+	if err := o.Rewards.checkAgents(m.Name(), m.Agents()); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func (m *Math) Name() string            { return "math" }
@@ -70,7 +74,9 @@ func (m *Math) InvalidPenalty() float64 { return MathInvalidPenalty }
 
 // NewEpisode starts an episode. A task whose answer is not an integer can
 // never be solved (reward 0).
-func (m *Math) NewEpisode(t Task) Episode { return m.newEpisode(t) }
+func (m *Math) NewEpisode(t Task) Episode {
+	return withRewards(m.newEpisode(t), m.opts.Rewards, m.InvalidPenalty(), t)
+}
 
 func (m *Math) newEpisode(t Task) *mathEpisode {
 	want, ok := parseTaskInt(t.Answer)

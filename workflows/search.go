@@ -73,6 +73,9 @@ func NewSearch(o Options) (*Search, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.Rewards.checkAgents("search", []string{AgentRouter, AgentSearcher, AgentAnswerer}); err != nil {
+		return nil, err
+	}
 	c := retriever.GenerateCorpus(o.CorpusSeed, o.CorpusPeople)
 	return &Search{opts: o, corpus: c, index: retriever.New(c.Texts(), retriever.DefaultParams())}, nil
 }
@@ -87,7 +90,9 @@ func (s *Search) Corpus() *retriever.Corpus { return s.corpus }
 // Index returns the workflow's BM25 index.
 func (s *Search) Index() *retriever.Index { return s.index }
 
-func (s *Search) NewEpisode(t Task) Episode { return s.newEpisode(t) }
+func (s *Search) NewEpisode(t Task) Episode {
+	return withRewards(s.newEpisode(t), s.opts.Rewards, s.InvalidPenalty(), t)
+}
 
 type searchPhase int
 

@@ -160,6 +160,9 @@ type Options struct {
 	CorpusPeople int `json:"corpus_people"`
 	// Retriever (search): a retrieval server instead of the synthetic corpus (searchremote.go).
 	Retriever RetrieverOptions `json:"retriever,omitempty"`
+	// Rewards are per-agent reward designs (rewards.go); the zero value scores every row by
+	// the episode outcome.
+	Rewards
 }
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -200,7 +203,7 @@ func (o Options) Problems() []error {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
 	}
 	errs = append(errs, o.Retriever.problems()...)
-	return errs
+	return append(errs, o.Rewards.problems()...)
 }
 
 // Factory builds a workflow from validated options.

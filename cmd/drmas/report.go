@@ -18,6 +18,7 @@ func newReportCmd() *cobra.Command {
 		o     report.Options
 		out   string
 		cache string
+		pool  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "report --run NAME [--ablation replay|onpolicy] -o report.html",
@@ -26,9 +27,13 @@ func newReportCmd() *cobra.Command {
 mean score per agent, avg@k/pass@k per data source and a score histogram per agent (gonum/plot
 PNGs, embedded as data URIs), with tables of the key numbers. --ablation adds the summary of
 'drmas ablate --mode replay|onpolicy': grad norm per estimator per agent, evaluations per
-estimator, and a per-estimator table.`,
+estimator, and a per-estimator table. Every report plots the Lemma 4.2 inflation factor per agent
+per iteration (mean and p90 over groups) and tables it per agent; --ablation replay adds the
+measured grad-norm ratio (grpo, grpo_step over drmas, same rollouts) against the ratio the
+rollouts' condition predicts, with the fit, pooled over the runs given to --pool.`,
 		Example: `  drmas report --run demo -o demo.html
-  drmas report --run demo --ablation replay -o ablation.html`,
+  drmas report --run demo --ablation replay -o ablation.html
+  drmas report --run sweep-a --ablation replay --pool sweep-b,sweep-c -o condition.html`,
 		Args: cobra.NoArgs,
 		// What would fail after the run is synced and the report drawn is refused first.
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,6 +52,10 @@ estimator, and a per-estimator table.`,
 				return err
 			}
 			defer s.Close()
+			if o.Pool, err = openPool(cmd, env, cache, pool); err != nil {
+				return err
+			}
+			defer closePool(o.Pool)
 			var buf bytes.Buffer
 			rep, err := report.Generate(cmd.Context(), s, o, &buf)
 			if err != nil {
@@ -69,6 +78,7 @@ estimator, and a per-estimator table.`,
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "report.html", "output HTML file (- for stdout)")
 	f.StringVar(&o.Ablation, "ablation", "", "include an ablation summary: replay or onpolicy")
+	f.StringSliceVar(&pool, "pool", nil, "replay: more runs (with a replay ablation) whose points join the predicted-vs-measured grad-norm figures, e.g. --pool a,b")
 	f.StringVar(&o.Title, "title", "", "page title (default: drmas run NAME)")
 	f.StringVar(&cache, "cache", "", "local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")
 	f.Float64Var(&o.Params.SpikeK, "k", 2, "grad-norm spike threshold: k × the rolling median")

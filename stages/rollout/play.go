@@ -30,6 +30,9 @@ type Episode struct {
 	Sample int
 	Turns  []Turn
 	Reward float64
+	// Scores, when not nil, are the turns' scores set by the workflow's reward design
+	// (workflows.TurnScorer), one per turn; otherwise a row scores RowScore(Reward, …).
+	Scores []float64
 }
 
 // PlayOptions configure Play.
@@ -77,6 +80,9 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 			turn, ok := l.state.Next()
 			if !ok {
 				l.ep.Reward = l.state.Reward()
+				if ts, ok := l.state.(workflows.TurnScorer); ok {
+					l.ep.Scores = ts.TurnScores()
+				}
 				finished++
 				continue
 			}
@@ -140,14 +146,18 @@ func Rows(run string, iter int, uid string, wf workflows.Workflow, eps []*Episod
 	var rows []shards.Row
 	for _, ep := range eps {
 		traj := fmt.Sprintf("%s-%03d", uid, ep.Sample)
-		for _, t := range ep.Turns {
+		for i, t := range ep.Turns {
+			score := workflows.RowScore(ep.Reward, t.Valid, wf.InvalidPenalty())
+			if ep.Scores != nil {
+				score = ep.Scores[i]
+			}
 			rows = append(rows, shards.Row{
 				Run: run, Iteration: int32(iter), PolicyVersion: t.Version,
 				DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, UID: uid, TrajUID: traj,
 				Sample: int32(ep.Sample), Step: int32(t.Step), Agent: t.Agent, Model: t.Model,
 				PromptIDs: t.PromptIDs, ResponseIDs: t.Response.Tokens, ResponseLogprobs: t.Response.LogProbs,
 				PromptText: validText(t.PromptText), ResponseText: validText(t.ResponseText), Valid: t.Valid,
-				Score:         workflows.RowScore(ep.Reward, t.Valid, wf.InvalidPenalty()),
+				Score:         score,
 				EpisodeReward: ep.Reward, FinishReason: t.Response.FinishReason,
 			})
 		}

@@ -1,0 +1,50 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+// The reward designs load from a file and the environment, reach the workflow, and are left out
+// of a config's JSON (and so of every digest) while unset.
+func TestRewardDesignKeys(t *testing.T) {
+	p := write(t, "c.yaml", `workflow:
+  verifier_reward: verdict
+  format_penalty: {verifier: 0.5}
+  step_cost: 0.1
+`)
+	env := func(k string) (string, bool) {
+		if k == "DRMAS_WORKFLOW_VERDICT_SHARE" {
+			return "0.25", true
+		}
+		return "", false
+	}
+	c, err := Load(LoadOptions{File: p, LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Workflow
+	if w.VerifierReward != "verdict" || w.VerdictShare != 0.25 || w.FormatPenalty["verifier"] != 0.5 || w.StepCost != 0.1 {
+		t.Fatalf("workflow %+v", w)
+	}
+	wf, err := c.NewWorkflow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := wf.NewEpisode(workflows.Task{ID: "t", Question: "1+1", Answer: "2"}).(workflows.TurnScorer); !ok {
+		t.Error("the configured reward design does not reach the workflow's episodes")
+	}
+	for _, key := range []string{"verifier_reward", "verdict_share", "format_penalty", "step_cost"} {
+		if strings.Contains(string(mustJSON(Default().Workflow)), key) {
+			t.Errorf("the default workflow's JSON names %s: digests of existing runs would change", key)
+		}
+	}
+
+	bad := write(t, "b.yaml", "workflow: {verifier_reward: judge, format_penalty: {router: 1}}\n")
+	_, err = Load(LoadOptions{File: bad, LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), `workflow.verifier_reward: "judge", want outcome or verdict`) {
+		t.Errorf("bad verifier_reward: %v", err)
+	}
+}

@@ -1,0 +1,195 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Verifier reward designs (Rewards.VerifierReward).
+const (
+	// VerifierOutcome scores the verifier's rows by the episode outcome, like every other row.
+	VerifierOutcome = "outcome"
+	// VerifierVerdict scores them by whether the verdict was right: approve a correct answer,
+	// reject a wrong one.
+	VerifierVerdict = "verdict"
+)
+
+// Rewards are per-agent reward designs that give agents different score distributions by
+// construction, where a global baseline then deviates from an agent's own (the case Dr. MAS's
+// Lemma 4.2 is about). The zero value is the outcome reward for every row: episodes are then
+// not wrapped, and rollouts are the same bytes as without these settings. JSON names match the
+// config keys.
+type Rewards struct {
+	// VerifierReward (math) is "" or "outcome" (the episode outcome) or "verdict".
+	VerifierReward string `json:"verifier_reward,omitempty"`
+	// VerdictShare (math, with verdict) mixes the two: a verifier row scores
+	// (1 − share)·outcome + share·[verdict right]. 0 (unset) with verdict means 1.
+	VerdictShare float64 `json:"verdict_share,omitempty"`
+	// FormatPenalty replaces the workflow's invalid-action penalty for the named agents.
+	FormatPenalty map[string]float64 `json:"format_penalty,omitempty"`
+	// StepCost is subtracted from every row's score once per environment step the episode took
+	// (math: loops; search: router steps), so long episodes score lower.
+	StepCost float64 `json:"step_cost,omitempty"`
+}
+
+// IsZero reports whether r is the outcome reward for every row.
+func (r Rewards) IsZero() bool {
+	return (r.VerifierReward == "" || r.VerifierReward == VerifierOutcome) && r.VerdictShare == 0 &&
+		len(r.FormatPenalty) == 0 && r.StepCost == 0
+}
+
+// share is the verdict's weight in a verifier row's score.
+func (r Rewards) share() float64 {
+	if r.VerifierReward != VerifierVerdict {
+		return 0
+	}
+	if r.VerdictShare == 0 {
+		return 1
+	}
+	return r.VerdictShare
+}
+
+// problems lists the settings out of range, by key, as Options.Problems does.
+func (r Rewards) problems() []error {
+	var errs []error
+	switch r.VerifierReward {
+	case "", VerifierOutcome, VerifierVerdict:
+	default:
+		errs = append(errs, fmt.Errorf("verifier_reward: %q, want outcome or verdict", r.VerifierReward))
+	}
+	if !(r.VerdictShare >= 0 && r.VerdictShare <= 1) {
+		errs = append(errs, fmt.Errorf("verdict_share: %v, want 0..1", r.VerdictShare))
+	} else if r.VerdictShare > 0 && r.VerifierReward != VerifierVerdict {
+		errs = append(errs, fmt.Errorf("verdict_share: %v needs verifier_reward: verdict", r.VerdictShare))
+	}
+	if !(r.StepCost >= 0 && r.StepCost <= 1) {
+		errs = append(errs, fmt.Errorf("step_cost: %v, want 0..1", r.StepCost))
+	}
+	for _, a := range sortedAgents(r.FormatPenalty) {
+		if p := r.FormatPenalty[a]; !(p >= 0 && p <= 10) {
+			errs = append(errs, fmt.Errorf("format_penalty.%s: %v, want 0..10", a, p))
+		}
+	}
+	return errs
+}
+
+func sortedAgents(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkAgents reports reward settings that name agents the workflow does not run.
+func (r Rewards) checkAgents(workflow string, agents []string) error {
+	if r.VerifierReward == VerifierVerdict && !slices.Contains(agents, AgentVerifier) {
+		return fmt.Errorf("verifier_reward: verdict: workflow %s has no verifier (its agents: %s)", workflow, strings.Join(agents, ", "))
+	}
+	for _, a := range sortedAgents(r.FormatPenalty) {
+		if !slices.Contains(agents, a) {
+			return fmt.Errorf("format_penalty.%s: workflow %s has no such agent (its agents: %s)", a, workflow, strings.Join(agents, ", "))
+		}
+	}
+	return nil
+}
+
+// TurnScorer is implemented by episodes whose rows are scored per turn rather than by
+// RowScore(outcome, valid, penalty) alone. The rollout uses TurnScores when it is not nil.
+type TurnScorer interface {
+	// TurnScores returns one score per Act call of the finished episode, in order.
+	TurnScores() []float64
+}
+
+// scoredEpisode wraps an episode with a reward design. It watches the turns go by: which agent
+// acted, in which step, whether its action was valid and, for a verifier, whether its verdict
+// was right about the solver's last answer (parsed as the math episode parses it).
+type scoredEpisode struct {
+	Episode
+	r       Rewards
+	penalty float64 // the workflow's invalid-action penalty
+	want    int
+	wantOK  bool
+
+	pending   Turn
+	isPending bool
+	correct   bool // the solver's last answer is right
+	turns     []scoredTurn
+	steps     int
+}
+
+type scoredTurn struct {
+	agent   string
+	valid   bool
+	verdict float64 // 1 for a right verdict, else 0 (verifier turns only)
+}
+
+// withRewards wraps e when r is not the zero design.
+func withRewards(e Episode, r Rewards, penalty float64, t Task) Episode {
+	if r.IsZero() {
+		return e
+	}
+	want, ok := parseTaskInt(t.Answer)
+	return &scoredEpisode{Episode: e, r: r, penalty: penalty, want: want, wantOK: ok}
+}
+
+func (e *scoredEpisode) Next() (Turn, bool) {
+	t, ok := e.Episode.Next()
+	e.pending, e.isPending = t, ok
+	return t, ok
+}
+
+func (e *scoredEpisode) Act(resp string) bool {
+	if !e.isPending { // Act before Next: learn the turn first
+		if _, ok := e.Next(); !ok {
+			return e.Episode.Act(resp)
+		}
+	}
+	t := e.pending
+	e.isPending = false
+	valid := e.Episode.Act(resp)
+	st := scoredTurn{agent: t.Agent, valid: valid}
+	switch t.Agent {
+	case AgentSolver:
+		v, ok := ParseSolver(resp)
+		e.correct = ok && e.wantOK && v == e.want
+	case AgentVerifier:
+		// An invalid verdict acts as a reject, but it is no verdict: never right.
+		if approve, ok := ParseVerifier(resp); ok && approve == e.correct {
+			st.verdict = 1
+		}
+	}
+	e.turns = append(e.turns, st)
+	e.steps = max(e.steps, t.Step+1)
+	return valid
+}
+
+// TurnScores scores each turn: the outcome (for a verifier under verdict, mixed with the
+// verdict by VerdictShare), minus StepCost per step the episode took, minus the agent's
+// format penalty if its action was invalid. Products are rounded before they are added
+// (explicit conversions), so no build fuses them into a multiply-add.
+func (e *scoredEpisode) TurnScores() []float64 {
+	outcome := e.Episode.Reward()
+	cost := float64(e.r.StepCost * float64(e.steps))
+	s := e.r.share()
+	out := make([]float64, len(e.turns))
+	for i, t := range e.turns {
+		score := outcome
+		if t.agent == AgentVerifier && s > 0 {
+			score = float64((1-s)*outcome) + float64(s*t.verdict)
+		}
+		score -= cost
+		if !t.valid {
+			p, ok := e.r.FormatPenalty[t.agent]
+			if !ok {
+				p = e.penalty
+			}
+			score -= p
+		}
+		out[i] = score
+	}
+	return out
+}
