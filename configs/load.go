@@ -2,6 +2,7 @@ package configs
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -31,6 +33,9 @@ type LoadOptions struct {
 	Flags *pflag.FlagSet
 	// LookupEnv reads the environment; default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Context, if set, stops the load between its steps once cancelled (Ctrl-C, SIGTERM), with
+	// its error; each step is bounded by the caps of limits.go.
+	Context context.Context
 }
 
 // syntaxPosition is ", line L, column C" for a JSON or TOML syntax error (YAML's name their line
@@ -57,6 +62,19 @@ func Load(o LoadOptions) (*Config, error) {
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
+	cfg, err := load(o)
+	if err != nil {
+		return nil, excerpt.Lines(err, excerpt.MaxProblems) // at most MaxProblems lines, then a count
+	}
+	return cfg, nil
+}
+
+// load is Load without the cap on the problems listed.
+func load(o LoadOptions) (*Config, error) {
+	ctx := o.Context
 	v := viper.New()
 	octals := map[string]bool{} // keys checkRaw reported as YAML octals: reported once
 	source := "(the embedded default)"
@@ -70,9 +88,19 @@ func Load(o LoadOptions) (*Config, error) {
 		if !slices.Contains(FileFormats, format) {
 			return nil, fmt.Errorf("config %s: unknown format: name the file .yaml, .yml, .json or .toml", o.File)
 		}
-		data, err := os.ReadFile(o.File)
+		data, err := readCapped(o.File)
+		var limit *LimitError
+		if errors.As(err, &limit) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read config %s: %w", o.File, err)
+		}
+		if err := checkShape(data, format, o.File); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		v.SetConfigType(format)
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
@@ -81,6 +109,9 @@ func Load(o LoadOptions) (*Config, error) {
 		// What viper's reading hides (keys folded together, keys with no value, a JSON key given
 		// twice, a second YAML document) stops the load before decoding, with the other problems.
 		rawErr = checkRaw(data, format, octals)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	} else {
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(defaultYAML)); err != nil {
@@ -109,8 +140,12 @@ func Load(o LoadOptions) (*Config, error) {
 	var overrides []string
 	for _, key := range FixedKeys() {
 		if val, ok := o.LookupEnv(EnvVar(key)); ok {
+			if err := checkOverrideLength(EnvVar(key), val); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := checkValue(key, val); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %s: %w", EnvVar(key), val, key, err))
+				errs = append(errs, fmt.Errorf("%s=%s: %s: %w", EnvVar(key), excerpt.Quote(val), key, err))
 				continue
 			}
 			v.Set(key, val)
@@ -120,8 +155,12 @@ func Load(o LoadOptions) (*Config, error) {
 	if o.Flags != nil {
 		o.Flags.VisitAll(func(f *pflag.Flag) {
 			if f.Changed && isFixedKey(f.Name) {
+				if err := checkOverrideLength("--"+f.Name, f.Value.String()); err != nil {
+					errs = append(errs, err)
+					return
+				}
 				if err := checkValue(f.Name, f.Value.String()); err != nil {
-					errs = append(errs, fmt.Errorf("--%s %q: %w", f.Name, f.Value.String(), err))
+					errs = append(errs, fmt.Errorf("--%s %s: %w", f.Name, excerpt.Quote(f.Value.String()), err))
 					return
 				}
 				v.Set(f.Name, f.Value.String())
@@ -155,6 +194,9 @@ func Load(o LoadOptions) (*Config, error) {
 	}
 	if o.File != "" && v.IsSet("agents") {
 		cfg.Agents = nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if err := v.Unmarshal(cfg); err != nil {
 		return nil, errors.Join(append(errs, fmt.Errorf("config %s: %w", source, err))...)

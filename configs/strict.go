@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 )
@@ -133,7 +134,7 @@ func checkType(key string, val any, t reflect.Type) error {
 	}
 	if s, ok := val.(string); ok {
 		if err := checkString(s, t); err != nil {
-			return fmt.Errorf("%s: %q: %w", key, s, err)
+			return fmt.Errorf("%s: %s: %w", key, excerpt.Quote(s), err)
 		}
 	}
 	return nil

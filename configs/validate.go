@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/kernels"
 )
 
@@ -45,12 +46,12 @@ func (c *Config) Validate() error {
 		switch m.Backend {
 		case "", BackendLocal:
 			if m.OpenAI != (OpenAI{}) {
-				bad("models.%s.openai is set but backend is %q: set backend: openai", name, m.Backend)
+				bad("models.%s.openai is set but backend is %s: set backend: openai", name, excerpt.Quote(m.Backend))
 			}
 		case BackendOpenAI:
 			validateOpenAI(name, m.OpenAI, bad)
 		default:
-			bad("models.%s.backend: %q is not local or openai", name, m.Backend)
+			bad("models.%s.backend: %s is not local or openai", name, excerpt.Quote(m.Backend))
 		}
 		if m.External() {
 			continue
@@ -71,7 +72,7 @@ func (c *Config) Validate() error {
 	for _, name := range c.AgentNames() {
 		a := c.Agents[name]
 		if _, ok := c.Models[a.Model]; !ok {
-			bad("agents.%s.model: %q is not in models (have %s)", name, a.Model, strings.Join(c.ModelNames(), ", "))
+			bad("agents.%s.model: %s is not in models (have %s)", name, excerpt.Quote(a.Model), strings.Join(c.ModelNames(), ", "))
 		}
 		o := c.OptimOf(name)
 		own := func(key string) string { return fmt.Sprintf("agents.%s.%s (own, or learn.%s)", name, key, key) }
@@ -181,10 +182,10 @@ func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
 	if o.Endpoint == "" {
 		bad("%sendpoint is empty: give the server's base URL, e.g. http://127.0.0.1:8000", p)
 	} else if !strings.HasPrefix(o.Endpoint, "http://") && !strings.HasPrefix(o.Endpoint, "https://") {
-		bad("%sendpoint %q must start with http:// or https://", p, o.Endpoint)
+		bad("%sendpoint %s must start with http:// or https://", p, excerpt.Quote(o.Endpoint))
 	}
 	if o.Mode != "" && o.Mode != "completions" && o.Mode != "chat" {
-		bad("%smode: %q is not completions or chat", p, o.Mode)
+		bad("%smode: %s is not completions or chat", p, excerpt.Quote(o.Mode))
 	}
 	if o.Batch && o.Mode == "chat" {
 		bad("%sbatch needs mode completions", p)

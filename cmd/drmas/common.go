@@ -114,7 +114,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
-	cfg, err := configs.Load(loadOptions(cmd))
+	cfg, err := loadInterruptibly(cmd.Context(), loadOptions(cmd))
 	if err == nil {
 		err = gpu.CheckEngineEnv() // read by learn only: refused before the stages before it run
 	}
