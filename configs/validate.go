@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkFinite(reflect.ValueOf(*c), "", bad)
+	c.checkSizes(bad)
 	if err := commit.ValidateRunName(c.Run); err != nil {
 		bad("run: %v", err)
 	}

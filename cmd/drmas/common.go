@@ -212,6 +212,9 @@ func withEnv(body func(cmd *cobra.Command, env *stages.Env) error) func(*cobra.C
 			return err
 		}
 		defer done()
+		if err := checkMemory(cmd, env.Config); err != nil {
+			return err
+		}
 		return body(cmd, env)
 	}
 }
