@@ -178,6 +178,9 @@ func warnUnknownEnv(w io.Writer, environ []string) {
 // openEnv loads the config and opens the store.
 func openEnv(cmd *cobra.Command) (*stages.Env, func(), error) {
 	cfg, err := loadConfig(cmd)
+	if err == nil {
+		err = checkMemory(cmd, cfg) // for the stage commands: before the store is opened
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,9 +215,6 @@ func withEnv(body func(cmd *cobra.Command, env *stages.Env) error) func(*cobra.C
 			return err
 		}
 		defer done()
-		if err := checkMemory(cmd, env.Config); err != nil {
-			return err
-		}
 		return body(cmd, env)
 	}
 }
