@@ -44,6 +44,7 @@ type Config struct {
 	Learn      Learn            `mapstructure:"learn" json:"learn"`
 	Warmup     Warmup           `mapstructure:"warmup" json:"warmup"`
 	Evaluate   Evaluate         `mapstructure:"evaluate" json:"evaluate"`
+	Analyze    Analyze          `mapstructure:"analyze" json:"analyze"`
 }
 
 // S3 configures s3:// stores.
@@ -220,6 +221,13 @@ type Evaluate struct {
 	K           int     `mapstructure:"k" json:"k"`
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
+}
+
+// Analyze configures `drmas analyze`.
+type Analyze struct {
+	// Sandbox confines --sql to reading the run's views (analyze --sandbox): for SQL that
+	// someone else wrote.
+	Sandbox bool `mapstructure:"sandbox" json:"sandbox"`
 }
 
 // AgentNames returns the configured agents, sorted.

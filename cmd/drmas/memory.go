@@ -21,7 +21,7 @@ func addMemoryLimitFlag(fs *pflag.FlagSet) {
 	fs.String("memory-limit", "", `memory a stage may use, e.g. 8GiB or 512MiB; default: this machine's (or its container's)
 memory, or GOMEMLIMIT when set. Before a stage starts, drmas estimates its memory from the
 config's sizes (tasks, group size, tokens, models) and refuses a config that will not fit,
-saying what to lower`)
+saying what to lower. With analyze --sandbox: DuckDB's memory limit (default 1GiB)`)
 }
 
 // stagesOf are the stages a command runs, whose memory checkMemory estimates.
