@@ -34,6 +34,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -493,7 +494,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // parse validates a completion request and turns it into a queue item.
 func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *httpError) {
 	if req.Model != "" && req.Model != s.o.Name {
-		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", req.Model, s.o.Name)}
+		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", excerpt.Cut(req.Model), s.o.Name)}
 	}
 	if req.Stream {
 		return nil, badRequest("stream is not supported")
