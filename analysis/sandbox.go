@@ -110,7 +110,7 @@ func (s *Session) vet(ctx context.Context, query string) error {
 			return err
 		}
 		if typ != duckdb.STATEMENT_TYPE_SELECT { // not EXPLAIN: EXPLAIN ANALYZE runs its statement
-			return &SandboxError{Reason: fmt.Sprintf("a %s statement: only a SELECT over the run's views is allowed", stmtNames[typ])}
+			return &SandboxError{Reason: fmt.Sprintf("%s statements are refused: only a SELECT over the run's views is allowed", stmtNames[typ])}
 		}
 		return nil
 	})
