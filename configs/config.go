@@ -10,6 +10,13 @@
 // key with no value, a JSON key given twice, a second YAML document, and a value of the wrong
 // type (1.5 or true for an integer, -3 for the seed, a bare number for a duration). Secrets
 // (S3 keys) never appear in Show output or errors.
+//
+// A config is refused at once, naming the cap, when it is over one of the caps of limits.go
+// (size, keys, depth, key and value length); sizes.go bounds every size key, and memory.go
+// estimates each stage's memory from the sizes. The files by concern: config.go the types,
+// load.go loading (file, DRMAS_* variables, flags), strict.go the checks of what a file's
+// parser would silently change, validate.go the checks of the resolved values, document.go
+// the forms Show prints and Digest hashes.
 package configs
 
 import (
