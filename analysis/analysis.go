@@ -64,6 +64,8 @@ type Options struct {
 	CacheDir string
 	// Threads caps DuckDB's threads (0: DuckDB's default).
 	Threads int
+	// Sandbox, if set, confines the session's SQL to reading the run's views (sandbox.go).
+	Sandbox *Sandbox
 }
 
 // Session is an open DuckDB database with the run's views.
@@ -79,6 +81,7 @@ type Session struct {
 
 	connector *duckdb.Connector
 	db        *sql.DB
+	sandbox   *Sandbox // set once locked down
 }
 
 // Open syncs the run's committed folders into the cache and registers the views.
@@ -124,6 +127,12 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 			return nil, fmt.Errorf("analysis: create view %s: %w", v, err)
 		}
 		s.Counts[v] = len(paths[v])
+	}
+	if o.Sandbox != nil {
+		if err := s.lockDown(ctx, *o.Sandbox, allFiles(paths)); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.ViewTime = time.Since(t1)
 	return s, nil
@@ -244,6 +253,9 @@ func viewSQL(view string, files []string) string {
 
 // Query runs sql and returns the whole result.
 func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table, error) {
+	if err := s.vet(ctx, query); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -278,6 +290,9 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) (*Table,
 			}
 		}
 		t.Rows = append(t.Rows, vals)
+		if err := s.tooManyRows(len(t.Rows)); err != nil {
+			return nil, err
+		}
 	}
 	return t, rows.Err()
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // The object layout of a run, relative to the store root. Hive-style key=value folders let
@@ -30,9 +32,9 @@ func ValidateRunName(run string) error {
 	case run == "":
 		return errors.New("run name is empty")
 	case strings.Contains(run, ".."):
-		return fmt.Errorf("run name %q contains ..", run)
+		return fmt.Errorf("run name %s contains ..", excerpt.Quote(run))
 	case !runNameRE.MatchString(run):
-		return fmt.Errorf("run name %q: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", run)
+		return fmt.Errorf("run name %s: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", excerpt.Quote(run))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/workflows"
 )
 
@@ -24,7 +25,7 @@ func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 			FormatPenalty: w.FormatPenalty, StepCost: w.StepCost}}
 	var errs []error
 	if !slices.Contains(workflows.Names(), w.Name) {
-		errs = append(errs, fmt.Errorf("workflow.name: %q, want one of %s", w.Name, strings.Join(workflows.Names(), ", ")))
+		errs = append(errs, fmt.Errorf("workflow.name: %s, want one of %s", excerpt.Quote(w.Name), strings.Join(workflows.Names(), ", ")))
 	}
 	for _, p := range o.Problems() {
 		errs = append(errs, fmt.Errorf("workflow.%w", p))

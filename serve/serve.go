@@ -34,6 +34,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -49,6 +50,10 @@ const (
 	DefaultBodyTimeout = 30 * time.Second
 	DefaultIdleTimeout = 2 * time.Minute
 	maxRequestBody     = 64 << 20
+	// DefaultMaxPrompts and DefaultMaxPromptTokens bound the work one request may cause: a
+	// rollout sends at most models.<m>.openai.max_batch prompts (default 64) a request.
+	DefaultMaxPrompts      = 1024
+	DefaultMaxPromptTokens = 1 << 18
 )
 
 // Options configure a Server.
@@ -71,6 +76,9 @@ type Options struct {
 	// closed, so a client that sends slowly cannot hold a handler. It does not limit the
 	// generation or the response.
 	BodyTimeout time.Duration
+	// MaxPrompts caps the prompts of one request (400 over it) and MaxPromptTokens their
+	// tokens in all (413 over it); defaults DefaultMaxPrompts and DefaultMaxPromptTokens.
+	MaxPrompts, MaxPromptTokens int
 	// Logf receives one-line notices (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -118,6 +126,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MaxPrompts <= 0 {
+		o.MaxPrompts = DefaultMaxPrompts
+	}
+	if o.MaxPromptTokens <= 0 {
+		o.MaxPromptTokens = DefaultMaxPromptTokens
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -207,6 +221,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		s.o.Logf("serve: shutting down (%v): finishing the requests in flight, up to 30s", context.Cause(ctx))
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = srv.Shutdown(sctx)
 		cancel()
@@ -479,7 +494,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // parse validates a completion request and turns it into a queue item.
 func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *httpError) {
 	if req.Model != "" && req.Model != s.o.Name {
-		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", req.Model, s.o.Name)}
+		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", excerpt.Cut(req.Model), s.o.Name)}
 	}
 	if req.Stream {
 		return nil, badRequest("stream is not supported")
@@ -496,6 +511,9 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 	prompts, err := parsePrompt(req.Prompt)
 	if err != nil {
 		return nil, badRequest("prompt: %v", err)
+	}
+	if herr := s.checkWork(prompts); herr != nil {
+		return nil, herr
 	}
 	o := model.SampleOptions{Temperature: 1, TopP: 1, MaxTokens: DefaultMaxTokens}
 	if req.Temperature != nil {
@@ -530,6 +548,10 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 		if len(pr) >= mc.Context {
 			return nil, badRequest("prompt %d has %d tokens; this model's maximum context length is %d tokens", i, len(pr), mc.Context)
 		}
+		if len(pr)+o.MaxTokens > mc.Context { // as vLLM: refused, not cut short at the context
+			return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				mc.Context, len(pr)+o.MaxTokens, len(pr), o.MaxTokens)
+		}
 		for _, t := range pr {
 			if t < 0 || int(t) >= mc.Vocab {
 				return nil, badRequest("prompt %d: token id %d is out of vocabulary [0, %d)", i, t, mc.Vocab)
@@ -547,6 +569,22 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 		it.reqs[i] = model.SampleRequest{Prompt: pr, Seed: seed}
 	}
 	return it, nil
+}
+
+// checkWork bounds the work of one request: its prompts, and their tokens in all.
+func (s *Server) checkWork(prompts [][]int32) *httpError {
+	if len(prompts) > s.o.MaxPrompts {
+		return badRequest("this request has %d prompts; this server takes at most %d per request (--max-prompts): send them in several requests", len(prompts), s.o.MaxPrompts)
+	}
+	total := 0
+	for _, p := range prompts {
+		total += len(p)
+	}
+	if total > s.o.MaxPromptTokens {
+		return &httpError{http.StatusRequestEntityTooLarge, "BadRequestError",
+			fmt.Sprintf("this request's prompts have %d tokens in all; this server takes at most %d per request (--max-prompt-tokens): send them in several requests", total, s.o.MaxPromptTokens)}
+	}
+	return nil
 }
 
 // parsePrompt accepts a string, a list of strings, a list of token ids or a list of token-id

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,8 @@ import (
 func newAnalyzeCmd() *cobra.Command {
 	var (
 		reportName, query, format, cache string
-		showSQL                          bool
+		showSQL, sandbox                 bool
+		timeout                          time.Duration
 		p                                analysis.ReportParams
 	)
 	cmd := &cobra.Command{
@@ -48,7 +50,7 @@ Canned reports (--report):
 or any SQL (--sql), e.g.
   drmas analyze --run demo --sql "SELECT agent, avg(advantage) FROM rollouts JOIN advantages USING (iteration, row_id, agent) WHERE estimator = 'drmas' GROUP BY agent"
 
-Without --report or --sql it prints the views and their row counts.`,
+Without --report or --sql it prints the views and their row counts.` + sandboxHelp,
 		Example: `  drmas analyze --run demo
   drmas analyze --run demo --report gradnorm --k 3
   drmas analyze --run demo --sql "SELECT agent, count(*) FROM rollouts GROUP BY agent" --format csv`,
@@ -59,6 +61,9 @@ Without --report or --sql it prints the views and their row counts.`,
 			}
 			if !slices.Contains(analysis.Formats, format) {
 				return fmt.Errorf("analyze: --format %q: want %s", format, strings.Join(analysis.Formats, ", "))
+			}
+			if timeout < 0 {
+				return fmt.Errorf("analyze: --timeout %s: must be ≥ 0 (0: none)", timeout)
 			}
 			if cmd.Flags().Changed("sql") && strings.TrimSpace(query) == "" {
 				return fmt.Errorf("analyze: --sql is empty: give a query (leave --sql out to list the views)")
@@ -88,11 +93,15 @@ Without --report or --sql it prints the views and their row counts.`,
 			}
 			defer s.Close()
 			var t *analysis.Table
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
+			defer cancel()
 			switch {
 			case reportName != "":
-				t, err = s.Report(cmd.Context(), reportName, p)
+				t, err = s.Report(ctx, reportName, p)
+				err = timedOut(err, ctx, timeout)
 			case query != "":
-				if t, err = s.Query(cmd.Context(), query); err != nil {
+				if t, err = s.Query(ctx, query); err != nil {
+					err = timedOut(err, ctx, timeout)
 					// DuckDB's message alone does not say it is about the query given.
 					err = fmt.Errorf("analyze --sql: %w", err)
 				}
@@ -111,6 +120,8 @@ Without --report or --sql it prints the views and their row counts.`,
 	f.StringVar(&format, "format", "table", "output format: table, csv or json")
 	f.StringVar(&cache, "cache", "", "local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")
 	f.BoolVar(&showSQL, "show-sql", false, "print the SQL of --report instead of running it")
+	f.BoolVar(&sandbox, "sandbox", false, "for SQL someone else wrote: only one SELECT over the run's views, no files, ATTACH or extensions, settings locked (see above; config key analyze.sandbox)")
+	f.DurationVar(&timeout, "timeout", 0, "stop a query that runs longer, e.g. 30s (0: no limit)")
 	f.Float64Var(&p.SpikeK, "k", 2, "gradnorm: a spike exceeds k × the rolling median")
 	f.IntVar(&p.Window, "window", 5, "gradnorm: rolling-median window, in iterations")
 	return cmd
@@ -147,7 +158,11 @@ func openSession(cmd *cobra.Command, env *stages.Env, cache string) (*analysis.S
 			return nil, err
 		}
 	}
-	s, err := analysis.Open(cmd.Context(), analysis.Options{Bucket: env.Bucket, Run: env.Config.Run, CacheDir: cache})
+	sb, err := sandboxOf(cmd, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	s, err := analysis.Open(cmd.Context(), analysis.Options{Bucket: env.Bucket, Run: env.Config.Run, CacheDir: cache, Sandbox: sb})
 	if err != nil {
 		return nil, err
 	}

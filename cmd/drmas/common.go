@@ -114,7 +114,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 
 // loadConfig resolves the configuration from --config, DRMAS_* and the flags of cmd.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
-	cfg, err := configs.Load(loadOptions(cmd))
+	cfg, err := loadInterruptibly(cmd.Context(), loadOptions(cmd))
 	if err == nil {
 		err = gpu.CheckEngineEnv() // read by learn only: refused before the stages before it run
 	}
@@ -178,6 +178,9 @@ func warnUnknownEnv(w io.Writer, environ []string) {
 // openEnv loads the config and opens the store.
 func openEnv(cmd *cobra.Command) (*stages.Env, func(), error) {
 	cfg, err := loadConfig(cmd)
+	if err == nil {
+		err = checkMemory(cmd, cfg) // for the stage commands: before the store is opened
+	}
 	if err != nil {
 		return nil, nil, err
 	}

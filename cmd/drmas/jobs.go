@@ -96,7 +96,7 @@ Jobs are named after (S3 keys excepted: those come from the Secret).
 				return fmt.Errorf("--ttl-seconds %d: must be ≥ 0 (0: keep finished Jobs)", ttl)
 			}
 			lo := loadOptions(cmd)
-			cfg, err := configs.Load(lo)
+			cfg, err := loadInterruptibly(cmd.Context(), lo)
 			if err != nil {
 				return err
 			}

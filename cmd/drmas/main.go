@@ -77,6 +77,7 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	pf.String("run", "", "run name (key: run)")
 	pf.String("seed", "", "run seed, a decimal integer (key: seed; default from the config)")
 	pf.BoolP("quiet", "q", false, "no progress bars")
+	addMemoryLimitFlag(pf)
 	root.AddCommand(newVersionCmd(), newConfigCmd(), newRunStageCmd(), newRunCmd(), newImportCmd())
 	root.AddCommand(newAnalyzeCmd(), newAblateCmd(), newReportCmd())
 	root.AddCommand(newServeCmd())

@@ -27,8 +27,10 @@ an OpenAI-compatible API, as vLLM serves it:
 Requests that arrive within --window share one batched sampling call (up to --max-batch
 prompts); sampling is seeded per prompt, so results do not depend on batching and equal the
 in-process backend's for the same seed. LATEST is polled every --poll and a new checkpoint is
-swapped in atomically. Point a model's backend at it with backend: openai and
-openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down gracefully.`,
+swapped in atomically. As vLLM, a request whose prompt and max_tokens together exceed the
+model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
+--max-prompt-tokens prompt tokens in all (413 over it). Point a model's backend at it with backend: openai and
+openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM shuts down gracefully, with one log line.`,
 		Example: `  drmas --run demo serve --addr 127.0.0.1:8000
   drmas --config configs/vllm-shared.yaml run-stage warmup
   drmas --config configs/vllm-shared.yaml serve --model m1 --addr 127.0.0.1:8000 &
@@ -43,6 +45,10 @@ openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down g
 				return fmt.Errorf("--window %s: must be > 0", o.Window)
 			case o.Poll == 0:
 				return fmt.Errorf("--poll 0: must be > 0, or negative for never")
+			case o.MaxPrompts < 1:
+				return fmt.Errorf("--max-prompts %d: must be ≥ 1", o.MaxPrompts)
+			case o.MaxPromptTokens < 1:
+				return fmt.Errorf("--max-prompt-tokens %d: must be ≥ 1", o.MaxPromptTokens)
 			}
 			return nil
 		},
@@ -62,6 +68,8 @@ openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C shuts down g
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address host:port")
 	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request waits for others to batch with")
 	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
+	f.IntVar(&o.MaxPrompts, "max-prompts", serve.DefaultMaxPrompts, "most prompts in one request (400 over it); a rollout sends at most openai.max_batch")
+	f.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", serve.DefaultMaxPromptTokens, "most prompt tokens in one request, all its prompts together (413 over it)")
 	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
 }

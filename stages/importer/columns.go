@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/shards"
 )
 
@@ -129,21 +129,9 @@ func columns(scoreCol string) []column {
 	}
 }
 
-// maxQuoted is how many bytes of an input value an error message quotes.
-const maxQuoted = 64
-
-// quote quotes s for an error message, cut to maxQuoted bytes (at a rune boundary) with its
-// length: a value of megabytes would otherwise be copied into every message about it.
-func quote(s string) string {
-	if len(s) <= maxQuoted {
-		return strconv.Quote(s)
-	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:n]), len(s))
-}
+// quote quotes s for an error message as a short excerpt with its length: a value of megabytes
+// would otherwise be copied into every message about it.
+func quote(s string) string { return excerpt.Quote(s) }
 
 // assign applies a decoded value to r after the column's own rule.
 func assign(r *rec, c *column, v *value) error {

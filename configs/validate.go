@@ -1,0 +1,238 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/kernels"
+)
+
+// Validate reports every problem of c at once. Every number must be finite: NaN and ±Inf
+// are rejected wherever they appear, by key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// need reports key's value v when fail holds. The conditions name what fails (x <= 0, not
+	// !(x > 0)), so a NaN, reported once by checkFinite, fails none of them.
+	need := func(fail bool, key string, v any, want string) {
+		if fail {
+			bad("%s: %v, want %s", key, v, want)
+		}
+	}
+	checkFinite(reflect.ValueOf(*c), "", bad)
+	c.checkSizes(bad)
+	if err := commit.ValidateRunName(c.Run); err != nil {
+		bad("run: %v", err)
+	}
+	if c.Store == "" {
+		bad("store is empty: give a folder, file:///abs/path or s3://bucket/prefix")
+	}
+	if c.Iterations < 0 {
+		bad("iterations %d < 0", c.Iterations)
+	}
+	if len(c.Models) == 0 {
+		bad("models: at least one model is needed")
+	}
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		if err := commit.ValidateRunName(name); err != nil {
+			bad("models.%s: bad model name: %v", name, err)
+		}
+		switch m.Backend {
+		case "", BackendLocal:
+			if m.OpenAI != (OpenAI{}) {
+				bad("models.%s.openai is set but backend is %s: set backend: openai", name, excerpt.Quote(m.Backend))
+			}
+		case BackendOpenAI:
+			validateOpenAI(name, m.OpenAI, bad)
+		default:
+			bad("models.%s.backend: %s is not local or openai", name, excerpt.Quote(m.Backend))
+		}
+		if m.External() {
+			continue
+		}
+		p := "models." + name + "."
+		need(m.Dim <= 0, p+"dim", m.Dim, "> 0")
+		need(m.Layers <= 0, p+"layers", m.Layers, "> 0")
+		need(m.Heads <= 0, p+"heads", m.Heads, "> 0")
+		need(m.Context <= 0, p+"context", m.Context, "> 0")
+		need(m.FFMult <= 0, p+"ff_mult", m.FFMult, "> 0")
+		if m.Dim > 0 && m.Heads > 0 && m.Dim%m.Heads != 0 {
+			bad("models.%s: dim %d is not a multiple of heads %d", name, m.Dim, m.Heads)
+		}
+	}
+	if len(c.Agents) == 0 {
+		bad("agents: at least one agent is needed")
+	}
+	for _, name := range c.AgentNames() {
+		a := c.Agents[name]
+		if _, ok := c.Models[a.Model]; !ok {
+			bad("agents.%s.model: %s is not in models (have %s)", name, excerpt.Quote(a.Model), strings.Join(c.ModelNames(), ", "))
+		}
+		o := c.OptimOf(name)
+		own := func(key string) string { return fmt.Sprintf("agents.%s.%s (own, or learn.%s)", name, key, key) }
+		need(o.LR <= 0, own("lr"), o.LR, "> 0")
+		need(o.GradClip <= 0, own("grad_clip"), o.GradClip, "> 0")
+		need(o.ClipLow <= 0, own("clip_low"), o.ClipLow, "> 0")
+		need(o.ClipHigh <= 0, own("clip_high"), o.ClipHigh, "> 0")
+		need(o.MicroBatch <= 0, own("micro_batch"), o.MicroBatch, "> 0")
+	}
+	for _, model := range c.ModelNames() {
+		agents := c.AgentsOf(model)
+		if len(agents) == 0 { // warm-up would train the others, then refuse it
+			bad("models.%s: no agent uses it: name it in an agent (agents.<agent>.model: %s) or remove it", model, model)
+		}
+		for _, a := range agents[min(1, len(agents)):] {
+			o0, o := c.OptimOf(agents[0]), c.OptimOf(a)
+			if d := optimDiff(o0, o); d != "" {
+				bad("agents %s and %s share model %s but their optimizer settings differ (%s): agents that share a model are trained by one optimizer",
+					agents[0], a, model, d)
+			}
+		}
+	}
+	r := c.Rollout
+	need(r.GroupSize < 1, "rollout.group_size", r.GroupSize, "≥ 1")
+	need(r.Parts < 1, "rollout.parts", r.Parts, "≥ 1")
+	need(r.MaxTokens < 1, "rollout.max_tokens", r.MaxTokens, "≥ 1")
+	// Sampling runs in float32: a temperature must not round to 0 (greedy) or overflow to +Inf.
+	need(float32(r.Temperature) <= 0 || r.Temperature > math.MaxFloat32 && !math.IsInf(r.Temperature, 1), "rollout.temperature", r.Temperature, "> 0 and within float32 (1.4e-45 … 3.4e38), as sampling runs in float32")
+	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
+	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
+	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
+	need(badTaskFormat(c.Tasks.Format), "tasks.format", c.Tasks.Format, taskFormats())
+	if len(c.Normalize.Estimators) == 0 {
+		bad("normalize.estimators is empty")
+	}
+	seen := map[string]bool{}
+	for i, name := range c.Normalize.Estimators {
+		canonical, err := estimator(name, c.Normalize.Eps)
+		switch {
+		case err != nil:
+			bad("normalize.estimators[%d]: %v", i, err)
+		case seen[canonical]:
+			bad("normalize.estimators[%d]: %s is listed twice", i, canonical)
+		}
+		seen[canonical] = true
+	}
+	if _, err := estimator(c.Learn.Estimator, c.Normalize.Eps); err != nil {
+		bad("learn.estimator: %v", err)
+	}
+	need(c.Normalize.Eps < kernels.MinEps, "normalize.eps", c.Normalize.Eps, fmt.Sprintf("≥ %g (%s)", kernels.MinEps, kernels.WhyMinEps))
+	l := c.Learn
+	need(l.Epochs < 1, "learn.epochs", l.Epochs, "≥ 1")
+	need(l.MiniBatches < 1, "learn.mini_batches", l.MiniBatches, "≥ 1")
+	need(l.KeepCheckpoints < 1, "learn.keep_checkpoints", l.KeepCheckpoints, "≥ 1")
+	need(l.KLCoef < 0, "learn.kl_coef", l.KLCoef, "≥ 0")
+	need(l.WeightDecay < 0, "learn.weight_decay", l.WeightDecay, "≥ 0")
+	w := c.Warmup
+	need(w.Steps < 0, "warmup.steps", w.Steps, "≥ 0")
+	need(w.Batch < 1, "warmup.batch", w.Batch, "≥ 1")
+	need(w.LR <= 0, "warmup.lr", w.LR, "> 0")
+	need(w.Noise < 0 || w.Noise > 1, "warmup.noise", w.Noise, "in [0, 1]")
+	need(w.Demos < 1, "warmup.demos", w.Demos, "≥ 1")
+	e := c.Evaluate
+	need(e.Every < 0, "evaluate.every", e.Every, "≥ 0")
+	need(e.K < 1, "evaluate.k", e.K, "≥ 1")
+	need(e.Temperature < 0 || e.Temperature > math.MaxFloat32 && !math.IsInf(e.Temperature, 1), "evaluate.temperature", e.Temperature, "≥ 0 and at most 3.4e38, as sampling runs in float32")
+	need(e.TopP <= 0 || e.TopP > 1, "evaluate.top_p", e.TopP, "in (0, 1]")
+	need(c.S3.MaxRetries < 0, "s3.max_retries", c.S3.MaxRetries, "≥ 0")
+	if _, err := c.NewWorkflow(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkFinite reports every float of v (a config struct, with maps of structs) that is NaN or
+// infinite, by its dotted key. The range checks of Validate are plain comparisons, false for
+// NaN, so each NaN is reported once, here.
+func checkFinite(v reflect.Value, prefix string, bad func(string, ...any)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		key := prefix + t.Field(i).Tag.Get("mapstructure")
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Float32, reflect.Float64:
+			if x := f.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+				bad("%s: %v is not a finite number", key, x)
+			}
+		case reflect.Struct:
+			checkFinite(f, key+".", bad)
+		case reflect.Map:
+			if f.Type().Elem().Kind() != reflect.Struct {
+				continue
+			}
+			names := make([]string, 0, f.Len())
+			for _, k := range f.MapKeys() {
+				names = append(names, k.String())
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				checkFinite(f.MapIndex(reflect.ValueOf(name)), key+"."+name+".", bad)
+			}
+		}
+	}
+}
+
+func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
+	p := "models." + name + ".openai."
+	if o.Endpoint == "" {
+		bad("%sendpoint is empty: give the server's base URL, e.g. http://127.0.0.1:8000", p)
+	} else if !strings.HasPrefix(o.Endpoint, "http://") && !strings.HasPrefix(o.Endpoint, "https://") {
+		bad("%sendpoint %s must start with http:// or https://", p, excerpt.Quote(o.Endpoint))
+	}
+	if o.Mode != "" && o.Mode != "completions" && o.Mode != "chat" {
+		bad("%smode: %s is not completions or chat", p, excerpt.Quote(o.Mode))
+	}
+	if o.Batch && o.Mode == "chat" {
+		bad("%sbatch needs mode completions", p)
+	}
+	for _, f := range []struct {
+		key  string
+		fail bool
+		v    any
+		want string
+	}{
+		{"max_batch", o.MaxBatch < 0, o.MaxBatch, "≥ 0"},
+		{"concurrency", o.Concurrency < 0, o.Concurrency, "≥ 0"},
+		{"timeout", o.Timeout < 0, o.Timeout, "≥ 0"},
+		{"retries", o.Retries < -1, o.Retries, "≥ -1 (-1: none)"},
+		{"backoff", o.Backoff < 0, o.Backoff, "≥ 0"},
+		{"version_wait", o.VersionWait < 0, o.VersionWait, "≥ 0"},
+	} {
+		if f.fail {
+			bad("%s%s: %v, want %s", p, f.key, f.v, f.want)
+		}
+	}
+	if strings.ContainsAny(o.APIKeyEnv, "= \t") || strings.HasPrefix(o.APIKeyEnv, "sk-") {
+		bad("%sapi_key_env must be the NAME of an environment variable holding the key, not the key", p)
+	}
+}
+
+// optimDiff lists the settings in which a and b differ ("" if none). Two NaNs are the same
+// value here: a NaN is reported once, by key, not again as a difference.
+func optimDiff(a, b Optim) string {
+	var d []string
+	differ := func(x, y float64) bool { return x != y && !(math.IsNaN(x) && math.IsNaN(y)) }
+	if differ(a.LR, b.LR) {
+		d = append(d, fmt.Sprintf("lr %g vs %g", a.LR, b.LR))
+	}
+	if differ(a.ClipLow, b.ClipLow) {
+		d = append(d, fmt.Sprintf("clip_low %g vs %g", a.ClipLow, b.ClipLow))
+	}
+	if differ(a.ClipHigh, b.ClipHigh) {
+		d = append(d, fmt.Sprintf("clip_high %g vs %g", a.ClipHigh, b.ClipHigh))
+	}
+	if differ(a.GradClip, b.GradClip) {
+		d = append(d, fmt.Sprintf("grad_clip %g vs %g", a.GradClip, b.GradClip))
+	}
+	if a.MicroBatch != b.MicroBatch {
+		d = append(d, fmt.Sprintf("micro_batch %d vs %d", a.MicroBatch, b.MicroBatch))
+	}
+	return strings.Join(d, ", ")
+}

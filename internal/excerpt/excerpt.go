@@ -1,0 +1,75 @@
+// Package excerpt bounds what an error message carries of user input: a quoted value is cut to
+// a short excerpt with its length, and a list of problems to its first few with a count of the
+// rest. A message that copied its input whole would be as large as the input (a 10 MB value, a
+// file with 40,000 unknown keys), which no reader, log line or terminal wants.
+package excerpt
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxBytes is how many bytes of an input value Quote keeps.
+const MaxBytes = 64
+
+// MaxProblems is how many problems Lines lists before it only counts them.
+const MaxProblems = 20
+
+// Quote quotes s for an error message, cut to MaxBytes (at a rune boundary) with its length.
+func Quote(s string) string {
+	if len(s) <= MaxBytes {
+		return strconv.Quote(s)
+	}
+	n := MaxBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:n]), len(s))
+}
+
+// Cut is s cut to MaxBytes (at a rune boundary) with "…" and its length, unquoted: for a key
+// path or a name inside a message.
+func Cut(s string) string {
+	if len(s) <= MaxBytes {
+		return s
+	}
+	n := MaxBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
+}
+
+// Lines returns err with its message cut to its first max lines (one problem a line, as
+// errors.Join writes them), then "and N more problems"; it still matches what err matches. A
+// nil err stays nil, and a message of max lines or fewer is unchanged.
+func Lines(err error, max int) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	i, shown := 0, 0
+	for ; shown < max; shown++ {
+		j := strings.IndexByte(msg[i:], '\n')
+		if j < 0 {
+			return err
+		}
+		i += j + 1
+	}
+	rest := strings.Count(msg[i:], "\n") + 1
+	s := "s"
+	if rest == 1 {
+		s = ""
+	}
+	return &linesError{err: err, msg: fmt.Sprintf("%s\nand %d more problem%s", msg[:i-1], rest, s)}
+}
+
+type linesError struct {
+	err error
+	msg string
+}
+
+func (e *linesError) Error() string { return e.msg }
+func (e *linesError) Unwrap() error { return e.err }

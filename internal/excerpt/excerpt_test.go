@@ -1,0 +1,47 @@
+package excerpt
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestQuote(t *testing.T) {
+	if got := Quote("run-1"); got != `"run-1"` {
+		t.Errorf("short: %s", got)
+	}
+	long := strings.Repeat("é", 1<<20) // 2 MiB, two bytes a rune: the cut must not split one
+	got := Quote(long)
+	want := `"` + strings.Repeat("é", 32) + `"… (2097152 bytes)`
+	if got != want {
+		t.Errorf("long: %s, want %s", got, want)
+	}
+	if got := Cut(strings.Repeat("a", 100)); got != strings.Repeat("a", 64)+"… (100 bytes)" {
+		t.Errorf("Cut: %s", got)
+	}
+}
+
+func TestLines(t *testing.T) {
+	var errs []error
+	for i := range 25 {
+		errs = append(errs, fmt.Errorf("problem %d", i))
+	}
+	errs = append(errs, io.EOF)
+	err := Lines(errors.Join(errs...), 20)
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 21 || lines[19] != "problem 19" || lines[20] != "and 6 more problems" {
+		t.Errorf("got %d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Error("the cut error no longer matches what it wraps")
+	}
+	if got := Lines(errors.Join(errs[:21]...), 20).Error(); !strings.HasSuffix(got, "\nand 1 more problem") {
+		t.Errorf("one more: %q", got[len(got)-30:])
+	}
+	short := errors.Join(errs[:20]...)
+	if Lines(short, 20) != short || Lines(nil, 20) != nil {
+		t.Error("a short list or nil must come back as it is")
+	}
+}
