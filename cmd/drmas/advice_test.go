@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/learn"
+)
+
+// TestAdvice: each typed error, wrapped as a stage returns it, reads as its facts followed by
+// what to do, worded as the libraries worded it before the advice moved here; the advised
+// error still matches what the typed error matches.
+func TestAdvice(t *testing.T) {
+	const dir = "runs/r/iter=000002/rollout"
+	replaced := errors.New("part-0.parquet holds other bytes than this writer's")
+	for _, c := range []struct {
+		err  error
+		want string
+		is   []error
+	}{
+		{&commit.ConflictError{Dir: dir, File: "part-0.parquet", State: commit.Kept, What: dir + " is committed with other content than this part-0.parquet"},
+			"rollout iter 2: " + dir + " is committed with other content than this part-0.parquet: commit conflict: to redo " + dir + " with this command's settings, delete it first",
+			[]error{commit.ErrConflict}},
+		{&commit.ConflictError{Dir: dir, State: commit.Uncommitted, Withdrawn: true, Err: replaced, What: "commit " + dir + ": a file was replaced, so the commit is withdrawn"},
+			"rollout iter 2: commit " + dir + ": a file was replaced, so the commit is withdrawn: " + replaced.Error() + ": commit withdrawn: commit conflict: rerun the stage with the settings you want",
+			[]error{commit.ErrConflict, commit.ErrWithdrawn, replaced}},
+		{&commit.ConflictError{Dir: dir, State: commit.Unsure, What: "withdrawing failed"},
+			"rollout iter 2: withdrawing failed: commit conflict: if readers refuse " + dir + ", delete it and rerun",
+			[]error{commit.ErrConflict}},
+		{&commit.ConflictError{Dir: dir, State: commit.OtherWorker, What: "another worker"},
+			"rollout iter 2: another worker: commit conflict: rerun with that config, or delete " + dir + " to redo it with this one",
+			[]error{commit.ErrConflict}},
+		{&commit.ConflictError{Dir: dir, File: "part-1.parquet", State: commit.ForeignParts, What: "foreign parts"},
+			"rollout iter 2: foreign parts: commit conflict: rerun those shards with this config",
+			[]error{commit.ErrConflict}},
+		{&learn.ConflictError{Iter: 2, What: "checkpoint step 3 is already published"},
+			"rollout iter 2: checkpoint step 3 is already published: train under another --run", nil},
+		// A learn conflict that wraps a commit conflict: the learn's advice, not the commit's.
+		{&learn.ConflictError{Iter: 2, What: "step 3 is already published with other weights", Err: &commit.ConflictError{Dir: dir, State: commit.Kept, What: "kept"}},
+			"rollout iter 2: step 3 is already published with other weights: kept: commit conflict: train under another --run",
+			[]error{commit.ErrConflict}},
+		{&learn.ConflictError{Remedy: learn.RollOutAgain, Iter: 3, Step: 1, Dir: "runs/t/iter=000003", What: "its rollout was sampled from step 1"},
+			"rollout iter 2: its rollout was sampled from step 1: run iterations 1..2 first, then delete runs/t/iter=000003/ and roll iteration 3 out again, or train under another --run", nil},
+		{&learn.ConflictError{Remedy: learn.RollOutAgain, Iter: 3, Step: 4, Dir: "runs/t/iter=000003", What: "sampled from step 4"},
+			"rollout iter 2: sampled from step 4: delete runs/t/iter=000003/ and roll iteration 3 out again, or train under another --run", nil},
+		{&learn.ConflictError{Remedy: learn.RelearnOrAnotherRun, Iter: 2, Step: 3, Dir: "runs/t/iter=000002/learn", What: "replaced", Err: commit.ErrConflict},
+			"rollout iter 2: replaced: commit conflict: train the new rollout under another --run, or delete runs/t/iter=000002/learn/ and checkpoint step 3 (and what later iterations made from it) and run learn again",
+			[]error{commit.ErrConflict}},
+		{&learn.ConflictError{Remedy: learn.OtherEstimator, Iter: 2, What: "already committed with estimator drmas, not grpo"},
+			"rollout iter 2: already committed with estimator drmas, not grpo: compare estimators with `drmas ablate`, or train under another --run", nil},
+		{&learn.ConflictError{Remedy: learn.OneLearn, Iter: 2, What: "another learn"},
+			"rollout iter 2: another learn: run one learn of iteration 2, with the settings you want", nil},
+		{errors.New("no advice"), "rollout iter 2: no advice", nil},
+	} {
+		err := stages.Fail(context.Background(), "rollout iter 2", fmt.Errorf("%w", c.err))
+		if got := advise(err); got != c.want {
+			t.Errorf("advise(%T)\n got %q\nwant %q", c.err, got, c.want)
+		}
+		for _, target := range c.is {
+			if !errors.Is(err, target) {
+				t.Errorf("%v does not match %v", err, target)
+			}
+		}
+	}
+}
+
+// TestConflictAdviceCompleted: the advice, like the facts, goes through completeHints, so a
+// command it quotes repeats the invocation's --run.
+func TestConflictAdviceCompleted(t *testing.T) {
+	err := &learn.ConflictError{Remedy: learn.OtherEstimator, What: "already committed with estimator drmas, not grpo"}
+	want := "already committed with estimator drmas, not grpo: compare estimators with `drmas ablate --run r1`, or train under another --run"
+	if got := completeHints(advise(err), [][2]string{{"--run", "r1"}}); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
