@@ -26,6 +26,10 @@ func advice(err error) string {
 	if errors.As(err, &le) {
 		return learnAdvice(le)
 	}
+	var se *stages.StaleAdvantagesError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("delete %s/ and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again", se.Dir, se.Diagnostics, se.Iter, se.Estimator)
+	}
 	var ce *commit.ConflictError
 	if errors.As(err, &ce) {
 		return commitAdvice(ce)

@@ -54,6 +54,9 @@ func TestAdvice(t *testing.T) {
 			"rollout iter 2: already committed with estimator drmas, not grpo: compare estimators with `drmas ablate`, or train under another --run", nil},
 		{&learn.ConflictError{Remedy: learn.OneLearn, Iter: 2, What: "another learn"},
 			"rollout iter 2: another learn: run one learn of iteration 2, with the settings you want", nil},
+		{&stages.StaleAdvantagesError{Dir: "runs/t/iter=000002/advantages/est=grpo", Diagnostics: "runs/t/iter=000002/diagnostics/est=grpo", Iter: 2, Estimator: "grpo", What: "stale"},
+			"rollout iter 2: stale: commit conflict: delete runs/t/iter=000002/advantages/est=grpo/ and runs/t/iter=000002/diagnostics/est=grpo/, then run `drmas run-stage normalize --iter 2 --estimator grpo` again",
+			[]error{commit.ErrConflict}},
 		{errors.New("no advice"), "rollout iter 2: no advice", nil},
 	} {
 		err := stages.Fail(context.Background(), "rollout iter 2", fmt.Errorf("%w", c.err))

@@ -342,8 +342,8 @@ func (l *stageRun) readInputs(ctx context.Context) error {
 		return fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
 	}
 	if !l.adv.ComputedFrom(l.inDir, l.inSHA) {
-		return fmt.Errorf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since): delete it and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again: %w",
-			l.advDir, l.inDir, commit.DiagnosticsDir(cfg.Run, iter, est), iter, est, commit.ErrConflict)
+		return &stages.StaleAdvantagesError{Dir: l.advDir, Diagnostics: commit.DiagnosticsDir(cfg.Run, iter, est), Iter: iter, Estimator: est,
+			What: fmt.Sprintf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since)", l.advDir, l.inDir)}
 	}
 	if l.version, err = strconv.ParseInt(l.in.Params["policy_version"], 10, 64); err != nil {
 		return fmt.Errorf("rollout manifest has no policy_version")
