@@ -16,3 +16,16 @@ type StaleAdvantagesError struct {
 func (e *StaleAdvantagesError) Error() string { return e.What + ": " + commit.ErrConflict.Error() }
 
 func (e *StaleAdvantagesError) Unwrap() error { return commit.ErrConflict }
+
+// TakenError is a folder (Dir) that a stage (Stage: "evaluate", "import") finds committed with
+// other content than it would write (What says how): it carries the facts; cmd/drmas says
+// what to do. It matches commit.ErrConflict.
+type TakenError struct {
+	Stage string
+	Dir   string
+	What  string
+}
+
+func (e *TakenError) Error() string { return e.What + ": " + commit.ErrConflict.Error() }
+
+func (e *TakenError) Unwrap() error { return commit.ErrConflict }

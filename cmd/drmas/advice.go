@@ -30,6 +30,13 @@ func advice(err error) string {
 	if errors.As(err, &se) {
 		return fmt.Sprintf("delete %s/ and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again", se.Dir, se.Diagnostics, se.Iter, se.Estimator)
 	}
+	var te *stages.TakenError
+	if errors.As(err, &te) {
+		if te.Stage == "import" {
+			return "import into another --iter or --run"
+		}
+		return fmt.Sprintf("%s under another --run, or delete the folder", te.Stage)
+	}
 	var ce *commit.ConflictError
 	if errors.As(err, &ce) {
 		return commitAdvice(ce)
