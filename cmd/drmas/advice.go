@@ -11,8 +11,8 @@ import (
 
 // advise returns err's message followed by what to do about it. The libraries' typed errors
 // carry the facts (which folder, which step, where the conflict left it); what a user does
-// about them is said here, once. The outermost error that has advice decides: a stage's error
-// that wraps a commit conflict knows more about the remedy than the commit does.
+// about them is said here, once. A stage's typed error decides before a commit's: a stage's
+// error that wraps a commit conflict knows more about the remedy than the commit does.
 func advise(err error) string {
 	if a := advice(err); a != "" {
 		return err.Error() + ": " + a
