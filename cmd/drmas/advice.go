@@ -7,6 +7,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/rollout"
 )
 
 // advise returns err's message followed by what to do about it. The libraries' typed errors
@@ -29,6 +30,10 @@ func advice(err error) string {
 	var se *stages.StaleAdvantagesError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("delete %s/ and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again", se.Dir, se.Diagnostics, se.Iter, se.Estimator)
+	}
+	var oe *rollout.OrderError
+	if errors.As(err, &oe) {
+		return rolloutAdvice(oe)
 	}
 	var te *stages.TakenError
 	if errors.As(err, &te) {
@@ -60,6 +65,15 @@ func learnAdvice(e *learn.ConflictError) string {
 		return "compare estimators with `drmas ablate`, or train under another --run"
 	}
 	return "train under another --run"
+}
+
+func rolloutAdvice(e *rollout.OrderError) string {
+	n := int64(e.Iter)
+	fix := fmt.Sprintf("pass --step %d if it is still kept", n)
+	if e.Latest && e.Step < n {
+		fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", stages.ChainBefore(e.Step, n), n)
+	}
+	return fix + ", or roll out under another --run"
 }
 
 func commitAdvice(e *commit.ConflictError) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
+	"github.com/drmas-dev/drmas/stages/rollout"
 )
 
 // TestAdvice: each typed error, wrapped as a stage returns it, reads as its facts followed by
@@ -63,6 +64,14 @@ func TestAdvice(t *testing.T) {
 		{&stages.TakenError{Stage: "import", Dir: "runs/t/iter=000002/rollout", What: "other content"},
 			"rollout iter 2: other content: commit conflict: import into another --iter or --run",
 			[]error{commit.ErrConflict}},
+		{&rollout.OrderError{Iter: 3, Step: 1, Latest: true, What: "would sample from step 1"},
+			"rollout iter 2: would sample from step 1: run iterations 1..2 first (`drmas run --iters 3` does), or roll out under another --run", nil},
+		{&rollout.OrderError{Iter: 2, Step: 1, Latest: true, What: "would sample from step 1"},
+			"rollout iter 2: would sample from step 1: run iteration 1 first (`drmas run --iters 2` does), or roll out under another --run", nil},
+		{&rollout.OrderError{Iter: 3, Step: 1, What: "would sample from step 1"},
+			"rollout iter 2: would sample from step 1: pass --step 3 if it is still kept, or roll out under another --run", nil},
+		{&rollout.OrderError{Iter: 0, Step: 1, Latest: true, What: "would sample from step 1"},
+			"rollout iter 2: would sample from step 1: pass --step 0 if it is still kept, or roll out under another --run", nil},
 		{errors.New("no advice"), "rollout iter 2: no advice", nil},
 	} {
 		err := stages.Fail(context.Background(), "rollout iter 2", fmt.Errorf("%w", c.err))

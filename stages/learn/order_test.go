@@ -83,15 +83,18 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 	cfg := stagetest.Config(t, "math")
 	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
 	env := prepare(t, cfg, 2) // step 1 published by iteration 0
+	// What to do (which iterations to run first, or --step) is cmd/drmas's advice, from the
+	// *rollout.OrderError's fields.
 	for _, c := range []struct {
-		iter int
-		step int64
-		want string
+		iter   int
+		step   int64
+		want   string
+		latest bool
 	}{
-		{3, stages.LatestStep, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes (the iterations of a run run in order): run iterations 1..2 first (`drmas run --iters 3` does)"},
-		{2, stages.LatestStep, "run iteration 1 first (`drmas run --iters 2` does)"},
-		{3, 1, "pass --step 3 if it is still kept"},
-		{0, 1, "iteration 0 samples from step 0, the warm-up"},
+		{3, stages.LatestStep, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes (the iterations of a run run in order)", true},
+		{2, stages.LatestStep, "rollout iter 2: would sample from step 1, but iteration 2 samples from step 2, which iteration 1's learn publishes", true},
+		{3, 1, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3", false},
+		{0, 1, "iteration 0 samples from step 0, the warm-up", false},
 	} {
 		dir := commit.RolloutDir("t", c.iter)
 		if c.iter == 0 { // committed: roll it out again
@@ -102,6 +105,9 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 		_, err := rollout.Run(ctx, env, rollout.Options{Iteration: c.iter, Step: c.step})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("rollout iter %d from step %d: %v\nwant it to say %q", c.iter, c.step, err, c.want)
+		}
+		if oe := (*rollout.OrderError)(nil); !errors.As(err, &oe) || oe.Iter != c.iter || oe.Step != 1 || oe.Latest != c.latest {
+			t.Fatalf("rollout iter %d from step %d: %+v, want a *rollout.OrderError of iteration %d sampling from step 1, latest %v", c.iter, c.step, oe, c.iter, c.latest)
 		}
 		if ok, _ := commit.IsCommitted(ctx, env.Bucket, dir); ok {
 			t.Fatalf("rollout iter %d committed", c.iter)
