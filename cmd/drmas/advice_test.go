@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
@@ -93,5 +96,32 @@ func TestConflictAdviceCompleted(t *testing.T) {
 	want := "already committed with estimator drmas, not grpo: compare estimators with `drmas ablate --run r1`, or train under another --run"
 	if got := completeHints(advise(err), [][2]string{{"--run", "r1"}}); got != want {
 		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestImportConflictAdvised: through the command line, importing other content into a
+// committed iteration reads as the importer's facts followed by cmd/drmas's advice, and the
+// error still matches commit.ErrConflict.
+func TestImportConflictAdvised(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	for i, score := range []string{"1", "0.5"} {
+		traj := filepath.Join(dir, fmt.Sprintf("t%d.jsonl", i))
+		if err := os.WriteFile(traj, []byte(`{"uid":"q","traj_uid":"q-0","agent":"solver","step":0,"score":`+score+`}`+"\n"+
+			`{"uid":"q","traj_uid":"q-1","agent":"solver","step":0,"score":0}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := execute(t, "-q", "--store", store, "--run", "r", "import", traj, "--iter", "0")
+		if i == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err == nil || !errors.Is(err, commit.ErrConflict) ||
+			!strings.Contains(err.Error(), "runs/r/iter=000000/rollout is already committed with different content (") ||
+			!strings.HasSuffix(err.Error(), "): commit conflict: import into another --iter or --run") {
+			t.Fatalf("import of other content into iteration 0: %v", err)
+		}
 	}
 }

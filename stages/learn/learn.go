@@ -460,8 +460,8 @@ func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f co
 	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, fmt.Errorf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
-			step, iter, commit.ErrWithdrawn)
+		return nil, &ConflictError{Remedy: OneLearn, Iter: iter, Err: commit.ErrWithdrawn,
+			What: fmt.Sprintf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit", step)}
 	}
 	if _, err := commit.Commit(ctx, b, l.outDir, &commit.Manifest{
 		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &l.iter, Step: &step,
