@@ -40,7 +40,7 @@ func advice(err error) string {
 		if te.Stage == "import" {
 			return "import into another --iter or --run"
 		}
-		return fmt.Sprintf("%s under another --run, or delete the folder", te.Stage)
+		return fmt.Sprintf("%s under another --run, or delete %s", te.Stage, te.Dir)
 	}
 	var ce *commit.ConflictError
 	if errors.As(err, &ce) {

@@ -62,7 +62,7 @@ func TestAdvice(t *testing.T) {
 			"rollout iter 2: stale: commit conflict: delete runs/t/iter=000002/advantages/est=grpo/ and runs/t/iter=000002/diagnostics/est=grpo/, then run `drmas run-stage normalize --iter 2 --estimator grpo` again",
 			[]error{commit.ErrConflict}},
 		{&stages.TakenError{Stage: "evaluate", Dir: "runs/t/eval/step=000002", What: "runs/t/eval/step=000002 is already committed with k 2 (this config: 4)"},
-			"rollout iter 2: runs/t/eval/step=000002 is already committed with k 2 (this config: 4): commit conflict: evaluate under another --run, or delete the folder",
+			"rollout iter 2: runs/t/eval/step=000002 is already committed with k 2 (this config: 4): commit conflict: evaluate under another --run, or delete runs/t/eval/step=000002",
 			[]error{commit.ErrConflict}},
 		{&stages.TakenError{Stage: "import", Dir: "runs/t/iter=000002/rollout", What: "other content"},
 			"rollout iter 2: other content: commit conflict: import into another --iter or --run",
