@@ -197,7 +197,8 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
 	if m, _, err := Read(ctx, b, dir); err == nil {
 		if !lists(m, f) {
-			return File{}, fmt.Errorf("%s is committed with other content than this %s (by a writer with another config or input, or whose output differs, as a model server's may): not overwritten; to redo it, delete the folder first: %w", dir, name, ErrConflict)
+			return File{}, &ConflictError{Dir: dir, File: name, State: Kept,
+				What: fmt.Sprintf("%s is committed with other content than this %s (by a writer with another config or input, or whose output differs, as a model server's may): not overwritten", dir, name)}
 		}
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return File{}, err
@@ -220,7 +221,8 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 		// upload, or a later one of the same name), which no commit of the folder can list and
 		// no reader looks at; remove it (best effort).
 		b.Delete(ctx, path.Join(dir, name))
-		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: not in it; to redo the folder with this writer's settings, delete it first: %w", dir, name, ErrConflict)
+		return File{}, &ConflictError{Dir: dir, File: name, State: Kept,
+			What: fmt.Sprintf("%s was committed by another writer (with another config or input) while this one wrote %s: not in it", dir, name)}
 	}
 	attr, err := b.Stat(ctx, path.Join(dir, name))
 	if err != nil || f.ETag == "" {
@@ -230,21 +232,25 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 		if err != nil {
 			why = err.Error()
 		}
-		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload may have replaced (checking it failed: %s): if readers refuse the folder, delete it and rerun: %w", dir, name, why, ErrConflict)
+		return File{}, &ConflictError{Dir: dir, File: name, State: Unsure,
+			What: fmt.Sprintf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload may have replaced (checking it failed: %s)", dir, name, why)}
 	}
 	if attr.ETag != f.ETag {
 		// Replaced again since this upload, by a writer whose own checks cover it.
-		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s: this upload is not in it; to redo it with this writer's settings, delete the folder first: %w", dir, name, ErrConflict)
+		return File{}, &ConflictError{Dir: dir, File: name, State: Kept,
+			What: fmt.Sprintf("%s was committed by another writer (with another config or input) while this one wrote %s: this upload is not in it", dir, name)}
 	}
 	if err := Withdraw(ctx, b, dir, sha); err != nil {
-		return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload replaced, and withdrawing that commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, name, err, ErrConflict)
+		return File{}, &ConflictError{Dir: dir, File: name, State: Unsure, Err: err,
+			What: fmt.Sprintf("%s was committed by another writer (with another config or input) while this one wrote %s, which this upload replaced, and withdrawing that commit failed (readers refuse the folder)", dir, name)}
 	}
 	// This upload is now a stray in an uncommitted folder: remove it (best effort), so that a
 	// rerun of the withdrawn writer finds its file missing and writes it again, instead of
 	// resuming over this writer's bytes (a receipt vouches only for a size; learn's rerun
 	// commits the metrics it finds).
 	_ = RemoveUpload(ctx, b, dir, f)
-	return File{}, fmt.Errorf("%s was committed by another writer (with another config or input) while this one wrote %s, and this upload replaced its %s, so that commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, name, name, errWithdrawn)
+	return File{}, &ConflictError{Dir: dir, File: name, State: Uncommitted, Withdrawn: true,
+		What: fmt.Sprintf("%s was committed by another writer (with another config or input) while this one wrote %s, and this upload replaced its %s, so that commit is withdrawn: the folder is uncommitted again", dir, name, name)}
 }
 
 // RemoveUpload deletes dir/f.Name if the object is still the upload f records (its ETag, which
@@ -402,7 +408,8 @@ func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (str
 		if _, oerr := other(); oerr != nil {
 			return "", oerr
 		}
-		return "", fmt.Errorf("commit %s: %w; another writer (with another config or input, or whose output differs) replaced it while this one worked: not committed; rerun the stage with the settings you want: %w", dir, err, ErrConflict)
+		return "", &ConflictError{Dir: dir, State: Uncommitted, Err: err,
+			What: fmt.Sprintf("commit %s: another writer (with another config or input, or whose output differs) replaced a file while this one worked: not committed", dir)}
 	}
 	if err != nil {
 		return "", fmt.Errorf("commit %s: %w", dir, err)
@@ -435,9 +442,11 @@ func Commit(ctx context.Context, b storage.Bucket, dir string, m *Manifest) (str
 				return "", fmt.Errorf("commit %s: check the files after the commit: %w", dir, err)
 			}
 			if werr := Withdraw(ctx, b, dir, sha); werr != nil {
-				return "", fmt.Errorf("commit %s: %w, by another writer right after the commit, and withdrawing the commit failed (readers refuse the folder; delete it and rerun): %w (%w)", dir, err, werr, ErrConflict)
+				return "", &ConflictError{Dir: dir, State: Unsure, Err: fmt.Errorf("%w (withdrawing: %w)", err, werr),
+					What: fmt.Sprintf("commit %s: a file was replaced by another writer right after the commit, and withdrawing the commit failed (readers refuse the folder)", dir)}
 			}
-			return "", fmt.Errorf("commit %s: %w, by another writer (with another config or input) right after the commit, so the commit is withdrawn: the folder is uncommitted again; rerun the stage with the settings you want: %w", dir, err, errWithdrawn)
+			return "", &ConflictError{Dir: dir, State: Uncommitted, Withdrawn: true, Err: err,
+				What: fmt.Sprintf("commit %s: a file was replaced by another writer (with another config or input) right after the commit, so the commit is withdrawn: the folder is uncommitted again", dir)}
 		}
 	}
 	return sha, nil

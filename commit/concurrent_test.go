@@ -80,6 +80,9 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 				if !errors.Is(err, commit.ErrConflict) || !errors.Is(err, commit.ErrWithdrawn) {
 					t.Fatalf("B's PutFile: %v, want a conflict saying A's commit is withdrawn", err)
 				}
+				if ce := (*commit.ConflictError)(nil); !errors.As(err, &ce) || ce.Dir != dir || ce.File != name || ce.State != commit.Uncommitted || !ce.Withdrawn {
+					t.Fatalf("B's PutFile: %+v, want a withdrawn *commit.ConflictError naming %s and %s", ce, dir, name)
+				}
 				if settled(t, ctx, b) {
 					t.Fatal("A's commit stayed over B's bytes")
 				}

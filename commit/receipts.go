@@ -134,7 +134,8 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 	// refused by PutFile or overwritten): a conflict, not a success.
 	committed := func(c *Manifest, sha string) (bool, string, error) {
 		if Writer(c) != writer {
-			return false, "", fmt.Errorf("%s was committed by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same): this worker's parts are not in it; rerun with that config, or delete the folder to redo it with this one: %w", dir, ErrConflict)
+			return false, "", &ConflictError{Dir: dir, State: OtherWorker,
+				What: fmt.Sprintf("%s was committed by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same): this worker's parts are not in it", dir)}
 		}
 		return true, sha, leftover(CleanReceipts(ctx, b, dir))
 	}
@@ -173,8 +174,8 @@ func Finalize(ctx context.Context, b storage.Bucket, dir string, parts []string,
 		recs = append(recs, r)
 	}
 	if len(foreign) > 0 {
-		return false, "", fmt.Errorf("%s: %s written by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same): rerun those shards with this config: %w",
-			dir, strings.Join(foreign, ", "), ErrConflict)
+		return false, "", &ConflictError{Dir: dir, File: strings.Join(foreign, ", "), State: ForeignParts,
+			What: fmt.Sprintf("%s: %s written by a worker with another config, checkpoint or input than this one (every worker of a folder must run the same)", dir, strings.Join(foreign, ", "))}
 	}
 	m.Files, m.Rows = nil, 0
 	for _, r := range recs {

@@ -189,6 +189,9 @@ func TestCommitWhoseFileIsRemovedWhileCheckedIsWithdrawn(t *testing.T) {
 			if !errors.Is(err, commit.ErrWithdrawn) || !errors.Is(err, commit.ErrConflict) {
 				t.Fatalf("A's Commit: %v, want an error matching ErrWithdrawn and ErrConflict", err)
 			}
+			if ce := (*commit.ConflictError)(nil); !errors.As(err, &ce) || ce.Dir != dir || ce.State != commit.Uncommitted || !ce.Withdrawn {
+				t.Fatalf("A's Commit: %+v, want a withdrawn *commit.ConflictError leaving %s uncommitted", ce, dir)
+			}
 			if ok, err := commit.IsCommitted(ctx, b, dir); err != nil || ok {
 				t.Fatalf("folder committed %v (%v), want uncommitted", ok, err)
 			}

@@ -28,14 +28,15 @@ func main() {
 	}
 }
 
-// runRoot runs root and returns its error with the commands it suggests completed by the
-// invocation's --config, --store, --run and --seed (completeHints).
+// runRoot runs root and returns its error followed by what to do about it (advise), with the
+// commands it suggests completed by the invocation's --config, --store, --run and --seed
+// (completeHints).
 func runRoot(ctx context.Context, root *cobra.Command) error {
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return nil
 	}
-	if msg := completeHints(err.Error(), placeArgs(cmd)); msg != err.Error() {
+	if msg := completeHints(advise(err), placeArgs(cmd)); msg != err.Error() {
 		return hinted{msg, err}
 	}
 	return err

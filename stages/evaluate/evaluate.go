@@ -193,8 +193,8 @@ func readBack(ctx context.Context, b storage.Bucket, dir string, params map[stri
 		}
 	}
 	if len(diff) > 0 {
-		return nil, false, fmt.Errorf("%s is already committed with %s: evaluate under another --run, or delete the folder: %w",
-			dir, strings.Join(diff, ", "), commit.ErrConflict)
+		return nil, false, &stages.TakenError{Stage: "evaluate", Dir: dir,
+			What: fmt.Sprintf("%s is already committed with %s", dir, strings.Join(diff, ", "))}
 	}
 	if rows, err = readTable[ResultRow](ctx, b, dir, m, ResultsFile); err != nil {
 		return nil, false, fmt.Errorf("committed evaluation does not read back: %w", err)

@@ -224,6 +224,10 @@ func TestRerunNeverReusesOrRewritesOtherSettings(t *testing.T) {
 	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "k 2 (this config: 4)") {
 		t.Fatalf("rerun with k 4 over an evaluation with k 2: rows %+v, err %v; want a conflict naming k", rows, err)
 	}
+	// What to do is cmd/drmas's advice, from the error's fields.
+	if te := (*stages.TakenError)(nil); !errors.As(err, &te) || te.Stage != "evaluate" || !strings.HasPrefix(te.What, te.Dir+" ") {
+		t.Fatalf("conflict %v: want a *stages.TakenError of evaluate naming its folder, got %+v", err, te)
+	}
 
 	// Damage results.parquet: a rerun (with the same settings, or others) reports it and leaves
 	// prompts.parquet intact.

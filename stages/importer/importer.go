@@ -294,8 +294,8 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		res.Skipped = true
 		return res, nil
 	case err == nil:
-		return nil, fmt.Errorf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts): import into another --iter or --run: %w",
-			res.Dir, describeManifest(old), res.SHA256, res.Rows, parts, commit.ErrConflict)
+		return nil, &stages.TakenError{Stage: "import", Dir: res.Dir,
+			What: fmt.Sprintf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts)", res.Dir, describeManifest(old), res.SHA256, res.Rows, parts)}
 	case !errors.Is(err, commit.ErrNotCommitted):
 		return nil, err
 	}

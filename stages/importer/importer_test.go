@@ -382,6 +382,9 @@ func TestReimportAndConflict(t *testing.T) {
 	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "already committed") {
 		t.Fatalf("conflict error: %v", err)
 	}
+	if te := (*stages.TakenError)(nil); !errors.As(err, &te) || te.Stage != "import" || te.Dir != commit.RolloutDir(env.Config.Run, 2) {
+		t.Fatalf("conflict %v: want a *stages.TakenError of import naming %s, got %+v", err, commit.RolloutDir(env.Config.Run, 2), te)
+	}
 	// Same content, other part count: other files, also a conflict.
 	_, err = importer.Run(ctx, env, importer.Options{Path: path, Iteration: 2, Parts: 1})
 	if !errors.Is(err, commit.ErrConflict) {

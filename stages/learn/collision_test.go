@@ -145,4 +145,8 @@ func TestLearnWhoseStepIsWithdrawnBeforeLATEST(t *testing.T) {
 	if !errors.Is(err, commit.ErrWithdrawn) {
 		t.Fatalf("learn whose step was withdrawn before LATEST: %v, want an error matching commit.ErrWithdrawn that says so", err)
 	}
+	// What to do (one learn of the iteration) is cmd/drmas's advice, from the error's fields.
+	if ce := (*learn.ConflictError)(nil); !errors.As(err, &ce) || ce.Remedy != learn.OneLearn || ce.Iter != 0 {
+		t.Fatalf("learn whose step was withdrawn before LATEST: %+v, want a *learn.ConflictError with remedy OneLearn for iteration 0", ce)
+	}
 }

@@ -136,19 +136,19 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 		if cm.Parent != nil {
 			parent = strconv.FormatInt(*cm.Parent, 10)
 		}
-		return e, fmt.Errorf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s: train under another --run",
-			next, parent, cm.ConfigDigest, publishedBy(cm), version, digest)
+		return e, &ConflictError{Iter: iter, What: fmt.Sprintf("checkpoint step %d is already published from parent %s with config %.12s (%s), not from step %d with config %.12s",
+			next, parent, cm.ConfigDigest, publishedBy(cm), version, digest)}
 	}
 	switch by, recorded := publisher(cm); {
 	case recorded && by != iter:
-		return e, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
-			next, publishedBy(cm), iter, inOrder(run, by))
+		return e, &ConflictError{Iter: iter, What: fmt.Sprintf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: %s",
+			next, publishedBy(cm), iter, inOrder(run, by))}
 	case recorded && !slices.Equal(cm.Inputs, inputs):
-		return e, fmt.Errorf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned: train under another --run",
-			next, describeInputs(cm.Inputs), describeInputs(inputs))
+		return e, &ConflictError{Iter: iter, What: fmt.Sprintf("checkpoint step %d was published by this iteration's learn from other inputs (%s), not from %s: the iteration's rollout or advantages changed after it was learned",
+			next, describeInputs(cm.Inputs), describeInputs(inputs))}
 	case !recorded:
-		return e, fmt.Errorf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update: train under another --run",
-			next, publishedBy(cm), iter)
+		return e, &ConflictError{Iter: iter, What: fmt.Sprintf("checkpoint step %d is already published (%s), so iteration %d cannot publish its update",
+			next, publishedBy(cm), iter)}
 	}
 	key := path.Join(outDir, metricsFile)
 	data, err := storage.ReadAll(ctx, env.Bucket, key)
@@ -208,22 +208,18 @@ func describeInputs(ins []commit.Input) string {
 	return strings.Join(parts, ", ")
 }
 
-// inOrder is the remedy of a step that iteration by, not this one, published.
+// inOrder says why a step that iteration by, not this one, published is not this one's.
 func inOrder(run string, by int) string {
 	return fmt.Sprintf("the iterations of a run must run in order (iteration N samples from step N and publishes step N+1; `drmas run` runs them so), "+
-		"and this run's step belongs to iteration %d (%s): train under another --run", by, commit.IterDir(run, by))
+		"and this run's step belongs to iteration %d (%s)", by, commit.IterDir(run, by))
 }
 
 // outOfOrder is the error of an iteration whose rollout was not sampled from step iter: one
 // rolled out before the iterations ahead of it had learned (rollout refuses that itself; an
 // older rollout folder may still hold one).
 func outOfOrder(run string, iter int, version int64) error {
-	first := ""
-	if version < int64(iter) {
-		first = "run " + stages.ChainBefore(version, int64(iter)) + " first, then "
-	}
-	return fmt.Errorf("its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order): "+
-		"%sdelete %s/ and roll iteration %d out again, or train under another --run", version, iter, stages.ChainStep(int64(iter)), first, commit.IterDir(run, iter), iter)
+	return &ConflictError{Remedy: RollOutAgain, Iter: iter, Step: version, Dir: commit.IterDir(run, iter),
+		What: fmt.Sprintf("its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order)", version, iter, stages.ChainStep(int64(iter)))}
 }
 
 // Run trains on one iteration. If its metrics are committed already, Run only deletes the
@@ -304,7 +300,7 @@ func (l *stageRun) committed(ctx context.Context) (*Result, bool, error) {
 			return nil, true, fmt.Errorf("%s holds a %q manifest without a step, not the learn manifest drmas writes", l.outDir, m.Kind)
 		}
 		if have := m.Params["estimator"]; have != l.est {
-			return nil, true, fmt.Errorf("already committed with estimator %s, not %s (compare estimators with `drmas ablate`, or train under another --run)", have, l.est)
+			return nil, true, &ConflictError{Remedy: OtherEstimator, Iter: l.iter, What: fmt.Sprintf("already committed with estimator %s, not %s", have, l.est)}
 		}
 		gone, err := stepWithdrawn(ctx, l.b, l.cfg.Run, *m.Step)
 		if err != nil {
@@ -346,8 +342,8 @@ func (l *stageRun) readInputs(ctx context.Context) error {
 		return fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
 	}
 	if !l.adv.ComputedFrom(l.inDir, l.inSHA) {
-		return fmt.Errorf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since): delete it and %s/, then run `drmas run-stage normalize --iter %d --estimator %s` again: %w",
-			l.advDir, l.inDir, commit.DiagnosticsDir(cfg.Run, iter, est), iter, est, commit.ErrConflict)
+		return &stages.StaleAdvantagesError{Dir: l.advDir, Diagnostics: commit.DiagnosticsDir(cfg.Run, iter, est), Iter: iter, Estimator: est,
+			What: fmt.Sprintf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since)", l.advDir, l.inDir)}
 	}
 	if l.version, err = strconv.ParseInt(l.in.Params["policy_version"], 10, 64); err != nil {
 		return fmt.Errorf("rollout manifest has no policy_version")
@@ -464,8 +460,8 @@ func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f co
 	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, fmt.Errorf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit; run one learn of iteration %d, with the settings you want: %w",
-			step, iter, commit.ErrWithdrawn)
+		return nil, &ConflictError{Remedy: OneLearn, Iter: iter, Err: commit.ErrWithdrawn,
+			What: fmt.Sprintf("step %d, which this learn published, is no longer committed: a learn of this iteration with other settings ran at the same time and replaced one of its files, which withdrew the commit", step)}
 	}
 	if _, err := commit.Commit(ctx, b, l.outDir, &commit.Manifest{
 		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &l.iter, Step: &step,
@@ -510,14 +506,14 @@ func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir stri
 		// Not committed: another learn of this iteration with other settings wrote the step at
 		// the same moment, and one's upload replaced the other's file (commit.Commit refused
 		// it, or the commit was withdrawn): neither update is published.
-		return fmt.Errorf("another learn of this iteration, with other settings, wrote step %d at the same time and one replaced the other's files, so this learn's update is not published (nor, unless it finishes first, the other's): run one learn of iteration %d, with the settings you want: %w", step, iter, err)
+		return &ConflictError{Remedy: OneLearn, Iter: iter, Err: err, What: fmt.Sprintf("another learn of this iteration, with other settings, wrote step %d at the same time and one replaced the other's files, so this learn's update is not published (nor, unless it finishes first, the other's)", step)}
 	}
 	who := "by another learn"
 	if rerr == nil {
 		who = publishedBy(cm)
 	}
-	return fmt.Errorf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
-		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published: train under another --run: %w", step, who, err)
+	return &ConflictError{Iter: iter, Err: err, What: fmt.Sprintf("step %d is already published (%s) with other weights: the iterations of a run must run in order, each learned once "+
+		"(iteration N samples from step N and publishes step N+1; `drmas run` runs them so); this iteration's update cannot be published", step, who)}
 }
 
 // alreadyCommitted is the result of a learn whose folder is committed with this estimator and
@@ -528,8 +524,9 @@ func alreadyCommitted(ctx context.Context, env *stages.Env, iter int, outDir str
 	// on other rows, and this rerun must not pass for training on the new ones.
 	inDir := commit.RolloutDir(cfg.Run, iter)
 	if _, inSHA, err := commit.Read(ctx, b, inDir); err == nil && !m.ComputedFrom(inDir, inSHA) {
-		return nil, fmt.Errorf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows: train the new rollout under another --run, or delete %s/ and checkpoint step %d (and what later iterations made from it) and run learn again: %w",
-			outDir, *m.Step, inDir, *m.Step, outDir, *m.Step, commit.ErrConflict)
+		return nil, &ConflictError{Remedy: RelearnOrAnotherRun, Iter: iter, Step: *m.Step, Dir: outDir, Err: commit.ErrConflict,
+			What: fmt.Sprintf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows",
+				outDir, *m.Step, inDir, *m.Step)}
 	} else if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // a rollout deleted since is fine: nothing replaced it
 		return nil, err
 	}

@@ -43,9 +43,13 @@ func aheadOfTurn(t *testing.T, params map[string]string) *stages.Env {
 // learnFails runs iteration iter's learn twice, as `drmas run` run again would, and checks
 // that both attempts fail with want and leave the iteration uncommitted, without metrics a
 // later attempt could commit.
-func learnFails(t *testing.T, env *stages.Env, iter int, want ...string) {
+//
+// The error carries the facts; what to do is cmd/drmas's (advice.go), which words it from the
+// *learn.ConflictError's fields: it must be one, with remedy.
+func learnFails(t *testing.T, env *stages.Env, iter int, remedy learn.Remedy, want ...string) *learn.ConflictError {
 	t.Helper()
 	ctx := context.Background()
+	var ce *learn.ConflictError
 	for attempt := 1; attempt <= 2; attempt++ {
 		var log strings.Builder
 		env.Log = &log
@@ -58,6 +62,9 @@ func learnFails(t *testing.T, env *stages.Env, iter int, want ...string) {
 				t.Fatalf("attempt %d: %v\nwant it to say %q", attempt, err, w)
 			}
 		}
+		if !errors.As(err, &ce) || ce.Remedy != remedy || ce.Iter != iter {
+			t.Fatalf("attempt %d: %v (%T): want a *learn.ConflictError of iteration %d with remedy %d, got %+v", attempt, err, err, iter, remedy, ce)
+		}
 		if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.LearnDir("t", iter)); ok {
 			t.Fatalf("attempt %d: iteration %d's learn committed", attempt, iter)
 		}
@@ -65,6 +72,7 @@ func learnFails(t *testing.T, env *stages.Env, iter int, want ...string) {
 			t.Fatalf("attempt %d: iteration %d's metrics left behind (%v)", attempt, iter, err)
 		}
 	}
+	return ce
 }
 
 // TestRolloutRefusesAnIterationAheadOfItsStep: the reviewer's first step, `drmas run --iters 1`
@@ -75,15 +83,18 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 	cfg := stagetest.Config(t, "math")
 	cfg.Learn.Epochs, cfg.Learn.MiniBatches = 1, 1
 	env := prepare(t, cfg, 2) // step 1 published by iteration 0
+	// What to do (which iterations to run first, or --step) is cmd/drmas's advice, from the
+	// *rollout.OrderError's fields.
 	for _, c := range []struct {
-		iter int
-		step int64
-		want string
+		iter   int
+		step   int64
+		want   string
+		latest bool
 	}{
-		{3, stages.LatestStep, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes (the iterations of a run run in order): run iterations 1..2 first (`drmas run --iters 3` does)"},
-		{2, stages.LatestStep, "run iteration 1 first (`drmas run --iters 2` does)"},
-		{3, 1, "pass --step 3 if it is still kept"},
-		{0, 1, "iteration 0 samples from step 0, the warm-up"},
+		{3, stages.LatestStep, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes (the iterations of a run run in order)", true},
+		{2, stages.LatestStep, "rollout iter 2: would sample from step 1, but iteration 2 samples from step 2, which iteration 1's learn publishes", true},
+		{3, 1, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3", false},
+		{0, 1, "iteration 0 samples from step 0, the warm-up", false},
 	} {
 		dir := commit.RolloutDir("t", c.iter)
 		if c.iter == 0 { // committed: roll it out again
@@ -94,6 +105,9 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 		_, err := rollout.Run(ctx, env, rollout.Options{Iteration: c.iter, Step: c.step})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("rollout iter %d from step %d: %v\nwant it to say %q", c.iter, c.step, err, c.want)
+		}
+		if oe := (*rollout.OrderError)(nil); !errors.As(err, &oe) || oe.Iter != c.iter || oe.Step != 1 || oe.Latest != c.latest {
+			t.Fatalf("rollout iter %d from step %d: %+v, want a *rollout.OrderError of iteration %d sampling from step 1, latest %v", c.iter, c.step, oe, c.iter, c.latest)
 		}
 		if ok, _ := commit.IsCommitted(ctx, env.Bucket, dir); ok {
 			t.Fatalf("rollout iter %d committed", c.iter)
@@ -109,8 +123,11 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 // step is published: it would be step 2, which iteration 1 publishes.
 func TestLearnRefusesARolloutOutOfOrder(t *testing.T) {
 	env := aheadOfTurn(t, map[string]string{"policy_version": "1"})
-	learnFails(t, env, 3, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes",
-		"run iterations 1..2 first, then delete runs/t/iter=000003/ and roll iteration 3 out again, or train under another --run")
+	ce := learnFails(t, env, 3, learn.RollOutAgain, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes")
+	// cmd/drmas: "run iterations 1..2 first, then delete runs/t/iter=000003/ and roll iteration 3 out again, …"
+	if ce.Step != 1 || ce.Dir != "runs/t/iter=000003" {
+		t.Fatalf("out of order: step %d, folder %q; want step 1, runs/t/iter=000003", ce.Step, ce.Dir)
+	}
 	if ok, _ := commit.IsCommitted(context.Background(), env.Bucket, commit.CheckpointDir("t", 2)); ok {
 		t.Fatal("step 2 was published")
 	}
@@ -171,8 +188,8 @@ func TestLearnNeverTakesAnotherIterationsStep(t *testing.T) {
 	if len(m.Inputs) != 2 || m.Inputs[0].Dir != commit.RolloutDir("t", 3) || m.Inputs[1].Dir != commit.AdvantageDir("t", 3, "drmas") {
 		t.Fatalf("step 2 records inputs %+v, want iteration 3's rollout and drmas advantages", m.Inputs)
 	}
-	learnFails(t, env, 1, "learn iter 1: checkpoint step 2 is already published (by iteration 3's learn, from step 1), so iteration 1 cannot publish its update",
-		"the iterations of a run must run in order", "this run's step belongs to iteration 3 (runs/t/iter=000003): train under another --run")
+	learnFails(t, env, 1, learn.AnotherRun, "learn iter 1: checkpoint step 2 is already published (by iteration 3's learn, from step 1), so iteration 1 cannot publish its update",
+		"the iterations of a run must run in order", "this run's step belongs to iteration 3 (runs/t/iter=000003)")
 }
 
 // TestLearnRefusesAStepWithoutRecordedInputs: step 2 committed without a rollout among its
@@ -184,8 +201,7 @@ func TestLearnRefusesAStepWithoutRecordedInputs(t *testing.T) {
 	if err := env.Bucket.Delete(context.Background(), path.Join(commit.LearnDir("t", 3), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
-	learnFails(t, env, 1, "learn iter 1: checkpoint step 2 is already published (recording no rollout among its inputs, from step 1), so iteration 1 cannot publish its update",
-		"train under another --run")
+	learnFails(t, env, 1, learn.AnotherRun, "learn iter 1: checkpoint step 2 is already published (recording no rollout among its inputs, from step 1), so iteration 1 cannot publish its update")
 	if ok, err := commit.IsCommitted(context.Background(), env.Bucket, commit.LearnDir("t", 1)); err != nil || ok {
 		t.Fatalf("iteration 1's learn committed over a step it did not publish: %v", err)
 	}
@@ -251,6 +267,7 @@ func TestLearnRefusesARolloutOutOfOrderWhoseStepIsGone(t *testing.T) {
 	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
 		t.Fatal("retention kept step 1")
 	}
-	learnFails(t, env, 3, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes",
-		"then delete runs/t/iter=000003/ and roll iteration 3 out again")
+	if ce := learnFails(t, env, 3, learn.RollOutAgain, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes"); ce.Dir != "runs/t/iter=000003" {
+		t.Fatalf("out of order: folder %q, want runs/t/iter=000003", ce.Dir)
+	}
 }

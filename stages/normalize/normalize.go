@@ -202,8 +202,8 @@ func (w *stageRun) plan(ctx context.Context, specs []kernels.Spec) (*Result, err
 		}
 		if err == nil {
 			if !old.ComputedFrom(w.inDir, w.inSHA) {
-				return nil, fmt.Errorf("%s/ was committed from another rollout than the one now in %s/ (the rollout was replaced since), so its advantages describe other rows: delete it and %s/, then run normalize again: %w",
-					advDir, w.inDir, commit.DiagnosticsDir(w.run, w.iter, s.Name()), commit.ErrConflict)
+				return nil, &stages.StaleAdvantagesError{Dir: advDir, Diagnostics: commit.DiagnosticsDir(w.run, w.iter, s.Name()), Iter: w.iter, Estimator: s.Name(),
+					What: fmt.Sprintf("%s/ was committed from another rollout than the one now in %s/ (the rollout was replaced since), so its advantages describe other rows", advDir, w.inDir)}
 			}
 			// A worker killed between the commit and the receipts' removal leaves them behind
 			// (harmless: a failed removal is a warning).

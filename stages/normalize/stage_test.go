@@ -391,9 +391,11 @@ func TestStageStaleAdvantagesRefused(t *testing.T) {
 	}
 	stagetest.WriteRollout(t, env, 0, ps, false)
 	_, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo_step"}})
+	// What to delete is cmd/drmas's advice, from the error's fields.
+	var se *stages.StaleAdvantagesError
 	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "committed from another rollout") ||
-		!strings.Contains(err.Error(), commit.DiagnosticsDir("t", 0, "grpo_step")) {
-		t.Fatalf("want an error saying the advantages are from another rollout, got %v", err)
+		!errors.As(err, &se) || se.Dir != commit.AdvantageDir("t", 0, "grpo_step") || se.Diagnostics != commit.DiagnosticsDir("t", 0, "grpo_step") || se.Estimator != "grpo_step" {
+		t.Fatalf("want an error saying the advantages are from another rollout, got %v (%+v)", err, se)
 	}
 }
 

@@ -215,12 +215,8 @@ func plan(ctx context.Context, env *stages.Env, o Options, dir string) (*stageRu
 		set.Step = int64(o.Iteration)
 	}
 	if n := int64(o.Iteration); set.Step != n {
-		fix := fmt.Sprintf("pass --step %d if it is still kept", n)
-		if o.Step == stages.LatestStep && set.Step < n {
-			fix = fmt.Sprintf("run %s first (`drmas run --iters %d` does)", stages.ChainBefore(set.Step, n), n)
-		}
-		return nil, fmt.Errorf("would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order): %s, or roll out under another --run",
-			set.Step, n, stages.ChainStep(n), fix)
+		return nil, &OrderError{Iter: o.Iteration, Step: set.Step, Latest: o.Step == stages.LatestStep,
+			What: fmt.Sprintf("would sample from step %d, but iteration %d samples from %s (the iterations of a run run in order)", set.Step, n, stages.ChainStep(n))}
 	}
 	if r.backends, err = stages.BackendsLogged(env, set); err != nil {
 		return nil, err
