@@ -177,16 +177,7 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	p.lse = make([]float64, M)
 	p.logp = make([]float32, M)
 	p.ent = make([]float32, M)
-	invT := 1 / float64(temperature)
-	parallelRows(M, 16, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			z := p.logits[k*V : (k+1)*V]
-			lse, ent := softmaxStats(z, invT, p.probs[k*V:(k+1)*V])
-			p.lse[k] = lse
-			p.logp[k] = float32(float64(z[p.targets[k]])*invT - lse)
-			p.ent[k] = float32(ent)
-		}
-	})
+	scoreRows(p.logits, p.probs, V, temperature, p.targets, p.lse, p.logp, p.ent)
 	return p, nil
 }
 
@@ -299,13 +290,7 @@ func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
 // Tokens is the number of response tokens scored.
 func (p *Pass) Tokens() int { return p.M }
 
-func (p *Pass) split(v []float32) [][]float32 {
-	out := make([][]float32, len(p.seqs))
-	for i, si := range p.seqs {
-		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
-	}
-	return out
-}
+func (p *Pass) split(v []float32) [][]float32 { return splitSeqs(p.seqs, v) }
 
 // Score returns the per-token log-probs and entropies of seqs without
 // keeping activations for a backward pass: it runs Forward on chunks of at

@@ -1,0 +1,256 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// llmAct is what one block keeps for the backward pass.
+type llmAct struct {
+	inHat, inRstd     []float32 // input_layernorm
+	h1                []float32 // its output
+	qkv               []float32 // [N×ld] q and k after norm and RoPE, v
+	qkHat, qkRstd     []float32 // q_norm/k_norm (Qwen3)
+	att               []float32 // softmax maps
+	attOut            []float32 // [N×H·hd]
+	postHat, postRstd []float32 // post_attention_layernorm
+	h2                []float32 // its output
+	gu, act           []float32 // [N×2F] gate|up, [N×F] silu(gate)·up
+}
+
+// LLMPass is the result of LLM.Forward: per-token log-probs and entropies
+// plus the activations Backward needs. Read-only after Forward; Backward may
+// be called on several passes concurrently only with different grads.
+type LLMPass struct {
+	m        *LLM
+	temp     float32
+	seqs     []seqInfo
+	n        int
+	tokens   []int32
+	cos, sin []float32 // RoPE angles per packed row
+	acts     []llmAct
+
+	M        int
+	respRows []int32
+	targets  []int32
+	nHat     []float32 // final norm
+	nRstd    []float32
+	hf       []float32 // [M×D] final norm outputs
+	logits   []float32
+	probs    []float32
+	lse      []float64
+	logp     []float32
+	ent      []float32
+}
+
+func (m *LLM) checkSeqs(seqs []Sequence) error {
+	var errs []error
+	for i, s := range seqs {
+		if len(s.Response) > 0 && len(s.Prompt) == 0 {
+			errs = append(errs, fmt.Errorf("sequence %d: empty prompt", i))
+		}
+		if len(s.Prompt)+len(s.Response) > m.cfg.Context {
+			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), m.cfg.Context))
+		}
+		if err := checkTokens(i, m.cfg.Vocab, s.Prompt, s.Response); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) > 8 {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("model: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkTokens reports the first id of parts outside [0, vocab).
+func checkTokens(i, vocab int, parts ...[]int32) error {
+	for _, part := range parts {
+		for _, t := range part {
+			if t < 0 || int(t) >= vocab {
+				return fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, vocab)
+			}
+		}
+	}
+	return nil
+}
+
+// Forward runs the batch (packed, no padding), keeping the activations for
+// Backward: per response token log softmax(logits/temperature)[token] and
+// the entropy of that distribution. temperature must be > 0.
+func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
+	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
+		return nil, fmt.Errorf("model: temperature %v must be > 0", temperature)
+	}
+	if err := m.checkSeqs(seqs); err != nil {
+		return nil, err
+	}
+	c, b := m.cfg, dimsOf(m.cfg)
+	D, H, F, ld := b.D, b.H, b.F, b.ld()
+	p := &LLMPass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
+	attLen := 0
+	for i, s := range seqs {
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M, att: attLen}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		p.n += si.n
+		p.M += si.rlen
+		attLen += H * si.n * si.n
+		p.seqs[i] = si
+	}
+	N, M := p.n, p.M
+	p.tokens = make([]int32, N)
+	pos := make([]int32, N)
+	p.respRows = make([]int32, M)
+	p.targets = make([]int32, M)
+	for i, s := range seqs {
+		si := p.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(p.tokens[si.start:], s.Prompt)
+		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
+		for t := 0; t < si.n; t++ {
+			pos[si.start+t] = int32(t)
+		}
+		for t := 0; t < si.rlen; t++ {
+			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
+			p.targets[si.resp+t] = s.Response[t]
+		}
+	}
+	p.cos, p.sin = ropeTable(pos, b.hd, c.RopeTheta)
+	w := &m.w
+	x := make([]float32, N*D)
+	for r, tok := range p.tokens {
+		copy(x[r*D:(r+1)*D], w.embed[int(tok)*D:])
+	}
+	tmpb := getScratch(N * D)
+	defer putScratch(tmpb)
+	tmp := *tmpb
+	p.acts = make([]llmAct, c.Layers)
+	for l := range p.acts {
+		bw, a := &w.blocks[l], &p.acts[l]
+		a.inHat, a.inRstd = make([]float32, N*D), make([]float32, N)
+		a.h1 = make([]float32, N*D)
+		rmsNorm(x, N, D, bw.in, b.eps, a.h1, a.inHat, a.inRstd)
+		a.qkv = make([]float32, N*ld)
+		m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
+		if bw.qn != nil {
+			a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
+			qkNorm(a.qkv, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd)
+		}
+		rope(a.qkv, N, b, p.cos, p.sin, false)
+		a.att = make([]float32, attLen)
+		a.attOut = make([]float32, N*H*b.hd)
+		gqaForward(m.gemm, p.seqs, b, a.qkv, a.att, a.attOut)
+		m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
+		addIntoPar(x, tmp)
+		a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
+		rmsNorm(x, N, D, bw.post, b.eps, a.h2, a.postHat, a.postRstd)
+		a.gu, a.act = make([]float32, N*2*F), make([]float32, N*F)
+		m.linear(a.h2, N, D, bw.gateUp, nil, 2*F, a.gu)
+		swiglu(a.gu, N, F, a.act)
+		m.linear(a.act, N, F, bw.down, nil, D, tmp)
+		addIntoPar(x, tmp)
+	}
+	xg := make([]float32, M*D)
+	for k, r := range p.respRows {
+		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
+	}
+	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
+	rmsNorm(xg, M, D, w.norm, b.eps, p.hf, p.nHat, p.nRstd)
+	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*c.Vocab)
+	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
+	scoreRows(p.logits, p.probs, c.Vocab, temperature, p.targets, p.lse, p.logp, p.ent)
+	return p, nil
+}
+
+// linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
+func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float32) {
+	if n == 0 {
+		return
+	}
+	beta := float32(0)
+	if b != nil {
+		beta = 1
+		parallelRows(n, 256, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				copy(y[r*out:(r+1)*out], b)
+			}
+		})
+	}
+	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, y, out)
+}
+
+// head returns the logits [n×Vocab] of the final-norm rows hf.
+func (m *LLM) head(hf []float32, n int) []float32 {
+	V, D := m.cfg.Vocab, m.cfg.Hidden
+	z := make([]float32, n*V)
+	if n > 0 {
+		m.gemm.Sgemm(false, true, n, V, D, 1, hf, D, m.w.head, D, 0, z, V)
+	}
+	return z
+}
+
+// scoreRows fills, per row k of logits[M×V], the softmax of logits/temp
+// into probs, its log-sum-exp, the log-prob of targets[k] and the entropy.
+func scoreRows(logits, probs []float32, V int, temp float32, targets []int32, lse []float64, logp, ent []float32) {
+	invT := 1 / float64(temp)
+	parallelRows(len(targets), 16, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			z := logits[k*V : (k+1)*V]
+			l, e := softmaxStats(z, invT, probs[k*V:(k+1)*V])
+			lse[k] = l
+			logp[k] = float32(float64(z[targets[k]])*invT - l)
+			ent[k] = float32(e)
+		}
+	})
+}
+
+// LogProbs returns, per sequence and response token, log softmax(logits/T)[token].
+func (p *LLMPass) LogProbs() [][]float32 { return splitSeqs(p.seqs, p.logp) }
+
+// Entropy returns, per sequence and response token, the entropy of the same
+// distribution.
+func (p *LLMPass) Entropy() [][]float32 { return splitSeqs(p.seqs, p.ent) }
+
+// Tokens is the number of response tokens scored.
+func (p *LLMPass) Tokens() int { return p.M }
+
+func splitSeqs(seqs []seqInfo, v []float32) [][]float32 {
+	out := make([][]float32, len(seqs))
+	for i, si := range seqs {
+		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
+	}
+	return out
+}
+
+// Score returns the per-token log-probs and entropies of seqs without
+// keeping activations: Forward on chunks of at most ~2048 tokens.
+func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]float32, error) {
+	if err := m.checkSeqs(seqs); err != nil {
+		return nil, nil, err
+	}
+	const budget = 2048
+	lp := make([][]float32, 0, len(seqs))
+	en := make([][]float32, 0, len(seqs))
+	for lo := 0; lo < len(seqs); {
+		hi, tok := lo, 0
+		for hi < len(seqs) && (hi == lo || tok+len(seqs[hi].Prompt)+len(seqs[hi].Response) <= budget) {
+			tok += len(seqs[hi].Prompt) + len(seqs[hi].Response)
+			hi++
+		}
+		p, err := m.Forward(seqs[lo:hi], temperature)
+		if err != nil {
+			return nil, nil, err
+		}
+		lp = append(lp, p.LogProbs()...)
+		en = append(en, p.Entropy()...)
+		lo = hi
+	}
+	return lp, en, nil
+}
