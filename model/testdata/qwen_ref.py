@@ -6,7 +6,8 @@ rotate-half RoPE, grouped-query attention, q/k norms for Qwen3, SwiGLU MLP,
 tied or untied lm_head), in plain torch so that it runs on Debian's torch 1.13
 without transformers.
 
-usage: qwen_ref.py IN.json WEIGHTS.safetensors OUT.safetensors
+usage: qwen_ref.py JOBS.json, JOBS.json = [[IN.json, WEIGHTS.safetensors, OUT.safetensors], ...]
+(one process for many models: importing torch is the slow part)
 
 IN.json: {"config": ArchConfig as JSON, "seqs": [{"prompt": [...], "response": [...]}],
           "temperature": T, "dlogprob": [[...]], "dentropy": [[...]], "dtype": "float64"|"float32"}
@@ -115,11 +116,11 @@ def forward(cfg, W, ids, dtype):
     return x @ head.T
 
 
-def main():
-    spec = json.load(open(sys.argv[1]))
+def run(in_path, weights_path, out_path):
+    spec = json.load(open(in_path))
     dtype = torch.float64 if spec.get("dtype", "float64") == "float64" else torch.float32
     cfg = spec["config"]
-    W = {n: t.to(dtype).requires_grad_(True) for n, t in read_safetensors(sys.argv[2]).items()}
+    W = {n: t.to(dtype).requires_grad_(True) for n, t in read_safetensors(weights_path).items()}
     T = spec["temperature"]
     loss = torch.zeros((), dtype=dtype)
     out = {}
@@ -138,7 +139,12 @@ def main():
     loss.backward()
     for n, t in W.items():
         out["grad." + n] = t.grad if t.grad is not None else torch.zeros_like(t)
-    write_safetensors(sys.argv[3], out)
+    write_safetensors(out_path, out)
+
+
+def main():
+    for job in json.load(open(sys.argv[1])):
+        run(*job)
 
 
 if __name__ == "__main__":
