@@ -322,3 +322,34 @@ func TestLLMInputErrors(t *testing.T) {
 		t.Error("Backward accepted a dLogProb of the wrong shape")
 	}
 }
+
+// TestLLMAdamW: one step moves every tensor with a gradient, decays only
+// the linear weights, and refuses the grads of another model.
+func TestLLMAdamW(t *testing.T) {
+	c := tinyArchs()["qwen2_tied_gqa"]
+	m, err := InitLLM(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(m.buf)
+	o := NewLLMAdamW(m, AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.5})
+	g := m.NewGrads() // zero gradients: only weight decay moves parameters
+	if err := o.StepLLM(g); err != nil {
+		t.Fatal(err)
+	}
+	off := 0
+	for _, p := range m.Params() {
+		moved := !slices.Equal(p.Data, before[off:off+len(p.Data)])
+		off += len(p.Data)
+		if moved != p.Decay {
+			t.Errorf("%s: moved %v, decay %v", p.Name, moved, p.Decay)
+		}
+	}
+	other, _ := InitLLM(tinyArchs()["llama_untied"], 1)
+	if err := o.StepLLM(other.NewGrads()); err == nil {
+		t.Error("StepLLM accepted another model's grads")
+	}
+	if err := o.Step(nil); err == nil {
+		t.Error("Step accepted on an LLM optimizer")
+	}
+}
