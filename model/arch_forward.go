@@ -174,6 +174,10 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	if n == 0 {
 		return
 	}
+	if n <= smallRows {
+		linearFew(m.gemm, x, n, in, W, b, out, y)
+		return
+	}
 	beta := float32(0)
 	if b != nil {
 		beta = 1
@@ -186,13 +190,42 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
+// smallRows is the most rows linearFew handles: decoding steps.
+const smallRows = 16
+
+// linearFew is linear for a few rows (decoding): it computes yᵀ = W·xᵀ,
+// so that the GEMM reads W in place instead of first packing all of it
+// (which costs more than the product when x has a few rows), then
+// transposes. Each element is the same k-ordered chain as in linear's
+// GEMM (the GEMM contract), so the bits do not depend on the path.
+func linearFew(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float32) {
+	yt := getScratch(out * n)
+	defer putScratch(yt)
+	t := *yt
+	beta := float32(0)
+	if b != nil {
+		// The bias starts each sum, as in linear.
+		beta = 1
+		for o, v := range b {
+			for r := 0; r < n; r++ {
+				t[o*n+r] = v
+			}
+		}
+	}
+	g.Sgemm(false, true, out, n, in, 1, W, in, x, in, beta, t, n)
+	for r := 0; r < n; r++ {
+		yr := y[r*out : (r+1)*out]
+		for o := range yr {
+			yr[o] = t[o*n+r]
+		}
+	}
+}
+
 // head returns the logits [n×Vocab] of the final-norm rows hf.
 func (m *LLM) head(hf []float32, n int) []float32 {
 	V, D := m.cfg.Vocab, m.cfg.Hidden
 	z := make([]float32, n*V)
-	if n > 0 {
-		m.gemm.Sgemm(false, true, n, V, D, 1, hf, D, m.w.head, D, 0, z, V)
-	}
+	m.linear(hf, n, D, m.w.head, nil, V, z)
 	return z
 }
 

@@ -139,7 +139,9 @@ func TestLLMSampleCacheMatchesRecompute(t *testing.T) {
 				t.Fatal(err)
 			}
 			randomizeLLM(m, 6, 0.5)
-			reqs := []SampleRequest{{Prompt: []int32{1, 2, 3}, Seed: 1}, {Prompt: []int32{7}, Seed: 2}, {Prompt: []int32{4, 4, 4, 4, 4, 9}, Seed: 3}}
+			reqs := []SampleRequest{{Prompt: []int32{1, 2, 3}, Seed: 1}, {Prompt: []int32{7}, Seed: 2}, {Prompt: []int32{4, 4, 4, 4, 4, 9}, Seed: 3},
+				// Over smallRows: the batch's prefill takes the GEMM path.
+				{Prompt: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, Seed: 4}}
 			opts := SampleOptions{Temperature: 0.9, TopP: 0.95, MaxTokens: 20, Stop: []int32{5}}
 			a, err := m.Sample(context.Background(), reqs, opts)
 			if err != nil {
@@ -351,5 +353,37 @@ func TestLLMAdamW(t *testing.T) {
 	}
 	if err := o.Step(nil); err == nil {
 		t.Error("Step accepted on an LLM optimizer")
+	}
+}
+
+// TestLinearFewSameBits: the few-row path of linear (decoding) gives the
+// bits of the GEMM path, with and without a bias.
+func TestLinearFewSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	const in, out, n = 600, 70, 5
+	x, W, b := fill(n*in), fill(out*in), fill(out)
+	m := &LLM{gemm: DefaultGEMM}
+	for _, bias := range [][]float32{nil, b} {
+		want := make([]float32, n*out)
+		beta := float32(0)
+		if bias != nil {
+			beta = 1
+			for i := 0; i < n; i++ {
+				copy(want[i*out:], bias)
+			}
+		}
+		DefaultGEMM.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, want, out)
+		got := make([]float32, n*out)
+		m.linear(x, n, in, W, bias, out, got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("bias %v: few-row linear differs from the GEMM path", bias != nil)
+		}
 	}
 }
