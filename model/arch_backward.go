@@ -55,7 +55,7 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 			colSumAdd(dX, N, D, gl.oB)
 		}
 		m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, dAO, od)
-		gqaBackward(m.gemm, p.seqs, b, a.qkv, a.att, dAO, dQKV)
+		gqaBackward(m.gemm, p.seqs, b, a.qkv, dAO, dQKV)
 		rope(dQKV, N, b, p.cos, p.sin, true)
 		if bw.qn != nil {
 			qkNormBackward(dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)

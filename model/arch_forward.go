@@ -12,7 +12,6 @@ type llmAct struct {
 	h1                []float32 // its output
 	qkv               []float32 // [N×ld] q and k after norm and RoPE, v
 	qkHat, qkRstd     []float32 // q_norm/k_norm (Qwen3)
-	att               []float32 // softmax maps
 	attOut            []float32 // [N×H·hd]
 	postHat, postRstd []float32 // post_attention_layernorm
 	h2                []float32 // its output
@@ -91,15 +90,13 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	c, b := m.cfg, dimsOf(m.cfg)
 	D, H, F, ld := b.D, b.H, b.F, b.ld()
 	p := &LLMPass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
-	attLen := 0
 	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M, att: attLen}
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M}
 		if si.rlen > 0 {
 			si.n = si.plen + si.rlen - 1
 		}
 		p.n += si.n
 		p.M += si.rlen
-		attLen += H * si.n * si.n
 		p.seqs[i] = si
 	}
 	N, M := p.n, p.M
@@ -144,9 +141,8 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 			qkNorm(a.qkv, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd)
 		}
 		rope(a.qkv, N, b, p.cos, p.sin, false)
-		a.att = make([]float32, attLen)
 		a.attOut = make([]float32, N*H*b.hd)
-		gqaForward(m.gemm, p.seqs, b, a.qkv, a.att, a.attOut)
+		gqaForward(m.gemm, p.seqs, b, a.qkv, a.attOut)
 		m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
 		addIntoPar(x, tmp)
 		a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
@@ -263,12 +259,14 @@ func splitSeqs(seqs []seqInfo, v []float32) [][]float32 {
 }
 
 // Score returns the per-token log-probs and entropies of seqs without
-// keeping activations: Forward on chunks of at most ~2048 tokens.
+// keeping activations: Forward on chunks of sequences of at most ~2048
+// tokens, fewer for a large vocabulary (the logits and probabilities of a
+// chunk take 2·tokens·Vocab floats: at most ~2^25 of them).
 func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]float32, error) {
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, nil, err
 	}
-	const budget = 2048
+	budget := max(64, min(2048, (1<<24)/m.cfg.Vocab))
 	lp := make([][]float32, 0, len(seqs))
 	en := make([][]float32, 0, len(seqs))
 	for lo := 0; lo < len(seqs); {

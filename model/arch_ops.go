@@ -241,53 +241,64 @@ func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 }
 
 // gqaForward computes causal grouped-query attention for every sequence of
-// a pass: query head h reads key/value head h/(H/KV). att holds the softmax
-// maps (per sequence, then head, L×L) and out[N×H·hd] the head outputs.
-func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, att, out []float32) {
-	ld, hd, H := b.ld(), b.hd, b.H
-	rep := H / b.KV
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	od := H * hd
-	parallelTasks(len(seqs)*H, func(_, t int) {
+// a pass into out[N×H·hd]: query head h reads key/value head h/(H/KV). The
+// softmax maps are not kept (gqaBackward recomputes them with the same
+// calls, hence the same bits): memory stays linear in the sequence length.
+func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out []float32) {
+	H, od := b.H, b.H*b.hd
+	scratch := make([][]float32, workers())
+	parallelTasks(len(seqs)*H, func(worker, t int) {
 		si, h := seqs[t/H], t%H
 		L := si.n
 		if L == 0 {
 			return
 		}
-		P := att[si.att+h*L*L : si.att+(h+1)*L*L]
-		base := si.start * ld
-		q := qkv[base+h*hd:]
-		k := qkv[base+(H+h/rep)*hd:]
-		v := qkv[base+(H+b.KV+h/rep)*hd:]
-		g.Sgemm(false, true, L, L, hd, scale, q, ld, k, ld, 0, P, L)
-		causalSoftmax(P, L)
-		g.Sgemm(false, false, L, hd, L, 1, P, L, v, ld, 0, out[si.start*od+h*hd:], od)
+		P := attnScratch(scratch, worker, seqs)[:L*L]
+		attnMap(g, si, b, qkv, h, P)
+		g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*b.ld()+(H+b.KV+h/(H/b.KV))*b.hd:], b.ld(), 0, out[si.start*od+h*b.hd:], od)
 	})
+}
+
+// attnScratch returns worker's scratch for an L×L map of the longest
+// sequence, allocated on first use.
+func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
+	if scratch[worker] == nil {
+		maxL := 0
+		for _, si := range seqs {
+			maxL = max(maxL, si.n)
+		}
+		scratch[worker] = make([]float32, maxL*maxL)
+	}
+	return scratch[worker]
+}
+
+// attnMap writes into P the causal softmax map of query head h of one
+// sequence.
+func attnMap(g GEMM, si seqInfo, b blockDims, qkv []float32, h int, P []float32) {
+	ld, hd, L := b.ld(), b.hd, si.n
+	base := si.start * ld
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	g.Sgemm(false, true, L, L, hd, scale, qkv[base+h*hd:], ld, qkv[base+(b.H+h/(b.H/b.KV))*hd:], ld, 0, P, L)
+	causalSoftmax(P, L)
 }
 
 // gqaBackward writes into dqkv[N×ld] the gradient of the attention input
 // (post-RoPE q and k, v) given dO[N×H·hd]. One task per sequence and KV
 // head: its query heads add into the shared dk and dv in head order.
-func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, att, dO, dqkv []float32) {
+func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, dO, dqkv []float32) {
 	ld, hd, H, KV := b.ld(), b.hd, b.H, b.KV
 	rep := H / KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	od := H * hd
-	maxL := 0
-	for _, si := range seqs {
-		maxL = max(maxL, si.n)
-	}
-	scratch := make([][]float32, workers())
+	pScratch, dScratch := make([][]float32, workers()), make([][]float32, workers())
 	parallelTasks(len(seqs)*KV, func(worker, t int) {
 		si, kh := seqs[t/KV], t%KV
 		L := si.n
 		if L == 0 {
 			return
 		}
-		if scratch[worker] == nil {
-			scratch[worker] = make([]float32, maxL*maxL)
-		}
-		dP := scratch[worker][:L*L]
+		P := attnScratch(pScratch, worker, seqs)[:L*L]
+		dP := attnScratch(dScratch, worker, seqs)[:L*L]
 		base := si.start * ld
 		k, v := qkv[base+(H+kh)*hd:], qkv[base+(H+KV+kh)*hd:]
 		dk, dv := dqkv[base+(H+kh)*hd:], dqkv[base+(H+KV+kh)*hd:]
@@ -296,7 +307,7 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, att, dO, dqkv []float
 			if h == kh*rep {
 				beta = 0
 			}
-			P := att[si.att+h*L*L : si.att+(h+1)*L*L]
+			attnMap(g, si, b, qkv, h, P)
 			q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
 			do := dO[si.start*od+h*hd:]
 			g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
