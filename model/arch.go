@@ -375,8 +375,9 @@ func (m *LLM) Params() []Param { return m.params }
 // NumParams is the total number of float32 parameters.
 func (m *LLM) NumParams() int { return len(m.buf) }
 
-// Tensors returns every parameter as an F32 tensor by Hugging Face name
-// (data aliased, not copied), ready for WriteSafetensors.
+// Tensors returns every parameter as an F32 tensor by Hugging Face name,
+// ready for WriteSafetensors. The tensors are encoded copies (as much memory
+// again as the model): a writer of large models streams Params instead.
 func (m *LLM) Tensors() []Tensor {
 	out := make([]Tensor, len(m.params))
 	for i, p := range m.params {
