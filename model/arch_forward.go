@@ -170,8 +170,8 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	if n == 0 {
 		return
 	}
-	if n <= smallRows {
-		linearFew(m.gemm, x, n, in, W, b, out, y)
+	if n <= 16 || out >= 64*n {
+		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
 	beta := float32(0)
@@ -186,15 +186,15 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// smallRows is the most rows linearFew handles: decoding steps.
-const smallRows = 16
-
-// linearFew is linear for a few rows (decoding): it computes yᵀ = W·xᵀ,
-// so that the GEMM reads W in place instead of first packing all of it
-// (which costs more than the product when x has a few rows), then
-// transposes. Each element is the same k-ordered chain as in linear's
-// GEMM (the GEMM contract), so the bits do not depend on the path.
-func linearFew(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float32) {
+// linearT is linear for far fewer rows than outputs (decoding steps; the
+// head over a large vocabulary): it computes yᵀ = W·xᵀ, so that the GEMM
+// packs x rather than the much larger W (packing all of W costs about as
+// much as the product when x has a few rows), then transposes. (Measured
+// on the Qwen2.5-0.5B shapes: ~20 % faster for the head at 255 rows, no
+// gain for the MLP's 9728 outputs.) Each element
+// is the same k-ordered chain as in the direct GEMM (the GEMM contract), so
+// the bits do not depend on the path.
+func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float32) {
 	yt := getScratch(out * n)
 	defer putScratch(yt)
 	t := *yt

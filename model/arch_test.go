@@ -140,7 +140,7 @@ func TestLLMSampleCacheMatchesRecompute(t *testing.T) {
 			}
 			randomizeLLM(m, 6, 0.5)
 			reqs := []SampleRequest{{Prompt: []int32{1, 2, 3}, Seed: 1}, {Prompt: []int32{7}, Seed: 2}, {Prompt: []int32{4, 4, 4, 4, 4, 9}, Seed: 3},
-				// Over smallRows: the batch's prefill takes the GEMM path.
+				// A long prompt: prefill rows outnumber some layers' outputs (direct GEMM).
 				{Prompt: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, Seed: 4}}
 			opts := SampleOptions{Temperature: 0.9, TopP: 0.95, MaxTokens: 20, Stop: []int32{5}}
 			a, err := m.Sample(context.Background(), reqs, opts)
@@ -356,9 +356,9 @@ func TestLLMAdamW(t *testing.T) {
 	}
 }
 
-// TestLinearFewSameBits: the few-row path of linear (decoding) gives the
-// bits of the GEMM path, with and without a bias.
-func TestLinearFewSameBits(t *testing.T) {
+// TestLinearTSameBits: the transposed path of linear gives the bits of the
+// direct GEMM, with and without a bias.
+func TestLinearTSameBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	fill := func(n int) []float32 {
 		v := make([]float32, n)
@@ -383,7 +383,7 @@ func TestLinearFewSameBits(t *testing.T) {
 		got := make([]float32, n*out)
 		m.linear(x, n, in, W, bias, out, got)
 		if !slices.Equal(got, want) {
-			t.Fatalf("bias %v: few-row linear differs from the GEMM path", bias != nil)
+			t.Fatalf("bias %v: transposed linear differs from the direct GEMM", bias != nil)
 		}
 	}
 }
