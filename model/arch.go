@@ -422,6 +422,24 @@ func (g *LLMGrads) Norm() float64 {
 	return math.Sqrt(s)
 }
 
+// Add adds o into g; the configs must match.
+func (g *LLMGrads) Add(o *LLMGrads) error {
+	if o.cfg != g.cfg {
+		return fmt.Errorf("model: LLMGrads.Add: config mismatch")
+	}
+	for i, v := range o.buf {
+		g.buf[i] += v
+	}
+	return nil
+}
+
+// Scale multiplies every gradient by f (with ClipScale: gradient clipping).
+func (g *LLMGrads) Scale(f float32) {
+	for i := range g.buf {
+		g.buf[i] *= f
+	}
+}
+
 // ByName returns the gradient of the named tensor, or nil.
 func (g *LLMGrads) ByName(name string) []float32 {
 	for i, s := range g.specs {

@@ -387,3 +387,50 @@ func TestLinearTSameBits(t *testing.T) {
 		}
 	}
 }
+
+// Gradients of two passes accumulate: Backward twice equals twice one
+// Backward (to float32 rounding of the sums), and Add/Scale agree.
+func TestLLMGradsAccumulate(t *testing.T) {
+	c := tinyArchs()["qwen3_untied_hd6_bias"]
+	m, err := InitLLM(c, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeLLM(m, 3, 0.3)
+	r := rand.New(rand.NewPCG(8, 8))
+	seqs := archSeqs(c.Vocab, r, [2]int{4, 5})
+	dlp, dent := randGrads(seqs, r)
+	p, err := m.Forward(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, two := m.NewGrads(), m.NewGrads()
+	if err := p.Backward(dlp, dent, one); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := p.Backward(dlp, dent, two); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := m.NewGrads()
+	if err := sum.Add(one); err != nil {
+		t.Fatal(err)
+	}
+	sum.Scale(2)
+	if one.Norm() == 0 {
+		t.Fatal("zero gradient")
+	}
+	for i, v := range sum.buf {
+		if math.Abs(float64(v-two.buf[i])) > 1e-5*(math.Abs(float64(v))+1e-3) {
+			t.Fatalf("element %d: two Backward calls give %v, twice one gives %v", i, two.buf[i], v)
+		}
+	}
+	if math.Abs(two.Norm()-2*one.Norm()) > 1e-6*two.Norm() {
+		t.Fatalf("norm %v vs 2×%v", two.Norm(), one.Norm())
+	}
+	other, _ := InitLLM(tinyArchs()["llama_untied"], 1)
+	if err := sum.Add(other.NewGrads()); err == nil {
+		t.Fatal("Add accepted grads of another config")
+	}
+}
