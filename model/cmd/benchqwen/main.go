@@ -39,12 +39,13 @@ type result struct {
 	// TrainCPUTokS and DecodeCPUTokS are tokens per CPU-second times the
 	// thread count: the speed on an otherwise idle machine, less sensitive
 	// to other load than wall time.
-	TrainCPUTokS  float64 `json:"train_cpu_tok_s"`
-	DecodeCPUTokS float64 `json:"decode_cpu_tok_s"`
-	DecodeTokS    float64 `json:"decode_tok_s"`
-	PeakRSSGB     float64 `json:"peak_rss_gb"`
-	StepRSSGB     float64 `json:"adamw_step_rss_gb,omitempty"`
-	LogProbSum    float64 `json:"logprob_sum"`
+	TrainCPUTokS  float64   `json:"train_cpu_tok_s"`
+	DecodeCPUTokS float64   `json:"decode_cpu_tok_s"`
+	DecodeTokS    float64   `json:"decode_tok_s"`
+	PeakRSSGB     float64   `json:"peak_rss_gb"`
+	StepRSSGB     float64   `json:"adamw_step_rss_gb,omitempty"`
+	LogProbSum    float64   `json:"logprob_sum"`
+	Tokens        [][]int32 `json:"tokens"` // the greedy continuations, per request
 }
 
 func main() {
@@ -117,6 +118,16 @@ func main() {
 	fmt.Printf("%-34s %9.2f GB\n", "peak RSS, full AdamW step (drmas)", g.StepRSSGB)
 	if t.TrainTokS > 0 {
 		fmt.Printf("sum of log-probs (same weights): drmas %.4f, PyTorch %.4f\n", g.LogProbSum, t.LogProbSum)
+		same, all := 0, 0
+		for i := range g.Tokens {
+			for j := range g.Tokens[i] {
+				all++
+				if i < len(t.Tokens) && j < len(t.Tokens[i]) && t.Tokens[i][j] == g.Tokens[i][j] {
+					same++
+				}
+			}
+		}
+		fmt.Printf("greedy tokens equal to PyTorch's: %d of %d\n", same, all)
 	}
 	fmt.Println("targets: forward+backward ≥ 1.5× PyTorch, decode ≥ 1×")
 }
@@ -201,6 +212,7 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 	n := 0
 	for _, r := range out {
 		n += len(r.Tokens)
+		res.Tokens = append(res.Tokens, r.Tokens)
 	}
 	res.DecodeTokS = float64(n) / time.Since(t0).Seconds()
 	res.DecodeCPUTokS = float64(n) * float64(runtime.GOMAXPROCS(0)) / (cpuSeconds() - c0)

@@ -100,10 +100,13 @@ def decode(cfg, W, prompts, new):
     with torch.no_grad():
         t0, c0 = time.time(), time.process_time()
         nxt = step(torch.tensor(prompts, dtype=torch.long), 0).argmax(-1)
+        out = [nxt]
         for i in range(1, new):
             nxt = step(nxt[:, None], P + i - 1).argmax(-1)
+            out.append(nxt)
         n = B * new
-        return n / (time.time() - t0), n * torch.get_num_threads() / (time.process_time() - c0)
+        toks = torch.stack(out, dim=1).tolist()
+        return n / (time.time() - t0), n * torch.get_num_threads() / (time.process_time() - c0), toks
 
 
 def main():
@@ -113,9 +116,9 @@ def main():
     W = load(sys.argv[2])
     train_tok_s, train_cpu, lp_sum = train(cfg, W, spec["tokens"], spec["reps"])
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
-    dec, dec_cpu = decode(cfg, W, spec["prompts"], spec["new"])
+    dec, dec_cpu, toks = decode(cfg, W, spec["prompts"], spec["new"])
     print(json.dumps({"train_tok_s": train_tok_s, "train_cpu_tok_s": train_cpu, "decode_tok_s": dec,
-                      "decode_cpu_tok_s": dec_cpu, "peak_rss_gb": rss, "logprob_sum": lp_sum}))
+                      "decode_cpu_tok_s": dec_cpu, "peak_rss_gb": rss, "logprob_sum": lp_sum, "tokens": toks}))
 
 
 if __name__ == "__main__":
