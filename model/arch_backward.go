@@ -38,39 +38,50 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 	if N == 0 {
 		return nil
 	}
-	dT, dAct, dGU := make([]float32, N*D), make([]float32, N*F), make([]float32, N*2*F)
-	dAO, dQKV := make([]float32, N*od), make([]float32, N*ld)
+	bs := &blockGrads{dT: make([]float32, N*D), dAct: make([]float32, N*F), dGU: make([]float32, N*2*F),
+		dAO: make([]float32, N*od), dQKV: make([]float32, N*ld)}
 	for l := m.cfg.Layers - 1; l >= 0; l-- {
-		bw, gl, a := &w.blocks[l], &gw.blocks[l], &p.acts[l]
-		// MLP: x += down(silu(gate(h2))·up(h2)).
-		m.gemm.Sgemm(true, false, D, F, N, 1, dX, D, a.act, F, 1, gl.down, F)
-		m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, dAct, F)
-		swigluBackward(a.gu, dAct, N, F, dGU)
-		m.gemm.Sgemm(true, false, 2*F, D, N, 1, dGU, 2*F, a.h2, D, 1, gl.gateUp, D)
-		m.gemm.Sgemm(false, false, N, D, 2*F, 1, dGU, 2*F, bw.gateUp, D, 0, dT, D)
-		rmsNormBackward(dT, a.postHat, a.postRstd, N, D, bw.post, dX, gl.post)
-		// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
-		m.gemm.Sgemm(true, false, D, od, N, 1, dX, D, a.attOut, od, 1, gl.oW, od)
-		if gl.oB != nil {
-			colSumAdd(dX, N, D, gl.oB)
-		}
-		m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, dAO, od)
-		gqaBackward(m.gemm, p.seqs, b, a.qkv, dAO, dQKV)
-		rope(dQKV, N, b, p.cos, p.sin, true)
-		if bw.qn != nil {
-			qkNormBackward(dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
-		}
-		m.gemm.Sgemm(true, false, ld, D, N, 1, dQKV, ld, a.h1, D, 1, gl.qkvW, D)
-		if gl.qkvB != nil {
-			colSumAdd(dQKV, N, ld, gl.qkvB)
-		}
-		m.gemm.Sgemm(false, false, N, D, ld, 1, dQKV, ld, bw.qkvW, D, 0, dT, D)
-		rmsNormBackward(dT, a.inHat, a.inRstd, N, D, bw.in, dX, gl.in)
+		p.blockBackward(l, dX, g, bs)
 	}
 	for r, tok := range p.tokens {
 		addInto(gw.embed[int(tok)*D:][:D], dX[r*D:(r+1)*D])
 	}
 	return nil
+}
+
+// blockGrads is the scratch of blockBackward.
+type blockGrads struct{ dT, dAct, dGU, dAO, dQKV []float32 }
+
+// blockBackward turns dX (gradient of block l's output) into the gradient
+// of its input, in place, accumulating the block's tensor gradients into g.
+func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads) {
+	m, b := p.m, dimsOf(p.m.cfg)
+	N, D, F, ld, od := p.n, b.D, b.F, b.ld(), b.H*b.hd
+	bw, gl, a := &m.w.blocks[l], &g.w.blocks[l], &p.acts[l]
+	// MLP: x += down(silu(gate(h2))·up(h2)).
+	m.gemm.Sgemm(true, false, D, F, N, 1, dX, D, a.act, F, 1, gl.down, F)
+	m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, s.dAct, F)
+	swigluBackward(a.gu, s.dAct, N, F, s.dGU)
+	m.gemm.Sgemm(true, false, 2*F, D, N, 1, s.dGU, 2*F, a.h2, D, 1, gl.gateUp, D)
+	m.gemm.Sgemm(false, false, N, D, 2*F, 1, s.dGU, 2*F, bw.gateUp, D, 0, s.dT, D)
+	rmsNormBackward(s.dT, a.postHat, a.postRstd, N, D, bw.post, dX, gl.post)
+	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
+	m.gemm.Sgemm(true, false, D, od, N, 1, dX, D, a.attOut, od, 1, gl.oW, od)
+	if gl.oB != nil {
+		colSumAdd(dX, N, D, gl.oB)
+	}
+	m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, s.dAO, od)
+	gqaBackward(m.gemm, p.seqs, b, a.qkv, s.dAO, s.dQKV)
+	rope(s.dQKV, N, b, p.cos, p.sin, true)
+	if bw.qn != nil {
+		qkNormBackward(s.dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
+	}
+	m.gemm.Sgemm(true, false, ld, D, N, 1, s.dQKV, ld, a.h1, D, 1, gl.qkvW, D)
+	if gl.qkvB != nil {
+		colSumAdd(s.dQKV, N, ld, gl.qkvB)
+	}
+	m.gemm.Sgemm(false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvW, D, 0, s.dT, D)
+	rmsNormBackward(s.dT, a.inHat, a.inRstd, N, D, bw.in, dX, gl.in)
 }
 
 // checkGradShape checks that d (dLogProb or dEntropy) has one row per

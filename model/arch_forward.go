@@ -88,7 +88,35 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 		return nil, err
 	}
 	c, b := m.cfg, dimsOf(m.cfg)
-	D, H, F, ld := b.D, b.H, b.F, b.ld()
+	p, pos := m.newPass(seqs, temperature)
+	N, M, D := p.n, p.M, b.D
+	p.cos, p.sin = ropeTable(pos, b.hd, c.RopeTheta)
+	x := make([]float32, N*D)
+	for r, tok := range p.tokens {
+		copy(x[r*D:(r+1)*D], m.w.embed[int(tok)*D:])
+	}
+	tmpb := getScratch(N * D)
+	defer putScratch(tmpb)
+	p.acts = make([]llmAct, c.Layers)
+	for l := range p.acts {
+		m.blockForward(p, l, x, *tmpb)
+	}
+	w := &m.w
+	xg := make([]float32, M*D)
+	for k, r := range p.respRows {
+		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
+	}
+	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
+	rmsNorm(xg, M, D, w.norm, b.eps, p.hf, p.nHat, p.nRstd)
+	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*c.Vocab)
+	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
+	scoreRows(p.logits, p.probs, c.Vocab, temperature, p.targets, p.lse, p.logp, p.ent)
+	return p, nil
+}
+
+// newPass lays out the packed rows of seqs (no padding) and returns the
+// pass with them and each row's position.
+func (m *LLM) newPass(seqs []Sequence, temperature float32) (*LLMPass, []int32) {
 	p := &LLMPass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
 	for i, s := range seqs {
 		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M}
@@ -99,11 +127,10 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 		p.M += si.rlen
 		p.seqs[i] = si
 	}
-	N, M := p.n, p.M
-	p.tokens = make([]int32, N)
-	pos := make([]int32, N)
-	p.respRows = make([]int32, M)
-	p.targets = make([]int32, M)
+	p.tokens = make([]int32, p.n)
+	pos := make([]int32, p.n)
+	p.respRows = make([]int32, p.M)
+	p.targets = make([]int32, p.M)
 	for i, s := range seqs {
 		si := p.seqs[i]
 		if si.n == 0 {
@@ -119,50 +146,36 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 			p.targets[si.resp+t] = s.Response[t]
 		}
 	}
-	p.cos, p.sin = ropeTable(pos, b.hd, c.RopeTheta)
-	w := &m.w
-	x := make([]float32, N*D)
-	for r, tok := range p.tokens {
-		copy(x[r*D:(r+1)*D], w.embed[int(tok)*D:])
+	return p, pos
+}
+
+// blockForward runs block l on the residual stream x[N×D] in place,
+// keeping its activations in p.acts[l]; tmp is N×D scratch.
+func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32) {
+	b := dimsOf(m.cfg)
+	N, D, H, F, ld := p.n, b.D, b.H, b.F, b.ld()
+	bw, a := &m.w.blocks[l], &p.acts[l]
+	a.inHat, a.inRstd = make([]float32, N*D), make([]float32, N)
+	a.h1 = make([]float32, N*D)
+	rmsNorm(x, N, D, bw.in, b.eps, a.h1, a.inHat, a.inRstd)
+	a.qkv = make([]float32, N*ld)
+	m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
+	if bw.qn != nil {
+		a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
+		qkNorm(a.qkv, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd)
 	}
-	tmpb := getScratch(N * D)
-	defer putScratch(tmpb)
-	tmp := *tmpb
-	p.acts = make([]llmAct, c.Layers)
-	for l := range p.acts {
-		bw, a := &w.blocks[l], &p.acts[l]
-		a.inHat, a.inRstd = make([]float32, N*D), make([]float32, N)
-		a.h1 = make([]float32, N*D)
-		rmsNorm(x, N, D, bw.in, b.eps, a.h1, a.inHat, a.inRstd)
-		a.qkv = make([]float32, N*ld)
-		m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
-		if bw.qn != nil {
-			a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
-			qkNorm(a.qkv, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd)
-		}
-		rope(a.qkv, N, b, p.cos, p.sin, false)
-		a.attOut = make([]float32, N*H*b.hd)
-		gqaForward(m.gemm, p.seqs, b, a.qkv, a.attOut)
-		m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
-		addIntoPar(x, tmp)
-		a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
-		rmsNorm(x, N, D, bw.post, b.eps, a.h2, a.postHat, a.postRstd)
-		a.gu, a.act = make([]float32, N*2*F), make([]float32, N*F)
-		m.linear(a.h2, N, D, bw.gateUp, nil, 2*F, a.gu)
-		swiglu(a.gu, N, F, a.act)
-		m.linear(a.act, N, F, bw.down, nil, D, tmp)
-		addIntoPar(x, tmp)
-	}
-	xg := make([]float32, M*D)
-	for k, r := range p.respRows {
-		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
-	}
-	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
-	rmsNorm(xg, M, D, w.norm, b.eps, p.hf, p.nHat, p.nRstd)
-	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*c.Vocab)
-	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
-	scoreRows(p.logits, p.probs, c.Vocab, temperature, p.targets, p.lse, p.logp, p.ent)
-	return p, nil
+	rope(a.qkv, N, b, p.cos, p.sin, false)
+	a.attOut = make([]float32, N*H*b.hd)
+	gqaForward(m.gemm, p.seqs, b, a.qkv, a.attOut)
+	m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
+	addIntoPar(x, tmp)
+	a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
+	rmsNorm(x, N, D, bw.post, b.eps, a.h2, a.postHat, a.postRstd)
+	a.gu, a.act = make([]float32, N*2*F), make([]float32, N*F)
+	m.linear(a.h2, N, D, bw.gateUp, nil, 2*F, a.gu)
+	swiglu(a.gu, N, F, a.act)
+	m.linear(a.act, N, F, bw.down, nil, D, tmp)
+	addIntoPar(x, tmp)
 }
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].

@@ -69,8 +69,7 @@ func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
 // and returns the logits of each chunk's last position [len(chunks)×Vocab].
 func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	c, b := m.cfg, dimsOf(m.cfg)
-	D, H, KV, hd, F, ld := b.D, b.H, b.KV, b.hd, b.F, b.ld()
-	kvd, od, rep := KV*hd, H*hd, H/KV
+	D := b.D
 	start := make([]int, len(chunks)+1)
 	for i, ch := range chunks {
 		start[i+1] = start[i] + len(ch)
@@ -86,43 +85,12 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 		}
 		maxLen = max(maxLen, cs[i].n+len(ch))
 	}
-	cos, sin := ropeTable(pos, hd, c.RopeTheta)
-	h, qkv, att, tmp := make([]float32, R*D), make([]float32, R*ld), make([]float32, R*od), make([]float32, R*D)
-	gu, act := make([]float32, R*2*F), make([]float32, R*F)
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	scratch := make([][]float32, workers())
+	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
+		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
+		gu: make([]float32, R*2*b.F), act: make([]float32, R*b.F)}
+	st.cos, st.sin = ropeTable(pos, b.hd, c.RopeTheta)
 	for l := 0; l < c.Layers; l++ {
-		bw := &m.w.blocks[l]
-		rmsNorm(x, R, D, bw.in, b.eps, h, nil, nil)
-		m.linear(h, R, D, bw.qkvW, bw.qkvB, ld, qkv)
-		if bw.qn != nil {
-			qkNorm(qkv, R, b, bw.qn, bw.kn, nil, nil)
-		}
-		rope(qkv, R, b, cos, sin, false)
-		for i, ch := range chunks {
-			for t := range ch {
-				r := start[i] + t
-				cs[i].k[l] = append(cs[i].k[l], qkv[r*ld+od:][:kvd]...)
-				cs[i].v[l] = append(cs[i].v[l], qkv[r*ld+od+kvd:][:kvd]...)
-			}
-		}
-		parallelTasks(len(chunks)*H, func(worker, task int) {
-			i, hh := task/H, task%H
-			if scratch[worker] == nil {
-				scratch[worker] = make([]float32, maxLen)
-			}
-			for t := range chunks[i] {
-				r := start[i] + t
-				attendCached(qkv[r*ld+hh*hd:][:hd], cs[i].k[l], cs[i].v[l], kvd, hh/rep*hd, cs[i].n+t, scale, scratch[worker], att[r*od+hh*hd:][:hd])
-			}
-		})
-		m.linear(att, R, od, bw.oW, bw.oB, D, tmp)
-		addInto(x, tmp)
-		rmsNorm(x, R, D, bw.post, b.eps, h, nil, nil)
-		m.linear(h, R, D, bw.gateUp, nil, 2*F, gu)
-		swiglu(gu, R, F, act)
-		m.linear(act, R, F, bw.down, nil, D, tmp)
-		addInto(x, tmp)
+		m.cachedBlock(l, x, st)
 	}
 	for i, ch := range chunks {
 		cs[i].n += len(ch)
@@ -135,4 +103,56 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	hf := make([]float32, A*D)
 	rmsNorm(last, A, D, m.w.norm, b.eps, hf, nil, nil)
 	return m.head(hf, A)
+}
+
+// decodeStep is the state of one cachedStep shared by its blocks.
+type decodeStep struct {
+	cs                        []*kvCache
+	chunks                    [][]int32
+	start                     []int
+	cos, sin                  []float32
+	scratch                   [][]float32
+	maxLen                    int
+	h, qkv, att, tmp, gu, act []float32
+}
+
+// cachedBlock runs block l on the step's rows x in place, appending their
+// keys and values to the caches.
+func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
+	b := dimsOf(m.cfg)
+	D, H, hd, F, ld := b.D, b.H, b.hd, b.F, b.ld()
+	kvd, od, rep := b.KV*hd, H*hd, H/b.KV
+	R := st.start[len(st.chunks)]
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	bw := &m.w.blocks[l]
+	rmsNorm(x, R, D, bw.in, b.eps, st.h, nil, nil)
+	m.linear(st.h, R, D, bw.qkvW, bw.qkvB, ld, st.qkv)
+	if bw.qn != nil {
+		qkNorm(st.qkv, R, b, bw.qn, bw.kn, nil, nil)
+	}
+	rope(st.qkv, R, b, st.cos, st.sin, false)
+	for i, ch := range st.chunks {
+		for t := range ch {
+			r := st.start[i] + t
+			st.cs[i].k[l] = append(st.cs[i].k[l], st.qkv[r*ld+od:][:kvd]...)
+			st.cs[i].v[l] = append(st.cs[i].v[l], st.qkv[r*ld+od+kvd:][:kvd]...)
+		}
+	}
+	parallelTasks(len(st.chunks)*H, func(worker, task int) {
+		i, hh := task/H, task%H
+		if st.scratch[worker] == nil {
+			st.scratch[worker] = make([]float32, st.maxLen)
+		}
+		for t := range st.chunks[i] {
+			r := st.start[i] + t
+			attendCached(st.qkv[r*ld+hh*hd:][:hd], st.cs[i].k[l], st.cs[i].v[l], kvd, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
+		}
+	})
+	m.linear(st.att, R, od, bw.oW, bw.oB, D, st.tmp)
+	addInto(x, st.tmp)
+	rmsNorm(x, R, D, bw.post, b.eps, st.h, nil, nil)
+	m.linear(st.h, R, D, bw.gateUp, nil, 2*F, st.gu)
+	swiglu(st.gu, R, F, st.act)
+	m.linear(st.act, R, F, bw.down, nil, D, st.tmp)
+	addInto(x, st.tmp)
 }
