@@ -66,19 +66,24 @@ type AdamW struct {
 
 // NewAdamW returns an optimizer for m with zero state.
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
-	o := &AdamW{AdamWConfig: cfg, m: m, parts: m.parts, mom: make([]float32, len(m.buf)), vel: make([]float32, len(m.buf))}
-	o.mask = make([]bool, len(m.specs))
+	o := newAdamW(cfg, m.parts, len(m.buf))
+	o.m = m
 	for i, s := range m.specs {
 		o.mask[i] = s.decay
 	}
 	return o
 }
 
+// newAdamW returns zero state for n parameters in parts (mask to be set).
+func newAdamW(cfg AdamWConfig, parts [][]float32, n int) *AdamW {
+	return &AdamW{AdamWConfig: cfg, parts: parts, mom: make([]float32, n), vel: make([]float32, n), mask: make([]bool, len(parts))}
+}
+
 // NewLLMAdamW returns an optimizer for an LLM with zero state (weight decay
 // on the tensors with TensorSpec.Decay); update it with StepLLM.
 func NewLLMAdamW(m *LLM, cfg AdamWConfig) *AdamW {
-	o := &AdamW{AdamWConfig: cfg, lm: m, parts: m.parts, mom: make([]float32, len(m.buf)), vel: make([]float32, len(m.buf))}
-	o.mask = make([]bool, len(m.specs))
+	o := newAdamW(cfg, m.parts, len(m.buf))
+	o.lm = m
 	for i, s := range m.specs {
 		o.mask[i] = s.Decay
 	}

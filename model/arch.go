@@ -342,26 +342,11 @@ func InitLLM(c ArchConfig, seed uint64) (*LLM, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := newRNG(seed)
-	resid := 0.02 / math.Sqrt(2*float64(c.Layers))
+	kinds := make([]initKind, len(m.specs))
 	for i, s := range m.specs {
-		d := m.parts[i]
-		switch s.kind {
-		case initNormal:
-			for j := range d {
-				d[j] = float32(0.02 * r.normal())
-			}
-		case initResidual:
-			for j := range d {
-				d[j] = float32(resid * r.normal())
-			}
-		case initOne:
-			for j := range d {
-				d[j] = 1
-			}
-		case initZero:
-		}
+		kinds[i] = s.kind
 	}
+	initTensors(m.parts, kinds, seed, c.Layers)
 	return m, nil
 }
 

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
@@ -44,37 +43,7 @@ type LLMPass struct {
 }
 
 func (m *LLM) checkSeqs(seqs []Sequence) error {
-	var errs []error
-	for i, s := range seqs {
-		if len(s.Response) > 0 && len(s.Prompt) == 0 {
-			errs = append(errs, fmt.Errorf("sequence %d: empty prompt", i))
-		}
-		if len(s.Prompt)+len(s.Response) > m.cfg.Context {
-			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), m.cfg.Context))
-		}
-		if err := checkTokens(i, m.cfg.Vocab, s.Prompt, s.Response); err != nil {
-			errs = append(errs, err)
-		}
-		if len(errs) > 8 {
-			break
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("model: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
-// checkTokens reports the first id of parts outside [0, vocab).
-func checkTokens(i, vocab int, parts ...[]int32) error {
-	for _, part := range parts {
-		for _, t := range part {
-			if t < 0 || int(t) >= vocab {
-				return fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, vocab)
-			}
-		}
-	}
-	return nil
+	return checkSequences(seqs, m.cfg.Context, m.cfg.Vocab)
 }
 
 // Forward runs the batch (packed, no padding), keeping the activations for
@@ -286,21 +255,11 @@ func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]floa
 		return nil, nil, err
 	}
 	budget := max(64, min(2048, (1<<24)/m.cfg.Vocab))
-	lp := make([][]float32, 0, len(seqs))
-	en := make([][]float32, 0, len(seqs))
-	for lo := 0; lo < len(seqs); {
-		hi, tok := lo, 0
-		for hi < len(seqs) && (hi == lo || tok+len(seqs[hi].Prompt)+len(seqs[hi].Response) <= budget) {
-			tok += len(seqs[hi].Prompt) + len(seqs[hi].Response)
-			hi++
-		}
-		p, err := m.Forward(seqs[lo:hi], temperature)
+	return scoreChunks(seqs, budget, func(chunk []Sequence) ([][]float32, [][]float32, error) {
+		p, err := m.Forward(chunk, temperature)
 		if err != nil {
 			return nil, nil, err
 		}
-		lp = append(lp, p.LogProbs()...)
-		en = append(en, p.Entropy()...)
-		lo = hi
-	}
-	return lp, en, nil
+		return p.LogProbs(), p.Entropy(), nil
+	})
 }

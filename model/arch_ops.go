@@ -206,10 +206,7 @@ func swiglu(gu []float32, n, F int, act []float32) {
 		e := make([]float32, F)
 		for r := lo; r < hi; r++ {
 			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
-			for j, v := range g {
-				e[j] = -v
-			}
-			expSpan(e)
+			negExp(g, e)
 			a := act[r*F:][:F]
 			for j, v := range g {
 				a[j] = v / (1 + e[j]) * u[j]
@@ -218,16 +215,21 @@ func swiglu(gu []float32, n, F int, act []float32) {
 	})
 }
 
+// negExp sets e = exp(−g) (the vector exp).
+func negExp(g, e []float32) {
+	for j, v := range g {
+		e[j] = -v
+	}
+	expSpan(e)
+}
+
 // swigluBackward writes into dgu[n×2F] the gradient of gu given dact.
 func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 	parallelRows(n, 4, func(lo, hi int) {
 		e := make([]float32, F)
 		for r := lo; r < hi; r++ {
 			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
-			for j, v := range g {
-				e[j] = -v
-			}
-			expSpan(e)
+			negExp(g, e)
 			da := dact[r*F:][:F]
 			dg, du := dgu[r*2*F:][:F], dgu[r*2*F+F:][:F]
 			for j, v := range g {

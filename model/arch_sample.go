@@ -19,17 +19,13 @@ func (m *LLM) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptio
 // SampleNoCache is Sample recomputing the full training-path forward pass
 // of every active request at every step: slow; it exists to check Sample.
 func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, func(active []int, hist [][]int32) ([]float32, error) {
-		seqs := make([]Sequence, len(active))
-		for a, i := range active {
-			seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
-		}
+	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, recomputeNext(func(seqs []Sequence) ([]float32, error) {
 		p, err := m.Forward(seqs, 1)
 		if err != nil {
 			return nil, err
 		}
 		return p.logits, nil
-	})
+	}))
 }
 
 type llmDecoder struct {

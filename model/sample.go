@@ -50,7 +50,13 @@ func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOpt
 // full forward pass (through the training-path Forward) of every active
 // request. It is slow; it exists to check Sample.
 func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	return m.sampleLoop(ctx, reqs, opts, m.recomputeNext)
+	return m.sampleLoop(ctx, reqs, opts, recomputeNext(func(seqs []Sequence) ([]float32, error) {
+		p, err := m.Forward(seqs, 1)
+		if err != nil {
+			return nil, err
+		}
+		return p.logits, nil
+	}))
 }
 
 // nextFn returns the logits [len(active)×Vocab] of the next token of each
@@ -193,17 +199,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	return int32(last), lp(last)
 }
 
-// recomputeNext runs the full training-path forward for every active request.
-func (m *Model) recomputeNext(active []int, hist [][]int32) ([]float32, error) {
-	seqs := make([]Sequence, len(active))
-	for a, i := range active {
-		seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
+// recomputeNext is the nextFn that runs logits, a training-path forward
+// at temperature 1 returning the raw logits of each sequence's one response
+// token, on the full history of every active request.
+func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
+	return func(active []int, hist [][]int32) ([]float32, error) {
+		seqs := make([]Sequence, len(active))
+		for a, i := range active {
+			seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
+		}
+		return logits(seqs)
 	}
-	p, err := m.Forward(seqs, 1)
-	if err != nil {
-		return nil, err
-	}
-	return p.logits, nil
 }
 
 // kvCache holds one request's keys and values, per layer [cap×Dim].

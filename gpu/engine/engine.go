@@ -69,9 +69,6 @@ type Trainer struct {
 	total  int
 	w, g   ir.Ptr
 	idx    map[string]int
-	// lookupErr records the first parameter name looked up (index) that the model does
-	// not have: the launcher then refuses every launch instead of running on parameter 0.
-	lookupErr error
 	src    *model.Model
 	dirty  bool
 	bufs   map[string]devBuf
@@ -82,6 +79,9 @@ type Trainer struct {
 	// bigBlocks is the fewest TileBig blocks for which a plain GEMM uses the TileBig kernel
 	// (see bigGemm); tests lower it to run the large kernels at small shapes.
 	bigBlocks int
+	// lookupErr records the first parameter name looked up (index) that the model does
+	// not have: the launcher then refuses every launch instead of running on parameter 0.
+	lookupErr error
 	// splitBlocks: a weight-gradient GEMM with fewer Tile blocks than this is split along k
 	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
 	splitBlocks, splitMinK int

@@ -440,24 +440,24 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		act := func(name string) ir.Ptr { return b[a+name].p }
 		// MLP.
 		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, gp(pre+"mlp.proj.weight"), F)
-		if t.has(pre+"mlp.proj.bias") {
+		if t.has(pre + "mlp.proj.bias") {
 			t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
 		}
 		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
 		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
 		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, gp(pre+"mlp.fc.weight"), D)
-		if t.has(pre+"mlp.fc.bias") {
+		if t.has(pre + "mlp.fc.bias") {
 			t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
 		}
 		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln2xhat"), N, D, gp(pre+"ln2.weight"))
-		if t.has(pre+"ln2.bias") {
+		if t.has(pre + "ln2.bias") {
 			t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
 		}
 		// Attention.
 		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, gp(pre+"attn.proj.weight"), D)
-		if t.has(pre+"attn.proj.bias") {
+		if t.has(pre + "attn.proj.bias") {
 			t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
 		}
 		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
@@ -471,13 +471,13 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
 		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
 		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, gp(pre+"attn.qkv.weight"), D)
-		if t.has(pre+"attn.qkv.bias") {
+		if t.has(pre + "attn.qkv.bias") {
 			t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
 		}
 		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln1xhat"), N, D, gp(pre+"ln1.weight"))
-		if t.has(pre+"ln1.bias") {
+		if t.has(pre + "ln1.bias") {
 			t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
 		}
 	}
