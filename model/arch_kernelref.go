@@ -129,3 +129,11 @@ func (b BlockRef) GQABackward(qkv, dO []float32, lens []int) ([]float32, error) 
 	gqaBackward(DefaultGEMM, seqs, b.dims(), qkv, dO, dqkv)
 	return dqkv, nil
 }
+
+// Linear returns x[n×in]·Wᵀ (+ b when b is not nil) [n×out] by LLM's
+// projection (the path Qwen2's q/k/v biases take).
+func (b BlockRef) Linear(x []float32, n, in int, W, bias []float32, out int) []float32 {
+	y := make([]float32, n*out)
+	(&LLM{gemm: DefaultGEMM}).linear(x, n, in, W, bias, out, y)
+	return y
+}
