@@ -116,3 +116,36 @@ func TestLLMMatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMRefuses: gradients of another model and a pass made stale by a later Forward are
+// errors, not wrong gradients.
+func TestLLMRefuses(t *testing.T) {
+	m := tinyLLM(t, "qwen3", false)
+	lt, err := NewLLM(interp(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lt.Close()
+	seqs := []model.Sequence{{Prompt: []int32{1, 2}, Response: []int32{3}}}
+	p1, err := lt.Forward(m, seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlp := [][]float32{{1}}
+	other := tinyLLM(t, "qwen2", false)
+	if err := p1.Backward(dlp, nil, other.NewGrads()); err == nil {
+		t.Error("Backward accepted the gradients of a qwen2 model for a qwen3 pass")
+	}
+	if err := p1.Backward([][]float32{{1, 2}}, nil, m.NewGrads()); err == nil {
+		t.Error("Backward accepted dLogProb of the wrong shape")
+	}
+	if _, err := lt.Forward(m, seqs, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Backward(dlp, nil, m.NewGrads()); err == nil {
+		t.Error("Backward ran on a stale pass")
+	}
+	if _, err := lt.Forward(m, []model.Sequence{{Prompt: []int32{1}, Response: []int32{40}}}, 1); err == nil {
+		t.Error("Forward accepted a token outside the vocabulary")
+	}
+}
