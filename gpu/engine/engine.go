@@ -132,9 +132,23 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if c.Vocab > 65535 || c.Context > 65535 {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
-	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
+	t, err := newTrainer(dev, m.Params())
+	if err != nil {
+		return nil, err
+	}
+	t.cfg = c
+	if err := t.upload(m); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTrainer lays out params (in order) in a weight and a gradient buffer on dev.
+func newTrainer(dev Device, params []model.Param) (*Trainer, error) {
+	t := &Trainer{dev: dev, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
 		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}, grads: map[*Grads]struct{}{}}
-	for i, p := range m.Params() {
+	for i, p := range params {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
 		t.idx[p.Name] = i
@@ -150,10 +164,6 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if t.g, err = dev.Alloc(t.total); err != nil {
 		_ = dev.Free(t.w)
 		return nil, fmt.Errorf("gpu engine: gradients: %w", err)
-	}
-	if err := t.upload(m); err != nil {
-		_ = t.Close()
-		return nil, err
 	}
 	return t, nil
 }

@@ -25,24 +25,9 @@ type LLMTrainer struct {
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
 func NewLLM(dev Device, m *model.LLM) (*LLMTrainer, error) {
-	t := &Trainer{dev: dev, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
-		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}, grads: map[*Grads]struct{}{}}
-	for i, p := range m.Params() {
-		t.off = append(t.off, t.total)
-		t.sizes = append(t.sizes, len(p.Data))
-		t.idx[p.Name] = i
-		t.total += len(p.Data)
-	}
-	if t.total > maxWords {
-		return nil, fmt.Errorf("gpu engine: %d parameters above the kernels' int32 indexing (%d words)", t.total, maxWords)
-	}
-	var err error
-	if t.w, err = dev.Alloc(t.total); err != nil {
-		return nil, fmt.Errorf("gpu engine: weights: %w", err)
-	}
-	if t.g, err = dev.Alloc(t.total); err != nil {
-		_ = dev.Free(t.w)
-		return nil, fmt.Errorf("gpu engine: gradients: %w", err)
+	t, err := newTrainer(dev, m.Params())
+	if err != nil {
+		return nil, err
 	}
 	lt := &LLMTrainer{t: t, cfg: m.Config()}
 	if err := lt.upload(m); err != nil {
@@ -121,6 +106,7 @@ func (p *LLMPass) LogProbs() [][]float32 { return splitResp(p.seqs, p.logp) }
 // Entropy returns, per sequence and response token, the entropy of the same distribution.
 func (p *LLMPass) Entropy() [][]float32 { return splitResp(p.seqs, p.ent) }
 
+// splitResp splits per-response-token values by sequence.
 func splitResp(seqs []seqInfo, v []float32) [][]float32 {
 	out := make([][]float32, len(seqs))
 	for i, si := range seqs {
@@ -204,18 +190,11 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	start := time.Now()
 	defer func() { t.times.Forward += time.Since(start) }()
 	t.gen++
-	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: make([]seqInfo, len(seqs)), tabs: map[string]ir.Ptr{}}
+	pk := pack(seqs, d.H)
+	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, att: pk.att, toks: pk.toks, tabs: map[string]ir.Ptr{}}
 	var aseqs []kernels.AttnSeq
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m, att: p.att}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
+	for _, si := range p.seqs {
 		aseqs = append(aseqs, kernels.AttnSeq{Start: si.start, Len: si.n, Att: si.att})
-		p.n += si.n
-		p.m += si.rlen
-		p.att += d.H * si.n * si.n
-		p.seqs[i] = si
 	}
 	N, M := p.n, p.m
 	if N > maxRows || M > maxRows {
@@ -233,29 +212,11 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	if p.gqa.Entries > 65535 {
 		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.gqa.Entries)
 	}
-	p.toks = make([]int32, N)
-	pos := make([]int32, N)
-	rows, tgts := make([]int32, M), make([]int32, M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.toks[si.start:], s.Prompt)
-		copy(p.toks[si.start+si.plen:si.start+si.n], s.Response)
-		for k := 0; k < si.n; k++ {
-			pos[si.start+k] = int32(k)
-		}
-		for k := 0; k < si.rlen; k++ {
-			rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
-			tgts[si.resp+k] = s.Response[k]
-		}
-	}
 	p.logp, p.ent = make([]float32, M), make([]float32, M)
 	if M == 0 {
 		return p, nil
 	}
-	if err := p.upload(pos, rows, tgts); err != nil {
+	if err := p.upload(pk.pos, pk.rows, pk.tgts); err != nil {
 		return nil, err
 	}
 	l := t.launcher()
@@ -379,27 +340,7 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *model.LLMGrads) er
 	}
 	start := time.Now()
 	defer func() { t.times.Backward += time.Since(start) }()
-	flat := func(name string, dd [][]float32, optional bool) ([]float32, error) {
-		out := make([]float32, p.m)
-		if dd == nil && optional {
-			return out, nil
-		}
-		if len(dd) != len(p.seqs) {
-			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(dd), len(p.seqs))
-		}
-		for i, si := range p.seqs {
-			if len(dd[i]) != si.rlen {
-				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(dd[i]), si.rlen)
-			}
-			copy(out[si.resp:], dd[i])
-		}
-		return out, nil
-	}
-	dlp, err := flat("dLogProb", dLogProb, false)
-	if err != nil {
-		return err
-	}
-	dent, err := flat("dEntropy", dEntropy, true)
+	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
 	if err != nil {
 		return err
 	}
@@ -518,4 +459,77 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
 	}
 	return l.err
+}
+
+// packed is a batch laid out as the CPU engine packs it: each sequence's rows (prompt and
+// response but the last token) back to back, no padding; H·n² attention map words a sequence.
+type packed struct {
+	seqs                  []seqInfo
+	n, m, att, maxL, nsh  int // rows, scored tokens, map words, longest sequence, (sequence, head) pairs
+	toks, pos, rows, tgts []int32
+}
+
+// pack lays out seqs for a model with H attention heads.
+func pack(seqs []model.Sequence, H int) packed {
+	pk := packed{seqs: make([]seqInfo, len(seqs))}
+	for i, s := range seqs {
+		si := seqInfo{start: pk.n, plen: len(s.Prompt), rlen: len(s.Response), resp: pk.m, att: pk.att}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		pk.n += si.n
+		pk.m += si.rlen
+		pk.att += H * si.n * si.n
+		pk.maxL = max(pk.maxL, si.n)
+		if si.n > 0 {
+			pk.nsh += H
+		}
+		pk.seqs[i] = si
+	}
+	pk.toks, pk.pos = make([]int32, pk.n), make([]int32, pk.n)
+	pk.rows, pk.tgts = make([]int32, pk.m), make([]int32, pk.m)
+	for i, s := range seqs {
+		si := pk.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(pk.toks[si.start:], s.Prompt)
+		copy(pk.toks[si.start+si.plen:si.start+si.n], s.Response)
+		for k := 0; k < si.n; k++ {
+			pk.pos[si.start+k] = int32(k)
+		}
+		for k := 0; k < si.rlen; k++ {
+			pk.rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
+			pk.tgts[si.resp+k] = s.Response[k]
+		}
+	}
+	return pk
+}
+
+// flatGrads checks dLogProb and dEntropy (which may be nil) against the pass's sequences and
+// returns them as one value per scored token.
+func flatGrads(seqs []seqInfo, m int, dLogProb, dEntropy [][]float32) (dlp, dent []float32, err error) {
+	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
+		out := make([]float32, m)
+		if d == nil && optional {
+			return out, nil
+		}
+		if len(d) != len(seqs) {
+			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(seqs))
+		}
+		for i, si := range seqs {
+			if len(d[i]) != si.rlen {
+				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
+			}
+			copy(out[si.resp:], d[i])
+		}
+		return out, nil
+	}
+	if dlp, err = flat("dLogProb", dLogProb, false); err != nil {
+		return nil, nil, err
+	}
+	if dent, err = flat("dEntropy", dEntropy, true); err != nil {
+		return nil, nil, err
+	}
+	return dlp, dent, nil
 }

@@ -46,13 +46,7 @@ func (p *Pass) LogProbs() [][]float32 { return p.split(p.logp) }
 // Entropy returns, per sequence and response token, the entropy of the same distribution.
 func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
 
-func (p *Pass) split(v []float32) [][]float32 {
-	out := make([][]float32, len(p.seqs))
-	for i, si := range p.seqs {
-		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
-	}
-	return out
-}
+func (p *Pass) split(v []float32) [][]float32 { return splitResp(p.seqs, v) }
 
 // Forward runs the batch on the device for model m (uploading its weights first when m is
 // not the model last uploaded, or after MarkDirty; when the device holds Step's updates of
@@ -74,21 +68,9 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
 	hd := D / H
 	t.gen++
-	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: make([]seqInfo, len(seqs)), tabs: map[string]batch{}}
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m, att: p.att}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
-		p.n += si.n
-		p.m += si.rlen
-		p.att += H * si.n * si.n
-		p.maxL = max(p.maxL, si.n)
-		if si.n > 0 {
-			p.nsh += H
-		}
-		p.seqs[i] = si
-	}
+	pk := pack(seqs, H)
+	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, maxL: pk.maxL, nsh: pk.nsh, att: pk.att,
+		toks: pk.toks, pos: pk.pos, rows: pk.rows, tgts: pk.tgts, tabs: map[string]batch{}}
 	if p.nsh > 65535 {
 		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
 	}
@@ -96,23 +78,6 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 		return nil, err
 	}
 	N, M := p.n, p.m
-	p.toks, p.pos = make([]int32, N), make([]int32, N)
-	p.rows, p.tgts = make([]int32, M), make([]int32, M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.toks[si.start:], s.Prompt)
-		copy(p.toks[si.start+si.plen:si.start+si.n], s.Response)
-		for k := 0; k < si.n; k++ {
-			p.pos[si.start+k] = int32(k)
-		}
-		for k := 0; k < si.rlen; k++ {
-			p.rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
-			p.tgts[si.resp+k] = s.Response[k]
-		}
-	}
 	p.logp, p.ent = make([]float32, M), make([]float32, M)
 	if M == 0 {
 		return p, nil
@@ -348,27 +313,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		return false, fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
 	}
 	gp := func(name string) ir.Ptr { return base.Add(t.off[t.index(name)]) }
-	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
-		out := make([]float32, p.m)
-		if d == nil && optional {
-			return out, nil
-		}
-		if len(d) != len(p.seqs) {
-			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
-		}
-		for i, si := range p.seqs {
-			if len(d[i]) != si.rlen {
-				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
-			}
-			copy(out[si.resp:], d[i])
-		}
-		return out, nil
-	}
-	dlp, err := flat("dLogProb", dLogProb, false)
-	if err != nil {
-		return false, err
-	}
-	dent, err := flat("dEntropy", dEntropy, true)
+	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
 	if err != nil {
 		return false, err
 	}

@@ -20,14 +20,17 @@ import (
 // qwenKernels are the block's kernels, in module order.
 var qwenKernels = []func() (*ir.Kernel, error){rmsFwd, rmsBwd, rmsDWPart, ropeKernel, swigluFwd, swigluBwd}
 
-// rmsSeg returns, for the row kernels over (row, head) segments of d words, the first word of
-// the segment in x (rows ldx words apart, heads d words apart) and its index among the
-// rows·heads segments (xhat holds segment s at s·d, rstd at s).
-func rmsSeg(b *ir.Builder, d, ldx ir.Reg) (xb, seg ir.Reg) {
+// rmsSeg starts the row kernels over (row, head) segments of d words: the reduction's shared
+// array and thread index, the segment's first word in x (rows ldx words apart, heads d words
+// apart), its index seg among the rows·heads segments, and hb = seg·d (xhat holds segment seg
+// at hb, rstd at seg).
+func rmsSeg(b *ir.Builder, d, ldx ir.Reg) (sh int, tid, xb, seg, hb ir.Reg) {
+	sh = b.Shared("red", RowThreads)
+	tid = b.Special(ir.TidX)
 	r, h := b.Special(ir.CtaidX), b.Special(ir.CtaidY)
 	xb = b.Add(b.Mul(r, ldx), b.Mul(h, d))
 	seg = b.Add(b.Mul(r, b.Special(ir.NctaidY)), h)
-	return xb, seg
+	return sh, tid, xb, seg, b.Mul(seg, d)
 }
 
 // headWeight loads w[j] for heads below nw and w2[j] for the others (q_norm for the query
@@ -47,10 +50,7 @@ func rmsFwd() (*ir.Kernel, error) {
 	b := ir.NewKernel("rms_fwd")
 	x, w, w2, y, xhat, rstd := b.Ptr("x"), b.Ptr("w"), b.Ptr("w2"), b.Ptr("y"), b.Ptr("xhat"), b.Ptr("rstd")
 	d, ldx, nw, eps := b.IParam("d"), b.IParam("ldx"), b.IParam("nw"), b.FParam("eps")
-	sh := b.Shared("red", RowThreads)
-	tid := b.Special(ir.TidX)
-	xb, seg := rmsSeg(b, d, ldx)
-	hb := b.Mul(seg, d)
+	sh, tid, xb, seg, hb := rmsSeg(b, d, ldx)
 	q := b.Var(b.F(0))
 	rowLoop(b, tid, d, func(j ir.Reg) {
 		v := b.Ld(ir.F32, x, b.Add(xb, j))
@@ -76,10 +76,7 @@ func rmsBwd() (*ir.Kernel, error) {
 	b := ir.NewKernel("rms_bwd")
 	dy, xhat, rstd, w, w2, dx := b.Ptr("dy"), b.Ptr("xhat"), b.Ptr("rstd"), b.Ptr("w"), b.Ptr("w2"), b.Ptr("dx")
 	d, ldx, nw, acc := b.IParam("d"), b.IParam("ldx"), b.IParam("nw"), b.IParam("acc")
-	sh := b.Shared("red", RowThreads)
-	tid := b.Special(ir.TidX)
-	xb, seg := rmsSeg(b, d, ldx)
-	hb := b.Mul(seg, d)
+	sh, tid, xb, seg, hb := rmsSeg(b, d, ldx)
 	s := b.Var(b.F(0))
 	rowLoop(b, tid, d, func(j ir.Reg) {
 		g := b.Mul(b.Ld(ir.F32, dy, b.Add(xb, j)), headWeight(b, w, w2, nw, j))
