@@ -21,6 +21,9 @@ type LLMTrainer struct {
 	t   *Trainer // device, weight and gradient buffers, buffer pool, launcher settings
 	cfg model.ArchConfig
 	src *model.LLM // the model whose weights the device holds
+	// vocabChunk is the most vocabulary rows one csr_rows_add launch covers (the grid's y
+	// limit); tests lower it to run the chunking at a tiny vocabulary.
+	vocabChunk int
 }
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
@@ -29,7 +32,7 @@ func NewLLM(dev Device, m *model.LLM) (*LLMTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lt := &LLMTrainer{t: t, cfg: m.Config()}
+	lt := &LLMTrainer{t: t, cfg: m.Config(), vocabChunk: 65535}
 	if err := lt.upload(m); err != nil {
 		_ = t.Close()
 		return nil, err
@@ -453,8 +456,8 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	}
 	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
 	ge := gp(lnEmbed)
-	for v0 := 0; v0 < d.V; v0 += 65535 {
-		rows := min(65535, d.V-v0)
+	for v0 := 0; v0 < d.V; v0 += lt.vocabChunk {
+		rows := min(lt.vocabChunk, d.V-v0)
 		l.launch("csr_rows_add", [3]int{ceil(d.D, kernels.RowThreads), rows, 1}, rowBlock,
 			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
 	}
