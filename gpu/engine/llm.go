@@ -175,6 +175,31 @@ func (p *LLMPass) gqaBatch(name string, tab []int32) batch {
 	return bt
 }
 
+// attnForward runs causal grouped-query attention from qkv (after RoPE) through the maps att
+// into out, as kernels.GQATables prescribes.
+func (p *LLMPass) attnForward(l *launcher, qkv, att, out ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
+	l.gemmBatched(false, true, p.gqaBatch("s", p.gqa.S), scale, 0, qkv, qkv, att)
+	l.launch("softmax_causal", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.tabs["rows"]))
+	l.gemmBatched(false, false, p.gqaBatch("o", p.gqa.O), 1, 0, att, qkv, out)
+}
+
+// attnBackward writes into dqkv the gradient of attnForward's input given dO (dP is scratch
+// of the maps' size): the kv heads' dK and dV add their query heads one launch per query head
+// of a group, β = 0 first, so no launch has two blocks writing one word.
+func (p *LLMPass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
+	l.gemmBatched(false, true, p.gqaBatch("dp", p.gqa.DP), 1, 0, dO, qkv, dP)
+	for i := range p.gqa.DV {
+		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dv%d", i), p.gqa.DV[i]), 1, float32(min(i, 1)), att, dO, dqkv)
+	}
+	l.launch("softmax_causal_bwd", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs["rows"]))
+	l.gemmBatched(false, false, p.gqaBatch("dq", p.gqa.DQ), scale, 0, dP, qkv, dqkv)
+	for i := range p.gqa.DK {
+		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dk%d", i), p.gqa.DK[i]), scale, float32(min(i, 1)), dP, qkv, dqkv)
+	}
+}
+
 // Forward runs the batch on the device for model m (uploading its weights first when m is
 // not the model last uploaded, or after MarkDirty). Log-probs and entropies come back to the host.
 func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature float32) (*LLMPass, error) {
@@ -226,36 +251,11 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	x, tmp := need("x", N*d.D), need("tmp", N*d.D)
 	l.elementwise("gather_rows", N*d.D, ir.ArgP(t.wp(lnEmbed)), ir.ArgP(p.tabs["toks"]), ir.ArgP(x), ir.ArgI(d.D))
-	scale := float32(1 / math.Sqrt(float64(d.hd)))
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	smGrid := [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}
-	nh := d.H + d.KV
 	for li := 0; li < c.Layers; li++ {
-		pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
-		h1, inHat, inRstd := need(a+"h1", N*d.D), need(a+"inHat", N*d.D), need(a+"inRstd", N)
-		qkv, att, attOut := need(a+"qkv", N*d.ld), need(a+"att", p.att), need(a+"attOut", N*d.od)
-		h2, postHat, postRstd := need(a+"h2", N*d.D), need(a+"postHat", N*d.D), need(a+"postRstd", N)
-		gu, act := need(a+"gu", N*2*d.F), need(a+"act", N*d.F)
-		if l.err != nil {
-			return nil, l.err
+		if err := p.blockForward(l, li, x, tmp); err != nil {
+			return nil, err
 		}
-		l.rms(x, t.wp(pre+lnIn), t.wp(pre+lnIn), h1, inHat, inRstd, N, 1, d.D, d.D, 1, d.eps)
-		t.linear(l, h1, N, d.D, pre+lnQKV, d.ld, qkv)
-		if c.QKNorm {
-			qkHat, qkRstd := need(a+"qkHat", N*nh*d.hd), need(a+"qkRstd", N*nh)
-			l.rms(qkv, t.wp(pre+lnQN), t.wp(pre+lnKN), qkv, qkHat, qkRstd, N, nh, d.hd, d.ld, d.H, d.eps)
-		}
-		l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(qkv), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(1))
-		l.gemmBatched(false, true, p.gqaBatch("s", p.gqa.S), scale, 0, qkv, qkv, att)
-		l.launch("softmax_causal", smGrid, rowBlock, ir.ArgP(att), ir.ArgP(p.tabs["rows"]))
-		l.gemmBatched(false, false, p.gqaBatch("o", p.gqa.O), 1, 0, att, qkv, attOut)
-		t.linear(l, attOut, N, d.od, pre+lnO, d.D, tmp)
-		l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
-		l.rms(x, t.wp(pre+lnPost), t.wp(pre+lnPost), h2, postHat, postRstd, N, 1, d.D, d.D, 1, d.eps)
-		t.linear(l, h2, N, d.D, pre+lnGate, 2*d.F, gu)
-		l.elementwise("swiglu_fwd", N*d.F, ir.ArgP(gu), ir.ArgP(act), ir.ArgI(d.F))
-		t.linear(l, act, N, d.F, pre+lnDown, d.D, tmp)
-		l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
 	}
 	xg, nHat, nRstd, hf := need("xg", M*d.D), need("nHat", M*d.D), need("nRstd", M), need("hf", M*d.D)
 	logits, probs := need("logits", M*d.V), need("probs", M*d.V)
@@ -277,6 +277,38 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 		return nil, fmt.Errorf("gpu engine: read entropies: %w", err)
 	}
 	return p, nil
+}
+
+// blockForward runs block li on the residual stream x[N×D] in place, keeping its activations
+// in the trainer's buffers "L<li>.*"; tmp is N×D scratch.
+func (p *LLMPass) blockForward(l *launcher, li int, x, tmp ir.Ptr) error {
+	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	nh := d.H + d.KV
+	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
+	h1, inHat, inRstd := need(a+"h1", N*d.D), need(a+"inHat", N*d.D), need(a+"inRstd", N)
+	qkv, att, attOut := need(a+"qkv", N*d.ld), need(a+"att", p.att), need(a+"attOut", N*d.od)
+	h2, postHat, postRstd := need(a+"h2", N*d.D), need(a+"postHat", N*d.D), need(a+"postRstd", N)
+	gu, act := need(a+"gu", N*2*d.F), need(a+"act", N*d.F)
+	if l.err != nil {
+		return l.err
+	}
+	l.rms(x, t.wp(pre+lnIn), t.wp(pre+lnIn), h1, inHat, inRstd, N, 1, d.D, d.D, 1, d.eps)
+	t.linear(l, h1, N, d.D, pre+lnQKV, d.ld, qkv)
+	if c.QKNorm {
+		qkHat, qkRstd := need(a+"qkHat", N*nh*d.hd), need(a+"qkRstd", N*nh)
+		l.rms(qkv, t.wp(pre+lnQN), t.wp(pre+lnKN), qkv, qkHat, qkRstd, N, nh, d.hd, d.ld, d.H, d.eps)
+	}
+	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(qkv), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(1))
+	p.attnForward(l, qkv, att, attOut)
+	t.linear(l, attOut, N, d.od, pre+lnO, d.D, tmp)
+	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
+	l.rms(x, t.wp(pre+lnPost), t.wp(pre+lnPost), h2, postHat, postRstd, N, 1, d.D, d.D, 1, d.eps)
+	t.linear(l, h2, N, d.D, pre+lnGate, 2*d.F, gu)
+	l.elementwise("swiglu_fwd", N*d.F, ir.ArgP(gu), ir.ArgP(act), ir.ArgI(d.F))
+	t.linear(l, act, N, d.F, pre+lnDown, d.D, tmp)
+	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
+	return l.err
 }
 
 // upload sends the pass's integer inputs, GQA tables and RoPE tables (the CPU engine's, from
@@ -399,6 +431,7 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	if l.err != nil {
 		return l.err
 	}
+	bufs := llmGradBufs{dX: dX, dT: dT, dAct: dAct, dGU: dGU, dAO: dAO, dQKV: dQKV, dP: dP}
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
 	invT := float32(1 / float64(p.temp))
 	l.elementwise("d_logits", M*d.V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(p.tgtP),
@@ -411,48 +444,8 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 		l.err = t.dev.Zero(dX, N*d.D)
 	}
 	l.elementwise("scatter_rows_add", M*d.D, ir.ArgP(dXg), ir.ArgP(p.rowsP), ir.ArgP(dX), ir.ArgI(d.D))
-	scale := float32(1 / math.Sqrt(float64(d.hd)))
-	smGrid := [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}
-	nh := d.H + d.KV
 	for li := c.Layers - 1; li >= 0; li-- {
-		pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
-		act := func(name string) ir.Ptr { return b[a+name].p }
-		// MLP: x += down(silu(gate(h2))·up(h2)).
-		l.gemmW(true, false, d.D, d.F, N, 1, dX, d.D, act("act"), d.F, 1, gp(pre+lnDown+".weight"), d.F)
-		l.gemm(false, false, N, d.F, d.D, 1, dX, d.D, t.wp(pre+lnDown+".weight"), d.F, 0, dAct, d.F)
-		l.elementwise("swiglu_bwd", N*d.F, ir.ArgP(act("gu")), ir.ArgP(dAct), ir.ArgP(dGU), ir.ArgI(d.F))
-		l.gemmW(true, false, 2*d.F, d.D, N, 1, dGU, 2*d.F, act("h2"), d.D, 1, gp(pre+lnGate+".weight"), d.D)
-		l.gemm(false, false, N, d.D, 2*d.F, 1, dGU, 2*d.F, t.wp(pre+lnGate+".weight"), d.D, 0, dT, d.D)
-		post := t.wp(pre + lnPost)
-		t.rmsBack(l, dT, act("postHat"), act("postRstd"), post, post, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnPost), 0)
-		// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
-		l.gemmW(true, false, d.D, d.od, N, 1, dX, d.D, act("attOut"), d.od, 1, gp(pre+lnO+".weight"), d.od)
-		if t.has(pre + lnO + ".bias") {
-			t.colSum(l, dX, 0, N, d.D, gp(pre+lnO+".bias"))
-		}
-		l.gemm(false, false, N, d.od, d.D, 1, dX, d.D, t.wp(pre+lnO+".weight"), d.od, 0, dAO, d.od)
-		qkv, att := act("qkv"), act("att")
-		l.gemmBatched(false, true, p.gqaBatch("dp", p.gqa.DP), 1, 0, dAO, qkv, dP)
-		for i := range p.gqa.DV {
-			l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dv%d", i), p.gqa.DV[i]), 1, float32(min(i, 1)), att, dAO, dQKV)
-		}
-		l.launch("softmax_causal_bwd", smGrid, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs["rows"]))
-		l.gemmBatched(false, false, p.gqaBatch("dq", p.gqa.DQ), scale, 0, dP, qkv, dQKV)
-		for i := range p.gqa.DK {
-			l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dk%d", i), p.gqa.DK[i]), scale, float32(min(i, 1)), dP, qkv, dQKV)
-		}
-		l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(dQKV), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(-1))
-		if c.QKNorm {
-			qn, kn := t.wp(pre+lnQN), t.wp(pre+lnKN)
-			t.rmsBack(l, dQKV, act("qkHat"), act("qkRstd"), qn, kn, dQKV, N, nh, d.hd, d.ld, d.H, false, gp(pre+lnQN), gp(pre+lnKN))
-		}
-		l.gemmW(true, false, d.ld, d.D, N, 1, dQKV, d.ld, act("h1"), d.D, 1, gp(pre+lnQKV+".weight"), d.D)
-		if t.has(pre + lnQKV + ".bias") {
-			t.colSum(l, dQKV, 0, N, d.ld, gp(pre+lnQKV+".bias"))
-		}
-		l.gemm(false, false, N, d.D, d.ld, 1, dQKV, d.ld, t.wp(pre+lnQKV+".weight"), d.D, 0, dT, d.D)
-		in := t.wp(pre + lnIn)
-		t.rmsBack(l, dT, act("inHat"), act("inRstd"), in, in, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnIn), 0)
+		p.blockBackward(l, li, gp, bufs)
 	}
 	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
 	ge := gp(lnEmbed)
@@ -462,6 +455,48 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
 	}
 	return l.err
+}
+
+// llmGradBufs are the scratch buffers of blockBackward: dX[N×D] (the residual stream's
+// gradient, updated in place) and the rest.
+type llmGradBufs struct{ dX, dT, dAct, dGU, dAO, dQKV, dP ir.Ptr }
+
+// blockBackward turns s.dX (gradient of block li's output) into the gradient of its input,
+// adding the block's tensor gradients at gp(name).
+func (p *LLMPass) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, s llmGradBufs) {
+	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
+	b := t.bufs
+	nh := d.H + d.KV
+	dX, dT, dAct, dGU, dAO, dQKV, dP := s.dX, s.dT, s.dAct, s.dGU, s.dAO, s.dQKV, s.dP
+	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
+	act := func(name string) ir.Ptr { return b[a+name].p }
+	// MLP: x += down(silu(gate(h2))·up(h2)).
+	l.gemmW(true, false, d.D, d.F, N, 1, dX, d.D, act("act"), d.F, 1, gp(pre+lnDown+".weight"), d.F)
+	l.gemm(false, false, N, d.F, d.D, 1, dX, d.D, t.wp(pre+lnDown+".weight"), d.F, 0, dAct, d.F)
+	l.elementwise("swiglu_bwd", N*d.F, ir.ArgP(act("gu")), ir.ArgP(dAct), ir.ArgP(dGU), ir.ArgI(d.F))
+	l.gemmW(true, false, 2*d.F, d.D, N, 1, dGU, 2*d.F, act("h2"), d.D, 1, gp(pre+lnGate+".weight"), d.D)
+	l.gemm(false, false, N, d.D, 2*d.F, 1, dGU, 2*d.F, t.wp(pre+lnGate+".weight"), d.D, 0, dT, d.D)
+	post := t.wp(pre + lnPost)
+	t.rmsBack(l, dT, act("postHat"), act("postRstd"), post, post, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnPost), 0)
+	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
+	l.gemmW(true, false, d.D, d.od, N, 1, dX, d.D, act("attOut"), d.od, 1, gp(pre+lnO+".weight"), d.od)
+	if t.has(pre + lnO + ".bias") {
+		t.colSum(l, dX, 0, N, d.D, gp(pre+lnO+".bias"))
+	}
+	l.gemm(false, false, N, d.od, d.D, 1, dX, d.D, t.wp(pre+lnO+".weight"), d.od, 0, dAO, d.od)
+	p.attnBackward(l, act("qkv"), act("att"), dAO, dP, dQKV)
+	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(dQKV), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(-1))
+	if c.QKNorm {
+		qn, kn := t.wp(pre+lnQN), t.wp(pre+lnKN)
+		t.rmsBack(l, dQKV, act("qkHat"), act("qkRstd"), qn, kn, dQKV, N, nh, d.hd, d.ld, d.H, false, gp(pre+lnQN), gp(pre+lnKN))
+	}
+	l.gemmW(true, false, d.ld, d.D, N, 1, dQKV, d.ld, act("h1"), d.D, 1, gp(pre+lnQKV+".weight"), d.D)
+	if t.has(pre + lnQKV + ".bias") {
+		t.colSum(l, dQKV, 0, N, d.ld, gp(pre+lnQKV+".bias"))
+	}
+	l.gemm(false, false, N, d.D, d.ld, 1, dQKV, d.ld, t.wp(pre+lnQKV+".weight"), d.D, 0, dT, d.D)
+	in := t.wp(pre + lnIn)
+	t.rmsBack(l, dT, act("inHat"), act("inRstd"), in, in, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnIn), 0)
 }
 
 // packed is a batch laid out as the CPU engine packs it: each sequence's rows (prompt and
