@@ -3,10 +3,10 @@ package model
 import "fmt"
 
 // BlockRef exposes the CPU engine's Llama-family block ops (arch_ops.go) to
-// the GPU kernels' tests in gpu/kernels, which run each kernel on the IR
+// the GPU side: the kernels' tests in gpu/kernels run each kernel on the IR
 // interpreter and compare it with the op the CPU engine uses, on the same
-// inputs. Every method calls the op LLM's passes call; none is a second
-// implementation. Layouts are LLM's: a q|k|v row holds the Heads query heads,
+// inputs, and the GPU engine takes its RoPE tables from RopeTable. Every
+// method calls the op LLM's passes call; none is a second implementation. Layouts are LLM's: a q|k|v row holds the Heads query heads,
 // then the KVHeads key heads, then the KVHeads value heads, HeadDim each; a
 // gate|up row holds Intermediate gate values, then Intermediate up values.
 type BlockRef struct {
