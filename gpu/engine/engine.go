@@ -208,12 +208,34 @@ func (t *Trainer) upload(m *model.Model) error {
 	if m.Config() != t.cfg {
 		return fmt.Errorf("gpu engine: model config differs from the trainer's")
 	}
-	for i, p := range m.Params() {
+	if err := t.writeParams(m.Params()); err != nil {
+		return err
+	}
+	t.src, t.dirty = m, false
+	return nil
+}
+
+// writeParams copies params (laid out as newTrainer's) into the device's weights.
+func (t *Trainer) writeParams(params []model.Param) error {
+	for i, p := range params {
 		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Data); err != nil {
 			return fmt.Errorf("gpu engine: upload %s: %w", p.Name, err)
 		}
 	}
-	t.src, t.dirty = m, false
+	return nil
+}
+
+// readScores waits for the launches of l and copies the pass's log-probs and entropies back.
+func (t *Trainer) readScores(l *launcher, logp, ent []float32, logpP, entP ir.Ptr) error {
+	if l.err != nil {
+		return l.err
+	}
+	if err := t.dev.ReadF32(logp, logpP); err != nil {
+		return fmt.Errorf("gpu engine: read log-probs: %w", err)
+	}
+	if err := t.dev.ReadF32(ent, entP); err != nil {
+		return fmt.Errorf("gpu engine: read entropies: %w", err)
+	}
 	return nil
 }
 

@@ -53,10 +53,8 @@ func (lt *LLMTrainer) upload(m *model.LLM) error {
 	if m.Config() != lt.cfg {
 		return fmt.Errorf("gpu engine: model config differs from the trainer's")
 	}
-	for i, p := range m.Params() {
-		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Data); err != nil {
-			return fmt.Errorf("gpu engine: upload %s: %w", p.Name, err)
-		}
+	if err := t.writeParams(m.Params()); err != nil {
+		return err
 	}
 	t.dirty, lt.src = false, m
 	return nil
@@ -267,14 +265,8 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	l.rms(xg, t.wp(lnNorm), t.wp(lnNorm), hf, nHat, nRstd, M, 1, d.D, d.D, 1, d.eps)
 	l.gemm(false, true, M, d.V, d.D, 1, hf, d.D, t.wp(lt.headName()), d.D, 0, logits, d.V)
 	l.launch("log_softmax", [3]int{M, 1, 1}, rowBlock, ir.ArgP(logits), ir.ArgP(p.tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(d.V), ir.ArgF(float32(1/float64(temperature))))
-	if l.err != nil {
-		return nil, l.err
-	}
-	if err := t.dev.ReadF32(p.logp, logp); err != nil {
-		return nil, fmt.Errorf("gpu engine: read log-probs: %w", err)
-	}
-	if err := t.dev.ReadF32(p.ent, ent); err != nil {
-		return nil, fmt.Errorf("gpu engine: read entropies: %w", err)
+	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

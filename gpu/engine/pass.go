@@ -178,14 +178,8 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	l.launch("ln_fwd", rowGrid(M), rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
 	l.gemm(false, true, M, V, D, 1, hf, D, t.wp(t.headName()), D, 0, logits, V)
 	l.launch("log_softmax", rowGrid(M), rowBlock, ir.ArgP(logits), ir.ArgP(tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(temperature))))
-	if l.err != nil {
-		return nil, l.err
-	}
-	if err := t.dev.ReadF32(p.logp, logp); err != nil {
-		return nil, fmt.Errorf("gpu engine: read log-probs: %w", err)
-	}
-	if err := t.dev.ReadF32(p.ent, ent); err != nil {
-		return nil, fmt.Errorf("gpu engine: read entropies: %w", err)
+	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
