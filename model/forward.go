@@ -57,18 +57,24 @@ type Pass struct {
 }
 
 func (m *Model) checkSeqs(seqs []Sequence) error {
+	return checkSequences(seqs, m.cfg.Context, m.cfg.Vocab)
+}
+
+// checkSequences reports (up to ~8) sequences that a model with the given
+// context and vocabulary cannot score.
+func checkSequences(seqs []Sequence, context, vocab int) error {
 	var errs []error
 	for i, s := range seqs {
 		if len(s.Response) > 0 && len(s.Prompt) == 0 {
 			errs = append(errs, fmt.Errorf("sequence %d: empty prompt", i))
 		}
-		if len(s.Prompt)+len(s.Response) > m.cfg.Context {
-			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), m.cfg.Context))
+		if len(s.Prompt)+len(s.Response) > context {
+			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), context))
 		}
 		for _, part := range [][]int32{s.Prompt, s.Response} {
 			for _, t := range part {
-				if t < 0 || int(t) >= m.cfg.Vocab {
-					errs = append(errs, fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, m.cfg.Vocab))
+				if t < 0 || int(t) >= vocab {
+					errs = append(errs, fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, vocab))
 					break
 				}
 			}
@@ -95,37 +101,15 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	}
 	c := m.cfg
 	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
-	p := &Pass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M, att: p.attLen}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
-		p.n += si.n
-		p.M += si.rlen
-		p.attLen += H * si.n * si.n
-		p.seqs[i] = si
+	p := &Pass{m: m, temp: temperature}
+	var pk packed
+	pk, p.pos = packSeqs(seqs)
+	p.seqs, p.n, p.M, p.tokens, p.respRows, p.targets = pk.seqs, pk.n, pk.m, pk.tokens, pk.respRows, pk.targets
+	for i := range p.seqs {
+		p.seqs[i].att = p.attLen
+		p.attLen += H * p.seqs[i].n * p.seqs[i].n
 	}
 	N, M := p.n, p.M
-	p.tokens = make([]int32, N)
-	p.pos = make([]int32, N)
-	p.respRows = make([]int32, M)
-	p.targets = make([]int32, M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.tokens[si.start:], s.Prompt)
-		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
-		for t := 0; t < si.n; t++ {
-			p.pos[si.start+t] = int32(t)
-		}
-		for t := 0; t < si.rlen; t++ {
-			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
-			p.targets[si.resp+t] = s.Response[t]
-		}
-	}
 	w := &m.w
 	xb, tmpb := getScratch(N*D), getScratch(N*D)
 	defer putScratch(xb)
@@ -177,17 +161,51 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	p.lse = make([]float64, M)
 	p.logp = make([]float32, M)
 	p.ent = make([]float32, M)
-	invT := 1 / float64(temperature)
-	parallelRows(M, 16, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			z := p.logits[k*V : (k+1)*V]
-			lse, ent := softmaxStats(z, invT, p.probs[k*V:(k+1)*V])
-			p.lse[k] = lse
-			p.logp[k] = float32(float64(z[p.targets[k]])*invT - lse)
-			p.ent[k] = float32(ent)
-		}
-	})
+	scoreRows(p.logits, p.probs, V, temperature, p.targets, p.lse, p.logp, p.ent)
 	return p, nil
+}
+
+// packed is the row layout of a batch: its sequences packed end to end
+// (no padding), the tokens fed, the rows whose outputs predict response
+// tokens and those tokens.
+type packed struct {
+	seqs                      []seqInfo
+	n, m                      int // rows fed, response tokens
+	tokens, respRows, targets []int32
+}
+
+// packSeqs lays out seqs and returns each row's position in its sequence.
+func packSeqs(seqs []Sequence) (packed, []int32) {
+	p := packed{seqs: make([]seqInfo, len(seqs))}
+	for i, s := range seqs {
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		p.n += si.n
+		p.m += si.rlen
+		p.seqs[i] = si
+	}
+	p.tokens = make([]int32, p.n)
+	pos := make([]int32, p.n)
+	p.respRows = make([]int32, p.m)
+	p.targets = make([]int32, p.m)
+	for i, s := range seqs {
+		si := p.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(p.tokens[si.start:], s.Prompt)
+		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
+		for t := 0; t < si.n; t++ {
+			pos[si.start+t] = int32(t)
+		}
+		for t := 0; t < si.rlen; t++ {
+			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
+			p.targets[si.resp+t] = s.Response[t]
+		}
+	}
+	return p, pos
 }
 
 func addInto(x, y []float32) {
@@ -299,13 +317,7 @@ func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
 // Tokens is the number of response tokens scored.
 func (p *Pass) Tokens() int { return p.M }
 
-func (p *Pass) split(v []float32) [][]float32 {
-	out := make([][]float32, len(p.seqs))
-	for i, si := range p.seqs {
-		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
-	}
-	return out
-}
+func (p *Pass) split(v []float32) [][]float32 { return splitSeqs(p.seqs, v) }
 
 // Score returns the per-token log-probs and entropies of seqs without
 // keeping activations for a backward pass: it runs Forward on chunks of at
@@ -314,7 +326,19 @@ func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]fl
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, nil, err
 	}
-	const budget = 8192
+	return scoreChunks(seqs, 8192, func(chunk []Sequence) ([][]float32, [][]float32, error) {
+		p, err := m.Forward(chunk, temperature)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p.LogProbs(), p.Entropy(), nil
+	})
+}
+
+// scoreChunks runs score on consecutive chunks of seqs of at most budget
+// tokens (a longer sequence alone) and concatenates the log-probs and
+// entropies.
+func scoreChunks(seqs []Sequence, budget int, score func([]Sequence) ([][]float32, [][]float32, error)) ([][]float32, [][]float32, error) {
 	lp := make([][]float32, 0, len(seqs))
 	en := make([][]float32, 0, len(seqs))
 	for lo := 0; lo < len(seqs); {
@@ -323,12 +347,12 @@ func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]fl
 			tok += len(seqs[hi].Prompt) + len(seqs[hi].Response)
 			hi++
 		}
-		p, err := m.Forward(seqs[lo:hi], temperature)
+		l, e, err := score(seqs[lo:hi])
 		if err != nil {
 			return nil, nil, err
 		}
-		lp = append(lp, p.LogProbs()...)
-		en = append(en, p.Entropy()...)
+		lp = append(lp, l...)
+		en = append(en, e...)
 		lo = hi
 	}
 	return lp, en, nil

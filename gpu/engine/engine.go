@@ -79,6 +79,9 @@ type Trainer struct {
 	// bigBlocks is the fewest TileBig blocks for which a plain GEMM uses the TileBig kernel
 	// (see bigGemm); tests lower it to run the large kernels at small shapes.
 	bigBlocks int
+	// lookupErr records the first parameter name looked up (index) that the model does
+	// not have: the launcher then refuses every launch instead of running on parameter 0.
+	lookupErr error
 	// splitBlocks: a weight-gradient GEMM with fewer Tile blocks than this is split along k
 	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
 	splitBlocks, splitMinK int
@@ -129,9 +132,23 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if c.Vocab > 65535 || c.Context > 65535 {
 		return nil, fmt.Errorf("gpu engine: vocab %d or context %d above 65535 (grid limit)", c.Vocab, c.Context)
 	}
-	t := &Trainer{dev: dev, cfg: c, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
+	t, err := newTrainer(dev, m.Params())
+	if err != nil {
+		return nil, err
+	}
+	t.cfg = c
+	if err := t.upload(m); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTrainer lays out params (in order) in a weight and a gradient buffer on dev.
+func newTrainer(dev Device, params []model.Param) (*Trainer, error) {
+	t := &Trainer{dev: dev, idx: map[string]int{}, bufs: map[string]devBuf{}, bigBlocks: DefaultBigGemmBlocks,
 		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}, grads: map[*Grads]struct{}{}}
-	for i, p := range m.Params() {
+	for i, p := range params {
 		t.off = append(t.off, t.total)
 		t.sizes = append(t.sizes, len(p.Data))
 		t.idx[p.Name] = i
@@ -147,10 +164,6 @@ func New(dev Device, m *model.Model) (*Trainer, error) {
 	if t.g, err = dev.Alloc(t.total); err != nil {
 		_ = dev.Free(t.w)
 		return nil, fmt.Errorf("gpu engine: gradients: %w", err)
-	}
-	if err := t.upload(m); err != nil {
-		_ = t.Close()
-		return nil, err
 	}
 	return t, nil
 }
@@ -195,12 +208,34 @@ func (t *Trainer) upload(m *model.Model) error {
 	if m.Config() != t.cfg {
 		return fmt.Errorf("gpu engine: model config differs from the trainer's")
 	}
-	for i, p := range m.Params() {
+	if err := t.writeParams(m.Params()); err != nil {
+		return err
+	}
+	t.src, t.dirty = m, false
+	return nil
+}
+
+// writeParams copies params (laid out as newTrainer's) into the device's weights.
+func (t *Trainer) writeParams(params []model.Param) error {
+	for i, p := range params {
 		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Data); err != nil {
 			return fmt.Errorf("gpu engine: upload %s: %w", p.Name, err)
 		}
 	}
-	t.src, t.dirty = m, false
+	return nil
+}
+
+// readScores waits for the launches of l and copies the pass's log-probs and entropies back.
+func (t *Trainer) readScores(l *launcher, logp, ent []float32, logpP, entP ir.Ptr) error {
+	if l.err != nil {
+		return l.err
+	}
+	if err := t.dev.ReadF32(logp, logpP); err != nil {
+		return fmt.Errorf("gpu engine: read log-probs: %w", err)
+	}
+	if err := t.dev.ReadF32(ent, entP); err != nil {
+		return fmt.Errorf("gpu engine: read entropies: %w", err)
+	}
 	return nil
 }
 
@@ -228,7 +263,23 @@ func (t *Trainer) buf(name string, words int) (ir.Ptr, error) {
 	return p, nil
 }
 
-func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.idx[name]]) }
+func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.index(name)]) }
+
+// index returns the position of the named parameter. A name the model does not have is
+// recorded in lookupErr (the launcher then fails) and yields 0.
+func (t *Trainer) index(name string) int {
+	i, ok := t.idx[name]
+	if !ok && t.lookupErr == nil {
+		t.lookupErr = fmt.Errorf("gpu engine: the model has no parameter %q", name)
+	}
+	return i
+}
+
+// has reports whether the model has the named parameter (biases are optional).
+func (t *Trainer) has(name string) bool {
+	_, ok := t.idx[name]
+	return ok
+}
 
 func (t *Trainer) headName() string {
 	if t.cfg.TiedHead {
@@ -244,7 +295,10 @@ type launcher struct {
 	t   *Trainer // nil (AdamStep): no TileBig or split-K GEMMs, whose settings and buffers are t's
 }
 
-func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, t: t} }
+func (t *Trainer) launcher() *launcher {
+	t.lookupErr = nil
+	return &launcher{dev: t.dev, t: t}
+}
 
 // bigGemm says whether the TileBig kernel computes an m×n product: when it has at least
 // l.t.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
@@ -268,6 +322,9 @@ func (l *launcher) keep(b ir.Ptr, err error) ir.Ptr {
 }
 
 func (l *launcher) launch(name string, grid, block [3]int, args ...ir.Arg) {
+	if l.err == nil && l.t != nil && l.t.lookupErr != nil {
+		l.err = l.t.lookupErr
+	}
 	if l.err != nil {
 		return
 	}

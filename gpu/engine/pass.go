@@ -46,13 +46,7 @@ func (p *Pass) LogProbs() [][]float32 { return p.split(p.logp) }
 // Entropy returns, per sequence and response token, the entropy of the same distribution.
 func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
 
-func (p *Pass) split(v []float32) [][]float32 {
-	out := make([][]float32, len(p.seqs))
-	for i, si := range p.seqs {
-		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
-	}
-	return out
-}
+func (p *Pass) split(v []float32) [][]float32 { return splitResp(p.seqs, v) }
 
 // Forward runs the batch on the device for model m (uploading its weights first when m is
 // not the model last uploaded, or after MarkDirty; when the device holds Step's updates of
@@ -74,21 +68,9 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
 	hd := D / H
 	t.gen++
-	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: make([]seqInfo, len(seqs)), tabs: map[string]batch{}}
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m, att: p.att}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
-		p.n += si.n
-		p.m += si.rlen
-		p.att += H * si.n * si.n
-		p.maxL = max(p.maxL, si.n)
-		if si.n > 0 {
-			p.nsh += H
-		}
-		p.seqs[i] = si
-	}
+	pk := pack(seqs, H)
+	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, maxL: pk.maxL, nsh: pk.nsh, att: pk.att,
+		toks: pk.toks, pos: pk.pos, rows: pk.rows, tgts: pk.tgts, tabs: map[string]batch{}}
 	if p.nsh > 65535 {
 		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
 	}
@@ -96,23 +78,6 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 		return nil, err
 	}
 	N, M := p.n, p.m
-	p.toks, p.pos = make([]int32, N), make([]int32, N)
-	p.rows, p.tgts = make([]int32, M), make([]int32, M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.toks[si.start:], s.Prompt)
-		copy(p.toks[si.start+si.plen:si.start+si.n], s.Response)
-		for k := 0; k < si.n; k++ {
-			p.pos[si.start+k] = int32(k)
-		}
-		for k := 0; k < si.rlen; k++ {
-			p.rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
-			p.tgts[si.resp+k] = s.Response[k]
-		}
-	}
 	p.logp, p.ent = make([]float32, M), make([]float32, M)
 	if M == 0 {
 		return p, nil
@@ -213,14 +178,8 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	l.launch("ln_fwd", rowGrid(M), rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
 	l.gemm(false, true, M, V, D, 1, hf, D, t.wp(t.headName()), D, 0, logits, V)
 	l.launch("log_softmax", rowGrid(M), rowBlock, ir.ArgP(logits), ir.ArgP(tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(temperature))))
-	if l.err != nil {
-		return nil, l.err
-	}
-	if err := t.dev.ReadF32(p.logp, logp); err != nil {
-		return nil, fmt.Errorf("gpu engine: read log-probs: %w", err)
-	}
-	if err := t.dev.ReadF32(p.ent, ent); err != nil {
-		return nil, fmt.Errorf("gpu engine: read entropies: %w", err)
+	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -248,10 +207,15 @@ func (p *Pass) checkSizes(c model.Config) error {
 	return nil
 }
 
-// linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight, name.bias.
+// linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight and, when the model
+// has it, name.bias.
 func (t *Trainer) linear(l *launcher, x ir.Ptr, n, in int, name string, out int, y ir.Ptr) {
-	l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
-	l.gemm(false, true, n, out, in, 1, x, in, t.wp(name+".weight"), in, 1, y, out)
+	beta := float32(0)
+	if t.has(name + ".bias") {
+		l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
+		beta = 1
+	}
+	l.gemm(false, true, n, out, in, 1, x, in, t.wp(name+".weight"), in, beta, y, out)
 }
 
 // csr lists, for each of rows ids, the positions in ids that hold it (in order).
@@ -342,28 +306,8 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	if t.closed || p.gen != t.gen {
 		return false, fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
 	}
-	gp := func(name string) ir.Ptr { return base.Add(t.off[t.idx[name]]) }
-	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
-		out := make([]float32, p.m)
-		if d == nil && optional {
-			return out, nil
-		}
-		if len(d) != len(p.seqs) {
-			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
-		}
-		for i, si := range p.seqs {
-			if len(d[i]) != si.rlen {
-				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
-			}
-			copy(out[si.resp:], d[i])
-		}
-		return out, nil
-	}
-	dlp, err := flat("dLogProb", dLogProb, false)
-	if err != nil {
-		return false, err
-	}
-	dent, err := flat("dEntropy", dEntropy, true)
+	gp := func(name string) ir.Ptr { return base.Add(t.off[t.index(name)]) }
+	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
 	if err != nil {
 		return false, err
 	}
@@ -422,7 +366,9 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	}
 	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
 	t.colSum(l, dHf, b["lnfXhat"].p, M, D, gp("ln_f.weight"))
-	t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
+	if t.has("ln_f.bias") {
+		t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
+	}
 	if l.err == nil {
 		l.err = t.dev.Zero(dX, N*D)
 	}
@@ -433,18 +379,26 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		act := func(name string) ir.Ptr { return b[a+name].p }
 		// MLP.
 		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, gp(pre+"mlp.proj.weight"), F)
-		t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
+		if t.has(pre + "mlp.proj.bias") {
+			t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
+		}
 		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
 		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
 		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, gp(pre+"mlp.fc.weight"), D)
-		t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
+		if t.has(pre + "mlp.fc.bias") {
+			t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
+		}
 		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln2xhat"), N, D, gp(pre+"ln2.weight"))
-		t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
+		if t.has(pre + "ln2.bias") {
+			t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
+		}
 		// Attention.
 		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, gp(pre+"attn.proj.weight"), D)
-		t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
+		if t.has(pre + "attn.proj.bias") {
+			t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
+		}
 		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
 		if l.err == nil {
 			l.err = t.dev.Zero(dQKV, N*3*D)
@@ -456,11 +410,15 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
 		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
 		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, gp(pre+"attn.qkv.weight"), D)
-		t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
+		if t.has(pre + "attn.qkv.bias") {
+			t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
+		}
 		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln1xhat"), N, D, gp(pre+"ln1.weight"))
-		t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
+		if t.has(pre + "ln1.bias") {
+			t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
+		}
 	}
 	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
 	o := len(tptr) + len(tidx)

@@ -73,6 +73,11 @@ func All() ([]*ir.Kernel, error) {
 			return nil, err
 		}
 	}
+	for _, f := range qwenKernels {
+		if err := add(f()); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 

@@ -1,0 +1,565 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/model"
+)
+
+// LLMTrainer runs a Llama-family model (model.LLM: Qwen2/Qwen2.5, Qwen3, Llama) on a device:
+// the forward and backward passes of model.LLM with the kernels of gpu/kernels (the Qwen block
+// ops of qwen.go, grouped-query attention from kernels.NewGQATables), following the model's
+// ArchConfig (q/k/v and o biases, q/k norms, tied head). Results match the CPU engine within
+// float32 tolerance, as for Trainer. It keeps the weights and a gradient buffer on the device;
+// Backward copies the gradient back and adds it into a *model.LLMGrads. (The device optimizer
+// of Trainer is not wired for it yet.) Not safe for concurrent use.
+type LLMTrainer struct {
+	t   *Trainer // device, weight and gradient buffers, buffer pool, launcher settings
+	cfg model.ArchConfig
+	src *model.LLM // the model whose weights the device holds
+	// vocabChunk is the most vocabulary rows one csr_rows_add launch covers (the grid's y
+	// limit); tests lower it to run the chunking at a tiny vocabulary.
+	vocabChunk int
+}
+
+// NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
+func NewLLM(dev Device, m *model.LLM) (*LLMTrainer, error) {
+	t, err := newTrainer(dev, m.Params())
+	if err != nil {
+		return nil, err
+	}
+	lt := &LLMTrainer{t: t, cfg: m.Config(), vocabChunk: 65535}
+	if err := lt.upload(m); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return lt, nil
+}
+
+// Close frees every device buffer of the trainer.
+func (lt *LLMTrainer) Close() error { return lt.t.Close() }
+
+// MarkDirty says the host weights changed: the next Forward uploads them.
+func (lt *LLMTrainer) MarkDirty() { lt.t.dirty = true }
+
+func (lt *LLMTrainer) upload(m *model.LLM) error {
+	t := lt.t
+	start := time.Now()
+	defer func() { t.times.Upload += time.Since(start) }()
+	if m.Config() != lt.cfg {
+		return fmt.Errorf("gpu engine: model config differs from the trainer's")
+	}
+	if err := t.writeParams(m.Params()); err != nil {
+		return err
+	}
+	t.dirty, lt.src = false, m
+	return nil
+}
+
+// Block tensor names (relative to "model.layers.N."); q, k and v weights (and biases) are
+// adjacent on the device as on the host, so the q_proj tensor starts the fused q|k|v matrix,
+// and gate_proj the fused gate|up matrix.
+const (
+	lnIn, lnPost   = "input_layernorm.weight", "post_attention_layernorm.weight"
+	lnQKV, lnO     = "self_attn.q_proj", "self_attn.o_proj"
+	lnQN, lnKN     = "self_attn.q_norm.weight", "self_attn.k_norm.weight"
+	lnGate, lnDown = "mlp.gate_proj", "mlp.down_proj"
+	lnEmbed        = "model.embed_tokens.weight"
+	lnNorm         = "model.norm.weight"
+)
+
+func (lt *LLMTrainer) headName() string {
+	if lt.cfg.Tie {
+		return lnEmbed
+	}
+	return "lm_head.weight"
+}
+
+// LLMPass is the result of LLMTrainer.Forward: log-probs and entropies on the host, the
+// activations on the device until the next Forward.
+type LLMPass struct {
+	lt       *LLMTrainer
+	gen      int
+	temp     float32
+	seqs     []seqInfo
+	n, m     int
+	att      int // attention map words per layer
+	logp     []float32
+	ent      []float32
+	toks     []int32
+	gqa      *kernels.GQATables
+	tabs     map[string]ir.Ptr // the GQA tables on the device
+	rowsP    ir.Ptr
+	tgtP     ir.Ptr
+	cos, sin ir.Ptr
+}
+
+// Tokens is the number of response tokens scored.
+func (p *LLMPass) Tokens() int { return p.m }
+
+// LogProbs returns, per sequence and response token, log softmax(logits/T)[token].
+func (p *LLMPass) LogProbs() [][]float32 { return splitResp(p.seqs, p.logp) }
+
+// Entropy returns, per sequence and response token, the entropy of the same distribution.
+func (p *LLMPass) Entropy() [][]float32 { return splitResp(p.seqs, p.ent) }
+
+// splitResp splits per-response-token values by sequence.
+func splitResp(seqs []seqInfo, v []float32) [][]float32 {
+	out := make([][]float32, len(seqs))
+	for i, si := range seqs {
+		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
+	}
+	return out
+}
+
+// llmDims are the sizes of a pass.
+type llmDims struct {
+	D, H, KV, hd, F, V, ld, od int
+	eps                        float32
+}
+
+func (lt *LLMTrainer) dims() llmDims {
+	c := lt.cfg
+	return llmDims{D: c.Hidden, H: c.Heads, KV: c.KVHeads, hd: c.HeadDim, F: c.Intermediate, V: c.Vocab,
+		ld: (c.Heads + 2*c.KVHeads) * c.HeadDim, od: c.Heads * c.HeadDim, eps: float32(c.RMSNormEps)}
+}
+
+// rms runs rms_fwd over rows×heads segments of d words (rows ldx apart).
+func (l *launcher) rms(x, w, w2, y, xhat, rstd ir.Ptr, rows, heads, d, ldx, nw int, eps float32) {
+	if rows == 0 {
+		return
+	}
+	l.launch("rms_fwd", [3]int{rows, heads, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(x), ir.ArgP(w), ir.ArgP(w2), ir.ArgP(y), ir.ArgP(xhat), ir.ArgP(rstd),
+		ir.ArgI(d), ir.ArgI(ldx), ir.ArgI(nw), ir.ArgF(eps))
+}
+
+// rmsBack runs rms_bwd (acc: add into dx) and adds the weight gradients: heads [0, nw) into
+// gw, [nw, heads) into gw2.
+func (t *Trainer) rmsBack(l *launcher, dy, xhat, rstd, w, w2, dx ir.Ptr, rows, heads, d, ldx, nw int, acc bool, gw, gw2 ir.Ptr) {
+	if rows == 0 {
+		return
+	}
+	t.rmsDW(l, dy, xhat, rows, d, ldx, heads, 0, nw, gw)
+	if nw < heads {
+		t.rmsDW(l, dy, xhat, rows, d, ldx, heads, nw, heads, gw2)
+	}
+	a := 0
+	if acc {
+		a = 1
+	}
+	l.launch("rms_bwd", [3]int{rows, heads, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(dy), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgP(w), ir.ArgP(w2), ir.ArgP(dx),
+		ir.ArgI(d), ir.ArgI(ldx), ir.ArgI(nw), ir.ArgI(a))
+}
+
+// rmsDW adds Σ dy·xhat over rows and heads [h0, h1) into out[d].
+func (t *Trainer) rmsDW(l *launcher, dy, xhat ir.Ptr, rows, d, ldx, nh, h0, h1 int, out ir.Ptr) {
+	chunks := ceil(rows, kernels.ColChunk)
+	part := l.keep(t.buf("colsum", chunks*d))
+	l.launch("rms_dw_part", [3]int{ceil(d, kernels.RowThreads), chunks, 1}, [3]int{kernels.RowThreads, 1, 1},
+		ir.ArgP(dy), ir.ArgP(xhat), ir.ArgP(part), ir.ArgI(rows), ir.ArgI(d), ir.ArgI(ldx), ir.ArgI(nh), ir.ArgI(h0), ir.ArgI(h1))
+	l.elementwise("colsum_final", d, ir.ArgP(part), ir.ArgP(out), ir.ArgI(chunks), ir.ArgI(d))
+}
+
+// gqaBatch is one GQA table as a batched-GEMM launch.
+func (p *LLMPass) gqaBatch(name string, tab []int32) batch {
+	bt := batch{tab: p.tabs[name], n: len(tab) / kernels.TabWords}
+	for e := 0; e < len(tab); e += kernels.TabWords {
+		bt.maxM, bt.maxN = max(bt.maxM, int(tab[e])), max(bt.maxN, int(tab[e+1]))
+	}
+	return bt
+}
+
+// attnForward runs causal grouped-query attention from qkv (after RoPE) through the maps att
+// into out, as kernels.GQATables prescribes.
+func (p *LLMPass) attnForward(l *launcher, qkv, att, out ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
+	l.gemmBatched(false, true, p.gqaBatch("s", p.gqa.S), scale, 0, qkv, qkv, att)
+	l.launch("softmax_causal", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.tabs["rows"]))
+	l.gemmBatched(false, false, p.gqaBatch("o", p.gqa.O), 1, 0, att, qkv, out)
+}
+
+// attnBackward writes into dqkv the gradient of attnForward's input given dO (dP is scratch
+// of the maps' size): the kv heads' dK and dV add their query heads one launch per query head
+// of a group, β = 0 first, so no launch has two blocks writing one word.
+func (p *LLMPass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
+	l.gemmBatched(false, true, p.gqaBatch("dp", p.gqa.DP), 1, 0, dO, qkv, dP)
+	for i := range p.gqa.DV {
+		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dv%d", i), p.gqa.DV[i]), 1, float32(min(i, 1)), att, dO, dqkv)
+	}
+	l.launch("softmax_causal_bwd", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs["rows"]))
+	l.gemmBatched(false, false, p.gqaBatch("dq", p.gqa.DQ), scale, 0, dP, qkv, dqkv)
+	for i := range p.gqa.DK {
+		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dk%d", i), p.gqa.DK[i]), scale, float32(min(i, 1)), dP, qkv, dqkv)
+	}
+}
+
+// Forward runs the batch on the device for model m (uploading its weights first when m is
+// not the model last uploaded, or after MarkDirty). Log-probs and entropies come back to the host.
+func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature float32) (*LLMPass, error) {
+	t, c, d := lt.t, lt.cfg, lt.dims()
+	if t.closed {
+		return nil, fmt.Errorf("gpu engine: trainer closed")
+	}
+	if err := checkSeqs(model.Config{Vocab: c.Vocab, Context: c.Context}, seqs, temperature); err != nil {
+		return nil, err
+	}
+	if t.dirty || m != lt.src {
+		if err := lt.upload(m); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	defer func() { t.times.Forward += time.Since(start) }()
+	t.gen++
+	pk := pack(seqs, d.H)
+	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, att: pk.att, toks: pk.toks, tabs: map[string]ir.Ptr{}}
+	var aseqs []kernels.AttnSeq
+	for _, si := range p.seqs {
+		aseqs = append(aseqs, kernels.AttnSeq{Start: si.start, Len: si.n, Att: si.att})
+	}
+	N, M := p.n, p.m
+	if N > maxRows || M > maxRows {
+		return nil, fmt.Errorf("gpu engine: %d positions above %d (grid limit): use smaller micro-batches", N, maxRows)
+	}
+	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, M * d.V} {
+		if w > maxWords {
+			return nil, fmt.Errorf("gpu engine: the batch needs a buffer of %d words, above the kernels' int32 indexing (%d): use smaller micro-batches", w, maxWords)
+		}
+	}
+	var err error
+	if p.gqa, err = kernels.NewGQATables(aseqs, d.H, d.KV, d.hd); err != nil {
+		return nil, err
+	}
+	if p.gqa.Entries > 65535 {
+		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.gqa.Entries)
+	}
+	p.logp, p.ent = make([]float32, M), make([]float32, M)
+	if M == 0 {
+		return p, nil
+	}
+	if err := p.upload(pk.pos, pk.rows, pk.tgts); err != nil {
+		return nil, err
+	}
+	l := t.launcher()
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	x, tmp := need("x", N*d.D), need("tmp", N*d.D)
+	l.elementwise("gather_rows", N*d.D, ir.ArgP(t.wp(lnEmbed)), ir.ArgP(p.tabs["toks"]), ir.ArgP(x), ir.ArgI(d.D))
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	for li := 0; li < c.Layers; li++ {
+		if err := p.blockForward(l, li, x, tmp); err != nil {
+			return nil, err
+		}
+	}
+	xg, nHat, nRstd, hf := need("xg", M*d.D), need("nHat", M*d.D), need("nRstd", M), need("hf", M*d.D)
+	logits, probs := need("logits", M*d.V), need("probs", M*d.V)
+	lse, logp, ent := need("lse", M), need("logp", M), need("ent", M)
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.elementwise("gather_rows", M*d.D, ir.ArgP(x), ir.ArgP(p.rowsP), ir.ArgP(xg), ir.ArgI(d.D))
+	l.rms(xg, t.wp(lnNorm), t.wp(lnNorm), hf, nHat, nRstd, M, 1, d.D, d.D, 1, d.eps)
+	l.gemm(false, true, M, d.V, d.D, 1, hf, d.D, t.wp(lt.headName()), d.D, 0, logits, d.V)
+	l.launch("log_softmax", [3]int{M, 1, 1}, rowBlock, ir.ArgP(logits), ir.ArgP(p.tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(d.V), ir.ArgF(float32(1/float64(temperature))))
+	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// blockForward runs block li on the residual stream x[N×D] in place, keeping its activations
+// in the trainer's buffers "L<li>.*"; tmp is N×D scratch.
+func (p *LLMPass) blockForward(l *launcher, li int, x, tmp ir.Ptr) error {
+	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	nh := d.H + d.KV
+	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
+	h1, inHat, inRstd := need(a+"h1", N*d.D), need(a+"inHat", N*d.D), need(a+"inRstd", N)
+	qkv, att, attOut := need(a+"qkv", N*d.ld), need(a+"att", p.att), need(a+"attOut", N*d.od)
+	h2, postHat, postRstd := need(a+"h2", N*d.D), need(a+"postHat", N*d.D), need(a+"postRstd", N)
+	gu, act := need(a+"gu", N*2*d.F), need(a+"act", N*d.F)
+	if l.err != nil {
+		return l.err
+	}
+	l.rms(x, t.wp(pre+lnIn), t.wp(pre+lnIn), h1, inHat, inRstd, N, 1, d.D, d.D, 1, d.eps)
+	t.linear(l, h1, N, d.D, pre+lnQKV, d.ld, qkv)
+	if c.QKNorm {
+		qkHat, qkRstd := need(a+"qkHat", N*nh*d.hd), need(a+"qkRstd", N*nh)
+		l.rms(qkv, t.wp(pre+lnQN), t.wp(pre+lnKN), qkv, qkHat, qkRstd, N, nh, d.hd, d.ld, d.H, d.eps)
+	}
+	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(qkv), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(1))
+	p.attnForward(l, qkv, att, attOut)
+	t.linear(l, attOut, N, d.od, pre+lnO, d.D, tmp)
+	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
+	l.rms(x, t.wp(pre+lnPost), t.wp(pre+lnPost), h2, postHat, postRstd, N, 1, d.D, d.D, 1, d.eps)
+	t.linear(l, h2, N, d.D, pre+lnGate, 2*d.F, gu)
+	l.elementwise("swiglu_fwd", N*d.F, ir.ArgP(gu), ir.ArgP(act), ir.ArgI(d.F))
+	t.linear(l, act, N, d.F, pre+lnDown, d.D, tmp)
+	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
+	return l.err
+}
+
+// upload sends the pass's integer inputs, GQA tables and RoPE tables (the CPU engine's, from
+// the host) to the device.
+func (p *LLMPass) upload(pos, rows, tgts []int32) error {
+	t, c := p.lt.t, p.lt.cfg
+	ints := []int32{}
+	offs := map[string]int{}
+	add := func(name string, v []int32) {
+		offs[name] = len(ints)
+		ints = append(ints, v...)
+	}
+	add("toks", p.toks)
+	add("rows", p.gqa.Rows)
+	add("s", p.gqa.S)
+	add("o", p.gqa.O)
+	add("dp", p.gqa.DP)
+	add("dq", p.gqa.DQ)
+	for i := range p.gqa.DV {
+		add(fmt.Sprintf("dv%d", i), p.gqa.DV[i])
+		add(fmt.Sprintf("dk%d", i), p.gqa.DK[i])
+	}
+	add("resp", rows)
+	add("tgts", tgts)
+	ib, err := t.buf("ints", len(ints))
+	if err != nil {
+		return err
+	}
+	if err := t.dev.WriteI32(ib, ints); err != nil {
+		return fmt.Errorf("gpu engine: upload inputs: %w", err)
+	}
+	for name, o := range offs {
+		p.tabs[name] = ib.Add(o)
+	}
+	p.rowsP, p.tgtP = p.tabs["resp"], p.tabs["tgts"]
+	cos, sin := model.BlockRef{HeadDim: c.HeadDim}.RopeTable(pos, c.RopeTheta)
+	fb, err := t.buf("rope", 2*len(cos))
+	if err != nil {
+		return err
+	}
+	if err := t.dev.WriteF32(fb, append(cos, sin...)); err != nil {
+		return fmt.Errorf("gpu engine: upload rope tables: %w", err)
+	}
+	p.cos, p.sin = fb, fb.Add(len(cos))
+	return nil
+}
+
+// Backward accumulates into g the gradient of Σ dLogProb·logprob + Σ dEntropy·entropy, as
+// model.LLMPass.Backward does (dEntropy may be nil): computed on the device, copied back and
+// added into g.
+func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *model.LLMGrads) error {
+	lt := p.lt
+	t := lt.t
+	if g == nil {
+		return fmt.Errorf("gpu engine: Backward: nil grads")
+	}
+	for name, i := range t.idx {
+		if len(g.ByName(name)) != t.sizes[i] {
+			return fmt.Errorf("gpu engine: Backward: grads do not match the model (tensor %s)", name)
+		}
+	}
+	if t.closed || p.gen != t.gen {
+		return fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
+	}
+	start := time.Now()
+	defer func() { t.times.Backward += time.Since(start) }()
+	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
+	if err != nil {
+		return err
+	}
+	if p.m == 0 {
+		return nil
+	}
+	if err := p.backward(dlp, dent); err != nil {
+		return err
+	}
+	host := make([]float32, t.total)
+	if err := t.dev.ReadF32(host, t.g); err != nil {
+		return fmt.Errorf("gpu engine: read gradients: %w", err)
+	}
+	for name, i := range t.idx {
+		dst := g.ByName(name)
+		for j, v := range host[t.off[i] : t.off[i]+t.sizes[i]] {
+			dst[j] += v
+		}
+	}
+	return nil
+}
+
+// backward launches the backward pass into the trainer's gradient buffer (zeroed first).
+func (p *LLMPass) backward(dlp, dent []float32) error {
+	lt := p.lt
+	t, c, d := lt.t, lt.cfg, lt.dims()
+	N, M := p.n, p.m
+	gp := func(name string) ir.Ptr { return t.g.Add(t.off[t.index(name)]) }
+	l := t.launcher()
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	tptr, tidx := csr(p.toks, d.V)
+	ib, fb := need("bints", len(tptr)+len(tidx)), need("bfloats", 2*M)
+	if l.err != nil {
+		return l.err
+	}
+	if err := t.dev.WriteI32(ib, append(append([]int32(nil), tptr...), tidx...)); err != nil {
+		return fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
+		return fmt.Errorf("gpu engine: upload: %w", err)
+	}
+	if err := t.dropSplitTables(N, M); err != nil {
+		return err
+	}
+	if err := t.dev.Zero(t.g, t.total); err != nil {
+		return fmt.Errorf("gpu engine: zero grads: %w", err)
+	}
+	b := t.bufs
+	dZ := need("dZ", M*d.V)
+	dHf, dXg, dX := need("dHf", M*d.D), need("dXg", M*d.D), need("dX", N*d.D)
+	dT, dAct, dGU := need("dT", N*d.D), need("dAct", N*d.F), need("dGU", N*2*d.F)
+	dAO, dQKV, dP := need("dAO", N*d.od), need("dQKV", N*d.ld), need("dP", p.att)
+	if l.err != nil {
+		return l.err
+	}
+	bufs := llmGradBufs{dX: dX, dT: dT, dAct: dAct, dGU: dGU, dAO: dAO, dQKV: dQKV, dP: dP}
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	invT := float32(1 / float64(p.temp))
+	l.elementwise("d_logits", M*d.V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(p.tgtP),
+		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(d.V), ir.ArgF(invT))
+	head := lt.headName()
+	l.gemm(false, false, M, d.D, d.V, 1, dZ, d.V, t.wp(head), d.D, 0, dHf, d.D)
+	l.gemmW(true, false, d.V, d.D, M, 1, dZ, d.V, b["hf"].p, d.D, 1, gp(head), d.D)
+	t.rmsBack(l, dHf, b["nHat"].p, b["nRstd"].p, t.wp(lnNorm), t.wp(lnNorm), dXg, M, 1, d.D, d.D, 1, false, gp(lnNorm), 0)
+	if l.err == nil {
+		l.err = t.dev.Zero(dX, N*d.D)
+	}
+	l.elementwise("scatter_rows_add", M*d.D, ir.ArgP(dXg), ir.ArgP(p.rowsP), ir.ArgP(dX), ir.ArgI(d.D))
+	for li := c.Layers - 1; li >= 0; li-- {
+		p.blockBackward(l, li, gp, bufs)
+	}
+	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
+	ge := gp(lnEmbed)
+	for v0 := 0; v0 < d.V; v0 += lt.vocabChunk {
+		rows := min(lt.vocabChunk, d.V-v0)
+		l.launch("csr_rows_add", [3]int{ceil(d.D, kernels.RowThreads), rows, 1}, rowBlock,
+			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
+	}
+	return l.err
+}
+
+// llmGradBufs are the scratch buffers of blockBackward: dX[N×D] (the residual stream's
+// gradient, updated in place) and the rest.
+type llmGradBufs struct{ dX, dT, dAct, dGU, dAO, dQKV, dP ir.Ptr }
+
+// blockBackward turns s.dX (gradient of block li's output) into the gradient of its input,
+// adding the block's tensor gradients at gp(name).
+func (p *LLMPass) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, s llmGradBufs) {
+	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
+	b := t.bufs
+	nh := d.H + d.KV
+	dX, dT, dAct, dGU, dAO, dQKV, dP := s.dX, s.dT, s.dAct, s.dGU, s.dAO, s.dQKV, s.dP
+	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
+	act := func(name string) ir.Ptr { return b[a+name].p }
+	// MLP: x += down(silu(gate(h2))·up(h2)).
+	l.gemmW(true, false, d.D, d.F, N, 1, dX, d.D, act("act"), d.F, 1, gp(pre+lnDown+".weight"), d.F)
+	l.gemm(false, false, N, d.F, d.D, 1, dX, d.D, t.wp(pre+lnDown+".weight"), d.F, 0, dAct, d.F)
+	l.elementwise("swiglu_bwd", N*d.F, ir.ArgP(act("gu")), ir.ArgP(dAct), ir.ArgP(dGU), ir.ArgI(d.F))
+	l.gemmW(true, false, 2*d.F, d.D, N, 1, dGU, 2*d.F, act("h2"), d.D, 1, gp(pre+lnGate+".weight"), d.D)
+	l.gemm(false, false, N, d.D, 2*d.F, 1, dGU, 2*d.F, t.wp(pre+lnGate+".weight"), d.D, 0, dT, d.D)
+	post := t.wp(pre + lnPost)
+	t.rmsBack(l, dT, act("postHat"), act("postRstd"), post, post, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnPost), 0)
+	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
+	l.gemmW(true, false, d.D, d.od, N, 1, dX, d.D, act("attOut"), d.od, 1, gp(pre+lnO+".weight"), d.od)
+	if t.has(pre + lnO + ".bias") {
+		t.colSum(l, dX, 0, N, d.D, gp(pre+lnO+".bias"))
+	}
+	l.gemm(false, false, N, d.od, d.D, 1, dX, d.D, t.wp(pre+lnO+".weight"), d.od, 0, dAO, d.od)
+	p.attnBackward(l, act("qkv"), act("att"), dAO, dP, dQKV)
+	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(dQKV), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(-1))
+	if c.QKNorm {
+		qn, kn := t.wp(pre+lnQN), t.wp(pre+lnKN)
+		t.rmsBack(l, dQKV, act("qkHat"), act("qkRstd"), qn, kn, dQKV, N, nh, d.hd, d.ld, d.H, false, gp(pre+lnQN), gp(pre+lnKN))
+	}
+	l.gemmW(true, false, d.ld, d.D, N, 1, dQKV, d.ld, act("h1"), d.D, 1, gp(pre+lnQKV+".weight"), d.D)
+	if t.has(pre + lnQKV + ".bias") {
+		t.colSum(l, dQKV, 0, N, d.ld, gp(pre+lnQKV+".bias"))
+	}
+	l.gemm(false, false, N, d.D, d.ld, 1, dQKV, d.ld, t.wp(pre+lnQKV+".weight"), d.D, 0, dT, d.D)
+	in := t.wp(pre + lnIn)
+	t.rmsBack(l, dT, act("inHat"), act("inRstd"), in, in, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnIn), 0)
+}
+
+// packed is a batch laid out as the CPU engine packs it: each sequence's rows (prompt and
+// response but the last token) back to back, no padding; H·n² attention map words a sequence.
+type packed struct {
+	seqs                  []seqInfo
+	n, m, att, maxL, nsh  int // rows, scored tokens, map words, longest sequence, (sequence, head) pairs
+	toks, pos, rows, tgts []int32
+}
+
+// pack lays out seqs for a model with H attention heads.
+func pack(seqs []model.Sequence, H int) packed {
+	pk := packed{seqs: make([]seqInfo, len(seqs))}
+	for i, s := range seqs {
+		si := seqInfo{start: pk.n, plen: len(s.Prompt), rlen: len(s.Response), resp: pk.m, att: pk.att}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		pk.n += si.n
+		pk.m += si.rlen
+		pk.att += H * si.n * si.n
+		pk.maxL = max(pk.maxL, si.n)
+		if si.n > 0 {
+			pk.nsh += H
+		}
+		pk.seqs[i] = si
+	}
+	pk.toks, pk.pos = make([]int32, pk.n), make([]int32, pk.n)
+	pk.rows, pk.tgts = make([]int32, pk.m), make([]int32, pk.m)
+	for i, s := range seqs {
+		si := pk.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(pk.toks[si.start:], s.Prompt)
+		copy(pk.toks[si.start+si.plen:si.start+si.n], s.Response)
+		for k := 0; k < si.n; k++ {
+			pk.pos[si.start+k] = int32(k)
+		}
+		for k := 0; k < si.rlen; k++ {
+			pk.rows[si.resp+k] = int32(si.start + si.plen - 1 + k)
+			pk.tgts[si.resp+k] = s.Response[k]
+		}
+	}
+	return pk
+}
+
+// flatGrads checks dLogProb and dEntropy (which may be nil) against the pass's sequences and
+// returns them as one value per scored token.
+func flatGrads(seqs []seqInfo, m int, dLogProb, dEntropy [][]float32) (dlp, dent []float32, err error) {
+	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
+		out := make([]float32, m)
+		if d == nil && optional {
+			return out, nil
+		}
+		if len(d) != len(seqs) {
+			return nil, fmt.Errorf("gpu engine: Backward: %s has %d sequences, want %d", name, len(d), len(seqs))
+		}
+		for i, si := range seqs {
+			if len(d[i]) != si.rlen {
+				return nil, fmt.Errorf("gpu engine: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
+			}
+			copy(out[si.resp:], d[i])
+		}
+		return out, nil
+	}
+	if dlp, err = flat("dLogProb", dLogProb, false); err != nil {
+		return nil, nil, err
+	}
+	if dent, err = flat("dEntropy", dEntropy, true); err != nil {
+		return nil, nil, err
+	}
+	return dlp, dent, nil
+}
