@@ -81,5 +81,6 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	root.AddCommand(newAnalyzeCmd(), newAblateCmd(), newReportCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newJobsCmd(), newDevicesCmd())
+	root.AddCommand(newModelCmd())
 	return root
 }
