@@ -32,11 +32,19 @@ func WriteFolder(dir string, cfg Config, dtype string, get func(name string) []f
 	if err := checkTarget(dir); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("write model folder: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return fmt.Errorf("write model folder: %w", err)
 	}
-	if err := fillFolder(tmp, cfg, dtype, get, tokenizerFrom); err != nil {
+	err = os.Chmod(tmp, 0o755) // MkdirTemp's 0700 would hide the model from other users
+	if err == nil {
+		err = fillFolder(tmp, cfg, dtype, get, tokenizerFrom)
+	}
+	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}

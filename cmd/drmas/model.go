@@ -193,7 +193,7 @@ func printInspect(out io.Writer, r *inspectReport) {
 		r.Hidden, r.Layers, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab, r.MaxPositions)
 	fmt.Fprintf(out, "attention     q/k/v bias %s, o bias %s, q/k norm %s, RoPE theta %g, RMSNorm eps %g, tied embeddings %s\n",
 		yes[r.QKVBias], yes[r.OBias], yes[r.QKNorm], r.RopeTheta, r.RMSNormEps, yes[r.Tied])
-	fmt.Fprintf(out, "parameters    %s (%.3g B)\n", thousands(r.Params), float64(r.Params)/1e9)
+	fmt.Fprintf(out, "parameters    %s (%s)\n", thousands(r.Params), shortCount(r.Params))
 	fmt.Fprintf(out, "weights       %s, %s in %s\n", strings.Join(r.Dtypes, "+"), humanBytes(r.WeightBytes), strings.Join(r.WeightFiles, ", "))
 	tok := "none (no tokenizer files)"
 	if len(r.TokenizerFiles) > 0 {
@@ -205,6 +205,17 @@ func printInspect(out io.Writer, r *inspectReport) {
 	fmt.Fprintf(out, "tokenizer     %s\n", tok)
 	fmt.Fprintf(out, "train memory  full fine-tuning %s; LoRA r=%d %s (%s adapter parameters); estimates for a %d-token micro-batch\n",
 		humanBytes(r.FullStepBytes), r.LoRARank, humanBytes(r.LoRAStepBytes), thousands(r.LoRAAdapterParams), r.Tokens)
+}
+
+// shortCount is a parameter count as model cards write it: 0.49B, 119K.
+func shortCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.3gB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3gM", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.3gK", float64(n)/1e3)
 }
 
 func humanBytes(n int64) string {
