@@ -24,6 +24,11 @@ const maxConfigBytes = 4 << 20
 // a lying config cannot make Tensors or StepMemory overflow.
 const maxDim = 1 << 24
 
+// maxLayers bounds num_hidden_layers: Tensors lists 11 tensors a layer, so a config claiming
+// millions would cost memory its few bytes do not justify (the largest released models have
+// about 130).
+const maxLayers = 4096
+
 // SupportedTypes are the model_type values ReadConfig accepts.
 var SupportedTypes = []string{"llama", "qwen2", "qwen3"}
 
@@ -119,6 +124,9 @@ func (p *cfgParser) parse() Config {
 	}
 	c.Hidden = p.size("hidden_size", -1)
 	c.Layers = p.size("num_hidden_layers", -1)
+	if c.Layers > maxLayers {
+		p.fail(formatErr(p.name, fmt.Sprintf("num_hidden_layers is %d, more than %d", c.Layers, maxLayers)))
+	}
 	c.Heads = p.size("num_attention_heads", -1)
 	c.KVHeads = p.size("num_key_value_heads", c.Heads)
 	c.Intermediate = p.size("intermediate_size", -1)

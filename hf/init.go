@@ -92,11 +92,14 @@ func (s InitSpec) check() error {
 		name string
 		v    int
 		min  int
-	}{{"hidden", s.Hidden, 1}, {"layers", s.Layers, 1}, {"heads", s.Heads, 1}, {"kv-heads", s.KVHeads, 1},
+	}{{"hidden", s.Hidden, 1}, {"heads", s.Heads, 1}, {"kv-heads", s.KVHeads, 1},
 		{"intermediate", s.Intermediate, 1}, {"head-dim", s.HeadDim, 0}, {"max-positions", s.MaxPositions, 0}, {"vocab", s.Vocab, 1}} {
 		if f.v < f.min || f.v > maxDim {
 			return fmt.Errorf("--%s %d: want %d to %d", f.name, f.v, f.min, maxDim)
 		}
+	}
+	if s.Layers < 1 || s.Layers > maxLayers {
+		return fmt.Errorf("--layers %d: want 1 to %d", s.Layers, maxLayers)
 	}
 	if s.Heads%s.KVHeads != 0 {
 		return fmt.Errorf("--heads %d is not a multiple of --kv-heads %d", s.Heads, s.KVHeads)

@@ -372,4 +372,3 @@ func TestTokenizerInfo(t *testing.T) {
 		t.Errorf("bos %v eos %v", bos, eos)
 	}
 }
-
