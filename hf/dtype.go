@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -107,16 +108,19 @@ func Float32FromF16(h uint16) float32 {
 func decode(dtype string, raw []byte, dst []float32) {
 	switch dtype {
 	case BF16:
+		raw = raw[:2*len(dst)]
 		for i := range dst {
-			dst[i] = Float32FromBF16(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+			dst[i] = Float32FromBF16(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 	case F16:
+		raw = raw[:2*len(dst)]
 		for i := range dst {
-			dst[i] = Float32FromF16(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+			dst[i] = Float32FromF16(binary.LittleEndian.Uint16(raw[2*i:]))
 		}
 	case F32:
+		raw = raw[:4*len(dst)]
 		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24)
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
 	}
 }

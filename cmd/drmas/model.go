@@ -52,6 +52,9 @@ error naming it.`,
   drmas model inspect --model s3://models/qwen3-0.6b --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := noTilde(cmd, "model", "cache"); err != nil {
+				return err
+			}
 			dir, err := localModel(cmd, model, cache)
 			if err != nil {
 				return err
@@ -77,6 +80,17 @@ error naming it.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// noTilde refuses a path flag starting with ~, which no shell expanded (--out=~/m): it would
+// name a folder "~" in the working folder.
+func noTilde(cmd *cobra.Command, flags ...string) error {
+	for _, name := range flags {
+		if v, _ := cmd.Flags().GetString(name); strings.HasPrefix(v, "~") {
+			return fmt.Errorf("--%s %s: ~ is not expanded here (the shell expands it only at the start of a word): write the absolute path; a folder named ~ is ./%s", name, v, v)
+		}
+	}
+	return nil
 }
 
 // localModel returns a local folder holding the model: model itself, or a store folder
@@ -258,6 +272,9 @@ bos_token_id is <|endoftext|> and eos_token_id <|im_end|> when the tokenizer has
   drmas model inspect --model /tmp/tiny-qwen3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := noTilde(cmd, "tokenizer", "out"); err != nil {
+				return err
+			}
 			return initModel(cmd.Context(), cmd.OutOrStdout(), s, tokenizer, out, dtype, seed)
 		},
 	}

@@ -111,6 +111,7 @@ func TestModelErrors(t *testing.T) {
 		{initArgs("qwen2", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--head-dim", "8"), "qwen2 has head_dim = hidden/heads"},
 		{initArgs("qwen3", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--dtype", "int4"), `dtype "int4" is not supported`},
 		{initArgs("qwen3", tinyTokenizer, bad, "1"), "exists and is not empty"},
+		{initArgs("qwen3", tinyTokenizer, "~/m", "1"), "--out ~/m: ~ is not expanded here"},
 		{[]string{"model", "nope"}, `unknown command "nope" for "drmas model"`},
 	}
 	for _, c := range cases {
