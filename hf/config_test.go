@@ -178,3 +178,25 @@ func TestNewConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaTensors: llama has no biases unless attention_bias (then on all four projections),
+// and no q/k norms.
+func TestLlamaTensors(t *testing.T) {
+	base := `"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10`
+	for bias, want := range map[string]int{"false": 3 + 9, "true": 3 + 9 + 4} {
+		c, err := ParseConfig([]byte(`{`+base+`, "attention_bias": `+bias+`}`), "llama")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range c.Tensors() {
+			names = append(names, s.Name)
+			if strings.Contains(s.Name, "_norm.") && strings.Contains(s.Name, "self_attn") {
+				t.Errorf("llama has %s", s.Name)
+			}
+		}
+		if len(names) != want || bias == "true" && !slices.Contains(names, "model.layers.0.self_attn.o_proj.bias") {
+			t.Errorf("attention_bias %s: %v", bias, names)
+		}
+	}
+}

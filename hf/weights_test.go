@@ -372,3 +372,55 @@ func TestTokenizerInfo(t *testing.T) {
 		t.Errorf("bos %v eos %v", bos, eos)
 	}
 }
+
+// TestOpenWeightsMapsNotCopies: opening a 32 MiB folder and reading one small tensor allocates
+// a small fraction of the file: the weights are mapped, not read into memory.
+func TestOpenWeightsMapsNotCopies(t *testing.T) {
+	cfg, err := NewConfig(InitSpec{Arch: "qwen3", Hidden: 256, Layers: 1, Heads: 4, KVHeads: 2, Intermediate: 256, Vocab: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeTestFolder(t, cfg, BF16, RandomTensors(cfg, 1))
+	fi, err := os.Stat(filepath.Join(dir, SingleFile))
+	if err != nil || fi.Size() < 32<<20 {
+		t.Fatalf("file %v %v", fi, err)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	w, err := OpenWeights(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	norm := make([]float32, 256)
+	if err := w.Float32("model.norm.weight", norm); err != nil || norm[0] != 1 {
+		t.Fatalf("norm %v %v", norm[:2], err)
+	}
+	runtime.ReadMemStats(&ms)
+	if got := ms.TotalAlloc - before; got > 1<<20 {
+		t.Errorf("opening a %d-byte folder allocated %d bytes", fi.Size(), got)
+	}
+}
+
+// TestStepMemoryHandWorked: the estimate's terms for a tiny untied qwen2 (hidden 16, 2 layers,
+// 4 heads of 4, 2 KV heads, intermediate 24, vocab 40), 10 tokens, LoRA rank 2, worked by hand:
+// P = 2·640 (embeddings, lm_head) + 16 + 2·(256+128+128+256 + 32 biases + 1152 MLP + 32 norms)
+// = 5,264; activations 4·(2·10·(64+32+16+40+72) + 10·(32+80)) = 22,400; A = 2·2·232 = 928.
+func TestStepMemoryHandWorked(t *testing.T) {
+	cfg := tinyConfig(t, "qwen2", true)
+	if p := cfg.Params(); p != 5264 {
+		t.Fatalf("params %d, want 5264", p)
+	}
+	if a := Activations(cfg, 10); a != 22400 {
+		t.Errorf("activations %d, want 22400", a)
+	}
+	if a := LoRAParams(cfg, 2); a != 928 {
+		t.Errorf("adapter parameters %d, want 928", a)
+	}
+	full, lora := StepMemory(cfg, 2, 10)
+	if full != 16*5264+22400 || lora != 4*5264+16*928+22400 {
+		t.Errorf("full %d lora %d", full, lora)
+	}
+}
