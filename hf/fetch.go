@@ -39,7 +39,8 @@ type cached struct {
 // model's) present in the local folder cache, verified, and removes cached files the folder no
 // longer has. In a committed folder (one with a _MANIFEST.json) every file must have its
 // manifest's size and sha256; otherwise each file must keep the size and ETag the store
-// reported before the download, so a file replaced midway is refused instead of mixed. Files
+// reported before the download, so a file replaced midway is refused instead of mixed. Files in
+// cache that Fetch did not download are left alone. Files
 // are streamed to disk (a 1 GB checkpoint is not held in memory), hashed on the way, and renamed
 // into place; a cached file whose sha256 still matches is not downloaded again.
 func Fetch(ctx context.Context, b storage.Bucket, cache string) (FetchStats, error) {
@@ -171,16 +172,18 @@ func verifyDownload(ctx context.Context, b storage.Bucket, key string, w, got ca
 	return nil
 }
 
-// prune removes cached files the folder no longer has (a stale *.safetensors would be loaded)
-// and writes the record.
+// prune removes the files an earlier Fetch downloaded that the folder no longer has (a stale
+// *.safetensors would be loaded), leaving files it did not write, and writes the record.
 func prune(cache string, want, record map[string]cached) error {
 	entries, err := os.ReadDir(cache)
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
 	}
 	for _, e := range entries {
-		if _, ok := want[e.Name()]; !ok && e.Name() != fetchRecord {
-			if err := os.RemoveAll(filepath.Join(cache, e.Name())); err != nil {
+		_, fetched := record[e.Name()]
+		_, wanted := want[e.Name()]
+		if !wanted && (fetched || strings.HasPrefix(e.Name(), ".tmp-")) { // only what Fetch wrote
+			if err := os.Remove(filepath.Join(cache, e.Name())); err != nil {
 				return fmt.Errorf("model cache: %w", err)
 			}
 			delete(record, e.Name())

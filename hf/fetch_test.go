@@ -66,6 +66,18 @@ func TestFetchUncommitted(t *testing.T) {
 		t.Fatalf("after a change: %+v %v", st, err)
 	}
 	sameTree(t, src, cache)
+	// A file Fetch did not write stays.
+	mine := filepath.Join(cache, "notes.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Fetch(ctx, b, cache); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("Fetch removed a file it did not write: %v", err)
+	}
+	_ = os.Remove(mine)
 	// A cached file damaged locally is downloaded again.
 	if err := os.WriteFile(filepath.Join(cache, SingleFile), []byte("damaged"), 0o644); err != nil {
 		t.Fatal(err)

@@ -231,6 +231,16 @@ func (w *Weights) Float32(name string, dst []float32) error {
 	return nil
 }
 
+// Load returns a tensor's values as a new float32 slice.
+func (w *Weights) Load(name string) ([]float32, error) {
+	t, ok := w.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("tensor %s: no such tensor in the model: %w", name, ErrFormat)
+	}
+	dst := make([]float32, (t.End-t.Begin)/int64(dtypeSize[t.Dtype]))
+	return dst, w.Float32(name, dst)
+}
+
 // Close releases the mapped files. The Weights must not be used after.
 func (w *Weights) Close() error {
 	var errs []error

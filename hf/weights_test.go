@@ -93,6 +93,9 @@ func TestWriteReadRoundTrip(t *testing.T) {
 						t.Fatalf("%s %s %s[%d]: %g (%08X), want %g", arch, dtype, spec.Name, i, got[i], math.Float32bits(got[i]), roundTo(dtype, want[i]))
 					}
 				}
+				if loaded, err := w.Load(spec.Name); err != nil || !slices.EqualFunc(loaded, got, sameBits) {
+					t.Fatalf("Load %s: %v", spec.Name, err)
+				}
 				if !slices.Equal(w.Shape(spec.Name), spec.Shape) || w.Dtype(spec.Name) != dtype {
 					t.Errorf("%s: shape %v dtype %s", spec.Name, w.Shape(spec.Name), w.Dtype(spec.Name))
 				}
