@@ -96,7 +96,7 @@ func (m *matcher) split(segs []segment, text string, base int) []segment {
 		}
 		start := i
 		if a.lstrip {
-			start = max(from, len(strings.TrimRightFunc(text[:start], unicode.IsSpace)))
+			start = from + len(strings.TrimRightFunc(text[from:start], unicode.IsSpace))
 		}
 		if a.rstrip {
 			end = len(text) - len(strings.TrimLeftFunc(text[end:], unicode.IsSpace))

@@ -53,15 +53,15 @@ func randomRunes(r *rand.Rand, n int) string {
 func longWord(r *rand.Rand) string {
 	switch r.IntN(5) {
 	case 0:
-		return strings.Repeat("a", 2000+r.IntN(3000))
+		return strings.Repeat("a", 1000+r.IntN(1000))
 	case 1:
-		return randomRunes(r, 1000+r.IntN(1000))
+		return randomRunes(r, 300+r.IntN(500))
 	case 2:
-		return strings.Repeat(" ", 500+r.IntN(1000)) + "x"
+		return strings.Repeat(" ", 200+r.IntN(400)) + "x"
 	case 3:
-		return strings.Repeat("9", 1000)
+		return strings.Repeat("9", 500)
 	}
-	return strings.Repeat("😀", 300)
+	return strings.Repeat("😀", 150)
 }
 
 // testCorpus returns n strings drawn from seed.

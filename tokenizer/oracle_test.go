@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/drmas-dev/drmas/internal/oracles"
@@ -17,19 +18,13 @@ func runOracle(t testing.TB, modelDir, mode string, in, out any) {
 	nm := oracles.NodeModules(t)
 	dir := t.TempDir()
 	inPath, outPath := filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json")
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(inPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeJSON(t, inPath, in)
 	script, _ := filepath.Abs(filepath.Join("testdata", "oracle.mjs"))
 	cmd := exec.Command("node", script, nm, modelDir, mode, inPath, outPath)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("node oracle %s: %v\n%s", mode, err, msg)
 	}
-	b, err = os.ReadFile(outPath)
+	b, err := os.ReadFile(outPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,15 +33,32 @@ func runOracle(t testing.TB, modelDir, mode string, in, out any) {
 	}
 }
 
-// qwen3 loads the real Qwen3 tokenizer or skips (fails on CI).
-func qwen3(t testing.TB) (*BPE, string) {
+func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
-	dir := oracles.Qwen3TokenizerDir(t)
-	tok, err := LoadDir(dir)
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok, dir
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var real struct {
+	once sync.Once
+	tok  *BPE
+	err  error
+}
+
+// qwen3 loads the real Qwen3 tokenizer (once per test binary) or skips (fails on CI).
+func qwen3(t testing.TB) (*BPE, string) {
+	t.Helper()
+	dir := oracles.Qwen3TokenizerDir(t)
+	real.once.Do(func() { real.tok, real.err = LoadDir(dir) })
+	if real.err != nil {
+		t.Fatal(real.err)
+	}
+	return real.tok, dir
 }
 
 // TestEncodeMatchesHF compares ids, id for id, with Hugging Face's JS tokenizer on the real
