@@ -4,8 +4,8 @@
 //           nfc = the string in NFC by JS's String.prototype.normalize).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
 //           (template defaults to MODEL_DIR's tokenizer_config.json chat_template).
-//   bench:  IN is a JSON array of strings; prints "bytes NS" for one encode pass over them
-//           after a warm-up pass.
+//   bench:  IN is a JSON array of strings; prints "BYTES WALL_NS CPU_NS" for one encode pass
+//           over them after a warm-up pass (CPU: user + system time of the process).
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -40,11 +40,13 @@ if (mode === "chat") {
     let bytes = 0;
     for (const s of input) enc(s);
     const t0 = process.hrtime.bigint();
+    const c0 = process.cpuUsage();
     for (const s of input) {
       enc(s);
       bytes += Buffer.byteLength(s, "utf8");
     }
-    console.log(`${bytes} ${process.hrtime.bigint() - t0}`);
+    const c = process.cpuUsage(c0);
+    console.log(`${bytes} ${process.hrtime.bigint() - t0} ${(c.user + c.system) * 1000}`);
   } else {
     throw new Error(`unknown mode ${mode}`);
   }
