@@ -75,9 +75,8 @@ type segment struct {
 	id         int32
 }
 
-// split cuts text into added tokens and the text between them, appending to segs; text
-// offsets are shifted by base.
-func (m *matcher) split(segs []segment, text string, base int) []segment {
+// split cuts text into added tokens and the text between them, appending to segs. A nil matcher yields text as one segment (none when empty).
+func (m *matcher) split(segs []segment, text string) []segment {
 	from := 0
 	for i := 0; m != nil && i < len(text); {
 		if !m.first[text[i]] {
@@ -102,13 +101,13 @@ func (m *matcher) split(segs []segment, text string, base int) []segment {
 			end = len(text) - len(strings.TrimLeftFunc(text[end:], unicode.IsSpace))
 		}
 		if from < start {
-			segs = append(segs, segment{base + from, base + start, -1})
+			segs = append(segs, segment{from, start, -1})
 		}
-		segs = append(segs, segment{base + start, base + end, a.id})
+		segs = append(segs, segment{start, end, a.id})
 		from, i = end, end
 	}
 	if from < len(text) {
-		segs = append(segs, segment{base + from, base + len(text), -1})
+		segs = append(segs, segment{from, len(text), -1})
 	}
 	return segs
 }

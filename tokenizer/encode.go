@@ -13,10 +13,7 @@ func (t *BPE) Encode(text string) []int32 {
 	}
 	ids := make([]int32, 0, len(text)/3+1)
 	var segs, inner []segment
-	segs = t.rawMatch.split(segs[:0], text, 0)
-	if t.rawMatch == nil {
-		segs = append(segs[:0], segment{0, len(text), -1})
-	}
+	segs = t.rawMatch.split(segs[:0], text) // a nil matcher yields the whole text
 	for _, sg := range segs {
 		if sg.id >= 0 {
 			ids = append(ids, sg.id)
@@ -26,10 +23,7 @@ func (t *BPE) Encode(text string) []int32 {
 		if t.nfc {
 			piece = nfc(piece)
 		}
-		inner = t.normMatch.split(inner[:0], piece, 0)
-		if t.normMatch == nil {
-			inner = append(inner[:0], segment{0, len(piece), -1})
-		}
+		inner = t.normMatch.split(inner[:0], piece)
 		for _, in := range inner {
 			if in.id >= 0 {
 				ids = append(ids, in.id)
