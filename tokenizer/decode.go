@@ -34,6 +34,12 @@ func (t *BPE) TokenID(s string) (int32, bool) {
 	return id, ok
 }
 
+// IsSpecial reports whether id is an added token marked special in tokenizer.json (such as
+// <|im_end|>), which a response's text leaves out.
+func (t *BPE) IsSpecial(id int32) bool {
+	return id >= 0 && int(id) < len(t.isSpecial) && t.isSpecial[id]
+}
+
 // EOS is the id that ends a turn in chat: <|im_end|> when the tokenizer has it, else the
 // config's eos_token, else -1.
 func (t *BPE) EOS() int32 { return t.eos }

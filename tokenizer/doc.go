@@ -12,6 +12,7 @@
 //	(*BPE).VocabSize()           highest id + 1 over the BPE vocabulary and the added tokens
 //	(*BPE).TokenID(s)            the id of a token by its tokenizer.json spelling
 //	(*BPE).EOS()                 the end-of-turn id for chat
+//	(*BPE).IsSpecial(id)         whether id is an added token marked special
 //	(*BPE).ChatPrompt(msgs, gen) the ChatML prompt the model's chat template renders
 //
 // Encode follows the pipeline of tokenizer.json: added tokens (special or not) are found in

@@ -31,10 +31,12 @@ type BPE struct {
 	rawMatch  *matcher         // added tokens with normalized=false, found in the raw text
 	normMatch *matcher         // added tokens with normalized=true, found in the normalized text
 
-	pieces  [][]byte // id → decoded bytes (a BPE token) or content (an added token)
-	isAdded []bool
-	eos     int32
-	chat    chatTemplate
+	pieces    [][]byte // id → decoded bytes (a BPE token) or content (an added token)
+	isAdded   []bool
+	isSpecial []bool  // added tokens marked special
+	special   []int32 // their ids, until buildPieces
+	eos       int32
+	chat      chatTemplate
 
 	cache wordCache
 }
@@ -313,6 +315,9 @@ func (t *BPE) loadAdded(list []jsonAddedToken) error {
 		}
 		at := addedToken{id: int32(*a.ID), content: a.Content, singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip}
 		t.added[a.Content] = at.id
+		if a.Special {
+			t.special = append(t.special, at.id)
+		}
 		if a.Normalized {
 			if t.nfc {
 				at.content = nfc(at.content)
@@ -347,6 +352,11 @@ func (t *BPE) buildPieces() error {
 		t.pieces[id] = []byte(s)
 		t.isAdded[id] = true
 	}
+	t.isSpecial = make([]bool, n)
+	for _, id := range t.special {
+		t.isSpecial[id] = true
+	}
+	t.special = nil
 	return nil
 }
 

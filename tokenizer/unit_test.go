@@ -168,6 +168,9 @@ func TestAccessors(t *testing.T) {
 	if _, ok := tok.TokenID("nope"); ok {
 		t.Error("TokenID(nope) found")
 	}
+	if !tok.IsSpecial(301) || tok.IsSpecial(303) || tok.IsSpecial('a') || tok.IsSpecial(-1) || tok.IsSpecial(1<<20) {
+		t.Error("IsSpecial: only 300, 301 and 304 are special")
+	}
 	if tok.EOS() != 301 {
 		t.Errorf("EOS = %d, want 301 (<|im_end|>)", tok.EOS())
 	}
