@@ -240,3 +240,36 @@ func TestRoundTripTiny(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnoreMergesAndSingleWord: ignore_merges takes a whole word found in the vocabulary;
+// a single_word token matches only between non-word characters (worked by hand).
+func TestIgnoreMergesAndSingleWord(t *testing.T) {
+	mutate := func(ignore bool) func(map[string]any) {
+		return func(m map[string]any) {
+			model := m["model"].(map[string]any)
+			model["vocab"].(map[string]int)["xyz"] = 270
+			model["ignore_merges"] = ignore
+			m["added_tokens"] = []any{map[string]any{"id": 280, "content": "W", "single_word": true}}
+		}
+	}
+	for _, c := range []struct {
+		ignore bool
+		in     string
+		want   []int32
+	}{
+		{true, "xyz", []int32{270}},
+		{false, "xyz", []int32{'x', 'y', 'z'}},
+		{true, "abc", []int32{258}},
+		{false, "aWb", []int32{'a', 'W', 'b'}},
+		{false, "a W.", []int32{'a', ' ', 280, '.'}},
+		{false, "W", []int32{280}},
+	} {
+		tok, err := Load(tinyJSON(mutate(c.ignore)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tok.Encode(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("ignore_merges %v: Encode(%q) = %v, want %v", c.ignore, c.in, got, c.want)
+		}
+	}
+}
