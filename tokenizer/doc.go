@@ -27,9 +27,11 @@
 // Decode maps every id to its token: an added token's text verbatim, a BPE token's bytes
 // through the inverse byte-level map, invalid UTF-8 replaced by U+FFFD per maximal invalid
 // subsequence (as Rust's from_utf8_lossy and the WHATWG decoder do). Ids that name no token
-// are skipped. Round trip: for every valid UTF-8 string s, Decode(Encode(s)) == norm.NFC(s)
-// when s contains no added token text whose lstrip/rstrip flags swallow whitespace (none of
-// Qwen's do), since every byte of the normalized text lands in exactly one token.
+// are skipped. Round trip: for every valid UTF-8 string s, Decode(Encode(s)) is the NFC form
+// of s (full NFC, as Hugging Face's normalizer and JS's String.prototype.normalize compute it:
+// no U+034F is inserted in long runs of combining marks), since every byte of the normalized
+// text lands in exactly one token. This holds for tokenizers whose added tokens have no
+// lstrip/rstrip (those swallow whitespace) and are written in NFC; all of Qwen's qualify.
 //
 // Supported tokenizer.json shapes, anything else is refused with a one-line error naming the
 // field: model BPE (merges as "a b" strings or [a, b] pairs; dropout null or 0; no

@@ -94,7 +94,14 @@ func byteLevelSpelling(word string) string {
 type mergeWork struct {
 	id         []int32
 	prev, next []int32
-	heap       []uint64 // rank<<32 | position of the pair's left symbol, smallest first
+	heap       []pairEntry // smallest key first
+}
+
+// pairEntry is a candidate merge: key = rank<<32 | position of the left symbol (so equal ranks
+// pop leftmost first), with the pair's ids when pushed and the merged id.
+type pairEntry struct {
+	key                uint64
+	left, right, newID int32
 }
 
 // merge applies the merges to the bytes of word, lowest rank first and leftmost first among
@@ -116,16 +123,12 @@ func (t *BPE) merge(ids []int32, word string, w *mergeWork) []int32 {
 	}
 	for len(w.heap) > 0 {
 		top := w.pop()
-		p := int32(uint32(top))
+		p := int32(uint32(top.key))
 		q := w.next[p]
-		if w.id[p] < 0 || q < 0 {
-			continue
-		}
-		m, ok := t.merges[pairKey(w.id[p], w.id[q])]
-		if !ok || m>>32 != top>>32 {
+		if q < 0 || w.id[p] != top.left || w.id[q] != top.right {
 			continue // the pair changed since it was pushed
 		}
-		w.id[p], w.id[q] = int32(uint32(m)), -1
+		w.id[p], w.id[q] = top.newID, -1
 		w.next[p] = w.next[q]
 		if nq := w.next[q]; nq >= 0 {
 			w.prev[nq] = p
@@ -150,11 +153,11 @@ func (t *BPE) pushPair(w *mergeWork, p int32) {
 	if !ok {
 		return
 	}
-	w.heap = append(w.heap, m>>32<<32|uint64(p))
+	w.heap = append(w.heap, pairEntry{m>>32<<32 | uint64(p), w.id[p], w.id[q], int32(uint32(m))})
 	h := w.heap
 	for i := len(h) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if h[parent] <= h[i] {
+		if h[parent].key <= h[i].key {
 			break
 		}
 		h[parent], h[i] = h[i], h[parent]
@@ -162,7 +165,7 @@ func (t *BPE) pushPair(w *mergeWork, p int32) {
 	}
 }
 
-func (w *mergeWork) pop() uint64 {
+func (w *mergeWork) pop() pairEntry {
 	h := w.heap
 	top := h[0]
 	last := len(h) - 1
@@ -170,10 +173,10 @@ func (w *mergeWork) pop() uint64 {
 	h = h[:last]
 	for i := 0; ; {
 		l, small := 2*i+1, i
-		if l < len(h) && h[l] < h[small] {
+		if l < len(h) && h[l].key < h[small].key {
 			small = l
 		}
-		if r := l + 1; r < len(h) && h[r] < h[small] {
+		if r := l + 1; r < len(h) && h[r].key < h[small].key {
 			small = r
 		}
 		if small == i {

@@ -273,3 +273,32 @@ func TestIgnoreMergesAndSingleWord(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentEncode: goroutines sharing one tokenizer (and its word cache) get the ids a
+// single goroutine gets.
+func TestConcurrentEncode(t *testing.T) {
+	corpus := testCorpus(4, 300)
+	want := make([][]int32, len(corpus))
+	for i, s := range corpus {
+		want[i] = tinyTokenizer(t, nil).Encode(s)
+	}
+	tok := tinyTokenizer(t, nil)
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for i := range corpus {
+				k := (i + g*77) % len(corpus)
+				if got := tok.Encode(corpus[k]); !slices.Equal(got, want[k]) {
+					errs <- corpus[k]
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if s := <-errs; s != "" {
+			t.Errorf("concurrent Encode(%q) differs", s)
+		}
+	}
+}
