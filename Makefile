@@ -8,7 +8,7 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build test test-race fuzz bench bench-upload bench-normalize bench-engine bench-gpu gpu-check lint demo clean
+.PHONY: build test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-gpu gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
@@ -70,6 +70,12 @@ bench-normalize:
 ## decode tokens/s with and without the KV cache.
 bench-engine:
 	$(GO) run ./model/cmd/benchengine
+
+## bench-qwen: the CPU engine on the Qwen2.5-0.5B shape (random weights, 2 threads) beside PyTorch
+## on the same weights: forward+backward and batch-8 decode tokens/s with ratios, peak RSS of a
+## full AdamW step. Needs ~9 GB free (drmas, then PyTorch ~7 GB); Debian python3-torch + OpenBLAS.
+bench-qwen:
+	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
 
 ## bench-gpu: one PPO learner step on the GPU engine vs the CPU engine at d=512, 8 layers, B=64,
 ## T=256 (issue #11's anchor: the CPU engine), then a per-kernel profile; prints the speed-up.

@@ -56,18 +56,36 @@ type AdamW struct {
 	AdamWConfig
 	Steps int64 // number of steps taken (the bias-correction t)
 
-	m    *Model
-	mom  []float32 // first moment, laid out like the model
-	vel  []float32 // second moment
-	mask []bool    // per parameter tensor: decay?
+	m     *Model      // nil for an LLM's optimizer
+	lm    *LLM        // nil for a Model's optimizer
+	parts [][]float32 // the parameters updated, in storage order
+	mom   []float32   // first moment, laid out like the model
+	vel   []float32   // second moment
+	mask  []bool      // per parameter tensor: decay?
 }
 
 // NewAdamW returns an optimizer for m with zero state.
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
-	o := &AdamW{AdamWConfig: cfg, m: m, mom: make([]float32, len(m.buf)), vel: make([]float32, len(m.buf))}
-	o.mask = make([]bool, len(m.specs))
+	o := newAdamW(cfg, m.parts, len(m.buf))
+	o.m = m
 	for i, s := range m.specs {
 		o.mask[i] = s.decay
+	}
+	return o
+}
+
+// newAdamW returns zero state for n parameters in parts (mask to be set).
+func newAdamW(cfg AdamWConfig, parts [][]float32, n int) *AdamW {
+	return &AdamW{AdamWConfig: cfg, parts: parts, mom: make([]float32, n), vel: make([]float32, n), mask: make([]bool, len(parts))}
+}
+
+// NewLLMAdamW returns an optimizer for an LLM with zero state (weight decay
+// on the tensors with TensorSpec.Decay); update it with StepLLM.
+func NewLLMAdamW(m *LLM, cfg AdamWConfig) *AdamW {
+	o := newAdamW(cfg, m.parts, len(m.buf))
+	o.lm = m
+	for i, s := range m.specs {
+		o.mask[i] = s.Decay
 	}
 	return o
 }
@@ -119,19 +137,32 @@ func (o *AdamW) Model() *Model { return o.m }
 // returns an error, changing nothing, when the hyper-parameters fail
 // AdamWConfig.Validate.
 func (o *AdamW) Step(g *Grads) error {
-	if g.cfg != o.m.cfg {
+	if o.m == nil || g.cfg != o.m.cfg {
 		return fmt.Errorf("model: AdamW.Step: grads do not match the model config")
 	}
+	return o.apply(g.buf)
+}
+
+// StepLLM is Step for the optimizer of an LLM (NewLLMAdamW).
+func (o *AdamW) StepLLM(g *LLMGrads) error {
+	if o.lm == nil || g.cfg != o.lm.cfg {
+		return fmt.Errorf("model: AdamW.StepLLM: grads do not match the model config")
+	}
+	return o.apply(g.buf)
+}
+
+// apply runs one update with the gradients laid out like the parameters.
+func (o *AdamW) apply(grads []float32) error {
 	s, err := o.Advance()
 	if err != nil {
 		return fmt.Errorf("model: AdamW.Step: %w", err)
 	}
 	b1, b2, stepSize, invBc2, eps := s.B1, s.B2, s.StepSize, s.InvBc2, s.Eps
 	off := 0
-	for i, part := range o.m.parts {
+	for i, part := range o.parts {
 		n := len(part)
 		decay := s.Decay[i]
-		p, gr := part, g.buf[off:off+n]
+		p, gr := part, grads[off:off+n]
 		mm, vv := o.mom[off:off+n], o.vel[off:off+n]
 		// Element-wise: the split over cores cannot change any result.
 		parallelRows(n, 1<<13, func(lo, hi int) {

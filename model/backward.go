@@ -27,46 +27,12 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *Grads) error {
 	D, F, V := c.Dim, c.FFMult*c.Dim, c.Vocab
 	N, M := p.n, p.M
 	w, gw := &m.w, &g.w
-	invT := 1 / float64(p.temp)
 
 	// d loss / d logits.
 	dZb := getScratch(M * V)
 	defer putScratch(dZb)
 	dZ := *dZb
-	dlps := make([]float32, M)
-	var des []float32
-	if dEntropy != nil {
-		des = make([]float32, M)
-	}
-	for i, si := range p.seqs {
-		copy(dlps[si.resp:si.resp+si.rlen], dLogProb[i])
-		if dEntropy != nil {
-			copy(des[si.resp:si.resp+si.rlen], dEntropy[i])
-		}
-	}
-	parallelRows(M, 32, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			dlp := float64(dlps[k])
-			var de float64
-			if des != nil {
-				de = float64(des[k])
-			}
-			z := p.logits[k*V : (k+1)*V]
-			pr := p.probs[k*V : (k+1)*V]
-			dz := dZ[k*V : (k+1)*V]
-			H := float64(p.ent[k])
-			lse := p.lse[k]
-			for j := range dz {
-				pj := float64(pr[j])
-				du := -dlp * pj
-				if de != 0 {
-					du -= de * pj * (float64(z[j])*invT - lse + H)
-				}
-				dz[j] = float32(du * invT)
-			}
-			dz[p.targets[k]] += float32(dlp * invT)
-		}
-	})
+	logitGrads(p.seqs, dLogProb, dEntropy, p.logits, p.probs, p.lse, p.ent, p.targets, V, p.temp, dZ)
 	dXb := getScratch(N * D)
 	defer putScratch(dXb)
 	dX := *dXb
@@ -122,18 +88,7 @@ func (p *Pass) Backward(dLogProb, dEntropy [][]float32, g *Grads) error {
 }
 
 func (p *Pass) checkShape(name string, d [][]float32, optional bool) error {
-	if d == nil && optional {
-		return nil
-	}
-	if len(d) != len(p.seqs) {
-		return fmt.Errorf("model: Backward: %s has %d sequences, want %d", name, len(d), len(p.seqs))
-	}
-	for i, si := range p.seqs {
-		if len(d[i]) != si.rlen {
-			return fmt.Errorf("model: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
-		}
-	}
-	return nil
+	return checkGradShape(p.seqs, name, d, optional)
 }
 
 // attentionBackward writes into dQKV [N×3D] the gradient of the attention
@@ -185,20 +140,7 @@ func attentionHeadBackward(m *Model, a *layerAct, dO, dQKV []float32, si seqInfo
 	do := dO[si.start*D+h*hd:]
 	m.gemm.Sgemm(false, true, L, L, hd, 1, do, D, v, ld, 0, dP, L)
 	m.gemm.Sgemm(true, false, L, hd, L, 1, P, L, do, D, 0, dv, ld)
-	for i := 0; i < L; i++ {
-		pr := P[i*L : i*L+i+1]
-		dr := dP[i*L : (i+1)*L]
-		var s float32
-		for j, pv := range pr {
-			s += pv * dr[j]
-		}
-		for j, pv := range pr {
-			dr[j] = pv * (dr[j] - s)
-		}
-		for j := i + 1; j < L; j++ {
-			dr[j] = 0
-		}
-	}
+	softmaxRowsBackward(P, dP, L)
 	m.gemm.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
 	m.gemm.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, 0, dk, ld)
 }

@@ -144,6 +144,9 @@ func LoadModel(r io.ReaderAt, size int64) (*Model, error) {
 // (I64, shape [1]), the hyper-parameters as JSON under "drmas.adamw_config"
 // and the model config under "drmas.model_config".
 func (o *AdamW) SaveSafetensors(w io.Writer) error {
+	if o.m == nil {
+		return fmt.Errorf("model: AdamW.SaveSafetensors: only the built-in model's optimizer state is saved")
+	}
 	ts := make([]Tensor, 0, 2*len(o.m.specs)+1)
 	off := 0
 	for _, s := range o.m.specs {

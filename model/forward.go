@@ -57,18 +57,24 @@ type Pass struct {
 }
 
 func (m *Model) checkSeqs(seqs []Sequence) error {
+	return checkSequences(seqs, m.cfg.Context, m.cfg.Vocab)
+}
+
+// checkSequences reports (up to ~8) sequences that a model with the given
+// context and vocabulary cannot score.
+func checkSequences(seqs []Sequence, context, vocab int) error {
 	var errs []error
 	for i, s := range seqs {
 		if len(s.Response) > 0 && len(s.Prompt) == 0 {
 			errs = append(errs, fmt.Errorf("sequence %d: empty prompt", i))
 		}
-		if len(s.Prompt)+len(s.Response) > m.cfg.Context {
-			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), m.cfg.Context))
+		if len(s.Prompt)+len(s.Response) > context {
+			errs = append(errs, fmt.Errorf("sequence %d: length %d exceeds context %d", i, len(s.Prompt)+len(s.Response), context))
 		}
 		for _, part := range [][]int32{s.Prompt, s.Response} {
 			for _, t := range part {
-				if t < 0 || int(t) >= m.cfg.Vocab {
-					errs = append(errs, fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, m.cfg.Vocab))
+				if t < 0 || int(t) >= vocab {
+					errs = append(errs, fmt.Errorf("sequence %d: token %d out of range [0,%d)", i, t, vocab))
 					break
 				}
 			}
@@ -177,16 +183,7 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	p.lse = make([]float64, M)
 	p.logp = make([]float32, M)
 	p.ent = make([]float32, M)
-	invT := 1 / float64(temperature)
-	parallelRows(M, 16, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			z := p.logits[k*V : (k+1)*V]
-			lse, ent := softmaxStats(z, invT, p.probs[k*V:(k+1)*V])
-			p.lse[k] = lse
-			p.logp[k] = float32(float64(z[p.targets[k]])*invT - lse)
-			p.ent[k] = float32(ent)
-		}
-	})
+	scoreRows(p.logits, p.probs, V, temperature, p.targets, p.lse, p.logp, p.ent)
 	return p, nil
 }
 
@@ -299,13 +296,7 @@ func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
 // Tokens is the number of response tokens scored.
 func (p *Pass) Tokens() int { return p.M }
 
-func (p *Pass) split(v []float32) [][]float32 {
-	out := make([][]float32, len(p.seqs))
-	for i, si := range p.seqs {
-		out[i] = append([]float32(nil), v[si.resp:si.resp+si.rlen]...)
-	}
-	return out
-}
+func (p *Pass) split(v []float32) [][]float32 { return splitSeqs(p.seqs, v) }
 
 // Score returns the per-token log-probs and entropies of seqs without
 // keeping activations for a backward pass: it runs Forward on chunks of at
@@ -314,7 +305,19 @@ func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]fl
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, nil, err
 	}
-	const budget = 8192
+	return scoreChunks(seqs, 8192, func(chunk []Sequence) ([][]float32, [][]float32, error) {
+		p, err := m.Forward(chunk, temperature)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p.LogProbs(), p.Entropy(), nil
+	})
+}
+
+// scoreChunks runs score on consecutive chunks of seqs of at most budget
+// tokens (a longer sequence alone) and concatenates the log-probs and
+// entropies.
+func scoreChunks(seqs []Sequence, budget int, score func([]Sequence) ([][]float32, [][]float32, error)) ([][]float32, [][]float32, error) {
 	lp := make([][]float32, 0, len(seqs))
 	en := make([][]float32, 0, len(seqs))
 	for lo := 0; lo < len(seqs); {
@@ -323,12 +326,12 @@ func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]fl
 			tok += len(seqs[hi].Prompt) + len(seqs[hi].Response)
 			hi++
 		}
-		p, err := m.Forward(seqs[lo:hi], temperature)
+		l, e, err := score(seqs[lo:hi])
 		if err != nil {
 			return nil, nil, err
 		}
-		lp = append(lp, p.LogProbs()...)
-		en = append(en, p.Entropy()...)
+		lp = append(lp, l...)
+		en = append(en, e...)
 		lo = hi
 	}
 	return lp, en, nil

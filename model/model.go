@@ -141,11 +141,22 @@ func New(cfg Config, seed uint64) (*Model, error) {
 		return nil, err
 	}
 	m := newModel(cfg)
-	rng := newRNG(seed)
-	resid := 0.02 / math.Sqrt(2*float64(cfg.Layers))
+	kinds := make([]initKind, len(m.specs))
 	for i, s := range m.specs {
-		d := m.parts[i]
-		switch s.init {
+		kinds[i] = s.init
+	}
+	initTensors(m.parts, kinds, seed, cfg.Layers)
+	return m, nil
+}
+
+// initTensors fills parts in order from one RNG seeded with seed: normal
+// N(0, 0.02), residual N(0, 0.02/sqrt(2·layers)), ones or zeros.
+func initTensors(parts [][]float32, kinds []initKind, seed uint64, layers int) {
+	rng := newRNG(seed)
+	resid := 0.02 / math.Sqrt(2*float64(layers))
+	for i, kind := range kinds {
+		d := parts[i]
+		switch kind {
 		case initNormal:
 			for j := range d {
 				d[j] = float32(0.02 * rng.normal())
@@ -161,7 +172,6 @@ func New(cfg Config, seed uint64) (*Model, error) {
 		case initZero:
 		}
 	}
-	return m, nil
 }
 
 // Config returns the model's configuration.

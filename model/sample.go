@@ -50,7 +50,13 @@ func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOpt
 // full forward pass (through the training-path Forward) of every active
 // request. It is slow; it exists to check Sample.
 func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	return m.sampleLoop(ctx, reqs, opts, m.recomputeNext)
+	return m.sampleLoop(ctx, reqs, opts, recomputeNext(func(seqs []Sequence) ([]float32, error) {
+		p, err := m.Forward(seqs, 1)
+		if err != nil {
+			return nil, err
+		}
+		return p.logits, nil
+	}))
 }
 
 // nextFn returns the logits [len(active)×Vocab] of the next token of each
@@ -58,13 +64,18 @@ func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Sa
 type nextFn func(active []int, hist [][]int32) ([]float32, error)
 
 func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, next nextFn) ([]SampleResult, error) {
+	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, []int32{EOS}, next)
+}
+
+// runSampleLoop is the decoding loop of a model with context C and
+// vocabulary V; a token in stop or opts.Stop ends a request.
+func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, C, V int, stops []int32, next nextFn) ([]SampleResult, error) {
 	if opts.Temperature < 0 || math.IsNaN(float64(opts.Temperature)) || math.IsInf(float64(opts.Temperature), 0) {
 		return nil, fmt.Errorf("model: temperature %v must be ≥ 0", opts.Temperature)
 	}
 	if math.IsNaN(float64(opts.TopP)) {
 		return nil, errors.New("model: top_p is NaN")
 	}
-	C, V := m.cfg.Context, m.cfg.Vocab
 	var errs []error
 	for i, r := range reqs {
 		if len(r.Prompt) == 0 || len(r.Prompt) > C {
@@ -80,7 +91,10 @@ func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts Sampl
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("model: Sample: %w", errors.Join(errs...))
 	}
-	stop := map[int32]bool{EOS: true}
+	stop := map[int32]bool{}
+	for _, t := range stops {
+		stop[t] = true
+	}
 	for _, t := range opts.Stop {
 		stop[t] = true
 	}
@@ -185,17 +199,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	return int32(last), lp(last)
 }
 
-// recomputeNext runs the full training-path forward for every active request.
-func (m *Model) recomputeNext(active []int, hist [][]int32) ([]float32, error) {
-	seqs := make([]Sequence, len(active))
-	for a, i := range active {
-		seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
+// recomputeNext is the nextFn that runs logits, a training-path forward
+// at temperature 1 returning the raw logits of each sequence's one response
+// token, on the full history of every active request.
+func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
+	return func(active []int, hist [][]int32) ([]float32, error) {
+		seqs := make([]Sequence, len(active))
+		for a, i := range active {
+			seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
+		}
+		return logits(seqs)
 	}
-	p, err := m.Forward(seqs, 1)
-	if err != nil {
-		return nil, err
-	}
-	return p.logits, nil
 }
 
 // kvCache holds one request's keys and values, per layer [cap×Dim].
@@ -293,39 +307,7 @@ func (m *Model) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 			K, Vc := cs[i].k[l], cs[i].v[l]
 			for t := range chunks[i] {
 				r := start[i] + t
-				p := cs[i].n + t
-				q := qkv[r*3*D+hh*hd:][:hd]
-				mx := float32(math.Inf(-1))
-				for j := 0; j <= p; j++ {
-					kj := K[j*D+hh*hd:][:hd]
-					var dot float32
-					for e, qv := range q {
-						dot += qv * kj[e]
-					}
-					dot *= scale
-					s[j] = dot
-					if dot > mx {
-						mx = dot
-					}
-				}
-				for j := 0; j <= p; j++ {
-					s[j] -= mx
-				}
-				expSpan(s[:p+1])
-				var sum float32
-				for _, e := range s[:p+1] {
-					sum += e
-				}
-				inv := 1 / sum
-				o := att[r*D+hh*hd:][:hd]
-				clear(o)
-				for j := 0; j <= p; j++ {
-					pj := s[j] * inv
-					vj := Vc[j*D+hh*hd:][:hd]
-					for e := range o {
-						o[e] += pj * vj[e]
-					}
-				}
+				attendCached(qkv[r*3*D+hh*hd:][:hd], K, Vc, D, hh*hd, cs[i].n+t, scale, s, att[r*D+hh*hd:][:hd])
 			}
 		})
 		m.linear(att, R, D, lw.projW, lw.projB, D, tmp)
@@ -349,4 +331,41 @@ func (m *Model) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	logits := make([]float32, A*V)
 	m.gemm.Sgemm(false, true, A, V, D, 1, hf, D, w.head, D, 0, logits, V)
 	return logits
+}
+
+// attendCached writes into o the attention output of query q over the
+// cached keys and values of positions 0..p (rows of K and V with the given
+// stride, the head's columns from off), using s (≥ p+1 floats) as scratch.
+func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
+	hd := len(q)
+	mx := float32(math.Inf(-1))
+	for j := 0; j <= p; j++ {
+		kj := K[j*stride+off:][:hd]
+		var dot float32
+		for e, qv := range q {
+			dot += qv * kj[e]
+		}
+		dot *= scale
+		s[j] = dot
+		if dot > mx {
+			mx = dot
+		}
+	}
+	for j := 0; j <= p; j++ {
+		s[j] -= mx
+	}
+	expSpan(s[:p+1])
+	var sum float32
+	for _, e := range s[:p+1] {
+		sum += e
+	}
+	inv := 1 / sum
+	clear(o)
+	for j := 0; j <= p; j++ {
+		pj := s[j] * inv
+		vj := V[j*stride+off:][:hd]
+		for e := range o {
+			o[e] += pj * vj[e]
+		}
+	}
 }

@@ -79,6 +79,9 @@ type Trainer struct {
 	// bigBlocks is the fewest TileBig blocks for which a plain GEMM uses the TileBig kernel
 	// (see bigGemm); tests lower it to run the large kernels at small shapes.
 	bigBlocks int
+	// lookupErr records the first parameter name looked up (index) that the model does
+	// not have: the launcher then refuses every launch instead of running on parameter 0.
+	lookupErr error
 	// splitBlocks: a weight-gradient GEMM with fewer Tile blocks than this is split along k
 	// (see splits); 0 never splits. splitMinK is the fewest k a chunk gets.
 	splitBlocks, splitMinK int
@@ -228,7 +231,23 @@ func (t *Trainer) buf(name string, words int) (ir.Ptr, error) {
 	return p, nil
 }
 
-func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.idx[name]]) }
+func (t *Trainer) wp(name string) ir.Ptr { return t.w.Add(t.off[t.index(name)]) }
+
+// index returns the position of the named parameter. A name the model does not have is
+// recorded in lookupErr (the launcher then fails) and yields 0.
+func (t *Trainer) index(name string) int {
+	i, ok := t.idx[name]
+	if !ok && t.lookupErr == nil {
+		t.lookupErr = fmt.Errorf("gpu engine: the model has no parameter %q", name)
+	}
+	return i
+}
+
+// has reports whether the model has the named parameter (biases are optional).
+func (t *Trainer) has(name string) bool {
+	_, ok := t.idx[name]
+	return ok
+}
 
 func (t *Trainer) headName() string {
 	if t.cfg.TiedHead {
@@ -244,7 +263,10 @@ type launcher struct {
 	t   *Trainer // nil (AdamStep): no TileBig or split-K GEMMs, whose settings and buffers are t's
 }
 
-func (t *Trainer) launcher() *launcher { return &launcher{dev: t.dev, t: t} }
+func (t *Trainer) launcher() *launcher {
+	t.lookupErr = nil
+	return &launcher{dev: t.dev, t: t}
+}
 
 // bigGemm says whether the TileBig kernel computes an m×n product: when it has at least
 // l.t.bigBlocks blocks and pads the product by at most 1/8 of its area (both kernels give the
@@ -268,6 +290,9 @@ func (l *launcher) keep(b ir.Ptr, err error) ir.Ptr {
 }
 
 func (l *launcher) launch(name string, grid, block [3]int, args ...ir.Arg) {
+	if l.err == nil && l.t != nil && l.t.lookupErr != nil {
+		l.err = l.t.lookupErr
+	}
 	if l.err != nil {
 		return
 	}

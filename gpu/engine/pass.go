@@ -248,10 +248,15 @@ func (p *Pass) checkSizes(c model.Config) error {
 	return nil
 }
 
-// linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight, name.bias.
+// linear: y[n×out] = x[n×in]·Wᵀ + b for the parameters name.weight and, when the model
+// has it, name.bias.
 func (t *Trainer) linear(l *launcher, x ir.Ptr, n, in int, name string, out int, y ir.Ptr) {
-	l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
-	l.gemm(false, true, n, out, in, 1, x, in, t.wp(name+".weight"), in, 1, y, out)
+	beta := float32(0)
+	if t.has(name + ".bias") {
+		l.elementwise("bias_rows", n*out, ir.ArgP(t.wp(name+".bias")), ir.ArgP(y), ir.ArgI(out))
+		beta = 1
+	}
+	l.gemm(false, true, n, out, in, 1, x, in, t.wp(name+".weight"), in, beta, y, out)
 }
 
 // csr lists, for each of rows ids, the positions in ids that hold it (in order).
@@ -342,7 +347,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	if t.closed || p.gen != t.gen {
 		return false, fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
 	}
-	gp := func(name string) ir.Ptr { return base.Add(t.off[t.idx[name]]) }
+	gp := func(name string) ir.Ptr { return base.Add(t.off[t.index(name)]) }
 	flat := func(name string, d [][]float32, optional bool) ([]float32, error) {
 		out := make([]float32, p.m)
 		if d == nil && optional {
@@ -422,7 +427,9 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	}
 	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
 	t.colSum(l, dHf, b["lnfXhat"].p, M, D, gp("ln_f.weight"))
-	t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
+	if t.has("ln_f.bias") {
+		t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
+	}
 	if l.err == nil {
 		l.err = t.dev.Zero(dX, N*D)
 	}
@@ -433,18 +440,26 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		act := func(name string) ir.Ptr { return b[a+name].p }
 		// MLP.
 		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, gp(pre+"mlp.proj.weight"), F)
-		t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
+		if t.has(pre + "mlp.proj.bias") {
+			t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
+		}
 		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
 		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
 		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, gp(pre+"mlp.fc.weight"), D)
-		t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
+		if t.has(pre + "mlp.fc.bias") {
+			t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
+		}
 		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln2xhat"), N, D, gp(pre+"ln2.weight"))
-		t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
+		if t.has(pre + "ln2.bias") {
+			t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
+		}
 		// Attention.
 		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, gp(pre+"attn.proj.weight"), D)
-		t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
+		if t.has(pre + "attn.proj.bias") {
+			t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
+		}
 		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
 		if l.err == nil {
 			l.err = t.dev.Zero(dQKV, N*3*D)
@@ -456,11 +471,15 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
 		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
 		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, gp(pre+"attn.qkv.weight"), D)
-		t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
+		if t.has(pre + "attn.qkv.bias") {
+			t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
+		}
 		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
 		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
 		t.colSum(l, dT, act("ln1xhat"), N, D, gp(pre+"ln1.weight"))
-		t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
+		if t.has(pre + "ln1.bias") {
+			t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
+		}
 	}
 	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
 	o := len(tptr) + len(tidx)

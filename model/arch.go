@@ -1,0 +1,449 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ArchConfig describes a Hugging Face decoder of the Llama family (Qwen2,
+// Qwen2.5, Qwen3, Llama): pre-norm blocks of RMSNorm, rotary grouped-query
+// attention and a SwiGLU MLP. Field names follow config.json: Hidden is
+// hidden_size, Intermediate intermediate_size, KVHeads num_key_value_heads,
+// Context max_position_embeddings.
+type ArchConfig struct {
+	Arch         string  `json:"arch"` // "qwen2", "qwen3" or "llama" (config.json's model_type)
+	Hidden       int     `json:"hidden"`
+	Layers       int     `json:"layers"`
+	Heads        int     `json:"heads"`
+	KVHeads      int     `json:"kv_heads"`
+	HeadDim      int     `json:"head_dim"` // 0 = Hidden/Heads (WithDefaults)
+	Intermediate int     `json:"intermediate"`
+	Vocab        int     `json:"vocab"`
+	Context      int     `json:"context"` // longest sequence; 0 = 32768 (WithDefaults)
+	RMSNormEps   float64 `json:"rms_norm_eps"`
+	RopeTheta    float64 `json:"rope_theta"`
+	Tie          bool    `json:"tie_word_embeddings"`
+	QKVBias      bool    `json:"qkv_bias"` // q/k/v projections have biases
+	OBias        bool    `json:"o_bias"`   // o_proj has a bias
+	QKNorm       bool    `json:"qk_norm"`  // per-head RMSNorm of q and k before RoPE
+}
+
+// archDesc is what one architecture fixes about its block; everything else
+// (the ops, the tensor layout, the passes) is shared by the Llama family.
+type archDesc struct {
+	// qkvBias and qkNorm: nil = free (from the config), else fixed.
+	qkvBias, qkNorm *bool
+	// oBiasFollowsQKV: o_proj has a bias exactly when q/k/v have one
+	// (attention_bias in Qwen3 and Llama); otherwise o_proj has none.
+	oBiasFollowsQKV bool
+}
+
+var (
+	yes, no = true, false
+	// archs are the supported architectures by model_type.
+	archs = map[string]archDesc{
+		// Qwen2 / Qwen2.5: q/k/v with biases, o_proj without.
+		"qwen2": {qkvBias: &yes, qkNorm: &no},
+		// Qwen3: attention_bias for all four projections, q_norm/k_norm.
+		"qwen3": {qkNorm: &yes, oBiasFollowsQKV: true},
+		// Llama: attention_bias for all four projections.
+		"llama": {qkNorm: &no, oBiasFollowsQKV: true},
+	}
+)
+
+// ArchNames lists the supported architectures.
+func ArchNames() []string {
+	names := make([]string, 0, len(archs))
+	for n := range archs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// WithDefaults fills what the architecture fixes or config.json may omit:
+// HeadDim (Hidden/Heads), Context (32768), RMSNormEps (1e-6), RopeTheta
+// (10000), Qwen2's q/k/v biases, Qwen3's q/k norms, and OBias where it
+// follows QKVBias.
+func (c ArchConfig) WithDefaults() ArchConfig {
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	if c.Context == 0 {
+		c.Context = 32768
+	}
+	if c.RMSNormEps == 0 {
+		c.RMSNormEps = 1e-6
+	}
+	if c.RopeTheta == 0 {
+		c.RopeTheta = 10000
+	}
+	if d, ok := archs[c.Arch]; ok {
+		if d.qkvBias != nil {
+			c.QKVBias = *d.qkvBias
+		}
+		if d.qkNorm != nil {
+			c.QKNorm = *d.qkNorm
+		}
+		c.OBias = d.oBiasFollowsQKV && c.QKVBias
+	}
+	return c
+}
+
+// Limits of ArchConfig.Validate (they keep a hostile config from asking for
+// absurd allocations).
+const (
+	MaxArchVocab  = 1 << 22
+	MaxArchParams = 1 << 34 // float32 parameters (64 GiB)
+)
+
+// Validate reports every problem with c at once (errors.Join).
+func (c ArchConfig) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("arch config: "+format, a...)) }
+	d, ok := archs[c.Arch]
+	if !ok {
+		bad("architecture %q not supported (supported: %v)", c.Arch, ArchNames())
+	}
+	inRange := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad("%s %d out of range [%d, %d]", name, v, lo, hi)
+		}
+	}
+	inRange("hidden", c.Hidden, 1, MaxDim)
+	inRange("layers", c.Layers, 1, MaxLayers)
+	inRange("heads", c.Heads, 1, 1024)
+	inRange("kv_heads", c.KVHeads, 1, 1024)
+	inRange("intermediate", c.Intermediate, 1, 1<<17)
+	inRange("vocab", c.Vocab, 2, MaxArchVocab)
+	inRange("context", c.Context, 2, 1<<20)
+	inRange("head_dim", c.HeadDim, 2, 1024)
+	if c.HeadDim%2 != 0 {
+		bad("head_dim %d must be even (rotary embedding)", c.HeadDim)
+	}
+	if c.Heads >= 1 && c.KVHeads >= 1 && c.Heads%c.KVHeads != 0 {
+		bad("heads %d not divisible by kv_heads %d", c.Heads, c.KVHeads)
+	}
+	if !(c.RMSNormEps > 0) || math.IsInf(c.RMSNormEps, 0) {
+		bad("rms_norm_eps %v must be finite and > 0", c.RMSNormEps)
+	}
+	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
+		bad("rope_theta %v must be finite and > 1", c.RopeTheta)
+	}
+	if ok {
+		if d.qkvBias != nil && c.QKVBias != *d.qkvBias {
+			bad("%s has qkv_bias=%v", c.Arch, *d.qkvBias)
+		}
+		if d.qkNorm != nil && c.QKNorm != *d.qkNorm {
+			bad("%s has qk_norm=%v", c.Arch, *d.qkNorm)
+		}
+		if c.OBias != (d.oBiasFollowsQKV && c.QKVBias) {
+			bad("%s: o_bias must be %v when qkv_bias is %v", c.Arch, d.oBiasFollowsQKV && c.QKVBias, c.QKVBias)
+		}
+	}
+	if len(errs) == 0 {
+		if n := c.NumParams(); n > MaxArchParams {
+			bad("%d parameters exceed the limit %d", n, int64(MaxArchParams))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TensorSpec is one tensor of an architecture: its Hugging Face name and
+// shape ([out, in] for a linear weight).
+type TensorSpec struct {
+	Name  string
+	Shape []int
+	// Decay: AdamW applies weight decay (linear weights and an untied head).
+	Decay bool
+	kind  initKind
+}
+
+// Tensor names of one block, relative to "model.layers.N.".
+const (
+	tnIn    = "input_layernorm.weight"
+	tnQW    = "self_attn.q_proj.weight"
+	tnKW    = "self_attn.k_proj.weight"
+	tnVW    = "self_attn.v_proj.weight"
+	tnQB    = "self_attn.q_proj.bias"
+	tnKB    = "self_attn.k_proj.bias"
+	tnVB    = "self_attn.v_proj.bias"
+	tnOW    = "self_attn.o_proj.weight"
+	tnOB    = "self_attn.o_proj.bias"
+	tnQN    = "self_attn.q_norm.weight"
+	tnKN    = "self_attn.k_norm.weight"
+	tnPost  = "post_attention_layernorm.weight"
+	tnGate  = "mlp.gate_proj.weight"
+	tnUp    = "mlp.up_proj.weight"
+	tnDown  = "mlp.down_proj.weight"
+	tnEmbed = "model.embed_tokens.weight"
+	tnNorm  = "model.norm.weight"
+	tnHead  = "lm_head.weight"
+)
+
+// TensorSpecs lists c's tensors in the model's storage order. q, k and v
+// weights (and their biases) are adjacent, as are gate and up: each group is
+// then one matrix to multiply by.
+func (c ArchConfig) TensorSpecs() []TensorSpec {
+	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
+	qd, kvd := c.Heads*hd, c.KVHeads*hd
+	s := []TensorSpec{{Name: tnEmbed, Shape: []int{c.Vocab, D}, kind: initNormal}}
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add := func(name string, kind initKind, decay bool, shape ...int) {
+			s = append(s, TensorSpec{Name: p + name, Shape: shape, Decay: decay, kind: kind})
+		}
+		add(tnIn, initOne, false, D)
+		add(tnQW, initNormal, true, qd, D)
+		add(tnKW, initNormal, true, kvd, D)
+		add(tnVW, initNormal, true, kvd, D)
+		if c.QKVBias {
+			add(tnQB, initZero, false, qd)
+			add(tnKB, initZero, false, kvd)
+			add(tnVB, initZero, false, kvd)
+		}
+		add(tnOW, initResidual, true, D, qd)
+		if c.OBias {
+			add(tnOB, initZero, false, D)
+		}
+		if c.QKNorm {
+			add(tnQN, initOne, false, hd)
+			add(tnKN, initOne, false, hd)
+		}
+		add(tnPost, initOne, false, D)
+		add(tnGate, initNormal, true, F, D)
+		add(tnUp, initNormal, true, F, D)
+		add(tnDown, initResidual, true, D, F)
+	}
+	s = append(s, TensorSpec{Name: tnNorm, Shape: []int{D}, kind: initOne})
+	if !c.Tie {
+		s = append(s, TensorSpec{Name: tnHead, Shape: []int{c.Vocab, D}, Decay: true, kind: initNormal})
+	}
+	return s
+}
+
+// NumParams is the number of float32 parameters (int64: no overflow).
+func (c ArchConfig) NumParams() int64 {
+	var n int64
+	for _, s := range c.TensorSpecs() {
+		p := int64(1)
+		for _, d := range s.Shape {
+			p *= int64(d)
+		}
+		n += p
+	}
+	return n
+}
+
+// blockW holds views of one block's tensors (weights or gradients). qkvW is
+// q, k and v weights as one [(H+2·KV)·hd × D] matrix (qkvB likewise, nil
+// without biases); gateUp is gate then up as one [2F × D] matrix.
+type blockW struct {
+	in, qkvW, qkvB, oW, oB, qn, kn, post, gateUp, down []float32
+}
+
+// llmW holds views of every tensor of a model-shaped buffer.
+type llmW struct {
+	embed, norm, head []float32 // head aliases embed when tied
+	blocks            []blockW
+}
+
+// llmViews slices buf (laid out as c.TensorSpecs()) into per-tensor parts
+// and the grouped views the passes use.
+func llmViews(c ArchConfig, specs []TensorSpec, buf []float32) (llmW, [][]float32) {
+	parts := make([][]float32, len(specs))
+	byName := make(map[string]int, len(specs))
+	off := 0
+	for i, s := range specs {
+		n := prod(s.Shape)
+		parts[i] = buf[off : off+n : off+n]
+		byName[s.Name] = off
+		off += n
+	}
+	// span returns buf from tensor a's start through n floats.
+	span := func(name string, n int) []float32 {
+		o, ok := byName[name]
+		if !ok {
+			return nil
+		}
+		return buf[o : o+n : o+n]
+	}
+	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
+	qkv := (c.Heads + 2*c.KVHeads) * hd
+	w := llmW{embed: span(tnEmbed, c.Vocab*D), norm: span(tnNorm, D), blocks: make([]blockW, c.Layers)}
+	for l := range w.blocks {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		w.blocks[l] = blockW{
+			in: span(p+tnIn, D), qkvW: span(p+tnQW, qkv*D), qkvB: span(p+tnQB, qkv),
+			oW: span(p+tnOW, D*c.Heads*hd), oB: span(p+tnOB, D),
+			qn: span(p+tnQN, hd), kn: span(p+tnKN, hd), post: span(p+tnPost, D),
+			gateUp: span(p+tnGate, 2*F*D), down: span(p+tnDown, D*F),
+		}
+	}
+	if c.Tie {
+		w.head = w.embed
+	} else {
+		w.head = span(tnHead, c.Vocab*D)
+	}
+	return w, parts
+}
+
+// LLM is a model of the Llama family (ArchConfig) on the CPU engine. Its
+// methods may be called concurrently as long as nothing modifies the
+// parameters at the same time.
+type LLM struct {
+	cfg    ArchConfig
+	specs  []TensorSpec
+	buf    []float32
+	parts  [][]float32
+	w      llmW
+	gemm   GEMM
+	params []Param
+}
+
+func newLLM(c ArchConfig) (*LLM, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	m := &LLM{cfg: c, specs: c.TensorSpecs(), gemm: DefaultGEMM}
+	m.buf = make([]float32, c.NumParams())
+	m.w, m.parts = llmViews(c, m.specs, m.buf)
+	m.params = make([]Param, len(m.specs))
+	for i, s := range m.specs {
+		m.params[i] = Param{Name: s.Name, Shape: slices.Clone(s.Shape), Data: m.parts[i], Decay: s.Decay}
+	}
+	return m, nil
+}
+
+// NewLLM builds a model with c (after c.Validate) and fills every tensor
+// through get(name, dst) by its Hugging Face name; dst has the tensor's
+// element count. An error from get is returned wrapped with the name.
+func NewLLM(c ArchConfig, get func(name string, dst []float32) error) (*LLM, error) {
+	m, err := newLLM(c)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range m.specs {
+		if err := get(s.Name, m.parts[i]); err != nil {
+			return nil, fmt.Errorf("model: tensor %s %v: %w", s.Name, s.Shape, err)
+		}
+	}
+	return m, nil
+}
+
+// InitLLM builds a model with random weights from seed: linear weights and
+// embeddings N(0, 0.02), the residual projections (o_proj, down_proj)
+// N(0, 0.02/sqrt(2·Layers)), biases 0, norm weights 1.
+func InitLLM(c ArchConfig, seed uint64) (*LLM, error) {
+	m, err := newLLM(c)
+	if err != nil {
+		return nil, err
+	}
+	kinds := make([]initKind, len(m.specs))
+	for i, s := range m.specs {
+		kinds[i] = s.kind
+	}
+	initTensors(m.parts, kinds, seed, c.Layers)
+	return m, nil
+}
+
+// Config returns the model's configuration.
+func (m *LLM) Config() ArchConfig { return m.cfg }
+
+// Params returns the tensors in storage order, by Hugging Face name. Data
+// aliases the model.
+func (m *LLM) Params() []Param { return m.params }
+
+// NumParams is the total number of float32 parameters.
+func (m *LLM) NumParams() int { return len(m.buf) }
+
+// Tensors returns every parameter as an F32 tensor by Hugging Face name,
+// ready for WriteSafetensors. The tensors are encoded copies (as much memory
+// again as the model): a writer of large models streams Params instead.
+func (m *LLM) Tensors() []Tensor {
+	out := make([]Tensor, len(m.params))
+	for i, p := range m.params {
+		out[i] = F32Tensor(p.Name, p.Shape, p.Data)
+	}
+	return out
+}
+
+// SetGEMM replaces the matrix-multiply kernel (nil restores DefaultGEMM).
+func (m *LLM) SetGEMM(g GEMM) {
+	if g == nil {
+		g = DefaultGEMM
+	}
+	m.gemm = g
+}
+
+// LLMGrads holds one gradient tensor per parameter, laid out like the model.
+type LLMGrads struct {
+	cfg   ArchConfig
+	specs []TensorSpec
+	buf   []float32
+	parts [][]float32
+	w     llmW
+}
+
+// NewGrads returns zeroed gradients shaped like m.
+func (m *LLM) NewGrads() *LLMGrads {
+	g := &LLMGrads{cfg: m.cfg, specs: m.specs, buf: make([]float32, len(m.buf))}
+	g.w, g.parts = llmViews(m.cfg, m.specs, g.buf)
+	return g
+}
+
+// Zero sets every gradient to 0.
+func (g *LLMGrads) Zero() { clear(g.buf) }
+
+// Norm is the L2 norm over all gradients, summed in storage order in float64.
+func (g *LLMGrads) Norm() float64 {
+	var s float64
+	for _, v := range g.buf {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s)
+}
+
+// Add adds o into g; the configs must match.
+func (g *LLMGrads) Add(o *LLMGrads) error {
+	if o.cfg != g.cfg {
+		return fmt.Errorf("model: LLMGrads.Add: config mismatch")
+	}
+	for i, v := range o.buf {
+		g.buf[i] += v
+	}
+	return nil
+}
+
+// Scale multiplies every gradient by f (with ClipScale: gradient clipping).
+func (g *LLMGrads) Scale(f float32) {
+	for i := range g.buf {
+		g.buf[i] *= f
+	}
+}
+
+// ByName returns the gradient of the named tensor, or nil.
+func (g *LLMGrads) ByName(name string) []float32 {
+	for i, s := range g.specs {
+		if s.Name == name {
+			return g.parts[i]
+		}
+	}
+	return nil
+}
+
+// Policy is what the stages need from a model, whichever the architecture:
+// the built-in Model and LLM both implement it.
+type Policy interface {
+	Score(seqs []Sequence, temperature float32) ([][]float32, [][]float32, error)
+	Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error)
+	Tensors() []Tensor
+}
+
+var (
+	_ Policy = (*Model)(nil)
+	_ Policy = (*LLM)(nil)
+)

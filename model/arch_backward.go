@@ -1,0 +1,143 @@
+package model
+
+import "fmt"
+
+// Backward accumulates into g the gradient of
+//
+//	L = Σ dLogProb[i][t]·logprob[i][t] + Σ dEntropy[i][t]·entropy[i][t]
+//
+// with respect to every tensor. dEntropy may be nil; both have the shape of
+// LogProbs(). Calling Backward on several passes into one grads accumulates.
+func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
+	m := p.m
+	if g == nil || g.cfg != m.cfg {
+		return fmt.Errorf("model: Backward: grads do not match the model config")
+	}
+	if err := checkGradShape(p.seqs, "dLogProb", dLogProb, false); err != nil {
+		return err
+	}
+	if err := checkGradShape(p.seqs, "dEntropy", dEntropy, true); err != nil {
+		return err
+	}
+	b := dimsOf(m.cfg)
+	D, F, V, ld, od := b.D, b.F, m.cfg.Vocab, b.ld(), b.H*b.hd
+	N, M := p.n, p.M
+	w, gw := &m.w, &g.w
+	dZ := make([]float32, M*V)
+	logitGrads(p.seqs, dLogProb, dEntropy, p.logits, p.probs, p.lse, p.ent, p.targets, V, p.temp, dZ)
+	dX := make([]float32, N*D)
+	if M > 0 {
+		dHf, dXg := make([]float32, M*D), make([]float32, M*D)
+		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
+		m.gemm.Sgemm(true, false, V, D, M, 1, dZ, V, p.hf, D, 1, gw.head, D)
+		rmsNormBackward(dHf, p.nHat, p.nRstd, M, D, w.norm, dXg, gw.norm)
+		for k, r := range p.respRows {
+			addInto(dX[int(r)*D:(int(r)+1)*D], dXg[k*D:(k+1)*D])
+		}
+	}
+	if N == 0 {
+		return nil
+	}
+	bs := &blockGrads{dT: make([]float32, N*D), dAct: make([]float32, N*F), dGU: make([]float32, N*2*F),
+		dAO: make([]float32, N*od), dQKV: make([]float32, N*ld)}
+	for l := m.cfg.Layers - 1; l >= 0; l-- {
+		p.blockBackward(l, dX, g, bs)
+	}
+	for r, tok := range p.tokens {
+		addInto(gw.embed[int(tok)*D:][:D], dX[r*D:(r+1)*D])
+	}
+	return nil
+}
+
+// blockGrads is the scratch of blockBackward.
+type blockGrads struct{ dT, dAct, dGU, dAO, dQKV []float32 }
+
+// blockBackward turns dX (gradient of block l's output) into the gradient
+// of its input, in place, accumulating the block's tensor gradients into g.
+func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads) {
+	m, b := p.m, dimsOf(p.m.cfg)
+	N, D, F, ld, od := p.n, b.D, b.F, b.ld(), b.H*b.hd
+	bw, gl, a := &m.w.blocks[l], &g.w.blocks[l], &p.acts[l]
+	// MLP: x += down(silu(gate(h2))·up(h2)).
+	m.gemm.Sgemm(true, false, D, F, N, 1, dX, D, a.act, F, 1, gl.down, F)
+	m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, s.dAct, F)
+	swigluBackward(a.gu, s.dAct, N, F, s.dGU)
+	m.gemm.Sgemm(true, false, 2*F, D, N, 1, s.dGU, 2*F, a.h2, D, 1, gl.gateUp, D)
+	m.gemm.Sgemm(false, false, N, D, 2*F, 1, s.dGU, 2*F, bw.gateUp, D, 0, s.dT, D)
+	rmsNormBackward(s.dT, a.postHat, a.postRstd, N, D, bw.post, dX, gl.post)
+	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
+	m.gemm.Sgemm(true, false, D, od, N, 1, dX, D, a.attOut, od, 1, gl.oW, od)
+	if gl.oB != nil {
+		colSumAdd(dX, N, D, gl.oB)
+	}
+	m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, s.dAO, od)
+	gqaBackward(m.gemm, p.seqs, b, a.qkv, s.dAO, s.dQKV)
+	rope(s.dQKV, N, b, p.cos, p.sin, true)
+	if bw.qn != nil {
+		qkNormBackward(s.dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
+	}
+	m.gemm.Sgemm(true, false, ld, D, N, 1, s.dQKV, ld, a.h1, D, 1, gl.qkvW, D)
+	if gl.qkvB != nil {
+		colSumAdd(s.dQKV, N, ld, gl.qkvB)
+	}
+	m.gemm.Sgemm(false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvW, D, 0, s.dT, D)
+	rmsNormBackward(s.dT, a.inHat, a.inRstd, N, D, bw.in, dX, gl.in)
+}
+
+// checkGradShape checks that d (dLogProb or dEntropy) has one row per
+// sequence of a pass and one value per response token.
+func checkGradShape(seqs []seqInfo, name string, d [][]float32, optional bool) error {
+	if d == nil && optional {
+		return nil
+	}
+	if len(d) != len(seqs) {
+		return fmt.Errorf("model: Backward: %s has %d sequences, want %d", name, len(d), len(seqs))
+	}
+	for i, si := range seqs {
+		if len(d[i]) != si.rlen {
+			return fmt.Errorf("model: Backward: %s[%d] has %d tokens, want %d", name, i, len(d[i]), si.rlen)
+		}
+	}
+	return nil
+}
+
+// logitGrads writes into dZ[M×V] the gradient of
+// Σ dLogProb·logprob + Σ dEntropy·entropy with respect to the raw logits
+// (float64 per element, rounded once).
+func logitGrads(seqs []seqInfo, dLogProb, dEntropy [][]float32, logits, probs []float32, lse []float64, ent []float32, targets []int32, V int, temp float32, dZ []float32) {
+	M := len(targets)
+	invT := 1 / float64(temp)
+	dlps := make([]float32, M)
+	var des []float32
+	if dEntropy != nil {
+		des = make([]float32, M)
+	}
+	for i, si := range seqs {
+		copy(dlps[si.resp:si.resp+si.rlen], dLogProb[i])
+		if dEntropy != nil {
+			copy(des[si.resp:si.resp+si.rlen], dEntropy[i])
+		}
+	}
+	parallelRows(M, 32, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			dlp := float64(dlps[k])
+			var de float64
+			if des != nil {
+				de = float64(des[k])
+			}
+			z := logits[k*V : (k+1)*V]
+			pr := probs[k*V : (k+1)*V]
+			dz := dZ[k*V : (k+1)*V]
+			H := float64(ent[k])
+			for j := range dz {
+				pj := float64(pr[j])
+				du := -dlp * pj
+				if de != 0 {
+					du -= de * pj * (float64(z[j])*invT - lse[k] + H)
+				}
+				dz[j] = float32(du * invT)
+			}
+			dz[targets[k]] += float32(dlp * invT)
+		}
+	})
+}

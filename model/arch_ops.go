@@ -1,0 +1,339 @@
+package model
+
+import "math"
+
+// The ops of a Llama-family block (RMSNorm, rotary embedding, grouped-query
+// attention, SwiGLU), each with its backward, shared by LLM's forward,
+// backward and KV-cache decoder. Every op is element- or row-wise over its
+// own outputs, or reduces in a fixed order (chunkedColSums), so results do
+// not depend on the number of cores.
+
+// rmsRow writes y = w·(x·r) with r = 1/sqrt(mean(x²)+eps) and, when xhat is
+// not nil, xhat = x·r; returns r. The mean of squares is accumulated in
+// float64 in index order and r rounded to float32; the products are float32
+// as in transformers' RMSNorm (which computes in float32). y may alias x.
+func rmsRow(x, w, y, xhat []float32, eps float64) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	r := float32(1 / math.Sqrt(ss/float64(len(x))+eps))
+	w = w[:len(x)]
+	y = y[:len(x)]
+	for j, v := range x {
+		h := v * r
+		if xhat != nil {
+			xhat[j] = h
+		}
+		y[j] = w[j] * h
+	}
+	return r
+}
+
+// rmsRowBackward adds to dx the input gradient of rmsRow given dy:
+// dx += r·(g − xhat·mean(g·xhat)), g = dy·w.
+func rmsRowBackward(dy, xhat, w, dx []float32, r float32) {
+	var s float64
+	for j, v := range dy {
+		s += float64(v*w[j]) * float64(xhat[j])
+	}
+	m := float32(s / float64(len(dy)))
+	dx = dx[:len(dy)]
+	for j, v := range dy {
+		dx[j] += r * (v*w[j] - xhat[j]*m)
+	}
+}
+
+// rmsNorm normalises each row of x[n×d] into y, saving xhat and rstd when
+// they are not nil.
+func rmsNorm(x []float32, n, d int, w []float32, eps float64, y, xhat, rstd []float32) {
+	parallelRows(n, 64, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			var xh []float32
+			if xhat != nil {
+				xh = xhat[r*d : (r+1)*d]
+			}
+			rs := rmsRow(x[r*d:(r+1)*d], w, y[r*d:(r+1)*d], xh, eps)
+			if rstd != nil {
+				rstd[r] = rs
+			}
+		}
+	})
+}
+
+// rmsNormBackward adds to dx[n×d] the input gradient of rmsNorm given dy
+// and accumulates dw (chunked column sums: independent of the core count).
+func rmsNormBackward(dy, xhat, rstd []float32, n, d int, w, dx, dw []float32) {
+	parallelRows(n, 64, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			rmsRowBackward(dy[r*d:(r+1)*d], xhat[r*d:(r+1)*d], w, dx[r*d:(r+1)*d], rstd[r])
+		}
+	})
+	chunkedColSums(n, d, func(lo, hi int, part []float32) {
+		for r := lo; r < hi; r++ {
+			xh := xhat[r*d : (r+1)*d]
+			for j, v := range dy[r*d : (r+1)*d] {
+				part[j] += v * xh[j]
+			}
+		}
+	}, func(part []float32) { addInto(dw, part) })
+}
+
+// blockDims are the sizes the block ops need.
+type blockDims struct {
+	D, H, KV, hd, F int
+	eps             float64
+}
+
+func dimsOf(c ArchConfig) blockDims {
+	return blockDims{D: c.Hidden, H: c.Heads, KV: c.KVHeads, hd: c.HeadDim, F: c.Intermediate, eps: c.RMSNormEps}
+}
+
+// ld is the width of a q|k|v row.
+func (b blockDims) ld() int { return (b.H + 2*b.KV) * b.hd }
+
+// qkNorm applies the per-head RMSNorm (qn to the H query heads, kn to the
+// KV key heads) in place to the q and k parts of qkv[n×ld], saving xhat
+// [n×(H+KV)·hd] and rstd [n×(H+KV)] unless xhat is nil.
+func qkNorm(qkv []float32, n int, b blockDims, qn, kn, xhat, rstd []float32) {
+	nh, ld := b.H+b.KV, b.ld()
+	parallelRows(n, 16, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			for h := 0; h < nh; h++ {
+				w := qn
+				if h >= b.H {
+					w = kn
+				}
+				seg := qkv[r*ld+h*b.hd:][:b.hd]
+				if xhat == nil { // decoding: nothing kept
+					rmsRow(seg, w, seg, nil, b.eps)
+					continue
+				}
+				rstd[r*nh+h] = rmsRow(seg, w, seg, xhat[(r*nh+h)*b.hd:][:b.hd], b.eps)
+			}
+		}
+	})
+}
+
+// qkNormBackward replaces the q and k parts of dqkv (gradients of qkNorm's
+// output) by the gradients of its input and accumulates dqn, dkn.
+func qkNormBackward(dqkv []float32, n int, b blockDims, qn, kn, xhat, rstd, dqn, dkn []float32) {
+	nh, ld, hd := b.H+b.KV, b.ld(), b.hd
+	chunkedColSums(n, 2*hd, func(lo, hi int, part []float32) {
+		for r := lo; r < hi; r++ {
+			for h := 0; h < nh; h++ {
+				p := part[:hd]
+				if h >= b.H {
+					p = part[hd:]
+				}
+				xh := xhat[(r*nh+h)*hd:][:hd]
+				for j, v := range dqkv[r*ld+h*hd:][:hd] {
+					p[j] += v * xh[j]
+				}
+			}
+		}
+	}, func(part []float32) {
+		addInto(dqn, part[:hd])
+		addInto(dkn, part[hd:])
+	})
+	parallelRows(n, 16, func(lo, hi int) {
+		var tmp [1024]float32
+		for r := lo; r < hi; r++ {
+			for h := 0; h < nh; h++ {
+				w := qn
+				if h >= b.H {
+					w = kn
+				}
+				seg := dqkv[r*ld+h*hd:][:hd]
+				dx := tmp[:hd]
+				clear(dx)
+				rmsRowBackward(seg, xhat[(r*nh+h)*hd:][:hd], w, dx, rstd[r*nh+h])
+				copy(seg, dx)
+			}
+		}
+	})
+}
+
+// ropeTable returns cos and sin [len(pos)×hd/2] of the rotary angles
+// pos·θ^(−2i/hd): inverse frequencies, angles, cos and sin are computed in
+// float64 and then rounded to float32.
+func ropeTable(pos []int32, hd int, theta float64) (cos, sin []float32) {
+	half := hd / 2
+	inv := make([]float64, half)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(hd))
+	}
+	cos, sin = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
+	for r, p := range pos {
+		for i, f := range inv {
+			s, c := math.Sincos(float64(p) * f)
+			cos[r*half+i], sin[r*half+i] = float32(c), float32(s)
+		}
+	}
+	return cos, sin
+}
+
+// rope rotates, in place, the q and k heads of each row of qkv[n×ld] by
+// its row's angles (the non-interleaved "rotate half" layout: element i
+// pairs with i+hd/2). inverse applies the transposed rotation (backward).
+func rope(qkv []float32, n int, b blockDims, cos, sin []float32, inverse bool) {
+	half, ld := b.hd/2, b.ld()
+	parallelRows(n, 16, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			c, s := cos[r*half:][:half], sin[r*half:][:half]
+			for h := 0; h < b.H+b.KV; h++ {
+				v := qkv[r*ld+h*b.hd:][:b.hd]
+				x1, x2 := v[:half], v[half:]
+				for i, cv := range c {
+					a, bb := x1[i], x2[i]
+					if inverse {
+						x1[i] = a*cv + bb*s[i]
+						x2[i] = bb*cv - a*s[i]
+					} else {
+						x1[i] = a*cv - bb*s[i]
+						x2[i] = bb*cv + a*s[i]
+					}
+				}
+			}
+		}
+	})
+}
+
+// swiglu writes act[n×F] = silu(gate)·up from gu[n×2F] (gate | up per row),
+// silu(g) = g/(1+exp(−g)) with the vector exp.
+func swiglu(gu []float32, n, F int, act []float32) {
+	parallelRows(n, 4, func(lo, hi int) {
+		e := make([]float32, F)
+		for r := lo; r < hi; r++ {
+			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
+			negExp(g, e)
+			a := act[r*F:][:F]
+			for j, v := range g {
+				a[j] = v / (1 + e[j]) * u[j]
+			}
+		}
+	})
+}
+
+// negExp sets e = exp(−g) (the vector exp).
+func negExp(g, e []float32) {
+	for j, v := range g {
+		e[j] = -v
+	}
+	expSpan(e)
+}
+
+// swigluBackward writes into dgu[n×2F] the gradient of gu given dact.
+func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
+	parallelRows(n, 4, func(lo, hi int) {
+		e := make([]float32, F)
+		for r := lo; r < hi; r++ {
+			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
+			negExp(g, e)
+			da := dact[r*F:][:F]
+			dg, du := dgu[r*2*F:][:F], dgu[r*2*F+F:][:F]
+			for j, v := range g {
+				sig := 1 / (1 + e[j])
+				silu := v * sig
+				du[j] = da[j] * silu
+				dg[j] = da[j] * u[j] * sig * (1 + v*(1-sig))
+			}
+		}
+	})
+}
+
+// gqaForward computes causal grouped-query attention for every sequence of
+// a pass into out[N×H·hd]: query head h reads key/value head h/(H/KV). The
+// softmax maps are not kept (gqaBackward recomputes them with the same
+// calls, hence the same bits): memory stays linear in the sequence length.
+func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out []float32) {
+	H, od := b.H, b.H*b.hd
+	scratch := make([][]float32, workers())
+	parallelTasks(len(seqs)*H, func(worker, t int) {
+		si, h := seqs[t/H], t%H
+		L := si.n
+		if L == 0 {
+			return
+		}
+		P := attnScratch(scratch, worker, seqs)[:L*L]
+		attnMap(g, si, b, qkv, h, P)
+		g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*b.ld()+(H+b.KV+h/(H/b.KV))*b.hd:], b.ld(), 0, out[si.start*od+h*b.hd:], od)
+	})
+}
+
+// attnScratch returns worker's scratch for an L×L map of the longest
+// sequence, allocated on first use.
+func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
+	if scratch[worker] == nil {
+		maxL := 0
+		for _, si := range seqs {
+			maxL = max(maxL, si.n)
+		}
+		scratch[worker] = make([]float32, maxL*maxL)
+	}
+	return scratch[worker]
+}
+
+// attnMap writes into P the causal softmax map of query head h of one
+// sequence.
+func attnMap(g GEMM, si seqInfo, b blockDims, qkv []float32, h int, P []float32) {
+	ld, hd, L := b.ld(), b.hd, si.n
+	base := si.start * ld
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	g.Sgemm(false, true, L, L, hd, scale, qkv[base+h*hd:], ld, qkv[base+(b.H+h/(b.H/b.KV))*hd:], ld, 0, P, L)
+	causalSoftmax(P, L)
+}
+
+// gqaBackward writes into dqkv[N×ld] the gradient of the attention input
+// (post-RoPE q and k, v) given dO[N×H·hd]. One task per sequence and KV
+// head: its query heads add into the shared dk and dv in head order.
+func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, dO, dqkv []float32) {
+	ld, hd, H, KV := b.ld(), b.hd, b.H, b.KV
+	rep := H / KV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	od := H * hd
+	pScratch, dScratch := make([][]float32, workers()), make([][]float32, workers())
+	parallelTasks(len(seqs)*KV, func(worker, t int) {
+		si, kh := seqs[t/KV], t%KV
+		L := si.n
+		if L == 0 {
+			return
+		}
+		P := attnScratch(pScratch, worker, seqs)[:L*L]
+		dP := attnScratch(dScratch, worker, seqs)[:L*L]
+		base := si.start * ld
+		k, v := qkv[base+(H+kh)*hd:], qkv[base+(H+KV+kh)*hd:]
+		dk, dv := dqkv[base+(H+kh)*hd:], dqkv[base+(H+KV+kh)*hd:]
+		for h := kh * rep; h < (kh+1)*rep; h++ {
+			beta := float32(1)
+			if h == kh*rep {
+				beta = 0
+			}
+			attnMap(g, si, b, qkv, h, P)
+			q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
+			do := dO[si.start*od+h*hd:]
+			g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
+			g.Sgemm(true, false, L, hd, L, 1, P, L, do, od, beta, dv, ld)
+			softmaxRowsBackward(P, dP, L)
+			g.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
+			g.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, beta, dk, ld)
+		}
+	})
+}
+
+// softmaxRowsBackward turns dP (gradient of the causal softmax output P,
+// L×L) into the gradient of its input scores, in place.
+func softmaxRowsBackward(P, dP []float32, L int) {
+	for i := 0; i < L; i++ {
+		pr := P[i*L : i*L+i+1]
+		dr := dP[i*L : (i+1)*L]
+		var s float32
+		for j, pv := range pr {
+			s += pv * dr[j]
+		}
+		for j, pv := range pr {
+			dr[j] = pv * (dr[j] - s)
+		}
+		clear(dr[i+1:])
+	}
+}

@@ -1,0 +1,154 @@
+package model
+
+import (
+	"context"
+	"math"
+)
+
+// Sample continues every request with a batched forward over a KV cache
+// (as Model.Sample): each step every active request advances one token.
+// Results do not depend on batch composition or order; each request's draws
+// come from its own Seed. Only the tokens in opts.Stop end a request early
+// (the tokenizer's end tokens, e.g. Qwen's <|im_end|>, are the caller's).
+// A request's cache grows with its length.
+func (m *LLM) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
+	d := &llmDecoder{m: m, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
+	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, d.next)
+}
+
+// SampleNoCache is Sample recomputing the full training-path forward pass
+// of every active request at every step: slow; it exists to check Sample.
+func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
+	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, recomputeNext(func(seqs []Sequence) ([]float32, error) {
+		p, err := m.Forward(seqs, 1)
+		if err != nil {
+			return nil, err
+		}
+		return p.logits, nil
+	}))
+}
+
+type llmDecoder struct {
+	m         *LLM
+	caches    []*kvCache
+	maxTokens int
+}
+
+func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
+	c := d.m.cfg
+	cs := make([]*kvCache, len(active))
+	chunks := make([][]int32, len(active))
+	for a, i := range active {
+		if d.caches[i] == nil {
+			// Room for the prompt and up to 256 (or maxTokens) more
+			// positions; append grows it beyond.
+			n := len(hist[i]) + 256
+			if d.maxTokens > 0 {
+				n = len(hist[i]) + d.maxTokens
+			}
+			n = min(n, c.Context)
+			kc := &kvCache{k: make([][]float32, c.Layers), v: make([][]float32, c.Layers)}
+			for l := range kc.k {
+				kc.k[l] = make([]float32, 0, n*c.KVHeads*c.HeadDim)
+				kc.v[l] = make([]float32, 0, n*c.KVHeads*c.HeadDim)
+			}
+			d.caches[i] = kc
+		}
+		cs[a] = d.caches[i]
+		chunks[a] = hist[i][cs[a].n:]
+	}
+	return d.m.cachedStep(cs, chunks), nil
+}
+
+// cachedStep feeds chunks[i] to request i (positions continue from its
+// cache), appends their keys (after norm and RoPE) and values to the caches
+// and returns the logits of each chunk's last position [len(chunks)×Vocab].
+func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
+	c, b := m.cfg, dimsOf(m.cfg)
+	D := b.D
+	start := make([]int, len(chunks)+1)
+	for i, ch := range chunks {
+		start[i+1] = start[i] + len(ch)
+	}
+	R := start[len(chunks)]
+	pos := make([]int32, R)
+	x := make([]float32, R*D)
+	maxLen := 0
+	for i, ch := range chunks {
+		for t, tok := range ch {
+			pos[start[i]+t] = int32(cs[i].n + t)
+			copy(x[(start[i]+t)*D:][:D], m.w.embed[int(tok)*D:])
+		}
+		maxLen = max(maxLen, cs[i].n+len(ch))
+	}
+	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
+		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
+		gu: make([]float32, R*2*b.F), act: make([]float32, R*b.F)}
+	st.cos, st.sin = ropeTable(pos, b.hd, c.RopeTheta)
+	for l := 0; l < c.Layers; l++ {
+		m.cachedBlock(l, x, st)
+	}
+	for i, ch := range chunks {
+		cs[i].n += len(ch)
+	}
+	A := len(chunks)
+	last := make([]float32, A*D)
+	for i := range chunks {
+		copy(last[i*D:(i+1)*D], x[(start[i+1]-1)*D:])
+	}
+	hf := make([]float32, A*D)
+	rmsNorm(last, A, D, m.w.norm, b.eps, hf, nil, nil)
+	return m.head(hf, A)
+}
+
+// decodeStep is the state of one cachedStep shared by its blocks.
+type decodeStep struct {
+	cs                        []*kvCache
+	chunks                    [][]int32
+	start                     []int
+	cos, sin                  []float32
+	scratch                   [][]float32
+	maxLen                    int
+	h, qkv, att, tmp, gu, act []float32
+}
+
+// cachedBlock runs block l on the step's rows x in place, appending their
+// keys and values to the caches.
+func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
+	b := dimsOf(m.cfg)
+	D, H, hd, F, ld := b.D, b.H, b.hd, b.F, b.ld()
+	kvd, od, rep := b.KV*hd, H*hd, H/b.KV
+	R := st.start[len(st.chunks)]
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	bw := &m.w.blocks[l]
+	rmsNorm(x, R, D, bw.in, b.eps, st.h, nil, nil)
+	m.linear(st.h, R, D, bw.qkvW, bw.qkvB, ld, st.qkv)
+	if bw.qn != nil {
+		qkNorm(st.qkv, R, b, bw.qn, bw.kn, nil, nil)
+	}
+	rope(st.qkv, R, b, st.cos, st.sin, false)
+	for i, ch := range st.chunks {
+		for t := range ch {
+			r := st.start[i] + t
+			st.cs[i].k[l] = append(st.cs[i].k[l], st.qkv[r*ld+od:][:kvd]...)
+			st.cs[i].v[l] = append(st.cs[i].v[l], st.qkv[r*ld+od+kvd:][:kvd]...)
+		}
+	}
+	parallelTasks(len(st.chunks)*H, func(worker, task int) {
+		i, hh := task/H, task%H
+		if st.scratch[worker] == nil {
+			st.scratch[worker] = make([]float32, st.maxLen)
+		}
+		for t := range st.chunks[i] {
+			r := st.start[i] + t
+			attendCached(st.qkv[r*ld+hh*hd:][:hd], st.cs[i].k[l], st.cs[i].v[l], kvd, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
+		}
+	})
+	m.linear(st.att, R, od, bw.oW, bw.oB, D, st.tmp)
+	addInto(x, st.tmp)
+	rmsNorm(x, R, D, bw.post, b.eps, st.h, nil, nil)
+	m.linear(st.h, R, D, bw.gateUp, nil, 2*F, st.gu)
+	swiglu(st.gu, R, F, st.act)
+	m.linear(st.act, R, F, bw.down, nil, D, st.tmp)
+	addInto(x, st.tmp)
+}
