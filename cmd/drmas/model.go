@@ -19,7 +19,7 @@ import (
 func newModelCmd() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "model",
-		Short: "Hugging Face model folders: inspect one, make a random one",
+		Short: "Hugging Face model folders: inspect, init, score token ids, tokenize",
 		Long: `Works with Hugging Face model folders (config.json, model.safetensors or a sharded
 model.safetensors.index.json, tokenizer.json), as 'huggingface-cli download' fetches them:
 Qwen2 and Qwen2.5 (model_type qwen2), Qwen3 (qwen3) and Llama (llama), in BF16, F16 or F32.
@@ -28,7 +28,7 @@ Qwen2 and Qwen2.5 (model_type qwen2), Qwen3 (qwen3) and Llama (llama), in BF16, 
 which is downloaded into a local cache first and verified (against its _MANIFEST.json's sha256
 when it has one; else against the store's size and ETag).`,
 	})
-	cmd.AddCommand(newModelInspectCmd(), newModelInitCmd())
+	cmd.AddCommand(newModelInspectCmd(), newModelInitCmd(), newModelScoreCmd(), newModelTokenizeCmd())
 	return cmd
 }
 
