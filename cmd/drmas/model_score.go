@@ -14,9 +14,9 @@ import (
 )
 
 func newModelScoreCmd() *cobra.Command {
-	var modelDir, cache, promptIDs, responseIDs string
+	var modelDir, cache, adapter, promptIDs, responseIDs string
 	cmd := &cobra.Command{
-		Use:   "score --model DIR --prompt-ids 1,2,3 --response-ids 4,5",
+		Use:   "score --model DIR [--adapter DIR] --prompt-ids 1,2,3 --response-ids 4,5",
 		Short: "Print the log-probability of each response token given every token before it",
 		Long: `Loads the model folder into the CPU engine (float32, whatever the stored dtype) and prints, for
 each token of --response-ids, the natural-log probability the model gives it after the prompt and
@@ -30,12 +30,18 @@ the engine's value.
 Ids are comma-separated decimal integers (spaces allowed), each below the model's vocab_size;
 the prompt must have at least one token (the first response token is predicted from it), the
 response too, and both together at most max_position_embeddings. Use 'drmas model tokenize' to get
-ids for a text.`,
+ids for a text.
+
+--adapter scores the model with a PEFT LoRA adapter (adapter_config.json and
+adapter_model.safetensors, as PEFT's save_pretrained writes them) merged into its weights:
+W' = W + (lora_alpha/r)·B·A for each module the adapter holds (lora_alpha/sqrt(r) with
+use_rslora). DoRA, bias training, modules_to_save, per-module ranks and LoRA on the embeddings are
+refused by name.`,
 		Example: `  drmas model score --model ~/models/Qwen2.5-0.5B-Instruct --prompt-ids 9707,11 --response-ids 1879,0
   drmas model score --model s3://models/qwen3-0.6b --prompt-ids "$(drmas model tokenize --model DIR --text Hi | tr -d '[]')" --response-ids 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := noTilde(cmd, "model", "cache"); err != nil {
+			if err := noTilde(cmd, "model", "cache", "adapter"); err != nil {
 				return err
 			}
 			prompt, err := parseIDs("prompt-ids", promptIDs)
@@ -50,7 +56,12 @@ ids for a text.`,
 			if err != nil {
 				return err
 			}
-			lp, err := scoreIDs(dir, prompt, resp)
+			if adapter != "" {
+				if adapter, err = localModel(cmd, adapter, ""); err != nil {
+					return err
+				}
+			}
+			lp, err := scoreIDs(dir, adapter, prompt, resp)
 			if err != nil {
 				return err
 			}
@@ -61,6 +72,7 @@ ids for a text.`,
 	f.StringVar(&modelDir, "model", "", "model folder: a local path, or s3://… / file://… in the store (required)")
 	f.StringVar(&promptIDs, "prompt-ids", "", "the prompt's token ids, comma-separated, at least one (required)")
 	f.StringVar(&responseIDs, "response-ids", "", "the response's token ids to score, comma-separated, at least one (required)")
+	f.StringVar(&adapter, "adapter", "", "a PEFT LoRA adapter folder to merge into the weights first: a local path, or s3://… / file://… in the store")
 	f.StringVar(&cache, "cache", "", "local cache for a store folder (default: ~/.cache/drmas/models/<hash of the URL>)")
 	for _, name := range []string{"model", "prompt-ids", "response-ids"} {
 		_ = cmd.MarkFlagRequired(name)
@@ -91,8 +103,9 @@ func parseIDs(flag, s string) ([]int32, error) {
 	return ids, nil
 }
 
-// scoreIDs loads dir and returns log p of each response token at temperature 1.
-func scoreIDs(dir string, prompt, resp []int32) ([]float32, error) {
+// scoreIDs loads dir (with the adapter merged, unless "") and returns log p of each response
+// token at temperature 1.
+func scoreIDs(dir, adapter string, prompt, resp []int32) ([]float32, error) {
 	w, err := hf.OpenWeights(dir)
 	if err != nil {
 		return nil, err
@@ -116,6 +129,11 @@ func scoreIDs(dir string, prompt, resp []int32) ([]float32, error) {
 	m, err := w.NewLLM()
 	if err != nil {
 		return nil, err
+	}
+	if adapter != "" {
+		if err := hf.ApplyAdapter(m, adapter); err != nil {
+			return nil, fmt.Errorf("--adapter: %w", err)
+		}
 	}
 	lp, _, err := m.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
 	if err != nil {

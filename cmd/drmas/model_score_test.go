@@ -285,3 +285,62 @@ func TestModelTokenize(t *testing.T) {
 		t.Errorf("HF's ids of %q lack <|im_end|>'s 151645: %v", texts[0], want[0].IDs)
 	}
 }
+
+// TestModelScoreAdapter: with --adapter, score gives exactly what it gives on a folder holding
+// the merged weights (written in F32 by hf.WriteLLM, so nothing is rounded), and not what the
+// base model gives.
+func TestModelScoreAdapter(t *testing.T) {
+	base := sharpFolder(t, "f32")
+	r := rand.New(rand.NewPCG(8, 9))
+	var tensors []model.Tensor
+	for _, mod := range []struct {
+		name    string
+		out, in int
+	}{{"model.layers.0.self_attn.q_proj", 48, 48}, {"model.layers.1.self_attn.v_proj", 16, 48}, {"model.layers.1.mlp.down_proj", 48, 64}} {
+		a, b := make([]float32, 4*mod.in), make([]float32, mod.out*4)
+		for i := range a {
+			a[i] = float32(r.NormFloat64() * 0.3)
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64() * 0.3)
+		}
+		tensors = append(tensors, model.F32Tensor("base_model.model."+mod.name+".lora_A.weight", []int{4, mod.in}, a),
+			model.F32Tensor("base_model.model."+mod.name+".lora_B.weight", []int{mod.out, 4}, b))
+	}
+	adapter := t.TempDir()
+	f, err := os.Create(filepath.Join(adapter, hf.AdapterWeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteSafetensors(f, tensors, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg := `{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"], "bias": "none"}`
+	if err := os.WriteFile(filepath.Join(adapter, hf.AdapterConfigFile), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, mcfg, err := hf.LoadLLM(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hf.ApplyAdapter(m, adapter); err != nil {
+		t.Fatal(err)
+	}
+	merged := filepath.Join(t.TempDir(), "merged")
+	if err := hf.WriteLLM(merged, mcfg, m, "", tinyTokenizer); err != nil {
+		t.Fatal(err)
+	}
+	j := scoreJobs(320)[1]
+	withAdapter := runScore(t, base, j, "--adapter", adapter)
+	if want := runScore(t, merged, j); !slices.Equal(withAdapter, want) {
+		t.Errorf("--adapter %v, merged folder %v", withAdapter, want)
+	}
+	if plain := runScore(t, base, j); slices.Equal(withAdapter, plain) {
+		t.Error("the adapter changed nothing")
+	}
+	_, _, err = execute(t, "model", "score", "--model", base, "--adapter", t.TempDir(), "--prompt-ids", "1", "--response-ids", "2")
+	if err == nil || !strings.Contains(err.Error(), "--adapter: read adapter config") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("no adapter files: %v", err)
+	}
+}
