@@ -31,14 +31,17 @@ func checkArch(ac model.ArchConfig, where string) error {
 	return &Error{File: where, Msg: "the engine cannot run this model: " + msg, Err: ErrUnsupported}
 }
 
+// EngineCheck reports, in one line, why the CPU engine cannot run c's architecture (an odd
+// head_dim, sizes past its limits), or nil.
+func (c Config) EngineCheck() error { return checkArch(c.ArchConfig(), ConfigFile) }
+
 // NewLLM builds the engine's model from open weights, converting each tensor to float32 once
 // (the model holds the only full copy; the mapped file is read tensor by tensor).
 func (w *Weights) NewLLM() (*model.LLM, error) {
-	ac := w.Config.ArchConfig()
-	if err := checkArch(ac, ConfigFile); err != nil {
+	if err := w.Config.EngineCheck(); err != nil {
 		return nil, err
 	}
-	m, err := model.NewLLM(ac, w.Float32)
+	m, err := model.NewLLM(w.Config.ArchConfig(), w.Float32)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

@@ -315,6 +315,9 @@ func initModel(ctx context.Context, out io.Writer, s hf.InitSpec, tokenizer, dir
 	if err != nil {
 		return err
 	}
+	if err := cfg.EngineCheck(); err != nil { // a folder drmas itself could not score
+		return err
+	}
 	if err := hf.WriteFolder(dir, cfg, dtype, hf.RandomTensors(cfg, seed), tokenizer); err != nil {
 		return err
 	}

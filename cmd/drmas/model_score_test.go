@@ -214,6 +214,7 @@ func TestModelScoreErrors(t *testing.T) {
 		{[]string{"model", "score", "--model", dir, "--prompt-ids", "1"}, `required flag(s) "response-ids" not set`},
 		{score("1", "2")[:4], `required flag(s) "prompt-ids", "response-ids" not set`},
 		{[]string{"model", "score", "--model", filepath.Join(dir, "none"), "--prompt-ids", "1", "--response-ids", "2"}, "no such file"},
+		{initArgs("qwen3", tinyTokenizer, filepath.Join(dir, "odd"), "1", "--head-dim", "3"), "the engine cannot run this model: arch config: head_dim 3 must be even"},
 	} {
 		_, _, err := execute(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
