@@ -59,6 +59,11 @@ func ReadAdapterConfig(dir string) (AdapterConfig, error) {
 	if err != nil {
 		return AdapterConfig{}, fmt.Errorf("read adapter config: %w", err)
 	}
+	return ParseAdapterConfig(data, name)
+}
+
+// ParseAdapterConfig parses the bytes of an adapter_config.json; name is used in errors.
+func ParseAdapterConfig(data []byte, name string) (AdapterConfig, error) {
 	var p peftConfig
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&p); err != nil {

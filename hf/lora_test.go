@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ func writeAdapter(t *testing.T, config string, dtype string, tensors map[string]
 	for _, s := range tensors {
 		specs = append(specs, s)
 	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
 	f, err := os.Create(filepath.Join(dir, AdapterWeightsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +134,22 @@ func TestApplyAdapterRefuses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzParseAdapterConfig: any bytes are refused with one line naming the file, or give a
+// positive rank and a finite scale.
+func FuzzParseAdapterConfig(f *testing.F) {
+	f.Add([]byte(`{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "v_proj"], "bias": "none"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := ParseAdapterConfig(data, "fuzz/adapter_config.json")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz/adapter_config.json: ") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error not one line naming the file: %q", err)
+			}
+			return
+		}
+		if s := a.Scale(); a.R < 1 || math.IsNaN(s) || math.IsInf(s, 0) {
+			t.Fatalf("r %d, scale %v", a.R, s)
+		}
+	})
 }
