@@ -38,9 +38,11 @@
 // continuing_subword_prefix or end_of_word_suffix; byte_fallback false; ignore_merges either
 // way); normalizer null or NFC (alone or in a Sequence); pre_tokenizer
 // Sequence[Split(Qwen's pattern, Isolated), ByteLevel(use_regex false, no add_prefix_space)];
-// decoder null or ByteLevel. The post_processor is ignored: Encode adds no
-// special tokens. Memory is bounded by the size of the files (they are parsed once) and by
-// the text (the word cache holds at most a fixed number of short words).
+// decoder null or ByteLevel; unk_token only when every byte has its symbol; ids non-negative
+// and dense (highest id below twice the token count + 1024). The post_processor is ignored:
+// Encode adds no special tokens. Memory is bounded by the size of the files (they are parsed
+// once; LoadDir refuses files over 256 MiB) and by the text (the word cache holds at most
+// 65,536 words of at most 64 bytes). A *BPE is safe for concurrent use.
 //
 // ChatPrompt renders Qwen's ChatML as the templates in tokenizer_config.json do for messages
 // with a role and a content; see its doc for the Qwen3 and Qwen2.5 variants.
