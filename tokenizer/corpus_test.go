@@ -34,6 +34,7 @@ var fragments = []string{
 	"👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "🇯🇵", "🇺🇸🇫🇷", "👍🏽", "❤️", "🧑🏿\u200d💻", "#️⃣", "😀😀😀",
 	"func main() {\n\tfmt.Println(\"hi\")\n}\n", "x += y**2; // note", "if (a && b) { return; }", "<div class=\"a\">",
 	"def f(x):\n    return x\n", "SELECT * FROM t WHERE id = 3;", "    indented", "a\\nb", "{\"k\": [1, 2]}",
+	"\u1100" + strings.Repeat("\u1161", 40), "A" + strings.Repeat("\u0307\u0323", 20),
 	"\u0301", "e\u0301", "A\u030a", "\u1100\u1161\u11a8", "\ufffd", "\ue000", "\uffff", "\U0010fffd", "ﬁ", "Ǆ",
 	"Hello", "world", "The quick brown fox", "naïve café", "Straße", "İstanbul", "ǅ", "ΣΑΣ", "東京", "한국어",
 	"مرحبا", "नमस्ते", "สวัสดี", "Привет", "שלום", "...", "!!!", "?!", "---", "***", "$$", "@@", "~~",

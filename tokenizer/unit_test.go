@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // tinyJSON is a hand-made tokenizer.json: the 256 byte symbols with id = byte value, five
@@ -299,6 +301,30 @@ func TestConcurrentEncode(t *testing.T) {
 	for range 4 {
 		if s := <-errs; s != "" {
 			t.Errorf("concurrent Encode(%q) differs", s)
+		}
+	}
+}
+
+// TestNFCLongRuns: past 30 combining marks x/text inserts U+034F; nfc does not and still sorts
+// by combining class and composes (worked by hand), and it agrees with x/text elsewhere.
+func TestNFCLongRuns(t *testing.T) {
+	in := "A" + strings.Repeat("\u0307\u0323", 20)
+	// Dot below (class 220) sorts before dot above (230); A + dot below is U+1EA0; the other
+	// dots below are blocked by the first; U+1EA0 has no composite with a dot above.
+	want := "\u1EA0" + strings.Repeat("\u0323", 19) + strings.Repeat("\u0307", 20)
+	if got := nfc(in); got != want {
+		t.Errorf("nfc = %+q, want %+q", got, want)
+	}
+	if norm.NFC.String(in) == want {
+		t.Error("x/text's NFC no longer inserts U+034F: the fallback may be unneeded")
+	}
+	jamo := "\u1100" + strings.Repeat("\u1161", 40)
+	if got := nfc(jamo); got != "\uAC00"+strings.Repeat("\u1161", 39) {
+		t.Errorf("nfc(jamo run) = %+q", got)
+	}
+	for _, s := range testCorpus(5, 2000) {
+		if got, want := nfcLong(s), norm.NFC.String(s); got != want && !strings.Contains(want, cgj) {
+			t.Fatalf("nfcLong(%+q) = %+q, x/text %+q", s, got, want)
 		}
 	}
 }
