@@ -36,6 +36,9 @@ var fragments = []string{
 	"def f(x):\n    return x\n", "SELECT * FROM t WHERE id = 3;", "    indented", "a\\nb", "{\"k\": [1, 2]}",
 	"\u1100" + strings.Repeat("\u1161", 40), "A" + strings.Repeat("\u0307\u0323", 20),
 	"\u0301", "e\u0301", "A\u030a", "\u1100\u1161\u11a8", "\ufffd", "\ue000", "\uffff", "\U0010fffd", "ﬁ", "Ǆ",
+	"\u2019s", "'S'S", "\r\r\n", "\n\r", "\t\n", " \t\r\n ", "a\u200db", "\u00ad", "\u2066x\u2069",
+	"\U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F", "\U0001F9D1\u200d\U0001F91D\u200d\U0001F9D1",
+	"\u0661\u0662", "\U0001D7D8\U0001D7D9", "x\u20dd", "\u0e01\u0e33", "\u0915\u094d\u0937",
 	"Hello", "world", "The quick brown fox", "naïve café", "Straße", "İstanbul", "ǅ", "ΣΑΣ", "東京", "한국어",
 	"مرحبا", "नमस्ते", "สวัสดี", "Привет", "שלום", "...", "!!!", "?!", "---", "***", "$$", "@@", "~~",
 }

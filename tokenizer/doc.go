@@ -27,11 +27,16 @@
 // Decode maps every id to its token: an added token's text verbatim, a BPE token's bytes
 // through the inverse byte-level map, invalid UTF-8 replaced by U+FFFD per maximal invalid
 // subsequence (as Rust's from_utf8_lossy and the WHATWG decoder do). Ids that name no token
-// are skipped. Round trip: for every valid UTF-8 string s, Decode(Encode(s)) is the NFC form
-// of s (full NFC, as Hugging Face's normalizer and JS's String.prototype.normalize compute it:
-// no U+034F is inserted in long runs of combining marks), since every byte of the normalized
-// text lands in exactly one token. This holds for tokenizers whose added tokens have no
-// lstrip/rstrip (those swallow whitespace) and are written in NFC; all of Qwen's qualify.
+// are skipped.
+//
+// Round trip, precisely: for every valid UTF-8 string s, Decode(Encode(s)) is s with the added
+// tokens found in it kept as written and every stretch of text between them in NFC (full NFC,
+// as Hugging Face's normalizer and JS's String.prototype.normalize compute it: no U+034F is
+// inserted into long runs of combining marks). Hugging Face normalizes those stretches, not
+// the whole text, so this equals NFC(s) except where a stretch starts with a combining mark
+// that NFC(s) would compose with the token's last character (">" + U+0338 is "≯"); ids and
+// decoded text then still equal Hugging Face's. It holds for tokenizers whose added tokens
+// have no lstrip/rstrip (those swallow whitespace) and are written in NFC, as all of Qwen's.
 //
 // Supported tokenizer.json shapes, anything else is refused with a one-line error naming the
 // field: model BPE (merges as "a b" strings or [a, b] pairs; dropout null or 0; no
