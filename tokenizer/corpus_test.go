@@ -3,13 +3,15 @@ package tokenizer
 import (
 	"math/rand/v2"
 	"strings"
+	"unicode"
 )
 
 // The test corpus: strings made of fragments of many scripts and odd text, drawn from a seeded
 // RNG so that every run (and the JS oracle) sees the same strings.
 
 // runeRanges are code point ranges of scripts; they avoid code points assigned after Unicode 15
-// so that Go's and node's Unicode tables agree on letter/number/space classes.
+// so that Go's and node's Unicode tables agree on letter/number/space classes. anyRunes draws
+// from all assigned code points up to U+2FFFF too.
 var runeRanges = [][2]rune{
 	{'a', 'z'}, {'A', 'Z'}, {0xC0, 0xFF}, {0x100, 0x17F}, // Latin
 	{0x391, 0x3C9}, {0x410, 0x44F}, // Greek, Cyrillic
@@ -53,6 +55,21 @@ func randomRunes(r *rand.Rand, n int) string {
 	return b.String()
 }
 
+// anyRunes returns code points below U+30000 that Go's tables (unicode.Version) assign,
+// filling at least n bytes. Code points assigned later are left out: Go classes them as
+// unassigned where node's newer tables may say letter, and the split follows the class.
+func anyRunes(r *rand.Rand, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if c := rune(r.IntN(0x30000)); unicode.IsOneOf(assigned, c) {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+var assigned = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co}
+
 // longWord returns one very long run of one kind.
 func longWord(r *rand.Rand) string {
 	switch r.IntN(5) {
@@ -79,10 +96,13 @@ func testCorpus(seed uint64, n int) []string {
 		}
 		var b strings.Builder
 		for range 1 + r.IntN(12) {
-			if r.IntN(2) == 0 {
+			switch k := r.IntN(10); {
+			case k < 5:
 				b.WriteString(fragments[r.IntN(len(fragments))])
-			} else {
+			case k < 9:
 				b.WriteString(randomRunes(r, 1+r.IntN(8)))
+			default:
+				b.WriteString(anyRunes(r, 1+r.IntN(4)))
 			}
 		}
 		out = append(out, b.String())

@@ -22,7 +22,10 @@
 // by Qwen's pre-tokenizer pattern (a hand-written splitter equal to the regex, lookahead
 // `\s+(?!\S)` included), mapped byte by byte to GPT-2's byte-level alphabet and merged by
 // merge rank (lowest rank first, leftmost first among equal ranks). Invalid UTF-8 in the input
-// is read as U+FFFD, byte by byte, as Go's range over a string reads it.
+// is read as U+FFFD, byte by byte, as Go's range over a string reads it. Letter, number and
+// space classes come from Go's Unicode tables (unicode.Version, 15.0 with Go 1.26): a code
+// point assigned in a later Unicode version (CJK Extension I, 15.1) is "other" here and may be
+// split differently from a tokenizer built on newer tables.
 //
 // Decode maps every id to its token: an added token's text verbatim, a BPE token's bytes
 // through the inverse byte-level map, invalid UTF-8 replaced by U+FFFD per maximal invalid
