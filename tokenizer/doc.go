@@ -6,6 +6,7 @@
 // API:
 //
 //	LoadDir(dir)                 reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json
+//	                             (and DIR/chat_template.jinja when the config has no chat_template)
 //	Load(tokJSON, cfgJSON)       the same from bytes; cfgJSON may be nil
 //	(*BPE).Encode(text)          ids; no special tokens are added
 //	(*BPE).Decode(ids)           text
