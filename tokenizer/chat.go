@@ -16,7 +16,8 @@ type Message struct{ Role, Content string }
 
 // chatTemplate is what ChatPrompt needs to know of tokenizer_config.json's chat_template.
 type chatTemplate struct {
-	notChatML     bool   // a template is given and it does not write <|im_start|>
+	present       bool   // a template is given
+	notChatML     bool   // it does not write <|im_start|>
 	defaultSystem string // Qwen2/2.5: the system message written when the first is not one
 	thinking      bool   // Qwen3: reasoning blocks in assistant turns
 	thinkOff      bool   // Qwen3: the template takes enable_thinking; it is rendered false
@@ -33,7 +34,7 @@ var defaultSystemRe = regexp.MustCompile(`'<\|im_start\|>system\\n([^'\\]+)<\|im
 func (t *BPE) loadConfig(cfg []byte) error {
 	t.eos = -1
 	var c jsonConfig
-	if cfg != nil {
+	if len(cfg) > 0 {
 		if err := json.Unmarshal(cfg, &c); err != nil {
 			return fmt.Errorf("tokenizer_config.json: %w", err)
 		}
@@ -49,8 +50,15 @@ func (t *BPE) loadConfig(cfg []byte) error {
 	if err != nil {
 		return err
 	}
+	t.setTemplate(tmpl)
+	return nil
+}
+
+// setTemplate reads what ChatPrompt needs from a chat template ("" = none).
+func (t *BPE) setTemplate(tmpl string) {
+	t.chat = chatTemplate{present: tmpl != ""}
 	if tmpl == "" {
-		return nil
+		return
 	}
 	t.chat.notChatML = !strings.Contains(tmpl, "<|im_start|>")
 	if m := defaultSystemRe.FindStringSubmatch(tmpl); m != nil {
@@ -58,7 +66,6 @@ func (t *BPE) loadConfig(cfg []byte) error {
 	}
 	t.chat.thinking = strings.Contains(tmpl, "</think>")
 	t.chat.thinkOff = strings.Contains(tmpl, "enable_thinking")
-	return nil
 }
 
 // tokenText reads a token given as a string or as {"content": ...}.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -117,5 +118,33 @@ func TestChatPromptPlain(t *testing.T) {
 	llama := tinyTokenizer(t, []byte(`{"chat_template": "{% for m in messages %}<|start_header_id|>{{ m.role }}{% endfor %}"}`))
 	if _, err := llama.ChatPrompt([]Message{{"user", "x"}}, false); !errors.Is(err, ErrChatTemplate) {
 		t.Errorf("non-ChatML template: %v", err)
+	}
+}
+
+// TestChatTemplateFile: a folder whose template is in chat_template.jinja (newer transformers)
+// renders as one whose tokenizer_config.json has it.
+func TestChatTemplateFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tinyJSON(nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(filepath.Join("testdata", "qwen2.5_chat_template.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), tmpl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tok.ChatPrompt([]Message{{"user", "hi"}}, true)
+	want := "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+	if err != nil || got != want {
+		t.Errorf("got %q, %v; want %q", got, err, want)
+	}
+	if _, err := LoadDir(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Errorf("empty folder: %v", err)
 	}
 }

@@ -3,13 +3,15 @@ package tokenizer
 import (
 	"math/rand/v2"
 	"strings"
+	"unicode"
 )
 
 // The test corpus: strings made of fragments of many scripts and odd text, drawn from a seeded
 // RNG so that every run (and the JS oracle) sees the same strings.
 
 // runeRanges are code point ranges of scripts; they avoid code points assigned after Unicode 15
-// so that Go's and node's Unicode tables agree on letter/number/space classes.
+// so that Go's and node's Unicode tables agree on letter/number/space classes. anyRunes draws
+// from all assigned code points up to U+2FFFF too.
 var runeRanges = [][2]rune{
 	{'a', 'z'}, {'A', 'Z'}, {0xC0, 0xFF}, {0x100, 0x17F}, // Latin
 	{0x391, 0x3C9}, {0x410, 0x44F}, // Greek, Cyrillic
@@ -34,7 +36,11 @@ var fragments = []string{
 	"👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "🇯🇵", "🇺🇸🇫🇷", "👍🏽", "❤️", "🧑🏿\u200d💻", "#️⃣", "😀😀😀",
 	"func main() {\n\tfmt.Println(\"hi\")\n}\n", "x += y**2; // note", "if (a && b) { return; }", "<div class=\"a\">",
 	"def f(x):\n    return x\n", "SELECT * FROM t WHERE id = 3;", "    indented", "a\\nb", "{\"k\": [1, 2]}",
+	"\u1100" + strings.Repeat("\u1161", 40), "A" + strings.Repeat("\u0307\u0323", 20),
 	"\u0301", "e\u0301", "A\u030a", "\u1100\u1161\u11a8", "\ufffd", "\ue000", "\uffff", "\U0010fffd", "ﬁ", "Ǆ",
+	"\u2019s", "'S'S", "\r\r\n", "\n\r", "\t\n", " \t\r\n ", "a\u200db", "\u00ad", "\u2066x\u2069",
+	"\U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F", "\U0001F9D1\u200d\U0001F91D\u200d\U0001F9D1",
+	"\u0661\u0662", "\U0001D7D8\U0001D7D9", "x\u20dd", "\u0e01\u0e33", "\u0915\u094d\u0937",
 	"Hello", "world", "The quick brown fox", "naïve café", "Straße", "İstanbul", "ǅ", "ΣΑΣ", "東京", "한국어",
 	"مرحبا", "नमस्ते", "สวัสดี", "Привет", "שלום", "...", "!!!", "?!", "---", "***", "$$", "@@", "~~",
 }
@@ -48,6 +54,21 @@ func randomRunes(r *rand.Rand, n int) string {
 	}
 	return b.String()
 }
+
+// anyRunes returns code points below U+30000 that Go's tables (unicode.Version) assign,
+// filling at least n bytes. Code points assigned later are left out: Go classes them as
+// unassigned where node's newer tables may say letter, and the split follows the class.
+func anyRunes(r *rand.Rand, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if c := rune(r.IntN(0x30000)); unicode.IsOneOf(assigned, c) {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+var assigned = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co}
 
 // longWord returns one very long run of one kind.
 func longWord(r *rand.Rand) string {
@@ -75,10 +96,13 @@ func testCorpus(seed uint64, n int) []string {
 		}
 		var b strings.Builder
 		for range 1 + r.IntN(12) {
-			if r.IntN(2) == 0 {
+			switch k := r.IntN(10); {
+			case k < 5:
 				b.WriteString(fragments[r.IntN(len(fragments))])
-			} else {
+			case k < 9:
 				b.WriteString(randomRunes(r, 1+r.IntN(8)))
+			default:
+				b.WriteString(anyRunes(r, 1+r.IntN(4)))
 			}
 		}
 		out = append(out, b.String())

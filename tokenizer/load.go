@@ -83,20 +83,37 @@ type component struct {
 	UseRegex       *bool             `json:"use_regex"`
 }
 
-// LoadDir reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json.
+// LoadDir reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. A chat
+// template in DIR/chat_template.jinja (where newer transformers save it) is used when the
+// config has none.
 func LoadDir(dir string) (*BPE, error) {
 	tok, err := readBounded(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := readBounded(filepath.Join(dir, "tokenizer_config.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		cfg, err = nil, nil
-	}
+	cfg, err := readOptional(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, err
 	}
-	return Load(tok, cfg)
+	t, err := Load(tok, cfg)
+	if err != nil || t.chat.present {
+		return t, err
+	}
+	tmpl, err := readOptional(filepath.Join(dir, "chat_template.jinja"))
+	if err != nil {
+		return nil, err
+	}
+	t.setTemplate(string(tmpl))
+	return t, nil
+}
+
+// readOptional is readBounded with a missing file read as nil.
+func readOptional(path string) ([]byte, error) {
+	b, err := readBounded(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
 }
 
 func readBounded(path string) ([]byte, error) {

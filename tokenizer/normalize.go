@@ -17,7 +17,7 @@ const cgj = "\u034f"
 // algorithm (decompose, reorder, compose) where that normalizer inserted a CGJ.
 func nfc(s string) string {
 	out := norm.NFC.String(s)
-	if len(out) > len(s) && strings.Count(out, cgj) > strings.Count(s, cgj) {
+	if out != s && strings.Count(out, cgj) > strings.Count(s, cgj) {
 		return nfcLong(s)
 	}
 	return out

@@ -1,7 +1,8 @@
 // Test oracle for package tokenizer: Hugging Face's own JS tokenizer and Jinja engine.
 // Usage: node oracle.mjs NODE_MODULES MODEL_DIR MODE IN OUT
-//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}] (text = decode(ids),
-//           nfc = the string in NFC by JS's String.prototype.normalize).
+//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}]: text = decode(ids);
+//           nfc = the string with every stretch between added tokens put in NFC by JS's
+//           String.prototype.normalize (tokenizers normalize those stretches, not the whole).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
 //           (template defaults to MODEL_DIR's tokenizer_config.json chat_template).
 //   bench:  IN is a JSON array of strings; prints "BYTES WALL_NS CPU_NS" for one encode pass
@@ -31,9 +32,14 @@ if (mode === "chat") {
   const tok = new Tokenizer(tj, config);
   const enc = (s) => tok.encode(s, { add_special_tokens: false }).ids;
   if (mode === "encode") {
+    const esc = (t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const added = tj.added_tokens.map((a) => a.content).sort((a, b) => b.length - a.length);
+    const splitter = new RegExp("(" + added.map(esc).join("|") + ")");
+    const nfc = (s) =>
+      s.split(splitter).map((part, i) => (i % 2 === 1 ? part : part.normalize("NFC"))).join("");
     const out = input.map((s) => {
       const ids = enc(s);
-      return { ids, text: tok.decode(ids), nfc: s.normalize("NFC") };
+      return { ids, text: tok.decode(ids), nfc: nfc(s) };
     });
     fs.writeFileSync(outPath, JSON.stringify(out));
   } else if (mode === "bench") {
