@@ -197,11 +197,8 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 	res.TrainTokS = float64(len(seq)) / best
 	res.TrainCPUTokS = float64(len(seq)) * float64(runtime.GOMAXPROCS(0)) / bestCPU
 	res.PeakRSSGB = peakRSSGB()
-	o := model.NewLLMAdamW(m, model.DefaultAdamWConfig())
-	must(o.StepLLM(g))
-	res.StepRSSGB = peakRSSGB()
-	o, g = nil, nil
-	runtime.GC()
+	// Decode before the AdamW step changes the weights (PyTorch decodes with
+	// the original ones).
 	reqs := make([]model.SampleRequest, len(prompts))
 	for i, p := range prompts {
 		reqs[i] = model.SampleRequest{Prompt: p, Seed: uint64(i)}
@@ -216,6 +213,9 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 	}
 	res.DecodeTokS = float64(n) / time.Since(t0).Seconds()
 	res.DecodeCPUTokS = float64(n) * float64(runtime.GOMAXPROCS(0)) / (cpuSeconds() - c0)
+	o := model.NewLLMAdamW(m, model.DefaultAdamWConfig())
+	must(o.StepLLM(g))
+	res.StepRSSGB = peakRSSGB()
 	return res
 }
 

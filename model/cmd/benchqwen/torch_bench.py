@@ -8,7 +8,6 @@ usage: torch_bench.py IN.json WEIGHTS.safetensors
 import json
 import math
 import os
-import resource
 import struct
 import sys
 import time
@@ -109,13 +108,23 @@ def decode(cfg, W, prompts, new):
         return n / (time.time() - t0), n * torch.get_num_threads() / (time.process_time() - c0), toks
 
 
+def peak_rss_gb():
+    """VmHWM, this process's own peak (ru_maxrss would include the Go parent's
+    peak, which Linux carries across exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    return 0.0
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     torch.set_num_threads(spec["threads"])
     cfg = spec["config"]
     W = load(sys.argv[2])
     train_tok_s, train_cpu, lp_sum = train(cfg, W, spec["tokens"], spec["reps"])
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+    rss = peak_rss_gb()
     dec, dec_cpu, toks = decode(cfg, W, spec["prompts"], spec["new"])
     print(json.dumps({"train_tok_s": train_tok_s, "train_cpu_tok_s": train_cpu, "decode_tok_s": dec,
                       "decode_cpu_tok_s": dec_cpu, "peak_rss_gb": rss, "logprob_sum": lp_sum, "tokens": toks}))
