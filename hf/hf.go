@@ -13,6 +13,9 @@
 // Writing (WriteFolder) produces a folder transformers and vLLM load: config.json, one
 // model.safetensors in the chosen dtype, and the tokenizer files, written into a temporary
 // folder and renamed into place.
+//
+// LoadLLM reads a folder into the CPU engine (model.LLM) and WriteLLM writes one back in the
+// source dtype; ApplyAdapter merges a PEFT LoRA adapter into a loaded model.
 package hf
 
 import "errors"
