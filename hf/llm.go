@@ -8,13 +8,17 @@ import (
 	"github.com/drmas-dev/drmas/model"
 )
 
+// maxEngineContext is the longest context model.ArchConfig.Validate accepts. A config that
+// allows longer sequences still runs, on sequences up to this length.
+const maxEngineContext = 1 << 20
+
 // ArchConfig is the engine's description of the architecture c reads: model.ArchConfig with
 // the sizes, RMSNorm ε, RoPE θ, tying, biases and q/k norms of config.json.
-// max_position_embeddings becomes the context (32768 when absent).
+// max_position_embeddings becomes the context (32768 when absent, at most maxEngineContext).
 func (c Config) ArchConfig() model.ArchConfig {
 	return model.ArchConfig{
 		Arch: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
-		HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, Context: c.MaxPositions,
+		HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, Context: min(c.MaxPositions, maxEngineContext),
 		RMSNormEps: c.RMSNormEps, RopeTheta: c.RopeTheta, Tie: c.TieWordEmbeddings,
 		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(),
 	}.WithDefaults()

@@ -168,3 +168,14 @@ func TestLoadLLMRefusesWhatTheEngineCannotRun(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestArchConfigLongContext: a config allowing more positions than the engine's limit runs with
+// the limit as its context instead of being refused.
+func TestArchConfigLongContext(t *testing.T) {
+	c := tinyConfig(t, "qwen2", false)
+	c.MaxPositions = 10 << 20
+	ac := c.ArchConfig()
+	if err := ac.Validate(); err != nil || ac.Context != 1<<20 {
+		t.Fatalf("context %d: %v", ac.Context, err)
+	}
+}
