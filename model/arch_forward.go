@@ -86,36 +86,8 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 // newPass lays out the packed rows of seqs (no padding) and returns the
 // pass with them and each row's position.
 func (m *LLM) newPass(seqs []Sequence, temperature float32) (*LLMPass, []int32) {
-	p := &LLMPass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
-		p.n += si.n
-		p.M += si.rlen
-		p.seqs[i] = si
-	}
-	p.tokens = make([]int32, p.n)
-	pos := make([]int32, p.n)
-	p.respRows = make([]int32, p.M)
-	p.targets = make([]int32, p.M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.tokens[si.start:], s.Prompt)
-		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
-		for t := 0; t < si.n; t++ {
-			pos[si.start+t] = int32(t)
-		}
-		for t := 0; t < si.rlen; t++ {
-			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
-			p.targets[si.resp+t] = s.Response[t]
-		}
-	}
-	return p, pos
+	pk, pos := packSeqs(seqs)
+	return &LLMPass{m: m, temp: temperature, seqs: pk.seqs, n: pk.n, M: pk.m, tokens: pk.tokens, respRows: pk.respRows, targets: pk.targets}, pos
 }
 
 // blockForward runs block l on the residual stream x[N×D] in place,

@@ -101,37 +101,15 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	}
 	c := m.cfg
 	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
-	p := &Pass{m: m, temp: temperature, seqs: make([]seqInfo, len(seqs))}
-	for i, s := range seqs {
-		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.M, att: p.attLen}
-		if si.rlen > 0 {
-			si.n = si.plen + si.rlen - 1
-		}
-		p.n += si.n
-		p.M += si.rlen
-		p.attLen += H * si.n * si.n
-		p.seqs[i] = si
+	p := &Pass{m: m, temp: temperature}
+	var pk packed
+	pk, p.pos = packSeqs(seqs)
+	p.seqs, p.n, p.M, p.tokens, p.respRows, p.targets = pk.seqs, pk.n, pk.m, pk.tokens, pk.respRows, pk.targets
+	for i := range p.seqs {
+		p.seqs[i].att = p.attLen
+		p.attLen += H * p.seqs[i].n * p.seqs[i].n
 	}
 	N, M := p.n, p.M
-	p.tokens = make([]int32, N)
-	p.pos = make([]int32, N)
-	p.respRows = make([]int32, M)
-	p.targets = make([]int32, M)
-	for i, s := range seqs {
-		si := p.seqs[i]
-		if si.n == 0 {
-			continue
-		}
-		copy(p.tokens[si.start:], s.Prompt)
-		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
-		for t := 0; t < si.n; t++ {
-			p.pos[si.start+t] = int32(t)
-		}
-		for t := 0; t < si.rlen; t++ {
-			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
-			p.targets[si.resp+t] = s.Response[t]
-		}
-	}
 	w := &m.w
 	xb, tmpb := getScratch(N*D), getScratch(N*D)
 	defer putScratch(xb)
@@ -185,6 +163,49 @@ func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
 	p.ent = make([]float32, M)
 	scoreRows(p.logits, p.probs, V, temperature, p.targets, p.lse, p.logp, p.ent)
 	return p, nil
+}
+
+// packed is the row layout of a batch: its sequences packed end to end
+// (no padding), the tokens fed, the rows whose outputs predict response
+// tokens and those tokens.
+type packed struct {
+	seqs                      []seqInfo
+	n, m                      int // rows fed, response tokens
+	tokens, respRows, targets []int32
+}
+
+// packSeqs lays out seqs and returns each row's position in its sequence.
+func packSeqs(seqs []Sequence) (packed, []int32) {
+	p := packed{seqs: make([]seqInfo, len(seqs))}
+	for i, s := range seqs {
+		si := seqInfo{start: p.n, plen: len(s.Prompt), rlen: len(s.Response), resp: p.m}
+		if si.rlen > 0 {
+			si.n = si.plen + si.rlen - 1
+		}
+		p.n += si.n
+		p.m += si.rlen
+		p.seqs[i] = si
+	}
+	p.tokens = make([]int32, p.n)
+	pos := make([]int32, p.n)
+	p.respRows = make([]int32, p.m)
+	p.targets = make([]int32, p.m)
+	for i, s := range seqs {
+		si := p.seqs[i]
+		if si.n == 0 {
+			continue
+		}
+		copy(p.tokens[si.start:], s.Prompt)
+		copy(p.tokens[si.start+si.plen:si.start+si.n], s.Response)
+		for t := 0; t < si.n; t++ {
+			pos[si.start+t] = int32(t)
+		}
+		for t := 0; t < si.rlen; t++ {
+			p.respRows[si.resp+t] = int32(si.start + si.plen - 1 + t)
+			p.targets[si.resp+t] = s.Response[t]
+		}
+	}
+	return p, pos
 }
 
 func addInto(x, y []float32) {
