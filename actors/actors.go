@@ -4,6 +4,8 @@
 //
 // Token ids are the unit of exchange: prompts are encoded once here (PromptIDs) and the ids a
 // backend returns are stored as they come, never re-tokenised.
+// Each model has a tokenizer (TokenizerOf): the built-in policy's bytes (Bytes), or a Hugging
+// Face model's BPE and chat template (Chat).
 package actors
 
 import (

@@ -85,5 +85,6 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	root.AddCommand(newJobsCmd(), newDevicesCmd())
 	root.AddCommand(newGradeCmd())
 	root.AddCommand(newRetrieverCmd())
+	root.AddCommand(newModelCmd())
 	return root
 }

@@ -90,7 +90,11 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 			if !ok {
 				return nil, fmt.Errorf("workflow %s asks agent %q to act, but no model serves it: add it under agents: in the config", wf.Name(), turn.Agent)
 			}
-			byModel[be.Model()] = append(byModel[be.Model()], pending{l: l, turn: turn, ids: actors.PromptIDs(turn.Agent, turn.Prompt)})
+			ids, err := actors.TokenizerOf(be).PromptIDs(turn.Agent, turn.Prompt)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", be.Model(), err)
+			}
+			byModel[be.Model()] = append(byModel[be.Model()], pending{l: l, turn: turn, ids: ids})
 			next = append(next, l)
 		}
 		models := make([]string, 0, len(byModel))
@@ -113,7 +117,7 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 				return nil, fmt.Errorf("model %s returned %d responses for %d requests", m, len(resps), len(batch))
 			}
 			for i, p := range batch {
-				text := actors.ResponseText(resps[i].Tokens)
+				text := actors.TokenizerOf(be).ResponseText(resps[i].Tokens)
 				valid := p.l.state.Act(text)
 				p.l.ep.Turns = append(p.l.ep.Turns, Turn{
 					Agent: p.turn.Agent, Model: m, Version: be.Version(), Step: p.turn.Step,

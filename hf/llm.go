@@ -1,0 +1,110 @@
+package hf
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/drmas-dev/drmas/model"
+)
+
+// maxEngineContext is the longest context model.ArchConfig.Validate accepts. A config that
+// allows longer sequences still runs, on sequences up to this length.
+const maxEngineContext = 1 << 20
+
+// ArchConfig is the engine's description of the architecture c reads: model.ArchConfig with
+// the sizes, RMSNorm ε, RoPE θ, tying, biases and q/k norms of config.json.
+// max_position_embeddings becomes the context (32768 when absent, at most maxEngineContext).
+func (c Config) ArchConfig() model.ArchConfig {
+	return model.ArchConfig{
+		Arch: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
+		HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, Context: min(c.MaxPositions, maxEngineContext),
+		RMSNormEps: c.RMSNormEps, RopeTheta: c.RopeTheta, Tie: c.TieWordEmbeddings,
+		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(),
+	}.WithDefaults()
+}
+
+// checkArch validates ac, as one line: model.ArchConfig.Validate joins its problems with
+// newlines.
+func checkArch(ac model.ArchConfig, where string) error {
+	err := ac.Validate()
+	if err == nil {
+		return nil
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	return &Error{File: where, Msg: "the engine cannot run this model: " + msg, Err: ErrUnsupported}
+}
+
+// EngineCheck reports, in one line, why the CPU engine cannot run c's architecture (an odd
+// head_dim, sizes past its limits), or nil.
+func (c Config) EngineCheck() error { return checkArch(c.ArchConfig(), ConfigFile) }
+
+// NewLLM builds the engine's model from open weights, converting each tensor to float32 once
+// (the model holds the only full copy; the mapped file is read tensor by tensor).
+func (w *Weights) NewLLM() (*model.LLM, error) {
+	if err := w.Config.EngineCheck(); err != nil {
+		return nil, err
+	}
+	m, err := model.NewLLM(w.Config.ArchConfig(), w.Float32)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	return m, nil
+}
+
+// LoadLLM reads the model folder dir into the engine: its config.json and weights (checked as
+// OpenWeights checks them) as a model.LLM, and the config, whose TorchDtype is the dtype
+// WriteLLM writes back by default.
+func LoadLLM(dir string) (*model.LLM, Config, error) {
+	w, err := OpenWeights(dir)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	m, err := w.NewLLM()
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("load model: %w", cerr)
+	}
+	if err != nil {
+		return nil, Config{}, err
+	}
+	cfg := w.Config
+	if cfg.TorchDtype == "" {
+		cfg.TorchDtype = sourceDtype(w.Dtypes())
+	}
+	return m, cfg, nil
+}
+
+// sourceDtype is the torch_dtype of a folder that does not name one: its stored dtype when it
+// has only one.
+func sourceDtype(dtypes []string) string {
+	if len(dtypes) == 1 {
+		return torchDtypes[dtypes[0]]
+	}
+	return ""
+}
+
+// ErrMismatch is matched by WriteLLM's error when the model is not the architecture the config
+// describes.
+var ErrMismatch = errors.New("model and config disagree")
+
+// WriteLLM writes m as a model folder (WriteFolder): cfg's config.json (the one LoadLLM
+// returned, so every field drmas does not interpret survives), the weights in dtype ("" means
+// cfg.TorchDtype, the source's; F32 when that is unset too) and the tokenizer files of
+// tokenizerFrom. The weights are read from the model's own tensors, one at a time, without a
+// second float32 copy.
+func WriteLLM(dir string, cfg Config, m *model.LLM, dtype, tokenizerFrom string) error {
+	if want, got := cfg.ArchConfig(), m.Config(); want != got {
+		return fmt.Errorf("write model folder %s: the model is %+v, config.json says %+v: %w", dir, got, want, ErrMismatch)
+	}
+	if dtype == "" {
+		dtype = cfg.TorchDtype
+	}
+	if dtype == "" {
+		dtype = F32
+	}
+	byName := make(map[string][]float32, len(m.Params()))
+	for _, p := range m.Params() {
+		byName[p.Name] = p.Data
+	}
+	return WriteFolder(dir, cfg, dtype, func(name string) []float32 { return byName[name] }, tokenizerFrom)
+}

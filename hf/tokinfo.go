@@ -1,0 +1,77 @@
+package hf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// maxTokenizerBytes bounds tokenizer.json (Qwen's is 11 MB).
+const maxTokenizerBytes = 256 << 20
+
+// TokenizerInfo summarizes a folder's tokenizer files without building the tokenizer.
+type TokenizerInfo struct {
+	Files  []string       // the TokenizerFiles present
+	Model  string         // tokenizer.json's model.type (BPE)
+	Vocab  int            // tokens of model.vocab
+	Added  int            // added_tokens whose ids are not in model.vocab
+	MaxID  int            // the largest id of either (-1 if none)
+	Tokens map[string]int // added_tokens by content
+}
+
+// Size is the number of distinct token ids.
+func (t TokenizerInfo) Size() int { return t.Vocab + t.Added }
+
+// ReadTokenizerInfo reads dir's tokenizer.json (if any) and lists the tokenizer files present.
+func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
+	info := TokenizerInfo{MaxID: -1, Tokens: map[string]int{}}
+	for _, name := range TokenizerFiles {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			info.Files = append(info.Files, name)
+		}
+	}
+	name := filepath.Join(dir, "tokenizer.json")
+	data, err := readBounded(name, maxTokenizerBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return info, nil
+	}
+	if err != nil {
+		return info, err
+	}
+	var tj struct {
+		Model struct {
+			Type  string         `json:"type"`
+			Vocab map[string]int `json:"vocab"`
+		} `json:"model"`
+		AddedTokens []struct {
+			ID      int    `json:"id"`
+			Content string `json:"content"`
+		} `json:"added_tokens"`
+	}
+	if err := json.Unmarshal(data, &tj); err != nil {
+		return info, formatErr(name, "not a tokenizer.json: "+err.Error())
+	}
+	info.Model, info.Vocab = tj.Model.Type, len(tj.Model.Vocab)
+	ids := make(map[int]bool, len(tj.Model.Vocab))
+	for tok, id := range tj.Model.Vocab {
+		if id < 0 || ids[id] {
+			return info, formatErr(name, fmt.Sprintf("model.vocab gives %q the id %d, negative or taken", tok, id))
+		}
+		ids[id] = true
+		info.MaxID = max(info.MaxID, id)
+	}
+	for _, t := range tj.AddedTokens {
+		if t.ID < 0 {
+			return info, formatErr(name, fmt.Sprintf("added token %q has the id %d", t.Content, t.ID))
+		}
+		info.Tokens[t.Content] = t.ID
+		info.MaxID = max(info.MaxID, t.ID)
+		if !ids[t.ID] {
+			ids[t.ID] = true
+			info.Added++
+		}
+	}
+	return info, nil
+}

@@ -1,0 +1,410 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// ErrUnsupported marks a tokenizer.json whose shape this package does not implement; the
+// error's text names the field.
+var ErrUnsupported = errors.New("unsupported tokenizer")
+
+// maxFileBytes bounds what LoadDir reads; real tokenizer.json files are ~10 MB.
+const maxFileBytes = 256 << 20
+
+// BPE is a loaded byte-level BPE tokenizer. It is safe for concurrent use.
+type BPE struct {
+	vocab        map[string]int32 // token spelling (byte-level alphabet) → id
+	byteID       [256]int32       // id of each single byte's symbol, -1 when the vocabulary lacks it
+	merges       map[uint64]uint64
+	ignoreMerges bool
+	nfc          bool
+
+	added     map[string]int32 // added token content → id
+	rawMatch  *matcher         // added tokens with normalized=false, found in the raw text
+	normMatch *matcher         // added tokens with normalized=true, found in the normalized text
+
+	pieces    [][]byte // id → decoded bytes (a BPE token) or content (an added token)
+	isAdded   []bool
+	isSpecial []bool  // added tokens marked special
+	special   []int32 // their ids, until buildPieces
+	eos       int32
+	chat      chatTemplate
+
+	cache wordCache
+}
+
+type jsonAddedToken struct {
+	ID         *int64 `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+type jsonModel struct {
+	Type                    string           `json:"type"`
+	Dropout                 *float64         `json:"dropout"`
+	UnkToken                *string          `json:"unk_token"`
+	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
+	ByteFallback            bool             `json:"byte_fallback"`
+	IgnoreMerges            bool             `json:"ignore_merges"`
+	Vocab                   map[string]int64 `json:"vocab"`
+	Merges                  []json.RawMessage
+}
+
+type jsonTokenizer struct {
+	AddedTokens  []jsonAddedToken `json:"added_tokens"`
+	Normalizer   json.RawMessage  `json:"normalizer"`
+	PreTokenizer json.RawMessage  `json:"pre_tokenizer"`
+	Decoder      json.RawMessage  `json:"decoder"`
+	Model        jsonModel        `json:"model"`
+}
+
+// component is the common shape of normalizers, pre-tokenizers and decoders.
+type component struct {
+	Type           string            `json:"type"`
+	Normalizers    []json.RawMessage `json:"normalizers"`
+	Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+	Pattern        map[string]string `json:"pattern"`
+	Behavior       string            `json:"behavior"`
+	Invert         bool              `json:"invert"`
+	AddPrefixSpace bool              `json:"add_prefix_space"`
+	UseRegex       *bool             `json:"use_regex"`
+}
+
+// LoadDir reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. A chat
+// template in DIR/chat_template.jinja (where newer transformers save it) is used when the
+// config has none.
+func LoadDir(dir string) (*BPE, error) {
+	tok, err := readBounded(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := readOptional(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return nil, err
+	}
+	t, err := Load(tok, cfg)
+	if err != nil || t.chat.present {
+		return t, err
+	}
+	tmpl, err := readOptional(filepath.Join(dir, "chat_template.jinja"))
+	if err != nil {
+		return nil, err
+	}
+	t.setTemplate(string(tmpl))
+	return t, nil
+}
+
+// readOptional is readBounded with a missing file read as nil.
+func readOptional(path string) ([]byte, error) {
+	b, err := readBounded(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: read %s: %w", path, err)
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("tokenizer: %s is larger than %d MiB", path, maxFileBytes>>20)
+	}
+	return b, nil
+}
+
+// Load builds a tokenizer from the bytes of tokenizer.json and tokenizer_config.json
+// (tokenizerConfigJSON may be nil).
+func Load(tokenizerJSON, tokenizerConfigJSON []byte) (*BPE, error) {
+	var j jsonTokenizer
+	if err := json.Unmarshal(tokenizerJSON, &j); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	t := &BPE{}
+	if err := t.loadModel(&j.Model); err != nil {
+		return nil, err
+	}
+	steps := []func() error{
+		func() error { return t.loadNormalizer(j.Normalizer, "normalizer") },
+		func() error { return checkPreTokenizer(j.PreTokenizer, "pre_tokenizer") },
+		func() error { return checkDecoder(j.Decoder) },
+		func() error { return t.loadAdded(j.AddedTokens) },
+		func() error { return t.loadConfig(tokenizerConfigJSON) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	t.cache.init()
+	return t, nil
+}
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("tokenizer.json: %s: %w", fmt.Sprintf(format, args...), ErrUnsupported)
+}
+
+func (t *BPE) loadModel(m *jsonModel) error {
+	switch {
+	case m.Type != "BPE":
+		return unsupported("model.type %q (only BPE)", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return unsupported("model.dropout %v (only null or 0)", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return unsupported("model.continuing_subword_prefix %q (only empty)", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return unsupported("model.end_of_word_suffix %q (only empty)", *m.EndOfWordSuffix)
+	case m.ByteFallback:
+		return unsupported("model.byte_fallback true (only false)")
+	case len(m.Vocab) == 0:
+		return fmt.Errorf("tokenizer.json: model.vocab is empty")
+	}
+	t.ignoreMerges = m.IgnoreMerges
+	t.vocab = make(map[string]int32, len(m.Vocab))
+	for s, id := range m.Vocab {
+		if id < 0 || id > maxID {
+			return fmt.Errorf("tokenizer.json: model.vocab[%q] = %d is outside 0..%d", s, id, maxID)
+		}
+		t.vocab[s] = int32(id)
+	}
+	for b := range t.byteID {
+		id, ok := t.vocab[string(byteToRune[b])]
+		if !ok {
+			id = -1
+		}
+		t.byteID[b] = id
+		if !ok && m.UnkToken != nil {
+			// Hugging Face would emit unk_token for the byte: not implemented.
+			return unsupported("model.unk_token %q with no symbol for byte 0x%02x in model.vocab", *m.UnkToken, b)
+		}
+	}
+	return t.loadMerges(m.Merges)
+}
+
+// maxID bounds token ids so that id-indexed tables stay proportional to the file.
+const maxID = 1<<31 - 2
+
+func (t *BPE) loadMerges(raw []json.RawMessage) error {
+	t.merges = make(map[uint64]uint64, len(raw))
+	for rank, r := range raw {
+		a, b, err := parseMerge(r)
+		if err != nil {
+			return fmt.Errorf("tokenizer.json: model.merges[%d]: %w", rank, err)
+		}
+		ida, oka := t.vocab[a]
+		idb, okb := t.vocab[b]
+		idm, okm := t.vocab[a+b]
+		if !oka || !okb || !okm {
+			return fmt.Errorf("tokenizer.json: model.merges[%d] (%q, %q): a token is not in model.vocab", rank, a, b)
+		}
+		// A pair listed twice keeps its last rank, as Hugging Face's map does.
+		t.merges[pairKey(ida, idb)] = uint64(rank)<<32 | uint64(idm)
+	}
+	return nil
+}
+
+func pairKey(a, b int32) uint64 { return uint64(a)<<32 | uint64(uint32(b)) }
+
+// parseMerge reads "a b" or ["a", "b"].
+func parseMerge(r json.RawMessage) (string, string, error) {
+	r = bytes.TrimSpace(r)
+	if len(r) > 0 && r[0] == '"' {
+		var s string
+		if err := json.Unmarshal(r, &s); err != nil {
+			return "", "", err
+		}
+		a, b, ok := strings.Cut(s, " ")
+		if !ok || strings.Contains(b, " ") {
+			return "", "", fmt.Errorf("%q is not two tokens separated by one space", s)
+		}
+		return a, b, nil
+	}
+	var p []string
+	if err := json.Unmarshal(r, &p); err != nil || len(p) != 2 {
+		return "", "", fmt.Errorf("not a \"a b\" string or a pair of strings")
+	}
+	return p[0], p[1], nil
+}
+
+func (t *BPE) loadNormalizer(raw json.RawMessage, field string) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer.json: %s: %w", field, err)
+	}
+	switch c.Type {
+	case "NFC":
+		t.nfc = true
+		return nil
+	case "Sequence":
+		for i, n := range c.Normalizers {
+			if err := t.loadNormalizer(n, fmt.Sprintf("%s.normalizers[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return unsupported("%s.type %q (only NFC)", field, c.Type)
+}
+
+// qwenPattern is the Split regex of Qwen2/2.5/3's tokenizer.json, which splitWord implements.
+const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+func checkPreTokenizer(raw json.RawMessage, field string) error {
+	var c component
+	if isNull(raw) {
+		return unsupported("%s is null (only Qwen's Split + ByteLevel)", field)
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer.json: %s: %w", field, err)
+	}
+	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
+		return unsupported("%s.type %q (only a Sequence of Qwen's Split and ByteLevel)", field, c.Type)
+	}
+	var split, bl component
+	if json.Unmarshal(c.Pretokenizers[0], &split) != nil || json.Unmarshal(c.Pretokenizers[1], &bl) != nil {
+		return unsupported("%s.pretokenizers are not objects", field)
+	}
+	switch {
+	case split.Type != "Split" || split.Pattern["Regex"] != qwenPattern:
+		return unsupported("%s.pretokenizers[0] (only Split with Qwen's regex)", field)
+	case split.Behavior != "Isolated" || split.Invert:
+		return unsupported("%s.pretokenizers[0].behavior %q invert %v (only Isolated, false)", field, split.Behavior, split.Invert)
+	case bl.Type != "ByteLevel":
+		return unsupported("%s.pretokenizers[1].type %q (only ByteLevel)", field, bl.Type)
+	case bl.AddPrefixSpace:
+		return unsupported("%s.pretokenizers[1].add_prefix_space true (only false)", field)
+	case bl.UseRegex == nil || *bl.UseRegex:
+		return unsupported("%s.pretokenizers[1].use_regex (only false)", field)
+	}
+	return nil
+}
+
+func checkDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer.json: decoder: %w", err)
+	}
+	if c.Type != "ByteLevel" {
+		return unsupported("decoder.type %q (only ByteLevel)", c.Type)
+	}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	r := bytes.TrimSpace(raw)
+	return len(r) == 0 || string(r) == "null"
+}
+
+func (t *BPE) loadAdded(list []jsonAddedToken) error {
+	t.added = make(map[string]int32, len(list))
+	var raw, normed []addedToken
+	for i, a := range list {
+		switch {
+		case a.ID == nil || *a.ID < 0 || *a.ID > maxID:
+			return fmt.Errorf("tokenizer.json: added_tokens[%d]: id missing or outside 0..%d", i, maxID)
+		case a.Content == "":
+			return fmt.Errorf("tokenizer.json: added_tokens[%d]: empty content", i)
+		}
+		at := addedToken{id: int32(*a.ID), content: a.Content, singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip}
+		t.added[a.Content] = at.id
+		if a.Special {
+			t.special = append(t.special, at.id)
+		}
+		if a.Normalized {
+			if t.nfc {
+				at.content = nfc(at.content)
+			}
+			normed = append(normed, at)
+		} else {
+			raw = append(raw, at)
+		}
+	}
+	t.rawMatch, t.normMatch = newMatcher(raw), newMatcher(normed)
+	return t.buildPieces()
+}
+
+// buildPieces fills the id-indexed decode tables.
+func (t *BPE) buildPieces() error {
+	n := 0
+	for _, id := range t.vocab {
+		n = max(n, int(id)+1)
+	}
+	for _, id := range t.added {
+		n = max(n, int(id)+1)
+	}
+	if total := len(t.vocab) + len(t.added); n > 2*total+1024 {
+		return fmt.Errorf("tokenizer.json: ids are sparse (highest id %d for %d tokens)", n-1, total)
+	}
+	t.pieces = make([][]byte, n)
+	t.isAdded = make([]bool, n)
+	for s, id := range t.vocab {
+		t.pieces[id] = byteLevelDecode(s)
+	}
+	for s, id := range t.added {
+		t.pieces[id] = []byte(s)
+		t.isAdded[id] = true
+	}
+	t.isSpecial = make([]bool, n)
+	for _, id := range t.special {
+		t.isSpecial[id] = true
+	}
+	t.special = nil
+	return nil
+}
+
+// wordCache remembers the ids of short words; it is emptied when full, which bounds it.
+type wordCache struct {
+	mu sync.Mutex
+	m  map[string][]int32
+}
+
+const (
+	cacheWords   = 1 << 16
+	cacheWordLen = 64
+)
+
+func (c *wordCache) init() { c.m = make(map[string][]int32) }
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	c.mu.Lock()
+	ids, ok := c.m[w]
+	c.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []int32) {
+	if len(w) > cacheWordLen {
+		return
+	}
+	c.mu.Lock()
+	if len(c.m) >= cacheWords {
+		clear(c.m)
+	}
+	c.m[w] = ids
+	c.mu.Unlock()
+}
