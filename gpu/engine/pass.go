@@ -53,6 +53,33 @@ func (p *Pass) split(v []float32) [][]float32 { return splitResp(p.seqs, v) }
 // another model, they are Synced to that model first). Log-probs and entropies come back to the
 // host; the activations stay on the device for Backward until the next Forward.
 func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (*Pass, error) {
+	p, err := t.newPass(m, seqs, temperature)
+	if err != nil || p.m == 0 {
+		return p, err
+	}
+	start := time.Now()
+	defer func() { t.times.Forward += time.Since(start) }()
+	in, err := p.uploadInputs()
+	if err != nil {
+		return nil, err
+	}
+	l := t.launcher()
+	x := l.keep(t.buf("x", p.n*t.cfg.Dim))
+	l.elementwise("embed", p.n*t.cfg.Dim, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(in.tok), ir.ArgP(in.pos), ir.ArgP(x), ir.ArgI(t.cfg.Dim))
+	for li := 0; li < t.cfg.Layers; li++ {
+		if err := p.blockForward(l, li, x); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.headForward(l, x, in); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newPass checks the inputs, binds m's weights and packs seqs; a pass of no response tokens
+// needs no launch.
+func (t *Trainer) newPass(m *model.Model, seqs []model.Sequence, temperature float32) (*Pass, error) {
 	if t.closed {
 		return nil, fmt.Errorf("gpu engine: trainer closed")
 	}
@@ -62,32 +89,71 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	if err := t.use(m); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	defer func() { t.times.Forward += time.Since(start) }()
-	c := t.cfg
-	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
-	hd := D / H
 	t.gen++
-	pk := pack(seqs, H)
+	pk := pack(seqs, t.cfg.Heads)
 	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, maxL: pk.maxL, nsh: pk.nsh, att: pk.att,
 		toks: pk.toks, pos: pk.pos, rows: pk.rows, tgts: pk.tgts, tabs: map[string]batch{}}
 	if p.nsh > 65535 {
 		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
 	}
-	if err := p.checkSizes(c); err != nil {
+	if err := p.checkSizes(t.cfg); err != nil {
 		return nil, err
 	}
+	p.logp, p.ent = make([]float32, p.m), make([]float32, p.m)
+	return p, nil
+}
+
+// passInputs are the device addresses of a pass's integer inputs.
+type passInputs struct{ tok, pos, rows, tgt ir.Ptr }
+
+// attnTables are the batched-GEMM tables of attention, one entry per (sequence, head).
+var attnTables = []string{"s", "o", "dp", "dv", "dq", "dk"}
+
+// uploadInputs uploads the integer inputs and the attention tables in one write and records
+// the tables' batches on p.
+func (p *Pass) uploadInputs() (passInputs, error) {
+	t := p.t
 	N, M := p.n, p.m
-	p.logp, p.ent = make([]float32, M), make([]float32, M)
-	if M == 0 {
-		return p, nil
-	}
-	// Integer inputs and the attention tables, in one upload.
 	ints := append(append(append(append([]int32(nil), p.toks...), p.pos...), p.rows...), p.tgts...)
-	tables := []string{"s", "o", "dp", "dv", "dq", "dk"}
+	attTab, tabEntries := p.attnEntries()
+	base := len(ints)
+	ints = append(ints, attTab...)
+	offs := map[string]int{}
+	for _, name := range attnTables {
+		offs[name] = len(ints)
+		ints = append(ints, tabEntries[name]...)
+	}
+	ib, err := t.buf("ints", len(ints))
+	if err != nil {
+		return passInputs{}, err
+	}
+	if err := t.dev.WriteI32(ib, ints); err != nil {
+		return passInputs{}, fmt.Errorf("gpu engine: upload inputs: %w", err)
+	}
+	p.attTb = ib.Add(base)
+	for _, name := range attnTables {
+		bt := batch{tab: ib.Add(offs[name]), n: p.nsh}
+		for e := 0; e < p.nsh; e++ {
+			bt.maxM = max(bt.maxM, int(tabEntries[name][e*kernels.TabWords]))
+			bt.maxN = max(bt.maxN, int(tabEntries[name][e*kernels.TabWords+1]))
+		}
+		p.tabs[name] = bt
+	}
+	return passInputs{tok: ib, pos: ib.Add(N), rows: ib.Add(2 * N), tgt: ib.Add(2*N + M)}, nil
+}
+
+// attnEntries lists, per (sequence, head), the causal-softmax entry (length, offset) and the
+// six attention GEMMs' table rows.
+func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
+	D, H := p.t.cfg.Dim, p.t.cfg.Heads
+	hd, ld := D/H, 3*D
 	var attTab []int32
 	tabEntries := map[string][]int32{}
-	ld := 3 * D
+	add := func(name string, vals ...int) {
+		for _, x := range vals {
+			tabEntries[name] = append(tabEntries[name], int32(x))
+		}
+	}
 	for _, si := range p.seqs {
 		if si.n == 0 {
 			continue
@@ -98,11 +164,6 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 			o := si.start*D + h*hd
 			a := si.att + h*L*L
 			attTab = append(attTab, int32(L), int32(a))
-			add := func(name string, vals ...int) {
-				for _, x := range vals {
-					tabEntries[name] = append(tabEntries[name], int32(x))
-				}
-			}
 			// m, n, k, aOff, bOff, cOff, lda, ldb, ldc
 			add("s", L, L, hd, q, k, a, ld, ld, L)  // S = Q·Kᵀ
 			add("o", L, hd, L, a, v, o, L, ld, D)   // O = P·V
@@ -112,76 +173,60 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 			add("dk", L, hd, L, a, q, k, L, ld, ld) // dK = dPᵀ·Q
 		}
 	}
-	base := len(ints)
-	ints = append(ints, attTab...)
-	offs := map[string]int{}
-	for _, name := range tables {
-		offs[name] = len(ints)
-		ints = append(ints, tabEntries[name]...)
-	}
-	ib, err := t.buf("ints", len(ints))
-	if err != nil {
-		return nil, err
-	}
-	if err := t.dev.WriteI32(ib, ints); err != nil {
-		return nil, fmt.Errorf("gpu engine: upload inputs: %w", err)
-	}
-	tokP, posP, rowsP, tgtP := ib, ib.Add(N), ib.Add(2*N), ib.Add(2*N+M)
-	p.attTb = ib.Add(base)
-	for _, name := range tables {
-		bt := batch{tab: ib.Add(offs[name]), n: p.nsh}
-		for e := 0; e < p.nsh; e++ {
-			bt.maxM = max(bt.maxM, int(tabEntries[name][e*kernels.TabWords]))
-			bt.maxN = max(bt.maxN, int(tabEntries[name][e*kernels.TabWords+1]))
-		}
-		p.tabs[name] = bt
-	}
+	return attTab, tabEntries
+}
 
-	l := t.launcher()
+// blockForward launches block li on the residual stream x, keeping the activations the
+// backward reads under the layer's names.
+func (p *Pass) blockForward(l *launcher, li int, x ir.Ptr) error {
+	t, c := p.t, p.t.cfg
+	N, D, F := p.n, c.Dim, c.FFMult*c.Dim
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	x := need("x", N*D)
+	pre := fmt.Sprintf("blocks.%d.", li)
+	a := fmt.Sprintf("L%d.", li)
 	tmp := need("tmp", N*D)
-	l.elementwise("embed", N*D, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(tokP), ir.ArgP(posP), ir.ArgP(x), ir.ArgI(D))
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	rowGrid := func(rows int) [3]int { return [3]int{rows, 1, 1} }
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	for li := 0; li < c.Layers; li++ {
-		pre := fmt.Sprintf("blocks.%d.", li)
-		a := fmt.Sprintf("L%d.", li)
-		ln1out, ln1xhat, ln1rstd := need(a+"ln1out", N*D), need(a+"ln1xhat", N*D), need(a+"ln1rstd", N)
-		qkv, att, attOut := need(a+"qkv", N*3*D), need(a+"att", p.att), need(a+"attOut", N*D)
-		ln2out, ln2xhat, ln2rstd := need(a+"ln2out", N*D), need(a+"ln2xhat", N*D), need(a+"ln2rstd", N)
-		fcPre, fcAct := need(a+"fcPre", N*F), need(a+"fcAct", N*F)
-		if l.err != nil {
-			return nil, l.err
-		}
-		l.launch("ln_fwd", rowGrid(N), rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(t.wp(pre+"ln1.bias")), ir.ArgP(ln1out), ir.ArgP(ln1xhat), ir.ArgP(ln1rstd), ir.ArgI(D))
-		t.linear(l, ln1out, N, D, pre+"attn.qkv", 3*D, qkv)
-		l.gemmBatched(false, true, p.tabs["s"], scale, 0, qkv, qkv, att)
-		l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(p.attTb))
-		l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, attOut)
-		t.linear(l, attOut, N, D, pre+"attn.proj", D, tmp)
-		l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
-		l.launch("ln_fwd", rowGrid(N), rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(t.wp(pre+"ln2.bias")), ir.ArgP(ln2out), ir.ArgP(ln2xhat), ir.ArgP(ln2rstd), ir.ArgI(D))
-		t.linear(l, ln2out, N, D, pre+"mlp.fc", F, fcPre)
-		l.elementwise("gelu_fwd", N*F, ir.ArgP(fcPre), ir.ArgP(fcAct))
-		t.linear(l, fcAct, N, F, pre+"mlp.proj", D, tmp)
-		l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	ln1out, ln1xhat, ln1rstd := need(a+"ln1out", N*D), need(a+"ln1xhat", N*D), need(a+"ln1rstd", N)
+	qkv, att, attOut := need(a+"qkv", N*3*D), need(a+"att", p.att), need(a+"attOut", N*D)
+	ln2out, ln2xhat, ln2rstd := need(a+"ln2out", N*D), need(a+"ln2xhat", N*D), need(a+"ln2rstd", N)
+	fcPre, fcAct := need(a+"fcPre", N*F), need(a+"fcAct", N*F)
+	if l.err != nil {
+		return l.err
 	}
+	scale := float32(1 / math.Sqrt(float64(D/c.Heads)))
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	l.launch("ln_fwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(t.wp(pre+"ln1.bias")), ir.ArgP(ln1out), ir.ArgP(ln1xhat), ir.ArgP(ln1rstd), ir.ArgI(D))
+	t.linear(l, ln1out, N, D, pre+"attn.qkv", 3*D, qkv)
+	l.gemmBatched(false, true, p.tabs["s"], scale, 0, qkv, qkv, att)
+	l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(p.attTb))
+	l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, attOut)
+	t.linear(l, attOut, N, D, pre+"attn.proj", D, tmp)
+	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	l.launch("ln_fwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(t.wp(pre+"ln2.bias")), ir.ArgP(ln2out), ir.ArgP(ln2xhat), ir.ArgP(ln2rstd), ir.ArgI(D))
+	t.linear(l, ln2out, N, D, pre+"mlp.fc", F, fcPre)
+	l.elementwise("gelu_fwd", N*F, ir.ArgP(fcPre), ir.ArgP(fcAct))
+	t.linear(l, fcAct, N, F, pre+"mlp.proj", D, tmp)
+	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	return l.err
+}
+
+// headForward gathers the response rows, applies the final LayerNorm and the output head, and
+// reads the log-probs and entropies back into p.
+func (p *Pass) headForward(l *launcher, x ir.Ptr, in passInputs) error {
+	t, c := p.t, p.t.cfg
+	M, D, V := p.m, c.Dim, c.Vocab
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	xg, lnfXhat, lnfRstd, hf := need("xg", M*D), need("lnfXhat", M*D), need("lnfRstd", M), need("hf", M*D)
 	logits, probs := need("logits", M*V), need("probs", M*V)
 	lse, logp, ent := need("lse", M), need("logp", M), need("ent", M)
 	if l.err != nil {
-		return nil, l.err
+		return l.err
 	}
-	l.elementwise("gather_rows", M*D, ir.ArgP(x), ir.ArgP(rowsP), ir.ArgP(xg), ir.ArgI(D))
-	l.launch("ln_fwd", rowGrid(M), rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
+	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	l.elementwise("gather_rows", M*D, ir.ArgP(x), ir.ArgP(in.rows), ir.ArgP(xg), ir.ArgI(D))
+	l.launch("ln_fwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
 	l.gemm(false, true, M, V, D, 1, hf, D, t.wp(t.headName()), D, 0, logits, V)
-	l.launch("log_softmax", rowGrid(M), rowBlock, ir.ArgP(logits), ir.ArgP(tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(temperature))))
-	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
-		return nil, err
-	}
-	return p, nil
+	l.launch("log_softmax", [3]int{M, 1, 1}, rowBlock, ir.ArgP(logits), ir.ArgP(in.tgt), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(p.temp))))
+	return t.readScores(l, p.logp, p.ent, logp, ent)
 }
 
 // checkSizes refuses a batch whose activations the kernels cannot index: a buffer above
