@@ -15,6 +15,7 @@ import (
 
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -103,7 +104,8 @@ Without --report or --sql it prints the views and their row counts.` + sandboxHe
 				if t, err = s.Query(ctx, query); err != nil {
 					err = timedOut(err, ctx, timeout)
 					// DuckDB's message alone does not say it is about the query given.
-					err = fmt.Errorf("analyze --sql: %w", err)
+					// DuckDB may quote the query (a column it cannot bind): cut what it says.
+					err = fmt.Errorf("analyze --sql: %w", excerpt.Message(err))
 				}
 			default:
 				return s.Describe(cmd.Context(), cmd.OutOrStdout())

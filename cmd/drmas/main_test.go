@@ -224,4 +224,12 @@ func TestAnalyzeSQLErrorSaysSo(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "analyze --sql: ") || !strings.Contains(err.Error(), "SELEC") {
 		t.Fatalf("bad --sql: %v", err)
 	}
+	huge := "SELECT " + strings.Repeat("x", 1<<20) + " FROM rollouts"
+	_, _, err = execute(t, "-q", "--store", store, "--run", analysistest.Run, "analyze", "--cache", t.TempDir(), "--sql", huge)
+	if err == nil {
+		t.Fatal("a 1 MiB bad --sql query: no error")
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "analyze --sql: ") || len(msg) > 2048 {
+		t.Fatalf("a 1 MiB bad --sql query: a message of %d bytes", len(msg))
+	}
 }

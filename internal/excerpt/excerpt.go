@@ -73,3 +73,22 @@ type linesError struct {
 
 func (e *linesError) Error() string { return e.msg }
 func (e *linesError) Unwrap() error { return e.err }
+
+// MaxMessageBytes is how much of a message that another library wrote (and that may quote the
+// input whole, as DuckDB quotes a query's line) Message keeps.
+const MaxMessageBytes = 1024
+
+// Message returns err with its message cut to MaxMessageBytes (at a rune boundary) with "…"
+// and its length; it still matches what err matches. A nil err stays nil, and a shorter
+// message is unchanged.
+func Message(err error) error {
+	if err == nil || len(err.Error()) <= MaxMessageBytes {
+		return err
+	}
+	msg := err.Error()
+	n := MaxMessageBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return &linesError{err: err, msg: fmt.Sprintf("%s… (message of %d bytes cut)", msg[:n], len(msg))}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestQuote(t *testing.T) {
@@ -43,5 +44,24 @@ func TestLines(t *testing.T) {
 	short := errors.Join(errs[:20]...)
 	if Lines(short, 20) != short || Lines(nil, 20) != nil {
 		t.Error("a short list or nil must come back as it is")
+	}
+}
+
+func TestMessage(t *testing.T) {
+	if Message(nil) != nil {
+		t.Fatal("nil error became non-nil")
+	}
+	short := errors.New("syntax error at or near \"SELEC\"")
+	if Message(short) != short {
+		t.Fatal("a short message was changed")
+	}
+	long := fmt.Errorf("wrapped: %w", errors.New("Parser Error: LINE 1: SELECT '"+strings.Repeat("é", 3000)+"'"))
+	got := Message(long)
+	if len(got.Error()) > MaxMessageBytes+64 || !strings.HasPrefix(got.Error(), "wrapped: Parser Error: LINE 1:") ||
+		!strings.Contains(got.Error(), fmt.Sprintf("(message of %d bytes cut)", len(long.Error()))) || !utf8.ValidString(got.Error()) {
+		t.Fatalf("cut message: %d bytes, %q…", len(got.Error()), got.Error()[:80])
+	}
+	if !errors.Is(got, errors.Unwrap(long)) {
+		t.Fatal("the cut error no longer matches what it wraps")
 	}
 }
