@@ -52,6 +52,9 @@ func parseSafetensors(r io.ReaderAt, size int64, name string) (*stHeader, error)
 	if n > maxHeaderBytes || n > uint64(size-8) {
 		return nil, formatErr(name, fmt.Sprintf("the header claims %d bytes, but the file has %d after the length and headers are at most %d", n, size-8, maxHeaderBytes))
 	}
+	if n == 0 { // a reader may answer a read of 0 bytes at its end with io.EOF
+		return nil, formatErr(name, "the header is empty: it must be a JSON object")
+	}
 	hdr := make([]byte, n)
 	if _, err := r.ReadAt(hdr, 8); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
