@@ -34,15 +34,21 @@ func LoadTasks(path string) ([]Task, error) {
 
 // LoadTasksWithDefault is LoadTasks with an explicit default data_source.
 func LoadTasksWithDefault(path, defaultSource string) ([]Task, error) {
+	return loadByExt(path, defaultSource, loadJSONL, loadParquet)
+}
+
+// loadByExt reads a task file with the reader its extension names and refuses a file of no
+// tasks.
+func loadByExt(path, defaultSource string, jsonl, parquet func(path, def string) ([]Task, error)) ([]Task, error) {
 	var (
 		tasks []Task
 		err   error
 	)
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".jsonl", ".json", ".ndjson":
-		tasks, err = loadJSONL(path, defaultSource)
+		tasks, err = jsonl(path, defaultSource)
 	case ".parquet":
-		tasks, err = loadParquet(path, defaultSource)
+		tasks, err = parquet(path, defaultSource)
 	default:
 		return nil, fmt.Errorf("%s: unknown task file type (want .jsonl or .parquet)", path)
 	}

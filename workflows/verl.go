@@ -236,25 +236,7 @@ func (r *verlRecord) task(def, unit string, pos int64) (Task, error) {
 // reported at once (*TaskFileError), as are duplicate ids.
 func LoadVerlTasks(path string) ([]Task, error) {
 	def := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	var (
-		tasks []Task
-		err   error
-	)
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".jsonl", ".json", ".ndjson":
-		tasks, err = loadVerlJSONL(path, def)
-	case ".parquet":
-		tasks, err = loadVerlParquet(path, def)
-	default:
-		return nil, fmt.Errorf("%s: unknown task file type (want .jsonl or .parquet)", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(tasks) == 0 {
-		return nil, fmt.Errorf("%s: no tasks", path)
-	}
-	return tasks, nil
+	return loadByExt(path, def, loadVerlJSONL, loadVerlParquet)
 }
 
 // collector gathers tasks and problems in file order.
