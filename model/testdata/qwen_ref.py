@@ -23,6 +23,7 @@ import torch
 
 
 def read_safetensors(path):
+    """The tensors of a safetensors file (F32, F16 or BF16) as float32, by name."""
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -32,9 +33,17 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32", name
         lo, hi = info["data_offsets"]
-        t = torch.frombuffer(bytearray(raw[base + lo : base + hi]), dtype=torch.float32)
+        buf = bytearray(raw[base + lo : base + hi])
+        if info["dtype"] == "F32":
+            t = torch.frombuffer(buf, dtype=torch.float32)
+        elif info["dtype"] == "F16":
+            t = torch.frombuffer(buf, dtype=torch.float16).to(torch.float32)
+        elif info["dtype"] == "BF16":
+            # A bfloat16 is the top half of a float32's bits.
+            t = (torch.frombuffer(buf, dtype=torch.int16).to(torch.int32) << 16).view(torch.float32)
+        else:
+            raise SystemExit("unsupported dtype " + info["dtype"])
         out[name] = t.reshape(info["shape"]).clone()
     return out
 

@@ -10,38 +10,12 @@ prints a JSON array with, per job, an array of log-probability arrays, one per s
 """
 import json
 import os
-import struct
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "model", "testdata"))
 import qwen_ref  # noqa: E402
-
-
-def read_weights(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = info["data_offsets"]
-        buf = bytearray(raw[base + lo : base + hi])
-        if info["dtype"] == "F32":
-            t = torch.frombuffer(buf, dtype=torch.float32)
-        elif info["dtype"] == "F16":
-            t = torch.frombuffer(buf, dtype=torch.float16).to(torch.float32)
-        elif info["dtype"] == "BF16":
-            # A bfloat16 is the top half of a float32's bits.
-            t = (torch.frombuffer(buf, dtype=torch.int16).to(torch.int32) << 16).view(torch.float32)
-        else:
-            raise SystemExit("unsupported dtype " + info["dtype"])
-        out[name] = t.reshape(info["shape"]).clone()
-    return out
 
 
 def config(path):
@@ -62,7 +36,7 @@ def config(path):
 
 def score(folder, seqs):
     cfg = config(os.path.join(folder, "config.json"))
-    W = {n: t.to(torch.float64) for n, t in read_weights(os.path.join(folder, "model.safetensors")).items()}
+    W = {n: t.to(torch.float64) for n, t in qwen_ref.read_safetensors(os.path.join(folder, "model.safetensors")).items()}
     out = []
     with torch.no_grad():
         for j in seqs:
