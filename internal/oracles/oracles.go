@@ -116,3 +116,13 @@ func toolsDir() string {
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".cache", "drmas-tools")
 }
+
+// Python3 returns the oracles' python interpreter when it runs at all (for oracles written in
+// plain Python), or skips (fails on CI).
+func Python3(t testing.TB) string {
+	t.Helper()
+	if err := pythonHas("sys"); err != nil {
+		missing(t, Python(), err)
+	}
+	return Python()
+}
