@@ -204,21 +204,11 @@ func loadParquet(path, def string) (tasks []Task, err error) {
 // readParquetTasks is loadParquet; it appends to *out as it goes, so that a panic reports how
 // far it got.
 func readParquetTasks(path, def string, out *[]Task) ([]Task, error) {
-	f, err := os.Open(path)
+	f, pf, err := openTaskParquet(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	// shards.OpenParquet checks the footer's length against the file before parquet-go
-	// allocates it (a damaged 1 KB file could otherwise ask for gigabytes).
-	pf, err := shards.OpenParquet(f, st.Size(), path)
-	if err != nil {
-		return nil, err
-	}
 	names := []string{"id", "question", "answer", "data_source"}
 	cols := make([]int, len(names))
 	for i, n := range names {
@@ -305,4 +295,23 @@ func parquetString(v parquet.Value) (string, error) {
 		return strconv.FormatInt(v.Int64(), 10), nil
 	}
 	return "", fmt.Errorf("unsupported type %s (want string or integer)", v.Kind())
+}
+
+// openTaskParquet opens a tasks file through shards.OpenParquet, which checks the footer and
+// the page headers against the file before parquet-go allocates what they claim (a damaged
+// 1 KB file could otherwise ask for gigabytes). The caller closes f.
+func openTaskParquet(path string) (*os.File, *parquet.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		var pf *parquet.File
+		if pf, err = shards.OpenParquet(f, st.Size(), path); err == nil {
+			return f, pf, nil
+		}
+	}
+	f.Close()
+	return nil, nil, err
 }

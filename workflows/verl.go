@@ -438,19 +438,11 @@ func loadVerlParquet(path, def string) (tasks []Task, err error) {
 			tasks, err = nil, fmt.Errorf("%s: malformed parquet: %v", path, p)
 		}
 	}()
-	f, err := os.Open(path)
+	f, pf, err := openTaskParquet(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	pf, err := shards.OpenParquet(f, st.Size(), path)
-	if err != nil {
-		return nil, err
-	}
 	cols := map[int]string{} // column index → verl column
 	repeated := map[string]bool{}
 	for _, p := range pf.Schema().Columns() {
