@@ -115,6 +115,50 @@ type Model struct {
 	// trained as usual.
 	Backend string `mapstructure:"backend" json:"backend,omitempty"`
 	OpenAI  OpenAI `mapstructure:"openai" json:"openai,omitzero"`
+	// HF makes the model a Hugging Face model (Qwen2, Qwen2.5, Qwen3, Llama): a local folder
+	// or a store folder (s3://…, file://…) holding config.json, the weights and the tokenizer
+	// files. Architecture, sizes and tokenizer come from the folder, so the size keys above
+	// must be left out. Empty: the built-in policy.
+	HF string `mapstructure:"hf" json:"hf,omitempty"`
+	// LoRA, for an HF model, trains a LoRA adapter over frozen weights instead of every
+	// weight; its checkpoints are PEFT adapters. Nil: full fine-tune.
+	LoRA *LoRA `mapstructure:"lora" json:"lora,omitempty"`
+}
+
+// LoRA configures a LoRA adapter (models.<id>.lora), with PEFT's meaning of each key.
+type LoRA struct {
+	// R is the rank of A [r, in] and B [out, r] (PEFT's r). Required, ≥ 1.
+	R int `mapstructure:"r" json:"r"`
+	// Alpha scales B·A by alpha/r (PEFT's lora_alpha); default 2·r.
+	Alpha float64 `mapstructure:"alpha" json:"alpha,omitempty"`
+	// Dropout is the probability of zeroing an input of A during training (PEFT's
+	// lora_dropout), in [0, 1); default 0.
+	Dropout float64 `mapstructure:"dropout" json:"dropout,omitempty"`
+	// TargetModules are the linear layers that get an adapter, by their Hugging Face names;
+	// default every linear layer of the block: LoRATargets.
+	TargetModules []string `mapstructure:"target_modules" json:"target_modules,omitempty"`
+}
+
+// LoRATargets are the linear layers of a Llama-family block, the default target_modules.
+var LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// WithDefaults fills alpha (2·r) and target_modules (LoRATargets).
+func (l LoRA) WithDefaults() LoRA {
+	if l.Alpha == 0 {
+		l.Alpha = 2 * float64(l.R)
+	}
+	if len(l.TargetModules) == 0 {
+		l.TargetModules = append([]string(nil), LoRATargets...)
+	}
+	return l
+}
+
+// IsHF reports whether the model is a Hugging Face model (models.<id>.hf).
+func (m Model) IsHF() bool { return m.HF != "" }
+
+// hasSizes reports whether any built-in size key is set.
+func (m Model) hasSizes() bool {
+	return m.Dim != 0 || m.Layers != 0 || m.Heads != 0 || m.Context != 0 || m.FFMult != 0 || m.TiedHead
 }
 
 // Backend names.
@@ -129,7 +173,7 @@ func (m Model) IsOpenAI() bool { return m.Backend == BackendOpenAI }
 // External reports whether the model is an openai model without sizes: served by a server
 // drmas does not train, with no drmas checkpoint.
 func (m Model) External() bool {
-	return m.IsOpenAI() && m.Dim == 0 && m.Layers == 0 && m.Heads == 0 && m.Context == 0 && m.FFMult == 0
+	return m.IsOpenAI() && !m.IsHF() && !m.hasSizes()
 }
 
 // OpenAI configures an OpenAI-compatible completions server (models.<id>.openai). Sampling

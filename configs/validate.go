@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,6 +59,10 @@ func (c *Config) Validate() error {
 			continue
 		}
 		p := "models." + name + "."
+		if m.IsHF() || m.LoRA != nil {
+			validateHF(name, m, bad)
+			continue
+		}
 		need(m.Dim <= 0, p+"dim", m.Dim, "> 0")
 		need(m.Layers <= 0, p+"layers", m.Layers, "> 0")
 		need(m.Heads <= 0, p+"heads", m.Heads, "> 0")
@@ -235,4 +240,39 @@ func optimDiff(a, b Optim) string {
 		d = append(d, fmt.Sprintf("micro_batch %d vs %d", a.MicroBatch, b.MicroBatch))
 	}
 	return strings.Join(d, ", ")
+}
+
+// validateHF checks a Hugging Face model's keys: the folder, no built-in sizes beside it, and
+// the LoRA settings.
+func validateHF(name string, m Model, bad func(string, ...any)) {
+	p := "models." + name + "."
+	if !m.IsHF() {
+		bad("%slora is set but %shf is not: LoRA trains adapters of Hugging Face models; give the model folder in %shf", p, p, p)
+	}
+	if m.IsHF() && m.hasSizes() {
+		bad("%shf is set and so are built-in size keys (dim, layers, heads, context, ff_mult, tied_head): an HF model's sizes come from its config.json; remove them", p)
+	}
+	if m.LoRA == nil {
+		return
+	}
+	l := m.LoRA.WithDefaults()
+	if l.R < 1 || l.R > 1<<12 {
+		bad("%slora.r is %d; want 1..4096 (8 to 64 is usual)", p, l.R)
+	}
+	if !(l.Alpha > 0) || math.IsInf(l.Alpha, 0) {
+		bad("%slora.alpha is %v; want a finite number > 0 (default 2·r)", p, l.Alpha)
+	}
+	if !(l.Dropout >= 0 && l.Dropout < 1) {
+		bad("%slora.dropout is %v; want 0 ≤ dropout < 1", p, l.Dropout)
+	}
+	seen := map[string]bool{}
+	for _, t := range l.TargetModules {
+		if !slices.Contains(LoRATargets, t) {
+			bad("%slora.target_modules: %s is not a linear layer of the block (have %s)", p, excerpt.Quote(t), strings.Join(LoRATargets, ", "))
+		}
+		if seen[t] {
+			bad("%slora.target_modules names %s twice", p, excerpt.Quote(t))
+		}
+		seen[t] = true
+	}
 }
