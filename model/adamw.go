@@ -56,12 +56,15 @@ type AdamW struct {
 	AdamWConfig
 	Steps int64 // number of steps taken (the bias-correction t)
 
-	m     *Model      // nil for an LLM's optimizer
-	lm    *LLM        // nil for a Model's optimizer
-	parts [][]float32 // the parameters updated, in storage order
-	mom   []float32   // first moment, laid out like the model
-	vel   []float32   // second moment
-	mask  []bool      // per parameter tensor: decay?
+	m  *Model // nil for an LLM's optimizer
+	lm *LLM   // nil for a Model's optimizer
+	// params are the parameters of an optimizer made by NewParamAdamW (nil for the built-in
+	// model's), which names its saved state.
+	params []Param
+	parts  [][]float32 // the parameters updated, in storage order
+	mom    []float32   // first moment, laid out like the model
+	vel    []float32   // second moment
+	mask   []bool      // per parameter tensor: decay?
 }
 
 // NewAdamW returns an optimizer for m with zero state.
@@ -82,11 +85,8 @@ func newAdamW(cfg AdamWConfig, parts [][]float32, n int) *AdamW {
 // NewLLMAdamW returns an optimizer for an LLM with zero state (weight decay
 // on the tensors with TensorSpec.Decay); update it with StepLLM.
 func NewLLMAdamW(m *LLM, cfg AdamWConfig) *AdamW {
-	o := newAdamW(cfg, m.parts, len(m.buf))
+	o := NewParamAdamW(m.Params(), cfg)
 	o.lm = m
-	for i, s := range m.specs {
-		o.mask[i] = s.Decay
-	}
 	return o
 }
 
