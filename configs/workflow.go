@@ -15,7 +15,8 @@ import (
 // agents to models: an agent it runs without an agents entry would have no model, and an agent
 // it never runs (a typo, or a leftover of another workflow) would be trained on nothing.
 // Validate reports its errors with the others, by key, so every command refuses such a config
-// before any work.
+// before any work. Agents whose model is a Hugging Face model (models.<id>.hf) get the paper's
+// prompt format (workflows.Options.PaperAgents).
 func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 	w := c.Workflow
 	o := workflows.Options{MaxLoop: w.MaxLoop, MaxSteps: w.MaxSteps, TopK: w.TopK, HardFrac: w.HardFrac,
@@ -56,6 +57,18 @@ func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 	if len(extra) > 0 {
 		return nil, fmt.Errorf("agents.%s: workflow %s has no such agent (its agents: %s)",
 			strings.Join(extra, ", agents."), wf.Name(), strings.Join(wf.Agents(), ", "))
+	}
+	// Agents served by a Hugging Face model get the paper's prompt format, the others the
+	// built-in model's compact one; the agents are known to match the workflow's by now.
+	for _, a := range c.AgentNames() {
+		if c.Models[c.Agents[a].Model].IsHF() {
+			o.PaperAgents = append(o.PaperAgents, a)
+		}
+	}
+	if len(o.PaperAgents) > 0 {
+		if wf, err = workflows.New(w.Name, o); err != nil {
+			return nil, fmt.Errorf("workflow %s: %w", w.Name, err)
+		}
 	}
 	return wf, nil
 }

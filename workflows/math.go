@@ -65,6 +65,9 @@ func NewMath(o Options) (*Math, error) {
 	if err := o.Rewards.checkAgents(m.Name(), m.Agents()); err != nil {
 		return nil, err
 	}
+	if err := o.checkPaperAgents(m.Name(), m.Agents()); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -80,7 +83,11 @@ func (m *Math) NewEpisode(t Task) Episode {
 
 func (m *Math) newEpisode(t Task) *mathEpisode {
 	want, ok := parseTaskInt(t.Answer)
-	return &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok, answer: t.Answer}
+	e := &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok, answer: t.Answer}
+	if e.paper = m.opts.paperSet(); e.paper != nil {
+		e.full = paperQuestion(t.Question)
+	}
+	return e
 }
 
 // parseTaskInt parses a task's integer answer: surrounding white space is
@@ -120,6 +127,13 @@ type mathEpisode struct {
 	lastOK   bool
 	boxed    string // the last solver response's \boxed answer, when it was no "ans" action
 	reward   float64
+
+	// The paper format (paper.go): which agents use it, the question and the responses as its
+	// prompts show them.
+	paper              paperAgents
+	full               string
+	solution           string // the solver's last response
+	rejected, critique string // the rejected solution and the verifier's response
 }
 
 func answerText(v int, ok bool) string {
@@ -132,6 +146,12 @@ func answerText(v int, ok bool) string {
 func (e *mathEpisode) Next() (Turn, bool) {
 	if e.done {
 		return Turn{}, false
+	}
+	if e.verifier && e.paper[AgentVerifier] {
+		return Turn{AgentVerifier, e.loop, paperVerifierPrompt(e.full, e.solution)}, true
+	}
+	if !e.verifier && e.paper[AgentSolver] {
+		return Turn{AgentSolver, e.loop, paperSolverPrompt(e.full, e.rejected, e.critique, e.loop > 0)}, true
 	}
 	if e.verifier {
 		return Turn{AgentVerifier, e.loop, "verifier\nQ " + e.question + "\nans " + e.shown() + "\n"}, true
@@ -148,7 +168,15 @@ func (e *mathEpisode) Act(resp string) bool {
 		return false
 	}
 	if !e.verifier {
-		valid := e.parseSolver(resp)
+		var valid bool
+		if e.paper[AgentSolver] {
+			valid = e.parsePaperSolver(resp)
+		} else {
+			valid = e.parseSolver(resp)
+		}
+		if e.paper != nil {
+			e.solution = paperResponse(resp)
+		}
 		if e.loop == e.maxLoop-1 {
 			e.finish()
 		} else {
@@ -156,13 +184,16 @@ func (e *mathEpisode) Act(resp string) bool {
 		}
 		return valid
 	}
-	approve, ok := ParseVerifier(resp)
+	approve, ok := e.parseVerdict(resp)
 	if approve { // invalid → reject
 		e.finish()
 		return ok
 	}
 	e.verifier = false
 	e.prev = e.shown()
+	if e.paper != nil {
+		e.rejected, e.critique = e.solution, paperResponse(resp)
+	}
 	e.loop++
 	return ok
 }
@@ -202,12 +233,18 @@ func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 				v += d
 			}
 			resp = e.expertSolver(v, mistake)
+			if e.paper[AgentSolver] {
+				resp = paperSolverDemo(e.expertBoxed(v, mistake))
+			}
 		} else {
 			approve := e.correct()
 			if mistake {
 				approve = !approve
 			}
 			resp = map[bool]string{true: "yes", false: "no"}[approve]
+			if e.paper[AgentVerifier] {
+				resp = paperKeywordDemo(approve, "approve", "reject")
+			}
 		}
 		demos = append(demos, Demo{Agent: turn.Agent, Prompt: turn.Prompt, Response: resp, Step: turn.Step})
 		e.Act(resp)

@@ -152,13 +152,21 @@ func (e *scoredEpisode) Act(resp string) bool {
 	e.isPending = false
 	valid := e.Episode.Act(resp)
 	st := scoredTurn{agent: t.Agent, valid: valid}
+	me, _ := e.Episode.(*mathEpisode)
 	switch t.Agent {
 	case AgentSolver:
 		v, ok := ParseSolver(resp)
 		e.correct = ok && e.wantOK && v == e.want
+		if me != nil && me.paper[AgentSolver] {
+			e.correct = me.correct() // a paper answer is graded as the episode grades it
+		}
 	case AgentVerifier:
+		approve, ok := ParseVerifier(resp)
+		if me != nil && me.paper[AgentVerifier] {
+			approve, ok = ParsePaperVerifier(resp)
+		}
 		// An invalid verdict acts as a reject, but it is no verdict: never right.
-		if approve, ok := ParseVerifier(resp); ok && approve == e.correct {
+		if ok && approve == e.correct {
 			st.verdict = 1
 		}
 	}

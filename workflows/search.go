@@ -76,6 +76,9 @@ func NewSearch(o Options) (*Search, error) {
 	if err := o.Rewards.checkAgents("search", []string{AgentRouter, AgentSearcher, AgentAnswerer}); err != nil {
 		return nil, err
 	}
+	if err := o.checkPaperAgents("search", []string{AgentRouter, AgentSearcher, AgentAnswerer}); err != nil {
+		return nil, err
+	}
 	c := retriever.GenerateCorpus(o.CorpusSeed, o.CorpusPeople)
 	return &Search{opts: o, corpus: c, index: retriever.New(c.Texts(), retriever.DefaultParams())}, nil
 }
@@ -114,10 +117,19 @@ type searchEpisode struct {
 	golden   []string // GoldenAnswers of the task
 	remote   []string // a retrieval server's passages (searchremote.go)
 	answer   string   // the parsed answer ("" for none or an invalid one)
+
+	// The paper format (paper.go): which agents use it, the question and the valid queries so
+	// far as its prompts show them.
+	paper   paperAgents
+	full    string
+	queries []string
 }
 
 func (s *Search) newEpisode(t Task) *searchEpisode {
 	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer), golden: GoldenAnswers(t.Answer)}
+	if e.paper = s.opts.paperSet(); e.paper != nil {
+		e.full = paperQuestion(t.Question)
+	}
 	e.enter(0)
 	return e
 }
@@ -151,6 +163,9 @@ func (e *searchEpisode) Next() (Turn, bool) {
 	default:
 		return Turn{}, false
 	}
+	if e.paper[agent] {
+		return Turn{Agent: agent, Step: e.step, Prompt: e.paperPrompt(agent)}, true
+	}
 	var b strings.Builder
 	b.WriteString(agent)
 	b.WriteString("\nQ ")
@@ -164,6 +179,9 @@ func (e *searchEpisode) Act(resp string) bool {
 	switch e.phase {
 	case phaseRoute:
 		enough, ok := ParseRouter(resp)
+		if e.paper[AgentRouter] {
+			enough, ok = ParsePaperRouter(resp)
+		}
 		if enough || !ok {
 			e.phase = phaseAnswer
 		} else {
@@ -172,7 +190,13 @@ func (e *searchEpisode) Act(resp string) bool {
 		return ok
 	case phaseSearch:
 		q, ok := ParseSearcher(resp)
+		if e.paper[AgentSearcher] {
+			q, ok = ParsePaperSearcher(resp)
+		}
 		if ok {
+			if e.paper != nil {
+				e.queries = append(e.queries, q)
+			}
 			for _, d := range e.retrieve(q) {
 				if !e.has(d) {
 					e.passages = append(e.passages, d)
@@ -183,6 +207,9 @@ func (e *searchEpisode) Act(resp string) bool {
 		return ok
 	case phaseAnswer:
 		a, ok := parseAnswer(resp)
+		if e.paper[AgentAnswerer] {
+			a, ok = ParsePaperAnswerer(resp)
+		}
 		e.answer = a
 		if ok && e.correct(a) {
 			e.reward = 1
@@ -304,15 +331,26 @@ func (s *Search) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 				enough = !enough
 			}
 			resp = map[bool]string{true: "enough", false: "more"}[enough]
+			if e.paper[AgentRouter] {
+				resp = paperKeywordDemo(enough, "yes", "no")
+			}
 		case AgentSearcher:
-			resp = "q " + s.expertQuery(e, kind, x, t.Question)
+			q := s.expertQuery(e, kind, x, t.Question)
 			if mistake {
 				p := s.corpus.People[rng.IntN(len(s.corpus.People))]
 				rel := []string{retriever.RelLives, retriever.RelWorks}[rng.IntN(2)]
-				resp = "q " + p + " " + rel
+				q = p + " " + rel
+			}
+			resp = "q " + q
+			if e.paper[AgentSearcher] {
+				resp = paperSearchDemo(q)
 			}
 		case AgentAnswerer:
-			resp = "a " + s.expertAnswer(e, kind, x, t, rng, mistake)
+			a := s.expertAnswer(e, kind, x, t, rng, mistake)
+			resp = "a " + a
+			if e.paper[AgentAnswerer] {
+				resp = paperAnswerDemo(a)
+			}
 		}
 		demos = append(demos, Demo{Agent: turn.Agent, Prompt: turn.Prompt, Response: resp, Step: turn.Step})
 		e.Act(resp)

@@ -163,6 +163,10 @@ type Options struct {
 	// Rewards are per-agent reward designs (rewards.go); the zero value scores every row by
 	// the episode outcome.
 	Rewards
+	// PaperAgents are the agents that get prompts and parse responses in the paper format
+	// (paper.go), the format for Hugging Face models; the others keep the compact format of the
+	// built-in model. Empty: every agent is compact.
+	PaperAgents []string `json:"paper_agents,omitempty"`
 }
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -203,6 +207,7 @@ func (o Options) Problems() []error {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
 	}
 	errs = append(errs, o.Retriever.problems()...)
+	errs = append(errs, o.paperProblems()...)
 	return append(errs, o.Rewards.problems()...)
 }
 
