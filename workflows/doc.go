@@ -23,7 +23,8 @@
 //
 //   - Episodes are deterministic: the same task and the same responses give
 //     the same turns, prompts and reward. Episodes hold no randomness.
-//   - Every prompt is at most [PromptBudget] bytes for any sequence of
+//   - Every prompt of an agent in the compact format (the built-in model's) is
+//     at most [PromptBudget] bytes for any sequence of
 //     responses (responses are never echoed raw: the parsed, canonical action
 //     is shown instead), and every expert response from Demonstrations of a
 //     generated task is at most [ResponseBudget] bytes, so prompt + response
@@ -45,6 +46,16 @@
 //     episode reaches reward 1 for every generated task.
 //   - Workflows and episodes from different goroutines do not share mutable
 //     state: a Workflow is safe for concurrent use, an Episode is not.
+//
+// # Formats
+//
+// Each agent has a format, chosen by [Options.PaperAgents]: the compact format (parse.go), for
+// the built-in byte-level model, or the paper format (paper.go), for Hugging Face models, in
+// which prompts are the natural-language instructions of the paper's orchestrations and actions
+// are tags: \boxed{…}, <verify>…</verify>, <search>…</search>, <answer>…</answer>. Paper prompts
+// show the question up to [PaperQuestionBytes] and a teammate's response up to its last
+// [PaperResponseBytes], so their length is bounded too. Agents of both formats can share an
+// episode: each sees its own prompts and is parsed by its own rules.
 //
 // # Workflows
 //
