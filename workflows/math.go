@@ -50,7 +50,7 @@ func init() {
 //	verifier:  "verifier\nQ 12+7\nans 19\n"        ("ans ?" if the solver's action was invalid)
 //
 // Responses: solver "ans 19", verifier "yes" / "no" (see ParseSolver,
-// ParseVerifier).
+// ParseVerifier). Agents in Options.PaperAgents get the paper format instead (paper.go).
 //
 // Generated problems: math_easy is a+b, a-b or a*b with a, b in 0..9;
 // math_hard is a+b or a-b with a, b in 10..99, or a+b+c with a, b, c in 1..20.

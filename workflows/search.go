@@ -54,7 +54,8 @@ func init() {
 //	answerer: "answerer\nQ which country does kamo live in\nP kamo lives in oslo\nP oslo is in norway\n"
 //
 // Responses: router "enough" / "more", searcher "q oslo is", answerer
-// "a norway" (see ParseRouter, ParseSearcher, ParseAnswerer).
+// "a norway" (see ParseRouter, ParseSearcher, ParseAnswerer). Agents in Options.PaperAgents
+// get the paper format instead (paper.go).
 //
 // Questions (generated from the corpus of CorpusSeed): search_1hop
 // "where does P live" (city; expert query "q P lives"), "what does P do"
