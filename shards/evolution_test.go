@@ -6,32 +6,14 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/shards/shardtest"
 )
 
-// TestEvalTablesReadWithoutF1: evaluation files written before the f1_mean column existed (the
-// same tables without it, as the earlier code wrote them) still read, with a null F1Mean, and a
-// written F1Mean (and a null one) reads back as it was.
+// TestEvalTablesReadWithoutF1: evaluation files written before the f1_mean column existed
+// (shardtest's ResultRow and PromptRow) still read, with a null F1Mean, and a written F1Mean
+// (and a null one) reads back as it was.
 func TestEvalTablesReadWithoutF1(t *testing.T) {
-	// The tables as they were, type names included (the schema's root name).
-	type ResultRow struct {
-		Step       int64   `parquet:"step"`
-		Workflow   string  `parquet:"workflow,dict"`
-		DataSource string  `parquet:"data_source,dict"`
-		K          int32   `parquet:"k"`
-		Prompts    int32   `parquet:"prompts"`
-		AvgAtK     float64 `parquet:"avg_at_k"`
-		PassAtK    float64 `parquet:"pass_at_k"`
-	}
-	type PromptRow struct {
-		Step       int64  `parquet:"step"`
-		Split      string `parquet:"split,dict"`
-		DataSource string `parquet:"data_source,dict"`
-		TaskID     string `parquet:"task_id"`
-		Question   string `parquet:"question"`
-		K          int32  `parquet:"k"`
-		Successes  int32  `parquet:"successes"`
-	}
-	old, err := shards.EncodeTable([]ResultRow{{Step: 3, Workflow: "math", DataSource: "all", K: 4, Prompts: 2, AvgAtK: 0.625, PassAtK: 1}})
+	old, err := shards.EncodeTable([]shardtest.ResultRow{{Step: 3, Workflow: "math", DataSource: "all", K: 4, Prompts: 2, AvgAtK: 0.625, PassAtK: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +25,7 @@ func TestEvalTablesReadWithoutF1(t *testing.T) {
 	if len(rows) != 1 || rows[0] != want {
 		t.Fatalf("old results read as %+v, want %+v", rows, want)
 	}
-	oldP, err := shards.EncodeTable([]PromptRow{{Step: 3, Split: "eval", DataSource: "d", TaskID: "t1", Question: "q", K: 4, Successes: 3}})
+	oldP, err := shards.EncodeTable([]shardtest.PromptRow{{Step: 3, Split: "eval", DataSource: "d", TaskID: "t1", Question: "q", K: 4, Successes: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,6 +291,7 @@ func PairedDelta(from, to []PromptRow) Delta {
 // one (rollout.Episode.F1).
 func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []PromptRow {
 	var out []PromptRow
+	var f1 []f1Sum // out[i]'s samples' F1
 	idx := map[string]int{}
 	for _, ep := range eps {
 		i, ok := idx[ep.Task.ID]
@@ -298,15 +299,15 @@ func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []Prompt
 			i = len(out)
 			idx[ep.Task.ID] = i
 			out = append(out, PromptRow{Step: step, Split: split, DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, Question: ep.Task.Question, K: int32(k)})
+			f1 = append(f1, f1Sum{})
 		}
 		if ep.Reward > 0.5 {
 			out[i].Successes++
 		}
+		f1[i].add(ep.F1)
 	}
-	for i, p := range promptF1s(eps) {
-		if p.n > 0 {
-			out[i].F1Mean = p.mean()
-		}
+	for i := range out {
+		out[i].F1Mean = f1[i].mean()
 	}
 	return out
 }
@@ -348,7 +349,7 @@ func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]Re
 				Prompts: int32(avg[s].Prompts), AvgAtK: avg[s].Value, PassAtK: pass[s].Value})
 		}
 	}
-	f1 := sourceF1(promptF1s(eps))
+	f1 := sourceF1(PerPrompt(step, "", k, eps))
 	for i := range rows {
 		rows[i].F1Mean = f1[rows[i].DataSource]
 	}

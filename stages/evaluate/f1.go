@@ -1,57 +1,41 @@
 package evaluate
 
-import (
-	"github.com/drmas-dev/drmas/stages/rollout"
-	"github.com/drmas-dev/drmas/workflows"
-)
+import "github.com/drmas-dev/drmas/workflows"
 
-// promptF1 sums one prompt's answer F1 over its samples that have one.
-type promptF1 struct {
-	src string
+// f1Sum sums answer F1s (rollout.Episode.F1, PromptRow.F1Mean), skipping the nil ones of a
+// workflow without F1, in the order they are added.
+type f1Sum struct {
 	sum float64
 	n   int
 }
 
-func (p promptF1) mean() *float64 {
-	m := p.sum / float64(p.n)
+func (s *f1Sum) add(x *float64) {
+	if x != nil {
+		s.sum += *x
+		s.n++
+	}
+}
+
+// mean is the mean of what was added, nil when nothing was.
+func (s f1Sum) mean() *float64 {
+	if s.n == 0 {
+		return nil
+	}
+	m := s.sum / float64(s.n)
 	return &m
 }
 
-// promptF1s returns each task's F1 sums, one per task in order of first appearance in eps (the
-// order of PerPrompt's rows); n is 0 for a task of a workflow without F1.
-func promptF1s(eps []*rollout.Episode) []promptF1 {
-	var out []promptF1
-	idx := map[string]int{}
-	for _, ep := range eps {
-		i, ok := idx[ep.Task.ID]
-		if !ok {
-			i = len(out)
-			idx[ep.Task.ID] = i
-			out = append(out, promptF1{src: ep.Task.DataSource})
-		}
-		if ep.F1 != nil {
-			out[i].sum += *ep.F1
-			out[i].n++
-		}
-	}
-	return out
-}
-
 // sourceF1 is the mean over each data source's prompts (and over all of them, under
-// workflows.AllSources) of their mean F1; a source none of whose prompts has an F1 is absent.
-func sourceF1(prompts []promptF1) map[string]*float64 {
-	sums := map[string]*promptF1{}
+// workflows.AllSources) of their mean F1, summed in the prompts' order; a source none of
+// whose prompts has an F1 is absent.
+func sourceF1(prompts []PromptRow) map[string]*float64 {
+	sums := map[string]*f1Sum{}
 	for _, p := range prompts {
-		if p.n == 0 {
-			continue
-		}
-		m := *p.mean()
-		for _, src := range []string{p.src, workflows.AllSources} {
+		for _, src := range []string{p.DataSource, workflows.AllSources} {
 			if sums[src] == nil {
-				sums[src] = &promptF1{}
+				sums[src] = &f1Sum{}
 			}
-			sums[src].sum += m
-			sums[src].n++
+			sums[src].add(p.F1Mean)
 		}
 	}
 	out := make(map[string]*float64, len(sums))

@@ -3,7 +3,6 @@ package evaluate_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"math"
 	"path"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -209,32 +209,13 @@ func TestReadEvaluationWrittenWithoutF1(t *testing.T) {
 	}
 	dir := commit.EvalDir("t", 0)
 	prompts := readPrompts(t, env.Bucket, dir)
-	// The tables as they were, type names included (the schema's root name).
-	type ResultRow struct {
-		Step       int64   `parquet:"step"`
-		Workflow   string  `parquet:"workflow,dict"`
-		DataSource string  `parquet:"data_source,dict"`
-		K          int32   `parquet:"k"`
-		Prompts    int32   `parquet:"prompts"`
-		AvgAtK     float64 `parquet:"avg_at_k"`
-		PassAtK    float64 `parquet:"pass_at_k"`
-	}
-	type PromptRow struct {
-		Step       int64  `parquet:"step"`
-		Split      string `parquet:"split,dict"`
-		DataSource string `parquet:"data_source,dict"`
-		TaskID     string `parquet:"task_id"`
-		Question   string `parquet:"question"`
-		K          int32  `parquet:"k"`
-		Successes  int32  `parquet:"successes"`
-	}
-	var oldRows []ResultRow
+	var oldRows []shardtest.ResultRow
 	for _, r := range rows {
-		oldRows = append(oldRows, ResultRow{r.Step, r.Workflow, r.DataSource, r.K, r.Prompts, r.AvgAtK, r.PassAtK})
+		oldRows = append(oldRows, shardtest.BeforeF1(r))
 	}
-	var oldPrompts []PromptRow
+	var oldPrompts []shardtest.PromptRow
 	for _, p := range prompts {
-		oldPrompts = append(oldPrompts, PromptRow{p.Step, p.Split, p.DataSource, p.TaskID, p.Question, p.K, p.Successes})
+		oldPrompts = append(oldPrompts, shardtest.PromptBeforeF1(p))
 	}
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
@@ -256,13 +237,7 @@ func TestReadEvaluationWrittenWithoutF1(t *testing.T) {
 		}
 		m.Files[i].Bytes, m.Files[i].SHA256 = int64(len(data)), commit.Digest(data)
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := storage.PutBytes(ctx, env.Bucket, path.Join(dir, commit.ManifestName), data); err != nil {
-		t.Fatal(err)
-	}
+	putManifest(t, env.Bucket, dir, m)
 
 	again, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
 	if err != nil || len(again) != len(rows) {
