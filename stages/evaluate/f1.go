@@ -1,6 +1,10 @@
 package evaluate
 
-import "github.com/drmas-dev/drmas/workflows"
+import (
+	"fmt"
+
+	"github.com/drmas-dev/drmas/workflows"
+)
 
 // f1Sum sums answer F1s (rollout.Episode.F1, PromptRow.F1Mean), skipping the nil ones of a
 // workflow without F1, in the order they are added.
@@ -43,4 +47,13 @@ func sourceF1(prompts []PromptRow) map[string]*float64 {
 		out[src] = s.mean()
 	}
 	return out
+}
+
+// F1Text is r's F1 as printed after avg@k and pass@k (" f1=0.412"), "" for a workflow
+// without F1.
+func F1Text(r ResultRow) string {
+	if r.F1Mean == nil {
+		return ""
+	}
+	return fmt.Sprintf(" f1=%.3f", *r.F1Mean)
 }

@@ -263,3 +263,13 @@ func TestReadEvaluationWrittenWithoutF1(t *testing.T) {
 		}
 	}
 }
+
+func TestF1Text(t *testing.T) {
+	f1 := 0.375
+	if got := evaluate.F1Text(evaluate.ResultRow{F1Mean: &f1}); got != " f1=0.375" {
+		t.Errorf("F1Text of 0.375: %q", got)
+	}
+	if got := evaluate.F1Text(evaluate.ResultRow{}); got != "" {
+		t.Errorf("F1Text without F1: %q, want nothing", got)
+	}
+}
