@@ -26,19 +26,9 @@ func TestEvalsWithoutF1Column(t *testing.T) {
 		recommit(t, env.Bucket, dir, func(name string, data []byte) []byte {
 			switch name {
 			case shards.EvalResultsFile:
-				rows := readRows[shards.ResultRow](t, data)
-				var old []shardtest.ResultRow
-				for _, r := range rows {
-					old = append(old, shardtest.BeforeF1(r))
-				}
-				return encode(t, old)
+				return encode(t, shardtest.ResultsBeforeF1(readRows[shards.ResultRow](t, data)))
 			case shards.EvalPromptsFile:
-				rows := readRows[shards.PromptRow](t, data)
-				var old []shardtest.PromptRow
-				for _, r := range rows {
-					old = append(old, shardtest.PromptBeforeF1(r))
-				}
-				return encode(t, old)
+				return encode(t, shardtest.PromptsBeforeF1(readRows[shards.PromptRow](t, data)))
 			}
 			t.Fatalf("%s: unexpected file %s", dir, name)
 			return nil

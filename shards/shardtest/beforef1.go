@@ -26,12 +26,20 @@ type PromptRow struct {
 	Successes  int32  `parquet:"successes"`
 }
 
-// BeforeF1 returns r without its F1 column.
-func BeforeF1(r shards.ResultRow) ResultRow {
-	return ResultRow{r.Step, r.Workflow, r.DataSource, r.K, r.Prompts, r.AvgAtK, r.PassAtK}
+// ResultsBeforeF1 returns rows without their F1 column.
+func ResultsBeforeF1(rows []shards.ResultRow) []ResultRow {
+	out := make([]ResultRow, len(rows))
+	for i, r := range rows {
+		out[i] = ResultRow{r.Step, r.Workflow, r.DataSource, r.K, r.Prompts, r.AvgAtK, r.PassAtK}
+	}
+	return out
 }
 
-// PromptBeforeF1 returns p without its F1 column.
-func PromptBeforeF1(p shards.PromptRow) PromptRow {
-	return PromptRow{p.Step, p.Split, p.DataSource, p.TaskID, p.Question, p.K, p.Successes}
+// PromptsBeforeF1 returns rows without their F1 column.
+func PromptsBeforeF1(rows []shards.PromptRow) []PromptRow {
+	out := make([]PromptRow, len(rows))
+	for i, p := range rows {
+		out[i] = PromptRow{p.Step, p.Split, p.DataSource, p.TaskID, p.Question, p.K, p.Successes}
+	}
+	return out
 }

@@ -209,14 +209,7 @@ func TestReadEvaluationWrittenWithoutF1(t *testing.T) {
 	}
 	dir := commit.EvalDir("t", 0)
 	prompts := readPrompts(t, env.Bucket, dir)
-	var oldRows []shardtest.ResultRow
-	for _, r := range rows {
-		oldRows = append(oldRows, shardtest.BeforeF1(r))
-	}
-	var oldPrompts []shardtest.PromptRow
-	for _, p := range prompts {
-		oldPrompts = append(oldPrompts, shardtest.PromptBeforeF1(p))
-	}
+	oldRows, oldPrompts := shardtest.ResultsBeforeF1(rows), shardtest.PromptsBeforeF1(prompts)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
