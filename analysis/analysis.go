@@ -161,8 +161,12 @@ func (s *Session) NotYet(view string) error {
 	return fmt.Errorf("run %s: no committed %s yet", s.Run, viewNoun[view])
 }
 
-// column is one column of a view.
-type column struct{ name, typ string }
+// column is one column of a view; optional ones (nullable in the row type) may be missing from
+// files written before they were added.
+type column struct {
+	name, typ string
+	optional  bool
+}
 
 // columnsOf derives DuckDB columns from the parquet tags of a row struct.
 func columnsOf(row any) []column {
@@ -175,7 +179,7 @@ func columnsOf(row any) []column {
 		if name == "" || name == "-" {
 			continue
 		}
-		out = append(out, column{name, duckType(f.Type)})
+		out = append(out, column{name, duckType(f.Type), f.Type.Kind() == reflect.Pointer})
 	}
 	return out
 }
@@ -210,7 +214,7 @@ func duckType(t reflect.Type) string {
 func viewColumns(view string) []column {
 	cols := columnsOf(viewRows[view])
 	if view == "advantages" {
-		cols = append(cols, column{"iteration", "INTEGER"}, column{"estimator", "VARCHAR"})
+		cols = append(cols, column{"iteration", "INTEGER", false}, column{"estimator", "VARCHAR", false})
 	}
 	return cols
 }
@@ -247,8 +251,21 @@ func viewSQL(view string, files []string) string {
 	// as a column, the cache root's too (a cache under /data/model=x/ would replace every
 	// metrics row's model). The files carry their own iteration, estimator and step; a sidecar
 	// lacks its iteration and estimator, which come from the last folders of its path.
-	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM read_parquet([%s], hive_partitioning=false, union_by_name=true, filename=true)",
-		view, strings.Join(sel, ", "), strings.Join(q, ", "))
+	from := fmt.Sprintf("read_parquet([%s], hive_partitioning=false, union_by_name=true, filename=true)", strings.Join(q, ", "))
+	// union_by_name fills a column that some files lack with NULL, but a column that every file
+	// lacks does not exist: an optional column added later (evals' f1_mean) would be missing
+	// from a run written before it. A typed empty row of the optional columns, united by name,
+	// makes each one exist.
+	var opt []string
+	for _, c := range cols {
+		if c.optional {
+			opt = append(opt, fmt.Sprintf("CAST(NULL AS %s) AS %s", c.typ, quoteIdent(c.name)))
+		}
+	}
+	if len(opt) > 0 {
+		from = fmt.Sprintf("(SELECT %s WHERE false UNION ALL BY NAME SELECT * FROM %s)", strings.Join(opt, ", "), from)
+	}
+	return fmt.Sprintf("CREATE VIEW %s AS SELECT %s FROM %s", view, strings.Join(sel, ", "), from)
 }
 
 // Query runs sql and returns the whole result.

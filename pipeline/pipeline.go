@@ -68,7 +68,7 @@ func (s IterationSummary) String() string {
 			if d := s.EvalDelta; d != nil {
 				fmt.Fprintf(&b, " (%+.3f ± %.3f vs step %d, paired)", d.Delta, d.SE, d.FromStep)
 			}
-			fmt.Fprintf(&b, " pass@%d=%.3f", r.K, r.PassAtK)
+			fmt.Fprintf(&b, " pass@%d=%.3f%s", r.K, r.PassAtK, evaluate.F1Text(r))
 		}
 	}
 	return b.String()

@@ -161,16 +161,16 @@ func keyNumbers(ctx context.Context, s *analysis.Session, o Options, r *Report) 
 		r.Tables = append(r.Tables, tb)
 	}
 	if !s.Empty("evals") {
-		t, err := s.Query(ctx, `SELECT step, data_source, k, prompts, avg_at_k, pass_at_k FROM evals
+		t, err := s.Query(ctx, `SELECT step, data_source, k, prompts, avg_at_k, pass_at_k, f1_mean FROM evals
 			WHERE step IN ((SELECT min(step) FROM evals), (SELECT max(step) FROM evals))
 			ORDER BY step, data_source = 'all', data_source`)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		tb := Table{Title: "Evaluation (first and last evaluated checkpoint)", Columns: []string{"step", "data source", "k", "prompts", "avg@k", "pass@k"}}
+		tb := Table{Title: "Evaluation (first and last evaluated checkpoint)", Columns: []string{"step", "data source", "k", "prompts", "avg@k", "pass@k", "F1"}}
 		for i := range t.Rows {
 			tb.Rows = append(tb.Rows, []string{t.String(i, "step"), t.String(i, "data_source"), t.String(i, "k"), t.String(i, "prompts"),
-				f4(t.Float(i, "avg_at_k")), f4(t.Float(i, "pass_at_k"))})
+				f4(t.Float(i, "avg_at_k")), f4(t.Float(i, "pass_at_k")), f4(t.Float(i, "f1_mean"))}) // F1 "–": none (math)
 		}
 		r.Tables = append(r.Tables, tb)
 	}

@@ -60,8 +60,10 @@ func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) 
 
 // CheckSchema reports every column of want that f lacks, holds with another physical type, or
 // holds as optional or repeated where want has a required (or less nested) column, naming the
-// file. Extra columns in f are allowed. A nullable column is refused even when it holds no
-// nulls: decoding into want's required fields would turn a null into a zero value unnoticed.
+// file. Extra columns in f are allowed, and so is a missing column that want holds as optional
+// (a column added to a table later: files written before it read it as null). A nullable
+// column is refused even when it holds no nulls: decoding into want's required fields would
+// turn a null into a zero value unnoticed.
 func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...string) error {
 	var errs []error
 	for _, path := range want.Columns() {
@@ -70,7 +72,9 @@ func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...
 		}
 		wl, _ := want.Lookup(path...)
 		fl, ok := f.Schema().Lookup(path...)
-		if !ok {
+		if !ok && optionalLeaf(wl) {
+			continue
+		} else if !ok {
 			errs = append(errs, fmt.Errorf("missing column %s", strings.Join(path, ".")))
 			continue
 		}
@@ -88,6 +92,12 @@ func CheckSchema(f *parquet.File, want *parquet.Schema, name string, columns ...
 		return fmt.Errorf("%s: schema mismatch: %w", name, errors.Join(errs...))
 	}
 	return nil
+}
+
+// optionalLeaf reports whether a column is a top-level optional value (not repeated): one that
+// may be absent from older files.
+func optionalLeaf(l parquet.LeafColumn) bool {
+	return len(l.Path) == 1 && l.MaxDefinitionLevel == 1 && l.MaxRepetitionLevel == 0 && l.Node.Optional()
 }
 
 func contains(xs []string, x string) bool {

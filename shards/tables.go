@@ -79,6 +79,10 @@ type ResultRow struct {
 	Prompts    int32   `parquet:"prompts"`
 	AvgAtK     float64 `parquet:"avg_at_k"`
 	PassAtK    float64 `parquet:"pass_at_k"`
+	// F1Mean is the mean token F1 of the answers (workflows.F1Scorer: the search workflow's)
+	// over the data source's prompts, each prompt's F1 the mean over its k samples; null for a
+	// workflow without F1 (math) and in files written before the column existed.
+	F1Mean *float64 `parquet:"f1_mean,optional"`
 }
 
 // PromptRow is one row of eval/step=N/prompts.parquet: how many of one prompt's k samples
@@ -93,6 +97,8 @@ type PromptRow struct {
 	Question   string `parquet:"question"`
 	K          int32  `parquet:"k"`
 	Successes  int32  `parquet:"successes"`
+	// F1Mean is the mean token F1 of the prompt's k answers; null as in ResultRow.F1Mean.
+	F1Mean *float64 `parquet:"f1_mean,optional"`
 }
 
 // SummaryRow is one row of runs/<src>/ablations/<mode>/summary.parquet: what one estimator (and

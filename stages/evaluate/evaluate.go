@@ -287,9 +287,11 @@ func PairedDelta(from, to []PromptRow) Delta {
 }
 
 // PerPrompt counts each prompt's successes among its samples, one row per task in order of
-// first appearance in eps.
+// first appearance in eps, with the mean answer F1 of its samples where the workflow scores
+// one (rollout.Episode.F1).
 func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []PromptRow {
 	var out []PromptRow
+	var f1 []f1Sum // out[i]'s samples' F1
 	idx := map[string]int{}
 	for _, ep := range eps {
 		i, ok := idx[ep.Task.ID]
@@ -297,16 +299,23 @@ func PerPrompt(step int64, split string, k int, eps []*rollout.Episode) []Prompt
 			i = len(out)
 			idx[ep.Task.ID] = i
 			out = append(out, PromptRow{Step: step, Split: split, DataSource: ep.Task.DataSource, TaskID: ep.Task.ID, Question: ep.Task.Question, K: int32(k)})
+			f1 = append(f1, f1Sum{})
 		}
 		if ep.Reward > 0.5 {
 			out[i].Successes++
 		}
+		f1[i].add(ep.F1)
+	}
+	for i := range out {
+		out[i].F1Mean = f1[i].mean()
 	}
 	return out
 }
 
 // Summarize computes avg@k and pass@k per data source, plus an "all" row
-// (workflows.AllSources); a task of data source "all" is an error.
+// (workflows.AllSources); a task of data source "all" is an error. Where the workflow scores
+// answers by token F1, F1Mean is the mean over the source's prompts of each prompt's mean F1
+// (summed in order of first appearance), as avg@k averages success shares.
 func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]ResultRow, error) {
 	var samples []workflows.Sample
 	for _, ep := range eps {
@@ -339,6 +348,10 @@ func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]Re
 			rows = append(rows, ResultRow{Step: step, Workflow: workflow, DataSource: s, K: int32(k),
 				Prompts: int32(avg[s].Prompts), AvgAtK: avg[s].Value, PassAtK: pass[s].Value})
 		}
+	}
+	f1 := sourceF1(PerPrompt(step, "", k, eps))
+	for i := range rows {
+		rows[i].F1Mean = f1[rows[i].DataSource]
 	}
 	return rows, nil
 }

@@ -359,13 +359,7 @@ func TestReadBackOfAManifestWithoutAParam(t *testing.T) {
 		t.Fatal("no prompts_sha256 to remove: the test shows nothing")
 	}
 	delete(m.Params, "prompts_sha256")
-	data, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := storage.PutBytes(ctx, env.Bucket, path.Join(dir, commit.ManifestName), data); err != nil {
-		t.Fatal(err)
-	}
+	putManifest(t, env.Bucket, dir, m)
 	rows, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
 	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "no prompts_sha256 (this config: ") {
 		t.Fatalf("read-back of a manifest without prompts_sha256: rows %+v, err %v; want a conflict naming it", rows, err)
@@ -382,5 +376,17 @@ func TestSummarizeRejectsSourceAll(t *testing.T) {
 	rows, err := evaluate.Summarize(0, "math", 1, eps)
 	if err == nil || !strings.Contains(err.Error(), `task "a" has data source "all"`) {
 		t.Fatalf("rows %+v, err %v: want an error naming task a", rows, err)
+	}
+}
+
+// putManifest overwrites dir's manifest with m, as a writer of another version would have.
+func putManifest(t *testing.T, b storage.Bucket, dir string, m *commit.Manifest) {
+	t.Helper()
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.PutBytes(context.Background(), b, path.Join(dir, commit.ManifestName), data); err != nil {
+		t.Fatal(err)
 	}
 }

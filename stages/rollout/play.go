@@ -33,6 +33,8 @@ type Episode struct {
 	// Scores, when not nil, are the turns' scores set by the workflow's reward design
 	// (workflows.TurnScorer), one per turn; otherwise a row scores RowScore(Reward, …).
 	Scores []float64
+	// F1 is the answer's token F1 (workflows.EpisodeF1), nil for a workflow without one.
+	F1 *float64
 }
 
 // PlayOptions configure Play.
@@ -82,6 +84,9 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 				l.ep.Reward = l.state.Reward()
 				if ts, ok := l.state.(workflows.TurnScorer); ok {
 					l.ep.Scores = ts.TurnScores()
+				}
+				if f1, ok := workflows.EpisodeF1(l.state); ok {
+					l.ep.F1 = &f1
 				}
 				finished++
 				continue
