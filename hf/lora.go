@@ -149,7 +149,7 @@ func ApplyAdapter(m *model.LLM, dir string) error {
 		if err != nil {
 			return err
 		}
-		mergeLoRA(weights[mod+".weight"].Data, a, b, ac.R, ac.Scale())
+		model.MergeLoRA(weights[mod+".weight"].Data, a, b, ac.R, ac.Scale())
 	}
 	return nil
 }
@@ -212,22 +212,4 @@ func readTensor(f *os.File, t *tensorInfo) ([]float32, error) {
 	dst := make([]float32, len(raw)/dtypeSize[t.Dtype])
 	decode(t.Dtype, raw, dst)
 	return dst, nil
-}
-
-// mergeLoRA adds scale·B·A to w [out, in]; each element's r products are summed in float64,
-// in order, and rounded once.
-func mergeLoRA(w, a, b []float32, r int, scale float64) {
-	in := len(a) / r
-	out := len(b) / r
-	for o := 0; o < out; o++ {
-		bo := b[o*r : (o+1)*r]
-		row := w[o*in : (o+1)*in]
-		for i := range row {
-			var s float64
-			for k, bk := range bo {
-				s += float64(bk) * float64(a[k*in+i])
-			}
-			row[i] = float32(float64(row[i]) + scale*s)
-		}
-	}
 }
