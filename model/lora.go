@@ -87,7 +87,7 @@ type LoRA struct {
 	base   *LLM
 	cfg    LoRAConfig
 	scale  float32
-	seed   uint64
+	seed   uint64 // of the dropout masks
 	buf    []float32
 	params []Param
 	mods   []loraModule
@@ -197,6 +197,10 @@ func (l *LoRA) TrainingPasses() uint64 { return l.passes.Load() }
 
 // SetTrainingPasses sets the count TrainingPasses reports.
 func (l *LoRA) SetTrainingPasses(n uint64) { l.passes.Store(n) }
+
+// SetDropoutSeed replaces the seed the dropout masks are drawn from (NewLoRA's seed, or 0
+// for an adapter read from a folder): a resumed run sets its own.
+func (l *LoRA) SetDropoutSeed(seed uint64) { l.seed = seed }
 
 // view returns the base with run as its adapter (a copy of the LLM value sharing its weights).
 func (l *LoRA) view(train bool, dropSeed uint64) (*LLM, *loraRun) {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -332,6 +334,11 @@ func TestLoRADropout(t *testing.T) {
 	if !slices.Equal(lp(), b) {
 		t.Fatal("the second pass's masks are not a function of (seed, count)")
 	}
+	l.SetTrainingPasses(1)
+	l.SetDropoutSeed(123)
+	if slices.Equal(lp(), b) {
+		t.Fatal("another dropout seed drew the same masks")
+	}
 	noDrop := randomLoRA(t, c, LoRAConfig{R: 4, Alpha: 8}, 9)
 	p, err := noDrop.TrainForward(seqs, 1)
 	if err != nil {
@@ -364,5 +371,66 @@ func TestLoRAConfigErrors(t *testing.T) {
 	}
 	if got := l.Config().Targets; !slices.Equal(got, []string{"q_proj", "down_proj"}) {
 		t.Errorf("targets %v, want LoRATargets order", got)
+	}
+}
+
+// TestLoRADeterministic: with dropout, log-probs and gradients are the same bits on 1 and 4
+// cores (the masks are hashes, not draws in scheduling order), and concurrent passes of one
+// adapter do not interfere.
+func TestLoRADeterministic(t *testing.T) {
+	c := tinyArchs()["qwen3_untied_hd6_bias"]
+	c.Hidden, c.Intermediate = 64, 96 // large enough for parallel splits
+	l := randomLoRA(t, c, LoRAConfig{R: 4, Alpha: 8, Dropout: 0.2}, 11)
+	r := rand.New(rand.NewPCG(4, 4))
+	seqs := archSeqs(c.Vocab, r, [2]int{20, 30}, [2]int{3, 40})
+	dlp, dent := randGrads(seqs, r)
+	run := func(procs int) ([][]float32, []float32) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		p, err := l.trainForward(seqs, 1, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := l.NewGradBuf()
+		if err := p.Backward(dlp, dent, g); err != nil {
+			t.Fatal(err)
+		}
+		return p.LogProbs(), g.Flat()
+	}
+	lp1, g1 := run(1)
+	lp4, g4 := run(4)
+	for i := range lp1 {
+		if !slices.Equal(lp1[i], lp4[i]) {
+			t.Fatalf("sequence %d: log-probs differ between 1 and 4 cores", i)
+		}
+	}
+	if !slices.Equal(g1, g4) {
+		t.Fatal("gradients differ between 1 and 4 cores")
+	}
+	var wg sync.WaitGroup
+	gs := make([][]float32, 3)
+	for i := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := l.trainForward(seqs, 1, 42)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			g := l.NewGradBuf()
+			if err := p.Backward(dlp, dent, g); err != nil {
+				t.Error(err)
+			}
+			gs[i] = g.Flat()
+			if _, _, err := l.Score(seqs, 1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, g := range gs {
+		if !slices.Equal(g, g1) {
+			t.Fatalf("concurrent pass %d: gradients differ", i)
+		}
 	}
 }
