@@ -167,3 +167,21 @@ func TestReadAdapterRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAParamsMatchesModel: StepMemory's adapter size is the model's for every target.
+func TestLoRAParamsMatchesModel(t *testing.T) {
+	for _, arch := range []string{"qwen2", "qwen3"} {
+		cfg := tinyConfig(t, arch, true)
+		m, err := model.InitLLM(cfg.ArchConfig(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := model.NewLoRA(m, model.LoRAConfig{R: 5, Alpha: 10}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := int64(l.NumParams()), LoRAParams(cfg, 5); got != want {
+			t.Errorf("%s: LoRA has %d parameters, LoRAParams says %d", arch, got, want)
+		}
+	}
+}
