@@ -185,3 +185,49 @@ func TestLoRAParamsMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadAdapter: any adapter_config.json and adapter_model.safetensors bytes over a tiny
+// base are refused with one line, or load as an adapter of that base with PEFT's tensor count.
+func FuzzReadAdapter(f *testing.F) {
+	c, err := NewConfig(InitSpec{Arch: "qwen3", Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 24, Vocab: 40, HeadDim: 8})
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, err := model.InitLLM(c.ArchConfig(), 3)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, targets := range [][]string{{"q_proj"}, {"k_proj", "up_proj", "down_proj"}} {
+		l, err := model.NewLoRA(m, model.LoRAConfig{R: 2, Alpha: 4, Targets: targets}, 1)
+		if err != nil {
+			f.Fatal(err)
+		}
+		dir := filepath.Join(f.TempDir(), strings.Join(targets, "_"))
+		if err := WriteAdapter(dir, "base", l); err != nil {
+			f.Fatal(err)
+		}
+		cb, _ := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+		wb, _ := os.ReadFile(filepath.Join(dir, AdapterWeightsFile))
+		f.Add(cb, wb)
+	}
+	f.Fuzz(func(t *testing.T, config, weights []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, AdapterConfigFile), config, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, AdapterWeightsFile), weights, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := ReadAdapter(dir, m)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error of several lines: %q", err)
+			}
+			return
+		}
+		cfg := l.Config()
+		if want := 2 * 2 * len(cfg.Targets); len(l.Params()) != want { // A and B, 2 layers
+			t.Fatalf("%d tensors, want %d", len(l.Params()), want)
+		}
+	})
+}
