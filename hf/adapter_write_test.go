@@ -231,3 +231,34 @@ func FuzzReadAdapter(f *testing.F) {
 		}
 	})
 }
+
+// TestReadAdapterBF16: an adapter PEFT saved in BF16 (names in any order) loads with each value
+// the BF16 number it holds.
+func TestReadAdapterBF16(t *testing.T) {
+	m, _ := tinyLLM(t)
+	specs := map[string]TensorSpec{}
+	vals := map[string][]float32{}
+	for layer := 1; layer >= 0; layer-- {
+		for _, ab := range []struct {
+			suffix string
+			shape  []int
+		}{{"lora_B.weight", []int{16, 2}}, {"lora_A.weight", []int{2, 16}}} {
+			name := "base_model.model.model.layers." + string(rune('0'+layer)) + ".self_attn.v_proj." + ab.suffix
+			v := make([]float32, ab.shape[0]*ab.shape[1])
+			for i := range v {
+				v[i] = float32(i%7) - 2.5 + float32(layer) // halves: exact in BF16
+			}
+			specs[name], vals[name] = TensorSpec{name, ab.shape}, v
+		}
+	}
+	dir := writeAdapter(t, `{"r": 2, "lora_alpha": 4, "target_modules": ["v_proj"]}`, BF16, specs, vals)
+	l, err := ReadAdapter(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.Params() {
+		if !slices.Equal(p.Data, vals[p.Name]) {
+			t.Fatalf("%s: %v, want %v", p.Name, p.Data, vals[p.Name])
+		}
+	}
+}
