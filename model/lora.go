@@ -109,40 +109,11 @@ func NewLoRA(base *LLM, cfg LoRAConfig, seed uint64) (*LoRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, b := base.cfg, dimsOf(base.cfg)
 	l := &LoRA{base: base, cfg: cfg, scale: float32(cfg.Scale()), seed: seed, sites: map[*float32]*loraSite{}}
-	qd, kvd := b.H*b.hd, b.KV*b.hd
-	// geometry: parent, input width, output width, first column, fused output width.
-	geom := map[string][5]int{
-		"q_proj": {0, b.D, qd, 0, b.ld()}, "k_proj": {0, b.D, kvd, qd, b.ld()}, "v_proj": {0, b.D, kvd, qd + kvd, b.ld()},
-		"o_proj": {0, qd, b.D, 0, b.D}, "gate_proj": {1, b.D, b.F, 0, 2 * b.F}, "up_proj": {1, b.D, b.F, b.F, 2 * b.F},
-		"down_proj": {1, b.F, b.D, 0, b.D},
-	}
-	n := 0
-	for layer := 0; layer < c.Layers; layer++ {
-		bw := &base.w.blocks[layer]
-		fused := map[string][]float32{"q_proj": bw.qkvW, "k_proj": bw.qkvW, "v_proj": bw.qkvW, "o_proj": bw.oW,
-			"gate_proj": bw.gateUp, "up_proj": bw.gateUp, "down_proj": bw.down}
-		for _, t := range cfg.Targets {
-			g := geom[t]
-			parent := [2]string{"self_attn", "mlp"}[g[0]]
-			md := loraModule{name: fmt.Sprintf("model.layers.%d.%s.%s", layer, parent, t), in: g[1], out: g[2], col: g[3],
-				aOff: n, bOff: n + cfg.R*g[1]}
-			n = md.bOff + g[2]*cfg.R
-			key := &fused[t][0]
-			if l.sites[key] == nil {
-				l.sites[key] = &loraSite{ld: g[4]}
-			}
-			l.sites[key].mods = append(l.sites[key].mods, len(l.mods))
-			l.mods = append(l.mods, md)
-		}
-	}
-	l.buf = make([]float32, n)
+	l.layout()
 	r := newRNG(seed)
 	for i := range l.mods {
 		md := &l.mods[i]
-		md.a = l.buf[md.aOff:md.bOff:md.bOff]
-		md.b = l.buf[md.bOff : md.bOff+md.out*cfg.R : md.bOff+md.out*cfg.R]
 		bound := 1 / math.Sqrt(float64(md.in))
 		for j := range md.a {
 			md.a[j] = float32((2*r.float64() - 1) * bound)
@@ -153,6 +124,54 @@ func NewLoRA(base *LLM, cfg LoRAConfig, seed uint64) (*LoRA, error) {
 			Param{Name: prefix + ".lora_B.weight", Shape: []int{md.out, cfg.R}, Data: md.b, Decay: true})
 	}
 	return l, nil
+}
+
+// loraGeom is where a target module sits in the base's block.
+type loraGeom struct {
+	parent       string // self_attn or mlp
+	in, out, col int    // input and output widths, first column in the fused output
+	ld           int    // the fused output's width
+	fused        func(*blockW) []float32
+}
+
+func loraGeometry(b blockDims) map[string]loraGeom {
+	qd, kvd, ld := b.H*b.hd, b.KV*b.hd, b.ld()
+	qkv := func(w *blockW) []float32 { return w.qkvW }
+	gu := func(w *blockW) []float32 { return w.gateUp }
+	return map[string]loraGeom{
+		"q_proj": {"self_attn", b.D, qd, 0, ld, qkv}, "k_proj": {"self_attn", b.D, kvd, qd, ld, qkv},
+		"v_proj":    {"self_attn", b.D, kvd, qd + kvd, ld, qkv},
+		"o_proj":    {"self_attn", qd, b.D, 0, b.D, func(w *blockW) []float32 { return w.oW }},
+		"gate_proj": {"mlp", b.D, b.F, 0, 2 * b.F, gu}, "up_proj": {"mlp", b.D, b.F, b.F, 2 * b.F, gu},
+		"down_proj": {"mlp", b.F, b.D, 0, b.D, func(w *blockW) []float32 { return w.down }},
+	}
+}
+
+// layout places A and B of every module (per layer, per target) in l.buf and registers each
+// module with the fused linear of the base it adds to.
+func (l *LoRA) layout() {
+	geom, R := loraGeometry(dimsOf(l.base.cfg)), l.cfg.R
+	n := 0
+	for layer := range l.base.w.blocks {
+		for _, t := range l.cfg.Targets {
+			g := geom[t]
+			md := loraModule{name: fmt.Sprintf("model.layers.%d.%s.%s", layer, g.parent, t), in: g.in, out: g.out, col: g.col,
+				aOff: n, bOff: n + R*g.in}
+			n = md.bOff + g.out*R
+			key := &g.fused(&l.base.w.blocks[layer])[0]
+			if l.sites[key] == nil {
+				l.sites[key] = &loraSite{ld: g.ld}
+			}
+			l.sites[key].mods = append(l.sites[key].mods, len(l.mods))
+			l.mods = append(l.mods, md)
+		}
+	}
+	l.buf = make([]float32, n)
+	for i := range l.mods {
+		md := &l.mods[i]
+		end := md.bOff + md.out*R
+		md.a, md.b = l.buf[md.aOff:md.bOff:md.bOff], l.buf[md.bOff:end:end]
+	}
 }
 
 // Config returns the adapter's configuration (Targets in LoRATargets order).
