@@ -54,12 +54,19 @@ type peftConfig struct {
 
 // ReadAdapterConfig reads and checks dir/adapter_config.json.
 func ReadAdapterConfig(dir string) (AdapterConfig, error) {
+	ac, _, err := readAdapterConfig(dir)
+	return ac, err
+}
+
+// readAdapterConfig is ReadAdapterConfig also returning the file's bytes.
+func readAdapterConfig(dir string) (AdapterConfig, []byte, error) {
 	name := filepath.Join(dir, AdapterConfigFile)
 	data, err := readBounded(name, maxConfigBytes)
 	if err != nil {
-		return AdapterConfig{}, fmt.Errorf("read adapter config: %w", err)
+		return AdapterConfig{}, nil, fmt.Errorf("read adapter config: %w", err)
 	}
-	return ParseAdapterConfig(data, name)
+	ac, err := ParseAdapterConfig(data, name)
+	return ac, data, err
 }
 
 // ParseAdapterConfig parses the bytes of an adapter_config.json; name is used in errors.
@@ -109,49 +116,72 @@ type loraPair struct{ a, b *tensorInfo }
 // m with matching shapes and, when target_modules is a list, named by it. Nothing is changed
 // when the adapter is refused.
 func ApplyAdapter(m *model.LLM, dir string) error {
-	ac, err := ReadAdapterConfig(dir)
+	ad, err := openAdapter(m, dir)
 	if err != nil {
 		return err
 	}
-	name := filepath.Join(dir, AdapterWeightsFile)
-	f, err := os.Open(name)
-	if err != nil {
-		return fmt.Errorf("read adapter: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("read adapter: %w", err)
-	}
-	h, err := parseSafetensors(f, fi.Size(), name)
-	if err != nil {
-		return err
-	}
-	weights := map[string]model.Param{}
-	for _, p := range m.Params() {
-		weights[p.Name] = p
-	}
-	pairs, err := loraPairs(h, ac, weights, name)
-	if err != nil {
-		return err
-	}
-	modules := make([]string, 0, len(pairs))
-	for mod := range pairs {
+	defer ad.f.Close()
+	modules := make([]string, 0, len(ad.pairs))
+	for mod := range ad.pairs {
 		modules = append(modules, mod)
 	}
 	sort.Strings(modules) // a fixed order: the same bytes every run
 	for _, mod := range modules {
-		a, err := readTensor(f, pairs[mod].a)
+		a, err := readTensor(ad.f, ad.pairs[mod].a)
 		if err != nil {
 			return err
 		}
-		b, err := readTensor(f, pairs[mod].b)
+		b, err := readTensor(ad.f, ad.pairs[mod].b)
 		if err != nil {
 			return err
 		}
-		mergeLoRA(weights[mod+".weight"].Data, a, b, ac.R, ac.Scale())
+		model.MergeLoRA(ad.weights[mod+".weight"].Data, a, b, ad.ac.R, ad.ac.Scale())
 	}
 	return nil
+}
+
+// adapterFiles is an adapter folder opened and checked against a model: its config, its
+// open weights file and each module's A and B.
+type adapterFiles struct {
+	ac      AdapterConfig
+	config  []byte // adapter_config.json
+	f       *os.File
+	pairs   map[string]*loraPair
+	weights map[string]model.Param // the model's tensors by name
+}
+
+// openAdapter reads dir's config and weights header and pairs the tensors with m's linear
+// layers; the caller closes f.
+func openAdapter(m *model.LLM, dir string) (*adapterFiles, error) {
+	ac, data, err := readAdapterConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Join(dir, AdapterWeightsFile)
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("read adapter: %w", err)
+	}
+	fail := func(err error) (*adapterFiles, error) {
+		f.Close()
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(fmt.Errorf("read adapter: %w", err))
+	}
+	h, err := parseSafetensors(f, fi.Size(), name)
+	if err != nil {
+		return fail(err)
+	}
+	ad := &adapterFiles{ac: ac, config: data, f: f, weights: map[string]model.Param{}}
+	for _, p := range m.Params() {
+		ad.weights[p.Name] = p
+	}
+	if ad.pairs, err = loraPairs(h, ac, ad.weights, name); err != nil {
+		return fail(err)
+	}
+	return ad, nil
 }
 
 // loraPairs pairs each module's A and B and checks them against the model before anything is
@@ -212,22 +242,4 @@ func readTensor(f *os.File, t *tensorInfo) ([]float32, error) {
 	dst := make([]float32, len(raw)/dtypeSize[t.Dtype])
 	decode(t.Dtype, raw, dst)
 	return dst, nil
-}
-
-// mergeLoRA adds scale·B·A to w [out, in]; each element's r products are summed in float64,
-// in order, and rounded once.
-func mergeLoRA(w, a, b []float32, r int, scale float64) {
-	in := len(a) / r
-	out := len(b) / r
-	for o := 0; o < out; o++ {
-		bo := b[o*r : (o+1)*r]
-		row := w[o*in : (o+1)*in]
-		for i := range row {
-			var s float64
-			for k, bk := range bo {
-				s += float64(bk) * float64(a[k*in+i])
-			}
-			row[i] = float32(float64(row[i]) + scale*s)
-		}
-	}
 }

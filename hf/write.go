@@ -29,6 +29,12 @@ func WriteFolder(dir string, cfg Config, dtype string, get func(name string) []f
 	if err != nil {
 		return err
 	}
+	return writeFolderAtomic(dir, func(tmp string) error { return fillFolder(tmp, cfg, dtype, get, tokenizerFrom) })
+}
+
+// writeFolderAtomic creates dir (absent or empty) filled by fill: fill writes into a temporary
+// folder beside dir, which is then renamed into place, so dir appears complete or not at all.
+func writeFolderAtomic(dir string, fill func(tmp string) error) error {
 	if err := checkTarget(dir); err != nil {
 		return err
 	}
@@ -42,7 +48,7 @@ func WriteFolder(dir string, cfg Config, dtype string, get func(name string) []f
 	}
 	err = os.Chmod(tmp, 0o755) // MkdirTemp's 0700 would hide the model from other users
 	if err == nil {
-		err = fillFolder(tmp, cfg, dtype, get, tokenizerFrom)
+		err = fill(tmp)
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)

@@ -302,6 +302,7 @@ type LLM struct {
 	w      llmW
 	gemm   GEMM
 	params []Param
+	ad     *loraRun // a LoRA's adapter on this view of the base (lora.go); nil: none
 }
 
 func newLLM(c ArchConfig) (*LLM, error) {

@@ -29,7 +29,7 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 	if M > 0 {
 		dHf, dXg := make([]float32, M*D), make([]float32, M*D)
 		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
-		m.gemm.Sgemm(true, false, V, D, M, 1, dZ, V, p.hf, D, 1, gw.head, D)
+		weightGrad(m.gemm, M, dZ, V, p.hf, D, gw.head)
 		rmsNormBackward(dHf, p.nHat, p.nRstd, M, D, w.norm, dXg, gw.norm)
 		for k, r := range p.respRows {
 			addInto(dX[int(r)*D:(int(r)+1)*D], dXg[k*D:(k+1)*D])
@@ -43,9 +43,7 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 	for l := m.cfg.Layers - 1; l >= 0; l-- {
 		p.blockBackward(l, dX, g, bs)
 	}
-	for r, tok := range p.tokens {
-		addInto(gw.embed[int(tok)*D:][:D], dX[r*D:(r+1)*D])
-	}
+	embedGrad(gw.embed, p.tokens, dX, D)
 	return nil
 }
 
@@ -59,28 +57,32 @@ func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads)
 	N, D, F, ld, od := p.n, b.D, b.F, b.ld(), b.H*b.hd
 	bw, gl, a := &m.w.blocks[l], &g.w.blocks[l], &p.acts[l]
 	// MLP: x += down(silu(gate(h2))·up(h2)).
-	m.gemm.Sgemm(true, false, D, F, N, 1, dX, D, a.act, F, 1, gl.down, F)
+	weightGrad(m.gemm, N, dX, D, a.act, F, gl.down)
 	m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, s.dAct, F)
+	m.ad.backward(bw.down, N, a.act, dX, s.dAct)
 	swigluBackward(a.gu, s.dAct, N, F, s.dGU)
-	m.gemm.Sgemm(true, false, 2*F, D, N, 1, s.dGU, 2*F, a.h2, D, 1, gl.gateUp, D)
+	weightGrad(m.gemm, N, s.dGU, 2*F, a.h2, D, gl.gateUp)
 	m.gemm.Sgemm(false, false, N, D, 2*F, 1, s.dGU, 2*F, bw.gateUp, D, 0, s.dT, D)
+	m.ad.backward(bw.gateUp, N, a.h2, s.dGU, s.dT)
 	rmsNormBackward(s.dT, a.postHat, a.postRstd, N, D, bw.post, dX, gl.post)
 	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
-	m.gemm.Sgemm(true, false, D, od, N, 1, dX, D, a.attOut, od, 1, gl.oW, od)
+	weightGrad(m.gemm, N, dX, D, a.attOut, od, gl.oW)
 	if gl.oB != nil {
 		colSumAdd(dX, N, D, gl.oB)
 	}
 	m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, s.dAO, od)
+	m.ad.backward(bw.oW, N, a.attOut, dX, s.dAO)
 	gqaBackward(m.gemm, p.seqs, b, a.qkv, s.dAO, s.dQKV)
 	rope(s.dQKV, N, b, p.cos, p.sin, true)
 	if bw.qn != nil {
 		qkNormBackward(s.dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
 	}
-	m.gemm.Sgemm(true, false, ld, D, N, 1, s.dQKV, ld, a.h1, D, 1, gl.qkvW, D)
+	weightGrad(m.gemm, N, s.dQKV, ld, a.h1, D, gl.qkvW)
 	if gl.qkvB != nil {
 		colSumAdd(s.dQKV, N, ld, gl.qkvB)
 	}
 	m.gemm.Sgemm(false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvW, D, 0, s.dT, D)
+	m.ad.backward(bw.qkvW, N, a.h1, s.dQKV, s.dT)
 	rmsNormBackward(s.dT, a.inHat, a.inRstd, N, D, bw.in, dX, gl.in)
 }
 

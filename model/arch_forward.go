@@ -124,6 +124,7 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	if n == 0 {
 		return
 	}
+	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
 	if n <= 16 || out >= 64*n {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
