@@ -504,6 +504,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(),
 		Model: res.pol.name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{},
 	}
+	out.DrmasSeedsHonoured = req.DrmasSeeds != nil
 	if res.pol.versioned {
 		out.DrmasPolicyVersion, out.DrmasCheckpointSHA256 = &res.pol.step, res.pol.sha
 	}

@@ -598,8 +598,8 @@ func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.
 	if b.o.LoRAPath != "" && resp.Model != b.model {
 		return nil, fmt.Errorf("%s: POST %s: sampled by model %s, but this stage samples with LoRA adapter %s (checkpoint step %d) and records that step: the server answered with another model", what, url, excerpt([]byte(resp.Model), b.o.APIKey), b.model, b.o.Version)
 	}
-	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil {
-		return nil, fmt.Errorf("%s: POST %s: the server does not report drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
+	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil && !resp.DrmasSeedsHonoured {
+		return nil, fmt.Errorf("%s: POST %s: the server reports neither drmas_seeds_honoured nor drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
 	}
 	if v := resp.DrmasPolicyVersion; b.o.RequireVersion && v != nil && *v != b.o.Version {
 		return nil, fmt.Errorf("%s: POST %s: sampled by checkpoint step %d, but this stage samples from and records step %d: the server loaded another checkpoint during the stage (did something else publish LATEST of its run, or does it serve another run?)", what, url, *v, b.o.Version)

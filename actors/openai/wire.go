@@ -51,6 +51,9 @@ type CompletionResponse struct {
 	DrmasPolicyVersion *int64 `json:"drmas_policy_version,omitempty"`
 	// DrmasCheckpointSHA256 is the sha256 of that checkpoint's manifest (drmas serve only).
 	DrmasCheckpointSHA256 string `json:"drmas_checkpoint_sha256,omitempty"`
+	// DrmasSeedsHonoured says the server sampled each prompt with its drmas_seeds seed (drmas
+	// serve, also when it serves an HF folder and reports no policy version).
+	DrmasSeedsHonoured bool `json:"drmas_seeds_honoured,omitempty"`
 }
 
 // CompletionChoice is one generated continuation.
