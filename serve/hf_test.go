@@ -334,6 +334,18 @@ func TestLoRAHotSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The name m@step=2 loaded from another path (a run recreated under the same name) is
+	// unloaded and loaded again from this stage's path.
+	bOther := newBackend(t, openai.Options{ID: "m", Endpoint: base, ServerModel: "m", Tokenizer: tok, Version: 2, LoRAPath: a})
+	got3, err := bOther.Generate(context.Background(), reqs, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSamples(t, "step 2 from another path", got3, want)
+	if ms := models(t, base); len(ms) != 2 || ms["m@step=2"].Root != a {
+		t.Fatalf("/v1/models after reloading step 2 from %s: %+v", a, ms)
+	}
+
 	// A proxy that sends every completion to the base model: the answer names "m".
 	target, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(target)
@@ -348,7 +360,7 @@ func TestLoRAHotSwap(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer rewrite.Close()
-	b3 := newBackend(t, openai.Options{ID: "m", Endpoint: rewrite.URL, ServerModel: "m", Tokenizer: tok, Version: 2, LoRAPath: b})
+	b3 := newBackend(t, openai.Options{ID: "m", Endpoint: rewrite.URL, ServerModel: "m", Tokenizer: tok, Version: 2, LoRAPath: a})
 	if _, err := b3.Generate(context.Background(), reqs[:1], s); err == nil || !strings.Contains(err.Error(), `sampled by model "m", but this stage samples with LoRA adapter m@step=2 (checkpoint step 2)`) {
 		t.Fatalf("a response of the base model: %v", err)
 	}
