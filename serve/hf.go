@@ -78,11 +78,11 @@ type hfState struct {
 
 // newHF serves the HF model folder o.HF (config.json, safetensors weights, tokenizer.json).
 func newHF(o Options) (*Server, error) {
-	bpe, err := tokenizer.LoadDir(o.HF)
-	if err != nil {
-		return nil, fmt.Errorf("serve: --hf %s: tokenizer: %w", o.HF, err)
-	}
 	m, cfg, err := hf.LoadLLM(o.HF)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
+	}
+	bpe, err := tokenizer.LoadDir(o.HF)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
 	}
