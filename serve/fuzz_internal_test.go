@@ -34,6 +34,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		`{"prompt":"x","stream":true}`,
 		`{"prompt":"x","logprobs":-1}`,
 		`{"prompt":"x","max_tokens":0}`,
+		`{"prompt":[1,2],"stop_token_ids":[5,3,5],"seed":2}`,
+		`{"prompt":[1],"stop_token_ids":[99999]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,7 +44,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := newServer(Options{Name: "m"}, builtinCodec{})
+	s := newServer(Options{Name: "m", MaxPrompts: DefaultMaxPrompts, MaxPromptTokens: DefaultMaxPromptTokens}, builtinCodec{})
 	s.cur.Store(&policy{name: "m", m: m, context: cfg.Context, vocab: cfg.Vocab, versioned: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req openai.CompletionRequest

@@ -215,8 +215,11 @@ func (s *Server) Stats() Stats {
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
-// reports whether it swapped.
+// reports whether it swapped (never, for an HF folder).
 func (s *Server) Reload(ctx context.Context) (bool, error) {
+	if s.hf != nil { // a folder, not a run: nothing to reload
+		return false, nil
+	}
 	step, err := checkpoints.ReadLatest(ctx, s.o.Bucket, s.o.Run)
 	if err != nil {
 		return false, err
