@@ -8,9 +8,13 @@
 // answer is re-encoded with the built-in byte tokenizer and has no log-probs, so its rows
 // cannot be trained with PPO.
 //
-// Token ids are the built-in policy's byte-level vocabulary (actors.PromptIDs): completions
-// mode against a server whose tokenizer differs would send it meaningless ids. It is meant for
-// `drmas serve` and for servers hosting a model trained on the same vocabulary.
+// Token ids are the built-in policy's byte-level vocabulary (actors.PromptIDs) unless
+// Options.Tokenizer gives the served model's own (actors.Chat over a Hugging Face folder): the
+// backend is then that model's tokenizer (actors.Tokenized), so vLLM, SGLang or `drmas serve
+// --hf` hosting the folder samples on-policy, and the end of turn is sent as stop_token_ids.
+// With Options.LoRAPath the backend samples with the LoRA adapter of the stage's step, loaded
+// into the server as "<model>@step=N" (vLLM's /v1/load_lora_adapter) and checked in every
+// response; adapters of older steps are unloaded.
 //
 // Requests are limited to Concurrency in flight per backend (shared by all agents of the
 // model); 429, 5xx and connection errors are retried with exponential backoff and
