@@ -13,6 +13,11 @@
 // manifest sha256), so that a stage sampling through the server (actors/openai,
 // Options.RequireVersion) waits until it serves the step the stage records, and refuses
 // another checkpoint.
+//
+// With Options.HF it serves a Hugging Face model folder instead (hf.go), through the same
+// batching: text prompts encoded with its tokenizer, sampling stopped at its EOS ids, and
+// vLLM's dynamic LoRA API (POST /v1/load_lora_adapter, /v1/unload_lora_adapter), each adapter
+// merged into a copy of the base and sampled when a request names it.
 package serve
 
 import (
