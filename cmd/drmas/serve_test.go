@@ -69,7 +69,9 @@ func TestServeHF(t *testing.T) {
 		}
 	}()
 	base := "http://" + addr
-	var list struct{ Data []struct{ ID, Parent, Root string } }
+	var list struct {
+		Data []struct{ ID, Parent, Root string }
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get(base + "/v1/models")
 		if err == nil {
