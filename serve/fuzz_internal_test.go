@@ -34,6 +34,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		`{"prompt":"x","stream":true}`,
 		`{"prompt":"x","logprobs":-1}`,
 		`{"prompt":"x","max_tokens":0}`,
+		`{"prompt":[1,2],"stop_token_ids":[5,3,5],"seed":2}`,
+		`{"prompt":[1],"stop_token_ids":[99999]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,13 +44,14 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := &Server{o: Options{Name: "m"}}
+	s := newServer(Options{Name: "m", MaxPrompts: DefaultMaxPrompts, MaxPromptTokens: DefaultMaxPromptTokens}, builtinCodec{})
+	s.cur.Store(&policy{name: "m", m: m, context: cfg.Context, vocab: cfg.Vocab, versioned: true})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req openai.CompletionRequest
 		if json.Unmarshal(body, &req) != nil {
 			return
 		}
-		it, herr := s.parse(&req, cfg)
+		it, herr := s.parse(&req)
 		if herr != nil {
 			if it != nil {
 				t.Fatalf("rejected (%s) with an item", herr.msg)
@@ -97,7 +100,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 			t.Fatalf("max_tokens %d", o.MaxTokens)
 		}
 		if req.DrmasSeeds != nil || req.Seed != nil {
-			again, herr := s.parse(&req, cfg)
+			again, herr := s.parse(&req)
 			if herr != nil || !reflect.DeepEqual(again.reqs, it.reqs) || !reflect.DeepEqual(again.opts, it.opts) {
 				t.Fatal("the same seeded request parsed differently")
 			}

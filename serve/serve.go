@@ -13,6 +13,11 @@
 // manifest sha256), so that a stage sampling through the server (actors/openai,
 // Options.RequireVersion) waits until it serves the step the stage records, and refuses
 // another checkpoint.
+//
+// With Options.HF it serves a Hugging Face model folder instead (hf.go), through the same
+// batching: text prompts encoded with its tokenizer, sampling stopped at its EOS ids, and
+// vLLM's dynamic LoRA API (POST /v1/load_lora_adapter, /v1/unload_lora_adapter), each adapter
+// merged into a copy of the base and sampled when a request names it.
 package serve
 
 import (
@@ -25,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +40,6 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -79,6 +84,17 @@ type Options struct {
 	// MaxPrompts caps the prompts of one request (400 over it) and MaxPromptTokens their
 	// tokens in all (413 over it); defaults DefaultMaxPrompts and DefaultMaxPromptTokens.
 	MaxPrompts, MaxPromptTokens int
+	// HF, when set, is a local Hugging Face model folder (config.json, safetensors,
+	// tokenizer.json) to serve instead of a run's checkpoint (Bucket, Run, Model and Poll are
+	// then unused): Name defaults to the folder's base name, text prompts are encoded with its
+	// tokenizer, and sampling stops at its end of turn and eos_token_id (StopIDs). Such a
+	// server also loads PEFT LoRA adapters (POST /v1/load_lora_adapter), at most MaxLoRAs at
+	// a time (default DefaultMaxLoRAs; each is a merged copy of the weights).
+	HF       string
+	MaxLoRAs int
+	// Resolve turns a lora_path that is a store URL (s3://…, file://…) into a local folder
+	// (nil: only local folders are accepted).
+	Resolve func(ctx context.Context, path string) (string, error)
 	// Logf receives one-line notices (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -92,16 +108,31 @@ type Stats struct {
 	Reloads  int64 // checkpoint swaps after the first load
 }
 
+// policy is one servable model: the built-in checkpoint, an HF model, or an HF model with a
+// LoRA adapter merged in. A request is bound to one policy when it is parsed, so a reload or an
+// unload never changes what samples a queued request.
 type policy struct {
-	step int64
-	sha  string // the checkpoint manifest's sha256
-	m    *model.Model
+	name string // the model name requests send and responses report
+	m    model.Policy
+	// context and vocab bound the prompts; stop ends every sample (an HF model's EOS ids).
+	context, vocab int
+	stop           []int32
+	// versioned: the checkpoint mode's policy, reported as drmas_policy_version (step) and
+	// drmas_checkpoint_sha256 (sha, the manifest's sha256).
+	versioned bool
+	step      int64
+	sha       string
+	// parent and root describe an adapter on GET /v1/models (as vLLM): the base's name and
+	// the lora_path it was loaded from.
+	parent, root string
 }
 
 // Server serves one model of a run.
 type Server struct {
 	o       Options
-	cur     atomic.Pointer[policy]
+	cur     atomic.Pointer[policy] // the base model
+	codec   codec
+	hf      *hfState // nil in the checkpoint mode
 	queue   chan *item
 	stopped chan struct{}
 	created int64
@@ -111,8 +142,9 @@ type Server struct {
 }
 
 // New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
+// With Options.HF it serves that Hugging Face model folder instead (newHF).
 func New(ctx context.Context, o Options) (*Server, error) {
-	if o.Bucket == nil || o.Run == "" {
+	if o.HF == "" && (o.Bucket == nil || o.Run == "") {
 		return nil, errors.New("serve: a store and a run are needed")
 	}
 	if o.Window <= 0 {
@@ -136,6 +168,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.HF != "" {
+		return newHF(o)
+	}
 	set, err := checkpoints.Load(ctx, o.Bucket, o.Run, false, func(msg string) { o.Logf("serve: warning: %s", msg) })
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -149,11 +184,15 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Name == "" {
 		o.Name = o.Model
 	}
-	s := &Server{o: o, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix()}
+	s := newServer(o, builtinCodec{})
 	if err := s.install(set); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+func newServer(o Options, c codec) *Server {
+	return &Server{o: o, codec: c, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix()}
 }
 
 func (s *Server) install(set *checkpoints.Set) error {
@@ -161,10 +200,11 @@ func (s *Server) install(set *checkpoints.Set) error {
 	if !ok {
 		return fmt.Errorf("serve: checkpoint step %d has no model %q (it has %s)", set.Step, s.o.Model, strings.Join(set.ModelNames(), ", "))
 	}
-	if old := s.cur.Load(); old != nil && old.m.Config() != m.Config() {
-		return fmt.Errorf("serve: checkpoint step %d: model %s changed size (%+v → %+v): restart the server", set.Step, s.o.Model, old.m.Config(), m.Config())
+	if old := s.cur.Load(); old != nil && old.m.(*model.Model).Config() != m.Config() {
+		return fmt.Errorf("serve: checkpoint step %d: model %s changed size (%+v → %+v): restart the server", set.Step, s.o.Model, old.m.(*model.Model).Config(), m.Config())
 	}
-	s.cur.Store(&policy{step: set.Step, sha: set.ManifestSHA256, m: m})
+	c := m.Config()
+	s.cur.Store(&policy{name: s.o.Name, m: m, context: c.Context, vocab: c.Vocab, versioned: true, step: set.Step, sha: set.ManifestSHA256})
 	return nil
 }
 
@@ -180,8 +220,11 @@ func (s *Server) Stats() Stats {
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
-// reports whether it swapped.
+// reports whether it swapped (never, for an HF folder).
 func (s *Server) Reload(ctx context.Context) (bool, error) {
+	if s.hf != nil { // a folder, not a run: nothing to reload
+		return false, nil
+	}
 	step, err := checkpoints.ReadLatest(ctx, s.o.Bucket, s.o.Run)
 	if err != nil {
 		return false, err
@@ -208,7 +251,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.batcher(bctx) }()
-	if s.o.Poll > 0 {
+	if s.o.Poll > 0 && s.hf == nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.poll(ctx) }()
 	}
@@ -217,7 +260,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: DefaultIdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.o.Logf("serve: model %s (checkpoint step %d of run %s) as %q on http://%s", s.o.Model, s.Version(), s.o.Run, s.o.Name, ln.Addr())
+	if s.hf != nil {
+		s.o.Logf("serve: model %s as %q on http://%s", s.o.HF, s.o.Name, ln.Addr())
+	} else {
+		s.o.Logf("serve: model %s (checkpoint step %d of run %s) as %q on http://%s", s.o.Model, s.Version(), s.o.Run, s.o.Name, ln.Addr())
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -265,17 +312,22 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		p := s.cur.Load()
+		if !p.versioned {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.Name})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "model": s.o.Name, "policy_version": p.step, "run": s.o.Run, "checkpoint_sha256": p.sha})
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		p := s.cur.Load()
-		v := p.step
-		writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: []openai.ModelCard{{
-			ID: s.o.Name, Object: "model", Created: s.created, OwnedBy: "drmas", MaxModelLen: p.m.Config().Context, DrmasPolicyVersion: &v,
-			DrmasRun: s.o.Run, DrmasCheckpointSHA256: p.sha,
-		}}})
+		list := openai.ModelList{Object: "list"}
+		for _, p := range s.policies() {
+			list.Data = append(list.Data, s.card(p))
+		}
+		writeJSON(w, http.StatusOK, list)
 	})
 	mux.HandleFunc("POST /v1/completions", s.completions)
+	mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
+	mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "drmas serve has no chat endpoint: use /v1/completions with token-id prompts", "NotFoundError")
 	})
@@ -284,16 +336,16 @@ func (s *Server) Handler() http.Handler {
 
 // item is one HTTP request's prompts waiting for a Sample call.
 type item struct {
+	pol  *policy
 	reqs []model.SampleRequest
 	opts model.SampleOptions
 	done chan result
 }
 
 type result struct {
-	res  []model.SampleResult
-	step int64
-	sha  string // the checkpoint manifest's sha256
-	err  error
+	res []model.SampleResult
+	pol *policy // what sampled
+	err error
 }
 
 func (s *Server) batcher(ctx context.Context) {
@@ -324,26 +376,29 @@ func (s *Server) batcher(ctx context.Context) {
 	}
 }
 
+// optsKey tells apart the items that cannot share a Sample call: another policy (model name
+// or checkpoint) or other sampling options.
 type optsKey struct {
+	pol  *policy
 	t, p float32
 	max  int
+	stop string
 }
 
-// run samples a window's items: one Sample call per distinct set of sampling options, all on
-// the same checkpoint.
+// run samples a window's items: one Sample call per policy and distinct set of sampling
+// options.
 func (s *Server) run(ctx context.Context, batch []*item) {
-	p := s.cur.Load()
 	groups := map[optsKey][]*item{}
 	var order []optsKey
 	for _, it := range batch {
-		k := optsKey{it.opts.Temperature, it.opts.TopP, it.opts.MaxTokens}
+		k := optsKey{it.pol, it.opts.Temperature, it.opts.TopP, it.opts.MaxTokens, fmt.Sprint(it.opts.Stop)}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], it)
 	}
 	for _, k := range order {
-		items := groups[k]
+		items, p := groups[k], k.pol
 		var all []model.SampleRequest
 		for _, it := range items {
 			all = append(all, it.reqs...)
@@ -368,7 +423,7 @@ func (s *Server) run(ctx context.Context, batch []*item) {
 		}
 		off := 0
 		for _, it := range items {
-			r := result{step: p.step, sha: p.sha, err: err}
+			r := result{pol: p, err: err}
 			if err == nil {
 				r.res = res[off : off+len(it.reqs)]
 			}
@@ -424,8 +479,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
-	p := s.cur.Load()
-	it, herr := s.parse(&req, p.m.Config())
+	it, herr := s.parse(&req)
 	if herr != nil {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
@@ -456,21 +510,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
 	out := openai.CompletionResponse{
 		ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(),
-		Model: s.o.Name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{}, DrmasPolicyVersion: &res.step,
-		DrmasCheckpointSHA256: res.sha,
+		Model: res.pol.name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{},
+	}
+	out.DrmasSeedsHonoured = req.DrmasSeeds != nil
+	if res.pol.versioned {
+		out.DrmasPolicyVersion, out.DrmasCheckpointSHA256 = &res.pol.step, res.pol.sha
 	}
 	for i, sr := range res.res {
 		c := openai.CompletionChoice{Index: i, FinishReason: &sr.FinishReason}
-		var text strings.Builder
+		off := 0
 		lp := &openai.Logprobs{TextOffset: []int{}, TokenLogprobs: []openai.LogProb{}, Tokens: []string{}, TopLogprobs: []map[string]openai.LogProb{}}
 		for j, t := range sr.Tokens {
-			lp.TextOffset = append(lp.TextOffset, text.Len())
-			piece := model.TokenString(t)
-			if skip && model.IsSpecial(t) {
-				piece = ""
+			lp.TextOffset = append(lp.TextOffset, off)
+			tok := s.codec.token(t)
+			if !skip || !s.codec.special(t) {
+				off += len(tok)
 			}
-			text.WriteString(piece)
-			tok := model.TokenString(t)
 			if asIDs {
 				tok = openai.TokenIDString(t)
 			}
@@ -479,7 +534,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			lp.TokenLogprobs = append(lp.TokenLogprobs, v)
 			lp.TopLogprobs = append(lp.TopLogprobs, map[string]openai.LogProb{tok: v})
 		}
-		c.Text = text.String()
+		c.Text = s.codec.text(sr.Tokens, skip)
 		if req.Logprobs != nil {
 			c.Logprobs = lp
 		}
@@ -492,9 +547,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 // parse validates a completion request and turns it into a queue item.
-func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *httpError) {
-	if req.Model != "" && req.Model != s.o.Name {
-		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %q", excerpt.Cut(req.Model), s.o.Name)}
+func (s *Server) parse(req *openai.CompletionRequest) (*item, *httpError) {
+	pol, herr := s.lookup(req.Model)
+	if herr != nil {
+		return nil, herr
 	}
 	if req.Stream {
 		return nil, badRequest("stream is not supported")
@@ -508,7 +564,7 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 	if req.Logprobs != nil && *req.Logprobs < 0 {
 		return nil, badRequest("logprobs must be ≥ 0")
 	}
-	prompts, err := parsePrompt(req.Prompt)
+	prompts, err := parsePrompt(req.Prompt, s.codec.encode)
 	if err != nil {
 		return nil, badRequest("prompt: %v", err)
 	}
@@ -540,22 +596,13 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 	if req.DrmasSeeds != nil && len(req.DrmasSeeds) != len(prompts) {
 		return nil, badRequest("drmas_seeds has %d seeds for %d prompts", len(req.DrmasSeeds), len(prompts))
 	}
-	it := &item{opts: o, done: make(chan result, 1), reqs: make([]model.SampleRequest, len(prompts))}
+	if o.Stop, herr = stopTokens(pol, req.StopTokenIDs); herr != nil {
+		return nil, herr
+	}
+	it := &item{pol: pol, opts: o, done: make(chan result, 1), reqs: make([]model.SampleRequest, len(prompts))}
 	for i, pr := range prompts {
-		if len(pr) == 0 {
-			return nil, badRequest("prompt %d is empty", i)
-		}
-		if len(pr) >= mc.Context {
-			return nil, badRequest("prompt %d has %d tokens; this model's maximum context length is %d tokens", i, len(pr), mc.Context)
-		}
-		if len(pr)+o.MaxTokens > mc.Context { // as vLLM: refused, not cut short at the context
-			return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				mc.Context, len(pr)+o.MaxTokens, len(pr), o.MaxTokens)
-		}
-		for _, t := range pr {
-			if t < 0 || int(t) >= mc.Vocab {
-				return nil, badRequest("prompt %d: token id %d is out of vocabulary [0, %d)", i, t, mc.Vocab)
-			}
+		if herr := checkPrompt(pol, i, pr, o.MaxTokens); herr != nil {
+			return nil, herr
 		}
 		var seed uint64
 		switch {
@@ -569,6 +616,42 @@ func (s *Server) parse(req *openai.CompletionRequest, mc model.Config) (*item, *
 		it.reqs[i] = model.SampleRequest{Prompt: pr, Seed: seed}
 	}
 	return it, nil
+}
+
+// checkPrompt checks prompt i against the policy's context and vocabulary.
+func checkPrompt(pol *policy, i int, pr []int32, maxTokens int) *httpError {
+	if len(pr) == 0 {
+		return badRequest("prompt %d is empty", i)
+	}
+	if len(pr) >= pol.context {
+		return badRequest("prompt %d has %d tokens; this model's maximum context length is %d tokens", i, len(pr), pol.context)
+	}
+	if len(pr)+maxTokens > pol.context { // as vLLM: refused, not cut short at the context
+		return badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			pol.context, len(pr)+maxTokens, len(pr), maxTokens)
+	}
+	for _, t := range pr {
+		if t < 0 || int(t) >= pol.vocab {
+			return badRequest("prompt %d: token id %d is out of vocabulary [0, %d)", i, t, pol.vocab)
+		}
+	}
+	return nil
+}
+
+// stopTokens is the policy's own stop ids and the request's stop_token_ids (vLLM's
+// extension), sorted and without repeats, so that equal sets batch together.
+func stopTokens(pol *policy, extra []int32) ([]int32, *httpError) {
+	for _, t := range extra {
+		if t < 0 || int(t) >= pol.vocab {
+			return nil, badRequest("stop_token_ids: token id %d is out of vocabulary [0, %d)", t, pol.vocab)
+		}
+	}
+	if len(pol.stop)+len(extra) == 0 {
+		return nil, nil
+	}
+	out := slices.Concat(pol.stop, extra)
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // checkWork bounds the work of one request: its prompts, and their tokens in all.
@@ -588,14 +671,15 @@ func (s *Server) checkWork(prompts [][]int32) *httpError {
 }
 
 // parsePrompt accepts a string, a list of strings, a list of token ids or a list of token-id
-// lists. Text is encoded with the built-in byte tokenizer, special-token names recognised.
-func parsePrompt(raw json.RawMessage) ([][]int32, error) {
+// lists. Text is encoded with encode (the served model's tokenizer; special-token names
+// recognised).
+func parsePrompt(raw json.RawMessage, encode func(string) []int32) ([][]int32, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("missing")
 	}
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
-		return [][]int32{model.EncodeSpecial(str)}, nil
+		return [][]int32{encode(str)}, nil
 	}
 	var ids []int32
 	if json.Unmarshal(raw, &ids) == nil {
@@ -608,7 +692,7 @@ func parsePrompt(raw json.RawMessage) ([][]int32, error) {
 	if json.Unmarshal(raw, &strs) == nil {
 		out := make([][]int32, len(strs))
 		for i, s := range strs {
-			out[i] = model.EncodeSpecial(s)
+			out[i] = encode(s)
 		}
 		if len(out) == 0 {
 			return nil, errors.New("empty")

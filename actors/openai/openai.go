@@ -8,9 +8,13 @@
 // answer is re-encoded with the built-in byte tokenizer and has no log-probs, so its rows
 // cannot be trained with PPO.
 //
-// Token ids are the built-in policy's byte-level vocabulary (actors.PromptIDs): completions
-// mode against a server whose tokenizer differs would send it meaningless ids. It is meant for
-// `drmas serve` and for servers hosting a model trained on the same vocabulary.
+// Token ids are the built-in policy's byte-level vocabulary (actors.PromptIDs) unless
+// Options.Tokenizer gives the served model's own (actors.Chat over a Hugging Face folder): the
+// backend is then that model's tokenizer (actors.Tokenized), so vLLM, SGLang or `drmas serve
+// --hf` hosting the folder samples on-policy, and the end of turn is sent as stop_token_ids.
+// With Options.LoRAPath the backend samples with the LoRA adapter of the stage's step, loaded
+// into the server as "<model>@step=N" (vLLM's /v1/load_lora_adapter) and checked in every
+// response; adapters of older steps are unloaded.
 //
 // Requests are limited to Concurrency in flight per backend (shared by all agents of the
 // model); 429, 5xx and connection errors are retried with exponential backoff and
@@ -123,6 +127,23 @@ type Options struct {
 	// another drmas_checkpoint_sha256, on GET /v1/models or in a response: another run or
 	// store, or a server restarted on one during the stage) is an error.
 	CheckpointSHA256 string
+	// Tokenizer encodes the prompts (the backend implements actors.Tokenized, so rollout and
+	// evaluate encode with it): the served model's own, e.g. actors.Chat over the HF folder
+	// the server hosts, so that vLLM or SGLang serving that folder samples on-policy. nil:
+	// actors.Bytes, the built-in policy's ids. Completions mode only.
+	Tokenizer actors.Tokenizer
+	// StopTokenIDs are sent as vLLM's stop_token_ids: a sample ends when it draws one, as
+	// in-process sampling ends at the tokenizer's end of turn. nil with an actors.Chat
+	// Tokenizer: its EOS (<|im_end|>).
+	StopTokenIDs []int32
+	// LoRAPath is the PEFT LoRA adapter of checkpoint step Version, as the server reads it (a
+	// folder on the server's machine; drmas serve also reads store URLs). When set, the
+	// backend samples with the adapter: before its first request it loads it as
+	// "<ServerModel>@step=<Version>" (POST /v1/load_lora_adapter, unless the server lists it
+	// already from that path), then unloads the adapters "<ServerModel>@step=M" of older steps
+	// M < Version; every request names the adapter, and a response naming another model fails
+	// the Generate. Completions mode only.
+	LoRAPath string
 	// Logf receives one-line notices: the wait for the server to load Version (nil: none).
 	Logf func(format string, args ...any)
 	// Client is the HTTP client (default: a new one with keep-alive).
@@ -141,14 +162,20 @@ type Backend struct {
 	// waiting holds the one Generate that polls for it.
 	ready   atomic.Bool
 	waiting chan struct{}
+	// model is the request's "model": ServerModel, or the adapter's name with LoRAPath;
+	// loraReady is set once the adapter is loaded, by the one Ready that holds loraWait.
+	model     string
+	loraReady atomic.Bool
+	loraWait  chan struct{}
 	// stats
 	requests atomic.Int64
 	retries  atomic.Int64
 }
 
 var (
-	_ actors.Backend = (*Backend)(nil)
-	_ actors.Readier = (*Backend)(nil)
+	_ actors.Backend   = (*Backend)(nil)
+	_ actors.Readier   = (*Backend)(nil)
+	_ actors.Tokenized = (*Backend)(nil)
 )
 
 // New returns a backend for o.
@@ -168,6 +195,12 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.Batch && o.Mode == ModeChat {
 		return nil, fmt.Errorf("openai backend %s: batch needs mode completions", o.ID)
+	}
+	if o.Mode == ModeChat && (o.Tokenizer != nil || o.LoRAPath != "") {
+		return nil, fmt.Errorf("openai backend %s: a model tokenizer and a LoRA adapter need mode completions (chat mode sends text and gets no token ids)", o.ID)
+	}
+	if o.StopTokenIDs == nil {
+		o.StopTokenIDs = chatEOS(o.Tokenizer)
 	}
 	if o.ServerModel == "" {
 		o.ServerModel = o.ID
@@ -201,7 +234,10 @@ func New(o Options) (*Backend, error) {
 		c = &http.Client{Transport: transport()}
 	}
 	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c,
-		sem: make(chan struct{}, o.Concurrency), waiting: make(chan struct{}, 1)}
+		sem: make(chan struct{}, o.Concurrency), waiting: make(chan struct{}, 1), model: o.ServerModel, loraWait: make(chan struct{}, 1)}
+	if o.LoRAPath != "" {
+		b.model = AdapterName(o.ServerModel, o.Version)
+	}
 	b.shown = b.base
 	if u, err := url.Parse(b.base); err == nil && u.User != nil {
 		b.shown = u.Redacted() // credentials in the endpoint never reach logs or errors
@@ -229,6 +265,16 @@ type Checkpoint struct {
 // external model (no sizes) records the version its server reports, else at.Step; chat mode
 // reports none (drmas serve has no chat endpoint).
 func FromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEnv func(string) (string, bool), logf func(string, ...any)) (*Backend, error) {
+	o, err := OptionsFromConfig(id, m, at, seed, lookupEnv, logf)
+	if err != nil {
+		return nil, err
+	}
+	return New(o)
+}
+
+// OptionsFromConfig is the Options FromConfig builds its backend with, for a caller that sets
+// more of them (Tokenizer, LoRAPath) before New.
+func OptionsFromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEnv func(string) (string, bool), logf func(string, ...any)) (Options, error) {
 	c := m.OpenAI
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
@@ -237,16 +283,16 @@ func FromConfig(id string, m configs.Model, at Checkpoint, seed uint64, lookupEn
 	if c.APIKeyEnv != "" {
 		v, ok := lookupEnv(c.APIKeyEnv)
 		if !ok || v == "" {
-			return nil, fmt.Errorf("models.%s.openai.api_key_env names the environment variable %s, which is not set", id, c.APIKeyEnv)
+			return Options{}, fmt.Errorf("models.%s.openai.api_key_env names the environment variable %s, which is not set", id, c.APIKeyEnv)
 		}
 		key = v
 	}
-	return New(Options{
+	return Options{
 		ID: id, Endpoint: c.Endpoint, ServerModel: c.Model, APIKey: key, Mode: c.Mode,
 		Batch: c.Batch, MaxBatch: c.MaxBatch, Concurrency: c.Concurrency, Timeout: c.Timeout,
 		Retries: c.Retries, Backoff: c.Backoff, JitterSeed: seed, Version: at.Step, VersionWait: c.VersionWait,
 		RequireVersion: !m.External() && c.Mode != ModeChat, Run: at.Run, CheckpointSHA256: at.SHA256, Logf: logf,
-	})
+	}, nil
 }
 
 // Model implements actors.Backend.
@@ -260,7 +306,7 @@ func (b *Backend) Version() int64 { return b.version.Load() }
 
 // Describe implements actors.Describer. It never includes the API key.
 func (b *Backend) Describe() string {
-	s := fmt.Sprintf("openai %s, model %s, concurrency %d", b.shown, b.o.ServerModel, b.o.Concurrency)
+	s := fmt.Sprintf("openai %s, model %s, concurrency %d", b.shown, b.model, b.o.Concurrency)
 	if b.o.Batch {
 		s += fmt.Sprintf(", batch %d", b.o.MaxBatch)
 	}
@@ -359,7 +405,11 @@ func (b *Backend) Generate(ctx context.Context, reqs []actors.Request, s actors.
 // Ready implements actors.Readier: with Options.RequireVersion it returns once the server
 // serves checkpoint Options.Version (awaitVersion), else at once. Generate calls it.
 func (b *Backend) Ready(ctx context.Context) error {
-	if err := b.awaitVersion(ctx); err != nil {
+	err := b.awaitVersion(ctx)
+	if err == nil {
+		err = b.loadAdapter(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("model %s (%s): %w", b.o.ID, b.shown, err)
 	}
 	return nil
@@ -478,17 +528,9 @@ func refused(err error) bool {
 // something else than a model list). Connection errors, timeouts and 5xx fail as a completion
 // request would.
 func (b *Backend) served(ctx context.Context) (*ModelCard, string, error) {
-	raw, url, err := b.do(ctx, http.MethodGet, "/v1/models", nil, 0)
-	var se *statusError
-	if errors.As(err, &se) && se.status < 500 && se.status != http.StatusTooManyRequests {
-		return nil, url, nil
-	}
+	list, url, err := b.models(ctx)
 	if err != nil {
 		return nil, url, err
-	}
-	var list ModelList
-	if json.Unmarshal(raw, &list) != nil {
-		return nil, url, nil
 	}
 	for i, c := range list.Data {
 		if c.ID == b.o.ServerModel {
@@ -498,14 +540,33 @@ func (b *Backend) served(ctx context.Context) (*ModelCard, string, error) {
 	return nil, url, nil
 }
 
+// models is the server's GET /v1/models, empty when the server does not list its models (it
+// answers with a 4xx status, or something else than a model list). Connection errors,
+// timeouts and 5xx fail as a completion request would.
+func (b *Backend) models(ctx context.Context) (*ModelList, string, error) {
+	raw, url, err := b.do(ctx, http.MethodGet, "/v1/models", nil, 0)
+	var se *statusError
+	if errors.As(err, &se) && se.status < 500 && se.status != http.StatusTooManyRequests {
+		return &ModelList{}, url, nil
+	}
+	if err != nil {
+		return nil, url, err
+	}
+	var list ModelList
+	if json.Unmarshal(raw, &list) != nil {
+		return &ModelList{}, url, nil
+	}
+	return &list, url, nil
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // complete runs one /v1/completions request for reqs and fills out.
 func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.Sampling, out []actors.Response) (*int64, error) {
 	body := CompletionRequest{
-		Model: b.o.ServerModel, MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP),
+		Model: b.model, MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP),
 		N: ptr(1), Logprobs: ptr(1), Seed: ptr(int64(reqs[0].Seed)),
-		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: ptr(false),
+		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: ptr(false), StopTokenIDs: b.o.StopTokenIDs,
 	}
 	var err error
 	if b.o.Batch {
@@ -538,8 +599,11 @@ func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return nil, fmt.Errorf("%s: POST %s: malformed JSON response (%v): %s", what, url, err, excerpt(raw, b.o.APIKey))
 	}
-	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil {
-		return nil, fmt.Errorf("%s: POST %s: the server does not report drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
+	if b.o.LoRAPath != "" && resp.Model != b.model {
+		return nil, fmt.Errorf("%s: POST %s: sampled by model %s, but this stage samples with LoRA adapter %s (checkpoint step %d) and records that step: the server answered with another model", what, url, excerpt([]byte(resp.Model), b.o.APIKey), b.model, b.o.Version)
+	}
+	if b.o.Batch && len(reqs) > 1 && resp.DrmasPolicyVersion == nil && !resp.DrmasSeedsHonoured {
+		return nil, fmt.Errorf("%s: POST %s: the server reports neither drmas_seeds_honoured nor drmas_policy_version, so it is not drmas serve and would not honour per-prompt seeds (drmas_seeds): set batch: false for vLLM and SGLang", what, url)
 	}
 	if v := resp.DrmasPolicyVersion; b.o.RequireVersion && v != nil && *v != b.o.Version {
 		return nil, fmt.Errorf("%s: POST %s: sampled by checkpoint step %d, but this stage samples from and records step %d: the server loaded another checkpoint during the stage (did something else publish LATEST of its run, or does it serve another run?)", what, url, *v, b.o.Version)

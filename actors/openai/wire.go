@@ -32,6 +32,9 @@ type CompletionRequest struct {
 	// vLLM extensions.
 	ReturnTokensAsTokenIDs bool  `json:"return_tokens_as_token_ids,omitempty"`
 	SkipSpecialTokens      *bool `json:"skip_special_tokens,omitempty"`
+	// StopTokenIDs end a sample when drawn, beside the model's EOS (vLLM's stop_token_ids;
+	// the stop token is returned with its log-prob).
+	StopTokenIDs []int32 `json:"stop_token_ids,omitempty"`
 	// DrmasSeeds gives one seed per prompt (drmas serve only).
 	DrmasSeeds []uint64 `json:"drmas_seeds,omitempty"`
 }
@@ -48,6 +51,9 @@ type CompletionResponse struct {
 	DrmasPolicyVersion *int64 `json:"drmas_policy_version,omitempty"`
 	// DrmasCheckpointSHA256 is the sha256 of that checkpoint's manifest (drmas serve only).
 	DrmasCheckpointSHA256 string `json:"drmas_checkpoint_sha256,omitempty"`
+	// DrmasSeedsHonoured says the server sampled each prompt with its drmas_seeds seed (drmas
+	// serve, also when it serves an HF folder and reports no policy version).
+	DrmasSeedsHonoured bool `json:"drmas_seeds_honoured,omitempty"`
 }
 
 // CompletionChoice is one generated continuation.
@@ -116,16 +122,33 @@ type ModelList struct {
 
 // ModelCard describes one served model.
 type ModelCard struct {
-	ID                 string `json:"id"`
-	Object             string `json:"object"` // "model"
-	Created            int64  `json:"created"`
-	OwnedBy            string `json:"owned_by"`
-	MaxModelLen        int    `json:"max_model_len,omitempty"`
-	DrmasPolicyVersion *int64 `json:"drmas_policy_version,omitempty"`
+	ID          string `json:"id"`
+	Object      string `json:"object"` // "model"
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len,omitempty"`
+	// Root is where the model was loaded from (vLLM: a LoRA adapter's lora_path); Parent is
+	// the base model of an adapter, null for a base model.
+	Root               string  `json:"root,omitempty"`
+	Parent             *string `json:"parent"`
+	DrmasPolicyVersion *int64  `json:"drmas_policy_version,omitempty"`
 	// DrmasRun and DrmasCheckpointSHA256 name the checkpoint served (drmas serve only): its
 	// run, and the sha256 of its manifest (what a rollout manifest records of its input).
 	DrmasRun              string `json:"drmas_run,omitempty"`
 	DrmasCheckpointSHA256 string `json:"drmas_checkpoint_sha256,omitempty"`
+}
+
+// LoadLoRAAdapterRequest is the body of POST /v1/load_lora_adapter (vLLM's dynamic LoRA API,
+// served when VLLM_ALLOW_RUNTIME_LORA_UPDATING is set, and by drmas serve --hf). A success is
+// HTTP 200 with a plain-text body.
+type LoadLoRAAdapterRequest struct {
+	LoRAName string `json:"lora_name"`
+	LoRAPath string `json:"lora_path"`
+}
+
+// UnloadLoRAAdapterRequest is the body of POST /v1/unload_lora_adapter.
+type UnloadLoRAAdapterRequest struct {
+	LoRAName string `json:"lora_name"`
 }
 
 // ErrorResponse is the body of a failed request, as OpenAI sends it.

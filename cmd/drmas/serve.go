@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +14,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var o serve.Options
-	var addr string
+	var addr, cache string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the run's LATEST checkpoint over the OpenAI completions API (as vLLM does)",
@@ -30,11 +33,25 @@ in-process backend's for the same seed. LATEST is polled every --poll and a new 
 swapped in atomically. As vLLM, a request whose prompt and max_tokens together exceed the
 model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
 --max-prompt-tokens prompt tokens in all (413 over it). Point a model's backend at it with backend: openai and
-openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM shuts down gracefully, with one log line.`,
+openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM shuts down gracefully, with one log line.
+
+With --hf DIR it serves a Hugging Face model folder instead (a local folder, or a store folder
+s3://… or file://… downloaded into --cache first), as 'vllm serve DIR' does: named by
+--served-model-name (default the folder's base name), text prompts encoded with its tokenizer,
+sampling stopped at its end of turn (<|im_end|>) and config.json's eos_token_id. It also
+implements vLLM's dynamic LoRA API:
+
+  POST /v1/load_lora_adapter    {"lora_name", "lora_path"}: a PEFT adapter folder (local or
+                                store), merged into a copy of the weights, served as lora_name
+  POST /v1/unload_lora_adapter  {"lora_name"}
+
+A request whose "model" is an adapter's name samples with it; GET /v1/models lists the base and
+the adapters (with "parent"). At most --max-loras adapters are loaded at a time.`,
 		Example: `  drmas --run demo serve --addr 127.0.0.1:8000
   drmas --config configs/vllm-shared.yaml run-stage warmup
   drmas --config configs/vllm-shared.yaml serve --model m1 --addr 127.0.0.1:8000 &
-  drmas --config configs/vllm-shared.yaml run   # rollout and evaluate sample from the server`,
+  drmas --config configs/vllm-shared.yaml run   # rollout and evaluate sample from the server
+  drmas serve --hf ~/models/Qwen2.5-0.5B-Instruct --addr 127.0.0.1:8000`,
 		Args: cobra.NoArgs,
 		// serve.New would silently replace these by their defaults.
 		PreRunE: func(*cobra.Command, []string) error {
@@ -49,22 +66,26 @@ openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM s
 				return fmt.Errorf("--max-prompts %d: must be ≥ 1", o.MaxPrompts)
 			case o.MaxPromptTokens < 1:
 				return fmt.Errorf("--max-prompt-tokens %d: must be ≥ 1", o.MaxPromptTokens)
+			case o.MaxLoRAs < 1:
+				return fmt.Errorf("--max-loras %d: must be ≥ 1", o.MaxLoRAs)
+			case o.HF != "" && o.Model != "":
+				return fmt.Errorf("--hf %s and --model %s: --model chooses a model of the run's checkpoint; --hf serves a folder: give one", o.HF, o.Model)
 			}
 			return nil
 		},
-		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
-			var err error
-			o.Bucket, o.Run, o.Logf = env.Bucket, env.Config.Run, env.Logf
-			s, err := serve.New(cmd.Context(), o)
-			if err != nil {
-				return err
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.HF != "" {
+				return serveHF(cmd, o, addr, cache)
 			}
-			return s.ListenAndServe(cmd.Context(), addr)
-		}),
+			return serveRun(cmd, args, o, addr)
+		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.HF, "hf", "", "serve this Hugging Face model folder (local, or s3://… / file://… fetched into --cache) instead of the run's checkpoint")
+	f.StringVar(&cache, "cache", "", "with --hf: local cache of a store folder (default: ~/.cache/drmas/models/<hash of the URL>)")
+	f.IntVar(&o.MaxLoRAs, "max-loras", serve.DefaultMaxLoRAs, "with --hf: most LoRA adapters loaded at a time (each is a merged copy of the weights); a load over it gets a 400")
 	f.StringVar(&o.Model, "model", "", "model id of the checkpoint to serve (default: its only model)")
-	f.StringVar(&o.Name, "served-model-name", "", "model name clients send (default: --model)")
+	f.StringVar(&o.Name, "served-model-name", "", "model name clients send (default: --model, or with --hf the folder's base name)")
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address host:port")
 	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request waits for others to batch with")
 	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
@@ -72,4 +93,39 @@ openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM s
 	f.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", serve.DefaultMaxPromptTokens, "most prompt tokens in one request, all its prompts together (413 over it)")
 	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
+}
+
+// serveRun serves the run's LATEST checkpoint.
+func serveRun(cmd *cobra.Command, args []string, o serve.Options, addr string) error {
+	return withEnv(func(cmd *cobra.Command, env *stages.Env) error {
+		o.Bucket, o.Run, o.Logf = env.Bucket, env.Config.Run, env.Logf
+		s, err := serve.New(cmd.Context(), o)
+		if err != nil {
+			return err
+		}
+		return s.ListenAndServe(cmd.Context(), addr)
+	})(cmd, args)
+}
+
+// serveHF serves the --hf folder, fetching a store folder first; adapters given as store paths
+// are fetched the same way.
+func serveHF(cmd *cobra.Command, o serve.Options, addr, cache string) error {
+	if err := noTilde(cmd, "hf", "cache"); err != nil {
+		return err
+	}
+	if o.Name == "" {
+		o.Name = path.Base(strings.TrimRight(o.HF, "/"))
+	}
+	dir, err := localModel(cmd, o.HF, cache)
+	if err != nil {
+		return err
+	}
+	o.HF = dir
+	o.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+	o.Resolve = func(_ context.Context, p string) (string, error) { return localModel(cmd, p, "") }
+	s, err := serve.New(cmd.Context(), o)
+	if err != nil {
+		return err
+	}
+	return s.ListenAndServe(cmd.Context(), addr)
 }

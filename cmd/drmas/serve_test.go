@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/model"
+)
+
+// TestServeHF: `drmas serve --hf DIR` serves a `model init` folder under its base name and
+// loads a LoRA adapter given as a store path (file://…), fetched into the cache first.
+func TestServeHF(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "tiny")
+	if _, _, err := execute(t, initArgs("qwen3", tinyTokenizer, dir, "1")...); err != nil {
+		t.Fatal(err)
+	}
+	adapter := filepath.Join(tmp, "store", "step=1")
+	if err := os.MkdirAll(adapter, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(adapter, hf.AdapterConfigFile), []byte(`{"peft_type": "LORA", "r": 1, "lora_alpha": 2, "target_modules": ["v_proj"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// v_proj of initArgs' sizes: [kv-heads 2 · head_dim 16, hidden 64].
+	const v = "base_model.model.model.layers.1.self_attn.v_proj"
+	var buf bytes.Buffer
+	if err := model.WriteSafetensors(&buf, []model.Tensor{
+		model.F32Tensor(v+".lora_A.weight", []int{1, 64}, make([]float32, 64)),
+		model.F32Tensor(v+".lora_B.weight", []int{32, 1}, make([]float32, 32)),
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(adapter, hf.AdapterWeightsFile), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
+	t.Setenv("HOME", tmp)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	root := newRootCmd()
+	var stderr bytes.Buffer
+	root.SetOut(io.Discard)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"serve", "--hf", dir, "--addr", addr, "--max-loras", "1"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runRoot(ctx, root) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	base := "http://" + addr
+	var list struct {
+		Data []struct{ ID, Parent, Root string }
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/v1/models")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer: %v\n%s", err, stderr.String())
+		}
+	}
+	if len(list.Data) != 1 || list.Data[0].ID != "tiny" {
+		t.Fatalf("/v1/models: %+v", list)
+	}
+	u := (&url.URL{Scheme: "file", Path: adapter}).String()
+	body, _ := json.Marshal(map[string]string{"lora_name": "tiny@step=1", "lora_path": u})
+	resp, err := http.Post(base+"/v1/load_lora_adapter", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), "added successfully") {
+		t.Fatalf("load %s: %d %s\n%s", u, resp.StatusCode, raw, stderr.String())
+	}
+	body, _ = json.Marshal(map[string]any{"model": "tiny@step=1", "prompt": "hello", "max_tokens": 2})
+	resp, err = http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"model":"tiny@step=1"`) {
+		t.Fatalf("completion with the adapter: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// TestServeFlagErrors: --hf with --model, and --max-loras below 1, are one-line errors.
+func TestServeFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--hf", "/m", "--model", "m1"}, "--hf /m and --model m1"},
+		{[]string{"serve", "--hf", "/m", "--max-loras", "0"}, "--max-loras 0: must be ≥ 1"},
+		{[]string{"serve", "--hf", filepath.Join(t.TempDir(), "none")}, "config.json"},
+	} {
+		_, _, err := execute(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
+		}
+	}
+}
