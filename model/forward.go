@@ -67,12 +67,6 @@ func checkSequences(seqs []Sequence, context, vocab int) error {
 // are packed internally (no padding compute); any lengths ≤ Context work.
 // temperature must be > 0.
 func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
-	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
-		return nil, fmt.Errorf("model: temperature %v must be > 0", temperature)
-	}
-	if err := m.checkSeqs(seqs); err != nil {
-		return nil, err
-	}
 	p, err := m.core.Forward(seqs, temperature)
 	if err != nil {
 		return nil, err

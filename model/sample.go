@@ -39,8 +39,9 @@ const (
 // Sample continues every request with a batched forward over a KV cache:
 // each step, every active request advances one token; finished requests drop
 // out. Results do not depend on batch composition or order. ctx is checked
-// before every step. A request's KV cache holds
-// min(Context, len(Prompt)+MaxTokens) positions (Context when MaxTokens ≤ 0).
+// before every step. The decoder is the block skeleton's (arch_sample.go):
+// a request's KV cache starts with room for len(Prompt)+MaxTokens positions
+// (+256 when MaxTokens ≤ 0, growing as needed), never more than Context.
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
 	d := &llmDecoder{m: m.core, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
 	return m.sampleLoop(ctx, reqs, opts, d.next)
