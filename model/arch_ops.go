@@ -263,12 +263,7 @@ func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 			touch(qkv[si.start*ld : (si.start+L)*ld])
 		}
 		for h := t * hs % H; h < t*hs%H+hs; h++ {
-			var P []float32
-			if maps != nil {
-				P = maps[si.att+h*L*L:][:L*L]
-			} else {
-				P = attnScratch(scratch, worker, seqs)[:L*L]
-			}
+			P := headMap(maps, scratch, worker, seqs, si, h)
 			attnMap(g, si, b, qkv, h, P)
 			g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*ld+(H+b.KV+h/(H/b.KV))*b.hd:], ld, 0, out[si.start*od+h*b.hd:], od)
 		}
@@ -286,6 +281,16 @@ func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
 		scratch[worker] = make([]float32, maxL*maxL)
 	}
 	return scratch[worker]
+}
+
+// headMap is where the map of head h of sequence si lives: in maps when
+// they are kept, else in worker's scratch (for attnMap to fill).
+func headMap(maps []float32, scratch [][]float32, worker int, seqs []seqInfo, si seqInfo, h int) []float32 {
+	L := si.n
+	if maps != nil {
+		return maps[si.att+h*L*L:][:L*L]
+	}
+	return attnScratch(scratch, worker, seqs)[:L*L]
 }
 
 // attnMap writes into P the causal softmax map of query head h of one
@@ -333,11 +338,8 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []floa
 				if h == kh*rep {
 					beta = 0
 				}
-				var P []float32
-				if maps != nil {
-					P = maps[si.att+h*L*L:][:L*L]
-				} else {
-					P = attnScratch(pScratch, worker, seqs)[:L*L]
+				P := headMap(maps, pScratch, worker, seqs, si, h)
+				if maps == nil {
 					attnMap(g, si, b, qkv, h, P)
 				}
 				q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
