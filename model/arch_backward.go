@@ -40,7 +40,11 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 	dX := *dXb
 	clear(dX)
 	if M > 0 {
-		dHf, dXg := make([]float32, M*D), make([]float32, M*D)
+		dHfb, dXgb := getScratch(M*D), getScratch(M*D)
+		defer putScratch(dHfb)
+		defer putScratch(dXgb)
+		dHf, dXg := *dHfb, *dXgb
+		clear(dXg)
 		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
 		m.gemm.Sgemm(true, false, V, D, M, 1, dZ, V, p.hf, D, 1, gw.head, D)
 		b.normRowsBackward(dHf, p.nHat, p.nRstd, M, w.norm, dXg, gw.norm, gw.normB)
@@ -51,11 +55,19 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 	if N == 0 {
 		return
 	}
-	bs := &blockGrads{dT: make([]float32, N*D), dAct: make([]float32, N*F), dAO: make([]float32, N*od), dQKV: make([]float32, N*ld)}
+	// Scratch, every element written before it is read.
+	bufs := []*[]float32{getScratch(N * D), getScratch(N * F), getScratch(N * od), getScratch(N * ld), nil}
+	bs := &blockGrads{dT: *bufs[0], dAct: *bufs[1], dAO: *bufs[2], dQKV: *bufs[3]}
 	bs.dGU = bs.dAct // GELU's backward is in place
 	if b.mlp == mlpSwiGLU {
-		bs.dGU = make([]float32, N*2*F)
+		bufs[4] = getScratch(N * 2 * F)
+		bs.dGU = *bufs[4]
 	}
+	defer func() {
+		for _, sb := range bufs {
+			putScratch(sb)
+		}
+	}()
 	for l := b.layers - 1; l >= 0; l-- {
 		p.blockBackward(l, dX, g, bs)
 	}
