@@ -213,7 +213,7 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 	}
 }
 
-// kvCache holds one request's keys and values, per layer [cap×Dim].
+// kvCache holds one request's keys and values, per layer [positions×KVHeads·HeadDim].
 type kvCache struct {
 	k, v [][]float32
 	n    int
