@@ -241,13 +241,17 @@ func (c ArchConfig) NumParams() int64 {
 // blockW holds views of one block's tensors (weights or gradients). qkvW is
 // q, k and v weights as one [(H+2·KV)·hd × D] matrix (qkvB likewise, nil
 // without biases); gateUp is gate then up as one [2F × D] matrix.
+// inB, postB, upB and downB are the norms' biases (LayerNorm) and the MLP
+// projections' biases (the built-in model); nil in the Llama family.
 type blockW struct {
 	in, qkvW, qkvB, oW, oB, qn, kn, post, gateUp, down []float32
+	inB, postB, upB, downB                             []float32
 }
 
 // llmW holds views of every tensor of a model-shaped buffer.
 type llmW struct {
 	embed, norm, head []float32 // head aliases embed when tied
+	pos, normB        []float32 // learned positions, final norm's bias: the built-in model
 	blocks            []blockW
 }
 
@@ -296,6 +300,7 @@ func llmViews(c ArchConfig, specs []TensorSpec, buf []float32) (llmW, [][]float3
 // parameters at the same time.
 type LLM struct {
 	cfg    ArchConfig
+	d      netDesc // what the passes follow (descOf(cfg); builtinDesc for Model's core)
 	specs  []TensorSpec
 	buf    []float32
 	parts  [][]float32
@@ -309,7 +314,7 @@ func newLLM(c ArchConfig) (*LLM, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := &LLM{cfg: c, specs: c.TensorSpecs(), gemm: DefaultGEMM}
+	m := &LLM{cfg: c, d: descOf(c), specs: c.TensorSpecs(), gemm: DefaultGEMM}
 	m.buf = make([]float32, c.NumParams())
 	m.w, m.parts = llmViews(c, m.specs, m.buf)
 	m.params = make([]Param, len(m.specs))

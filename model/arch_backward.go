@@ -19,32 +19,61 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 	if err := checkGradShape(p.seqs, "dEntropy", dEntropy, true); err != nil {
 		return err
 	}
-	b := dimsOf(m.cfg)
-	D, F, V, ld, od := b.D, b.F, m.cfg.Vocab, b.ld(), b.H*b.hd
+	p.backward(dLogProb, dEntropy, g)
+	return nil
+}
+
+// backward is Backward after its checks: the skeleton's backward, shared by
+// every description.
+func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
+	m := p.m
+	b := m.d
+	D, F, V, ld, od := b.D, b.F, b.vocab, b.ld(), b.H*b.hd
 	N, M := p.n, p.M
 	w, gw := &m.w, &g.w
-	dZ := make([]float32, M*V)
+	dZb := getScratch(M * V)
+	defer putScratch(dZb)
+	dZ := *dZb
 	logitGrads(p.seqs, dLogProb, dEntropy, p.logits, p.probs, p.lse, p.ent, p.targets, V, p.temp, dZ)
-	dX := make([]float32, N*D)
+	dXb := getScratch(N * D)
+	defer putScratch(dXb)
+	dX := *dXb
+	clear(dX)
 	if M > 0 {
-		dHf, dXg := make([]float32, M*D), make([]float32, M*D)
+		dHfb, dXgb := getScratch(M*D), getScratch(M*D)
+		defer putScratch(dHfb)
+		defer putScratch(dXgb)
+		dHf, dXg := *dHfb, *dXgb
+		clear(dXg)
 		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
 		weightGrad(m.gemm, M, dZ, V, p.hf, D, gw.head)
-		rmsNormBackward(dHf, p.nHat, p.nRstd, M, D, w.norm, dXg, gw.norm)
+		b.normRowsBackward(dHf, p.nHat, p.nRstd, M, w.norm, dXg, gw.norm, gw.normB)
 		for k, r := range p.respRows {
 			addInto(dX[int(r)*D:(int(r)+1)*D], dXg[k*D:(k+1)*D])
 		}
 	}
 	if N == 0 {
-		return nil
+		return
 	}
-	bs := &blockGrads{dT: make([]float32, N*D), dAct: make([]float32, N*F), dGU: make([]float32, N*2*F),
-		dAO: make([]float32, N*od), dQKV: make([]float32, N*ld)}
-	for l := m.cfg.Layers - 1; l >= 0; l-- {
+	// Scratch, every element written before it is read.
+	bufs := []*[]float32{getScratch(N * D), getScratch(N * F), getScratch(N * od), getScratch(N * ld), nil}
+	bs := &blockGrads{dT: *bufs[0], dAct: *bufs[1], dAO: *bufs[2], dQKV: *bufs[3]}
+	bs.dGU = bs.dAct // GELU's backward is in place
+	if b.mlp == mlpSwiGLU {
+		bufs[4] = getScratch(N * 2 * F)
+		bs.dGU = *bufs[4]
+	}
+	defer func() {
+		for _, sb := range bufs {
+			putScratch(sb)
+		}
+	}()
+	for l := b.layers - 1; l >= 0; l-- {
 		p.blockBackward(l, dX, g, bs)
 	}
-	embedGrad(gw.embed, p.tokens, dX, D)
-	return nil
+	if gw.embed != nil { // nil: frozen (a LoRA's base)
+		b.embedBackward(gw, p.tokens, p.pos, dX)
+	}
 }
 
 // blockGrads is the scratch of blockBackward.
@@ -53,18 +82,24 @@ type blockGrads struct{ dT, dAct, dGU, dAO, dQKV []float32 }
 // blockBackward turns dX (gradient of block l's output) into the gradient
 // of its input, in place, accumulating the block's tensor gradients into g.
 func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads) {
-	m, b := p.m, dimsOf(p.m.cfg)
+	m, b := p.m, p.m.d
 	N, D, F, ld, od := p.n, b.D, b.F, b.ld(), b.H*b.hd
 	bw, gl, a := &m.w.blocks[l], &g.w.blocks[l], &p.acts[l]
-	// MLP: x += down(silu(gate(h2))·up(h2)).
+	// MLP: x += down(act(up(h2))).
 	weightGrad(m.gemm, N, dX, D, a.act, F, gl.down)
+	if gl.downB != nil {
+		colSumAdd(dX, N, D, gl.downB)
+	}
 	m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, s.dAct, F)
 	m.ad.backward(bw.down, N, a.act, dX, s.dAct)
-	swigluBackward(a.gu, s.dAct, N, F, s.dGU)
-	weightGrad(m.gemm, N, s.dGU, 2*F, a.h2, D, gl.gateUp)
-	m.gemm.Sgemm(false, false, N, D, 2*F, 1, s.dGU, 2*F, bw.gateUp, D, 0, s.dT, D)
+	b.actBackward(a.gu, s.dAct, N, s.dGU)
+	weightGrad(m.gemm, N, s.dGU, b.up(), a.h2, D, gl.gateUp)
+	if gl.upB != nil {
+		colSumAdd(s.dGU, N, b.up(), gl.upB)
+	}
+	m.gemm.Sgemm(false, false, N, D, b.up(), 1, s.dGU, b.up(), bw.gateUp, D, 0, s.dT, D)
 	m.ad.backward(bw.gateUp, N, a.h2, s.dGU, s.dT)
-	rmsNormBackward(s.dT, a.postHat, a.postRstd, N, D, bw.post, dX, gl.post)
+	b.normRowsBackward(s.dT, a.postHat, a.postRstd, N, bw.post, dX, gl.post, gl.postB)
 	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
 	weightGrad(m.gemm, N, dX, D, a.attOut, od, gl.oW)
 	if gl.oB != nil {
@@ -72,10 +107,12 @@ func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads)
 	}
 	m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, s.dAO, od)
 	m.ad.backward(bw.oW, N, a.attOut, dX, s.dAO)
-	gqaBackward(m.gemm, p.seqs, b, a.qkv, s.dAO, s.dQKV)
-	rope(s.dQKV, N, b, p.cos, p.sin, true)
+	gqaBackward(m.gemm, p.seqs, b.blockDims, a.qkv, a.maps, s.dAO, s.dQKV)
+	if p.cos != nil {
+		rope(s.dQKV, N, b.blockDims, p.cos, p.sin, true)
+	}
 	if bw.qn != nil {
-		qkNormBackward(s.dQKV, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
+		qkNormBackward(s.dQKV, N, b.blockDims, bw.qn, bw.kn, a.qkHat, a.qkRstd, gl.qn, gl.kn)
 	}
 	weightGrad(m.gemm, N, s.dQKV, ld, a.h1, D, gl.qkvW)
 	if gl.qkvB != nil {
@@ -83,7 +120,7 @@ func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads)
 	}
 	m.gemm.Sgemm(false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvW, D, 0, s.dT, D)
 	m.ad.backward(bw.qkvW, N, a.h1, s.dQKV, s.dT)
-	rmsNormBackward(s.dT, a.inHat, a.inRstd, N, D, bw.in, dX, gl.in)
+	b.normRowsBackward(s.dT, a.inHat, a.inRstd, N, bw.in, dX, gl.in, gl.inB)
 }
 
 // checkGradShape checks that d (dLogProb or dEntropy) has one row per

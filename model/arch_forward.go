@@ -11,10 +11,11 @@ type llmAct struct {
 	h1                []float32 // its output
 	qkv               []float32 // [N×ld] q and k after norm and RoPE, v
 	qkHat, qkRstd     []float32 // q_norm/k_norm (Qwen3)
+	maps              []float32 // softmax maps when the description keeps them
 	attOut            []float32 // [N×H·hd]
 	postHat, postRstd []float32 // post_attention_layernorm
 	h2                []float32 // its output
-	gu, act           []float32 // [N×2F] gate|up, [N×F] silu(gate)·up
+	gu, act           []float32 // [N×up] gate|up (or fc), [N×F] its activation
 }
 
 // LLMPass is the result of LLM.Forward: per-token log-probs and entropies
@@ -26,7 +27,9 @@ type LLMPass struct {
 	seqs     []seqInfo
 	n        int
 	tokens   []int32
+	pos      []int32   // position of each packed row
 	cos, sin []float32 // RoPE angles per packed row
+	attLen   int       // floats of one block's kept attention maps
 	acts     []llmAct
 
 	M        int
@@ -43,7 +46,7 @@ type LLMPass struct {
 }
 
 func (m *LLM) checkSeqs(seqs []Sequence) error {
-	return checkSequences(seqs, m.cfg.Context, m.cfg.Vocab)
+	return checkSequences(seqs, m.d.context, m.d.vocab)
 }
 
 // Forward runs the batch (packed, no padding), keeping the activations for
@@ -56,17 +59,16 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, err
 	}
-	c, b := m.cfg, dimsOf(m.cfg)
-	p, pos := m.newPass(seqs, temperature)
-	N, M, D := p.n, p.M, b.D
-	p.cos, p.sin = ropeTable(pos, b.hd, c.RopeTheta)
-	x := make([]float32, N*D)
-	for r, tok := range p.tokens {
-		copy(x[r*D:(r+1)*D], m.w.embed[int(tok)*D:])
-	}
-	tmpb := getScratch(N * D)
+	d := m.d
+	p := m.newPass(seqs, temperature)
+	N, M, D := p.n, p.M, d.D
+	p.cos, p.sin = d.rotary(p.pos)
+	xb, tmpb := getScratch(N*D), getScratch(N*D)
+	defer putScratch(xb)
 	defer putScratch(tmpb)
-	p.acts = make([]llmAct, c.Layers)
+	x := *xb
+	d.embed(&m.w, p.tokens, p.pos, x)
+	p.acts = make([]llmAct, d.layers)
 	for l := range p.acts {
 		m.blockForward(p, l, x, *tmpb)
 	}
@@ -76,46 +78,58 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
 	}
 	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
-	rmsNorm(xg, M, D, w.norm, b.eps, p.hf, p.nHat, p.nRstd)
-	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*c.Vocab)
+	d.normRows(xg, M, w.norm, w.normB, p.hf, p.nHat, p.nRstd)
+	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*d.vocab)
 	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
-	scoreRows(p.logits, p.probs, c.Vocab, temperature, p.targets, p.lse, p.logp, p.ent)
+	scoreRows(p.logits, p.probs, d.vocab, temperature, p.targets, p.lse, p.logp, p.ent)
 	return p, nil
 }
 
-// newPass lays out the packed rows of seqs (no padding) and returns the
-// pass with them and each row's position.
-func (m *LLM) newPass(seqs []Sequence, temperature float32) (*LLMPass, []int32) {
+// newPass lays out the packed rows of seqs (no padding) with their
+// positions, and the offsets of kept attention maps.
+func (m *LLM) newPass(seqs []Sequence, temperature float32) *LLMPass {
 	pk, pos := packSeqs(seqs)
-	return &LLMPass{m: m, temp: temperature, seqs: pk.seqs, n: pk.n, M: pk.m, tokens: pk.tokens, respRows: pk.respRows, targets: pk.targets}, pos
+	p := &LLMPass{m: m, temp: temperature, seqs: pk.seqs, n: pk.n, M: pk.m, tokens: pk.tokens, pos: pos, respRows: pk.respRows, targets: pk.targets}
+	if m.d.keepMaps {
+		for i := range p.seqs {
+			p.seqs[i].att = p.attLen
+			p.attLen += m.d.H * p.seqs[i].n * p.seqs[i].n
+		}
+	}
+	return p
 }
 
 // blockForward runs block l on the residual stream x[N×D] in place,
 // keeping its activations in p.acts[l]; tmp is N×D scratch.
 func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32) {
-	b := dimsOf(m.cfg)
+	b := m.d
 	N, D, H, F, ld := p.n, b.D, b.H, b.F, b.ld()
 	bw, a := &m.w.blocks[l], &p.acts[l]
 	a.inHat, a.inRstd = make([]float32, N*D), make([]float32, N)
 	a.h1 = make([]float32, N*D)
-	rmsNorm(x, N, D, bw.in, b.eps, a.h1, a.inHat, a.inRstd)
+	b.normRows(x, N, bw.in, bw.inB, a.h1, a.inHat, a.inRstd)
 	a.qkv = make([]float32, N*ld)
 	m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
 	if bw.qn != nil {
 		a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
-		qkNorm(a.qkv, N, b, bw.qn, bw.kn, a.qkHat, a.qkRstd)
+		qkNorm(a.qkv, N, b.blockDims, bw.qn, bw.kn, a.qkHat, a.qkRstd)
 	}
-	rope(a.qkv, N, b, p.cos, p.sin, false)
+	if p.cos != nil {
+		rope(a.qkv, N, b.blockDims, p.cos, p.sin, false)
+	}
+	if b.keepMaps {
+		a.maps = make([]float32, p.attLen)
+	}
 	a.attOut = make([]float32, N*H*b.hd)
-	gqaForward(m.gemm, p.seqs, b, a.qkv, a.attOut)
+	gqaForward(m.gemm, p.seqs, b.blockDims, a.qkv, a.attOut, a.maps)
 	m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
 	addIntoPar(x, tmp)
 	a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
-	rmsNorm(x, N, D, bw.post, b.eps, a.h2, a.postHat, a.postRstd)
-	a.gu, a.act = make([]float32, N*2*F), make([]float32, N*F)
-	m.linear(a.h2, N, D, bw.gateUp, nil, 2*F, a.gu)
-	swiglu(a.gu, N, F, a.act)
-	m.linear(a.act, N, F, bw.down, nil, D, tmp)
+	b.normRows(x, N, bw.post, bw.postB, a.h2, a.postHat, a.postRstd)
+	a.gu, a.act = make([]float32, N*b.up()), make([]float32, N*F)
+	m.linear(a.h2, N, D, bw.gateUp, bw.upB, b.up(), a.gu)
+	b.act(a.gu, N, a.act)
+	m.linear(a.act, N, F, bw.down, bw.downB, D, tmp)
 	addIntoPar(x, tmp)
 }
 
@@ -125,7 +139,7 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 		return
 	}
 	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
-	if n <= 16 || out >= 64*n {
+	if !m.d.directLinear && (n <= 16 || out >= 64*n) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
@@ -180,7 +194,7 @@ func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float3
 
 // head returns the logits [n×Vocab] of the final-norm rows hf.
 func (m *LLM) head(hf []float32, n int) []float32 {
-	V, D := m.cfg.Vocab, m.cfg.Hidden
+	V, D := m.d.vocab, m.d.D
 	z := make([]float32, n*V)
 	m.linear(hf, n, D, m.w.head, nil, V, z)
 	return z
@@ -227,7 +241,7 @@ func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]floa
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, nil, err
 	}
-	budget := max(64, min(2048, (1<<24)/m.cfg.Vocab))
+	budget := max(64, min(2048, (1<<24)/m.d.vocab))
 	return scoreChunks(seqs, budget, func(chunk []Sequence) ([][]float32, [][]float32, error) {
 		p, err := m.Forward(chunk, temperature)
 		if err != nil {

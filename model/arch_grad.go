@@ -8,14 +8,3 @@ func weightGrad(g GEMM, n int, dY []float32, out int, x []float32, in int, dW []
 	}
 	g.Sgemm(true, false, out, in, n, 1, dY, out, x, in, 1, dW, in)
 }
-
-// embedGrad adds each row of dX [len(tokens)×D] into its token's row of dEmbed; a nil dEmbed
-// is frozen.
-func embedGrad(dEmbed []float32, tokens []int32, dX []float32, D int) {
-	if dEmbed == nil {
-		return
-	}
-	for r, tok := range tokens {
-		addInto(dEmbed[int(tok)*D:][:D], dX[r*D:(r+1)*D])
-	}
-}

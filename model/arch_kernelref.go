@@ -115,7 +115,7 @@ func (b BlockRef) GQA(qkv []float32, lens []int) ([]float32, error) {
 	}
 	seqs, rows := refSeqs(lens)
 	out := make([]float32, rows*b.Heads*b.HeadDim)
-	gqaForward(DefaultGEMM, seqs, b.dims(), qkv, out)
+	gqaForward(DefaultGEMM, seqs, b.dims(), qkv, out, nil)
 	return out, nil
 }
 
@@ -126,7 +126,7 @@ func (b BlockRef) GQABackward(qkv, dO []float32, lens []int) ([]float32, error) 
 	}
 	seqs, rows := refSeqs(lens)
 	dqkv := make([]float32, rows*b.dims().ld())
-	gqaBackward(DefaultGEMM, seqs, b.dims(), qkv, dO, dqkv)
+	gqaBackward(DefaultGEMM, seqs, b.dims(), qkv, nil, dO, dqkv)
 	return dqkv, nil
 }
 

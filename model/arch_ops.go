@@ -243,21 +243,30 @@ func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 }
 
 // gqaForward computes causal grouped-query attention for every sequence of
-// a pass into out[N×H·hd]: query head h reads key/value head h/(H/KV). The
-// softmax maps are not kept (gqaBackward recomputes them with the same
-// calls, hence the same bits): memory stays linear in the sequence length.
-func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out []float32) {
-	H, od := b.H, b.H*b.hd
+// a pass into out[N×H·hd]: query head h reads key/value head h/(H/KV). With
+// maps nil the softmax maps are not kept (gqaBackward recomputes them with
+// the same calls, hence the same bits): memory stays linear in the sequence
+// length. Otherwise they are kept in maps (per sequence at seqInfo.att, then
+// per head, L×L). One task per sequence when there are enough of them (its
+// rows are first streamed into cache), else one per (sequence, head).
+func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
+	H, od, ld := b.H, b.H*b.hd, b.ld()
+	perSeq, hs := attnSplit(len(seqs), H)
 	scratch := make([][]float32, workers())
-	parallelTasks(len(seqs)*H, func(worker, t int) {
-		si, h := seqs[t/H], t%H
+	parallelTasks(len(seqs)*H/hs, func(worker, t int) {
+		si := seqs[t*hs/H]
 		L := si.n
 		if L == 0 {
 			return
 		}
-		P := attnScratch(scratch, worker, seqs)[:L*L]
-		attnMap(g, si, b, qkv, h, P)
-		g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*b.ld()+(H+b.KV+h/(H/b.KV))*b.hd:], b.ld(), 0, out[si.start*od+h*b.hd:], od)
+		if perSeq {
+			touch(qkv[si.start*ld : (si.start+L)*ld])
+		}
+		for h := t * hs % H; h < t*hs%H+hs; h++ {
+			P := headMap(maps, scratch, worker, seqs, si, h)
+			attnMap(g, si, b, qkv, h, P)
+			g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*ld+(H+b.KV+h/(H/b.KV))*b.hd:], ld, 0, out[si.start*od+h*b.hd:], od)
+		}
 	})
 }
 
@@ -274,6 +283,16 @@ func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
 	return scratch[worker]
 }
 
+// headMap is where the map of head h of sequence si lives: in maps when
+// they are kept, else in worker's scratch (for attnMap to fill).
+func headMap(maps []float32, scratch [][]float32, worker int, seqs []seqInfo, si seqInfo, h int) []float32 {
+	L := si.n
+	if maps != nil {
+		return maps[si.att+h*L*L:][:L*L]
+	}
+	return attnScratch(scratch, worker, seqs)[:L*L]
+}
+
 // attnMap writes into P the causal softmax map of query head h of one
 // sequence.
 func attnMap(g GEMM, si seqInfo, b blockDims, qkv []float32, h int, P []float32) {
@@ -285,38 +304,52 @@ func attnMap(g GEMM, si seqInfo, b blockDims, qkv []float32, h int, P []float32)
 }
 
 // gqaBackward writes into dqkv[N×ld] the gradient of the attention input
-// (post-RoPE q and k, v) given dO[N×H·hd]. One task per sequence and KV
-// head: its query heads add into the shared dk and dv in head order.
-func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, dO, dqkv []float32) {
+// (post-RoPE q and k, v) given dO[N×H·hd], reading the maps kept by
+// gqaForward or, with maps nil, recomputing them. One task per sequence and
+// KV head (or per sequence, as in gqaForward): its query heads add into the
+// shared dk and dv in head order.
+func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []float32) {
 	ld, hd, H, KV := b.ld(), b.hd, b.H, b.KV
 	rep := H / KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	od := H * hd
+	perSeq, ks := attnSplit(len(seqs), KV)
 	pScratch, dScratch := make([][]float32, workers()), make([][]float32, workers())
-	parallelTasks(len(seqs)*KV, func(worker, t int) {
-		si, kh := seqs[t/KV], t%KV
+	parallelTasks(len(seqs)*KV/ks, func(worker, t int) {
+		si := seqs[t*ks/KV]
 		L := si.n
 		if L == 0 {
 			return
 		}
-		P := attnScratch(pScratch, worker, seqs)[:L*L]
+		if perSeq {
+			touch(qkv[si.start*ld : (si.start+L)*ld])
+			touch(dO[si.start*od : (si.start+L)*od])
+			if maps != nil {
+				touch(maps[si.att : si.att+H*L*L])
+			}
+		}
 		dP := attnScratch(dScratch, worker, seqs)[:L*L]
 		base := si.start * ld
-		k, v := qkv[base+(H+kh)*hd:], qkv[base+(H+KV+kh)*hd:]
-		dk, dv := dqkv[base+(H+kh)*hd:], dqkv[base+(H+KV+kh)*hd:]
-		for h := kh * rep; h < (kh+1)*rep; h++ {
-			beta := float32(1)
-			if h == kh*rep {
-				beta = 0
+		for kh := t * ks % KV; kh < t*ks%KV+ks; kh++ {
+			k, v := qkv[base+(H+kh)*hd:], qkv[base+(H+KV+kh)*hd:]
+			dk, dv := dqkv[base+(H+kh)*hd:], dqkv[base+(H+KV+kh)*hd:]
+			for h := kh * rep; h < (kh+1)*rep; h++ {
+				beta := float32(1)
+				if h == kh*rep {
+					beta = 0
+				}
+				P := headMap(maps, pScratch, worker, seqs, si, h)
+				if maps == nil {
+					attnMap(g, si, b, qkv, h, P)
+				}
+				q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
+				do := dO[si.start*od+h*hd:]
+				g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
+				g.Sgemm(true, false, L, hd, L, 1, P, L, do, od, beta, dv, ld)
+				softmaxRowsBackward(P, dP, L)
+				g.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
+				g.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, beta, dk, ld)
 			}
-			attnMap(g, si, b, qkv, h, P)
-			q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
-			do := dO[si.start*od+h*hd:]
-			g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
-			g.Sgemm(true, false, L, hd, L, 1, P, L, do, od, beta, dv, ld)
-			softmaxRowsBackward(P, dP, L)
-			g.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
-			g.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, beta, dk, ld)
 		}
 	})
 }

@@ -13,13 +13,13 @@ import (
 // A request's cache grows with its length.
 func (m *LLM) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
 	d := &llmDecoder{m: m, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
-	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, d.next)
+	return runSampleLoop(ctx, reqs, opts, m.d.context, m.d.vocab, nil, d.next)
 }
 
 // SampleNoCache is Sample recomputing the full training-path forward pass
 // of every active request at every step: slow; it exists to check Sample.
 func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, nil, recomputeNext(func(seqs []Sequence) ([]float32, error) {
+	return runSampleLoop(ctx, reqs, opts, m.d.context, m.d.vocab, nil, recomputeNext(func(seqs []Sequence) ([]float32, error) {
 		p, err := m.Forward(seqs, 1)
 		if err != nil {
 			return nil, err
@@ -35,7 +35,7 @@ type llmDecoder struct {
 }
 
 func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
-	c := d.m.cfg
+	c := d.m.d
 	cs := make([]*kvCache, len(active))
 	chunks := make([][]int32, len(active))
 	for a, i := range active {
@@ -46,11 +46,11 @@ func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
 			if d.maxTokens > 0 {
 				n = len(hist[i]) + d.maxTokens
 			}
-			n = min(n, c.Context)
-			kc := &kvCache{k: make([][]float32, c.Layers), v: make([][]float32, c.Layers)}
+			n = min(n, c.context)
+			kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
 			for l := range kc.k {
-				kc.k[l] = make([]float32, 0, n*c.KVHeads*c.HeadDim)
-				kc.v[l] = make([]float32, 0, n*c.KVHeads*c.HeadDim)
+				kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
+				kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
 			}
 			d.caches[i] = kc
 		}
@@ -64,28 +64,28 @@ func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
 // cache), appends their keys (after norm and RoPE) and values to the caches
 // and returns the logits of each chunk's last position [len(chunks)×Vocab].
 func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
-	c, b := m.cfg, dimsOf(m.cfg)
+	b := m.d
 	D := b.D
 	start := make([]int, len(chunks)+1)
 	for i, ch := range chunks {
 		start[i+1] = start[i] + len(ch)
 	}
 	R := start[len(chunks)]
-	pos := make([]int32, R)
+	pos, toks := make([]int32, R), make([]int32, R)
 	x := make([]float32, R*D)
 	maxLen := 0
 	for i, ch := range chunks {
 		for t, tok := range ch {
-			pos[start[i]+t] = int32(cs[i].n + t)
-			copy(x[(start[i]+t)*D:][:D], m.w.embed[int(tok)*D:])
+			pos[start[i]+t], toks[start[i]+t] = int32(cs[i].n+t), tok
 		}
 		maxLen = max(maxLen, cs[i].n+len(ch))
 	}
+	b.embed(&m.w, toks, pos, x)
 	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
 		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
-		gu: make([]float32, R*2*b.F), act: make([]float32, R*b.F)}
-	st.cos, st.sin = ropeTable(pos, b.hd, c.RopeTheta)
-	for l := 0; l < c.Layers; l++ {
+		gu: make([]float32, R*b.up()), act: make([]float32, R*b.F)}
+	st.cos, st.sin = b.rotary(pos)
+	for l := 0; l < b.layers; l++ {
 		m.cachedBlock(l, x, st)
 	}
 	for i, ch := range chunks {
@@ -97,7 +97,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 		copy(last[i*D:(i+1)*D], x[(start[i+1]-1)*D:])
 	}
 	hf := make([]float32, A*D)
-	rmsNorm(last, A, D, m.w.norm, b.eps, hf, nil, nil)
+	b.normRows(last, A, m.w.norm, m.w.normB, hf, nil, nil)
 	return m.head(hf, A)
 }
 
@@ -115,18 +115,20 @@ type decodeStep struct {
 // cachedBlock runs block l on the step's rows x in place, appending their
 // keys and values to the caches.
 func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
-	b := dimsOf(m.cfg)
+	b := m.d
 	D, H, hd, F, ld := b.D, b.H, b.hd, b.F, b.ld()
 	kvd, od, rep := b.KV*hd, H*hd, H/b.KV
 	R := st.start[len(st.chunks)]
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	bw := &m.w.blocks[l]
-	rmsNorm(x, R, D, bw.in, b.eps, st.h, nil, nil)
+	b.normRows(x, R, bw.in, bw.inB, st.h, nil, nil)
 	m.linear(st.h, R, D, bw.qkvW, bw.qkvB, ld, st.qkv)
 	if bw.qn != nil {
-		qkNorm(st.qkv, R, b, bw.qn, bw.kn, nil, nil)
+		qkNorm(st.qkv, R, b.blockDims, bw.qn, bw.kn, nil, nil)
 	}
-	rope(st.qkv, R, b, st.cos, st.sin, false)
+	if st.cos != nil {
+		rope(st.qkv, R, b.blockDims, st.cos, st.sin, false)
+	}
 	for i, ch := range st.chunks {
 		for t := range ch {
 			r := st.start[i] + t
@@ -146,9 +148,9 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 	})
 	m.linear(st.att, R, od, bw.oW, bw.oB, D, st.tmp)
 	addInto(x, st.tmp)
-	rmsNorm(x, R, D, bw.post, b.eps, st.h, nil, nil)
-	m.linear(st.h, R, D, bw.gateUp, nil, 2*F, st.gu)
-	swiglu(st.gu, R, F, st.act)
-	m.linear(st.act, R, F, bw.down, nil, D, st.tmp)
+	b.normRows(x, R, bw.post, bw.postB, st.h, nil, nil)
+	m.linear(st.h, R, D, bw.gateUp, bw.upB, b.up(), st.gu)
+	b.act(st.gu, R, st.act)
+	m.linear(st.act, R, F, bw.down, bw.downB, D, st.tmp)
 	addInto(x, st.tmp)
 }

@@ -41,7 +41,7 @@ func BenchmarkAttention(b *testing.B) {
 		b.Fatal(err)
 	}
 	a := &p.acts[0]
-	D := m.cfg.Dim
+	D, b2 := m.cfg.Dim, m.core.d.blockDims
 	dO := make([]float32, p.n*D)
 	for i := range dO {
 		dO[i] = float32(i%13) * 0.01
@@ -50,14 +50,14 @@ func BenchmarkAttention(b *testing.B) {
 	b.Run("forward", func(b *testing.B) {
 		cpu0 := processCPU()
 		for i := 0; i < b.N; i++ {
-			m.attentionForward(p, a)
+			gqaForward(m.GEMM(), p.seqs, b2, a.qkv, a.attOut, a.maps)
 		}
 		b.ReportMetric((processCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 	})
 	b.Run("backward", func(b *testing.B) {
 		cpu0 := processCPU()
 		for i := 0; i < b.N; i++ {
-			m.attentionBackward(p, a, dO, dQKV)
+			gqaBackward(m.GEMM(), p.seqs, b2, a.qkv, a.maps, dO, dQKV)
 		}
 		b.ReportMetric((processCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 	})

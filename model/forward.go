@@ -20,40 +20,14 @@ type seqInfo struct {
 	att        int // offset of this sequence's attention maps (per layer)
 }
 
-type layerAct struct {
-	ln1out, ln1xhat, ln1rstd []float32
-	qkv                      []float32
-	att                      []float32 // softmax maps, per sequence then head, L×L
-	attOut                   []float32
-	ln2out, ln2xhat, ln2rstd []float32
-	fcPre, fcAct             []float32
-}
-
 // Pass is the result of Forward: per-token log-probs and entropies plus the
-// activations Backward needs. A Pass is read-only after Forward; Backward may
-// be called on it several times and on several passes concurrently only with
+// activations Backward needs (the block skeleton's pass over the built-in
+// description). A Pass is read-only after Forward; Backward may be called
+// on it several times and on several passes concurrently only with
 // different Grads.
 type Pass struct {
-	m      *Model
-	temp   float32
-	seqs   []seqInfo
-	n      int     // packed rows
-	tokens []int32 // packed input tokens
-	pos    []int32 // packed positions
-	acts   []layerAct
-	attLen int // attention map floats per head-set per layer
-
-	M        int // response tokens
-	respRows []int32
-	targets  []int32
-	lnfXhat  []float32 // [M×D]
-	lnfRstd  []float32
-	hf       []float32 // [M×D] final LayerNorm outputs
-	logits   []float32 // [M×V] raw logits
-	probs    []float32 // [M×V] softmax(logits/temp)
-	lse      []float64
-	logp     []float32
-	ent      []float32
+	*LLMPass
+	m *Model
 }
 
 func (m *Model) checkSeqs(seqs []Sequence) error {
@@ -93,76 +67,11 @@ func checkSequences(seqs []Sequence, context, vocab int) error {
 // are packed internally (no padding compute); any lengths ≤ Context work.
 // temperature must be > 0.
 func (m *Model) Forward(seqs []Sequence, temperature float32) (*Pass, error) {
-	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
-		return nil, fmt.Errorf("model: temperature %v must be > 0", temperature)
-	}
-	if err := m.checkSeqs(seqs); err != nil {
+	p, err := m.core.Forward(seqs, temperature)
+	if err != nil {
 		return nil, err
 	}
-	c := m.cfg
-	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
-	p := &Pass{m: m, temp: temperature}
-	var pk packed
-	pk, p.pos = packSeqs(seqs)
-	p.seqs, p.n, p.M, p.tokens, p.respRows, p.targets = pk.seqs, pk.n, pk.m, pk.tokens, pk.respRows, pk.targets
-	for i := range p.seqs {
-		p.seqs[i].att = p.attLen
-		p.attLen += H * p.seqs[i].n * p.seqs[i].n
-	}
-	N, M := p.n, p.M
-	w := &m.w
-	xb, tmpb := getScratch(N*D), getScratch(N*D)
-	defer putScratch(xb)
-	defer putScratch(tmpb)
-	x, tmp := *xb, *tmpb
-	for r := 0; r < N; r++ {
-		te := w.tok[int(p.tokens[r])*D:][:D]
-		pe := w.pos[int(p.pos[r])*D:][:D]
-		xr := x[r*D : (r+1)*D]
-		for j := range xr {
-			xr[j] = te[j] + pe[j]
-		}
-	}
-	p.acts = make([]layerAct, c.Layers)
-	for l := range p.acts {
-		lw := &w.layers[l]
-		a := &p.acts[l]
-		a.ln1out, a.ln1xhat, a.ln1rstd = make([]float32, N*D), make([]float32, N*D), make([]float32, N)
-		layerNorm(x, N, D, lw.ln1w, lw.ln1b, a.ln1out, a.ln1xhat, a.ln1rstd)
-		a.qkv = make([]float32, N*3*D)
-		m.linear(a.ln1out, N, D, lw.qkvW, lw.qkvB, 3*D, a.qkv)
-		a.att = make([]float32, p.attLen)
-		a.attOut = make([]float32, N*D)
-		m.attentionForward(p, a)
-		m.linear(a.attOut, N, D, lw.projW, lw.projB, D, tmp)
-		addIntoPar(x, tmp)
-		a.ln2out, a.ln2xhat, a.ln2rstd = make([]float32, N*D), make([]float32, N*D), make([]float32, N)
-		layerNorm(x, N, D, lw.ln2w, lw.ln2b, a.ln2out, a.ln2xhat, a.ln2rstd)
-		a.fcPre, a.fcAct = make([]float32, N*F), make([]float32, N*F)
-		m.linear(a.ln2out, N, D, lw.fcW, lw.fcB, F, a.fcPre)
-		gelu(a.fcPre, a.fcAct)
-		m.linear(a.fcAct, N, F, lw.fc2W, lw.fc2B, D, tmp)
-		addIntoPar(x, tmp)
-	}
-	// Final LayerNorm and head only on the rows that predict response tokens.
-	xgb := getScratch(M * D)
-	defer putScratch(xgb)
-	xg := *xgb
-	for k, r := range p.respRows {
-		copy(xg[k*D:(k+1)*D], x[int(r)*D:])
-	}
-	p.lnfXhat, p.lnfRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
-	layerNorm(xg, M, D, w.lnfW, w.lnfB, p.hf, p.lnfXhat, p.lnfRstd)
-	p.logits = make([]float32, M*V)
-	if M > 0 {
-		m.gemm.Sgemm(false, true, M, V, D, 1, p.hf, D, w.head, D, 0, p.logits, V)
-	}
-	p.probs = make([]float32, M*V)
-	p.lse = make([]float64, M)
-	p.logp = make([]float32, M)
-	p.ent = make([]float32, M)
-	scoreRows(p.logits, p.probs, V, temperature, p.targets, p.lse, p.logp, p.ent)
-	return p, nil
+	return &Pass{LLMPass: p, m: m}, nil
 }
 
 // packed is the row layout of a batch: its sequences packed end to end
@@ -221,38 +130,6 @@ func addIntoPar(x, y []float32) {
 	parallelRows(len(y), 1<<15, func(lo, hi int) { addInto(x[lo:hi], y[lo:hi]) })
 }
 
-// attentionForward computes causal self-attention per (sequence, head).
-func (m *Model) attentionForward(p *Pass, a *layerAct) {
-	c := m.cfg
-	D, H := c.Dim, c.Heads
-	hd := D / H
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	ld := 3 * D
-	// One task per sequence when there are enough of them: its Q/K/V rows
-	// are first streamed into cache in one sequential pass, then every head
-	// works on them. Otherwise one task per (sequence, head).
-	perSeq, hs := attnSplit(len(p.seqs), H)
-	parallelTasks(len(p.seqs)*H/hs, func(_, t int) {
-		si := p.seqs[t*hs/H]
-		L := si.n
-		if L == 0 {
-			return
-		}
-		if perSeq {
-			touch(a.qkv[si.start*ld : (si.start+L)*ld])
-		}
-		for h := t * hs % H; h < t*hs%H+hs; h++ {
-			P := a.att[si.att+h*L*L : si.att+(h+1)*L*L]
-			q := a.qkv[si.start*ld+h*hd:]
-			k := a.qkv[si.start*ld+D+h*hd:]
-			v := a.qkv[si.start*ld+2*D+h*hd:]
-			m.gemm.Sgemm(false, true, L, L, hd, scale, q, ld, k, ld, 0, P, L)
-			causalSoftmax(P, L)
-			m.gemm.Sgemm(false, false, L, hd, L, 1, P, L, v, ld, 0, a.attOut[si.start*D+h*hd:], D)
-		}
-	})
-}
-
 // attnSplit chooses the attention task shape: whole sequences (hs = H heads
 // per task) when there are at least two per core, else single heads.
 func attnSplit(seqs, H int) (perSeq bool, hs int) {
@@ -306,18 +183,6 @@ func causalSoftmax(S []float32, L int) {
 		}
 	}
 }
-
-// LogProbs returns, per sequence and response token, log softmax(logits/T)[token].
-func (p *Pass) LogProbs() [][]float32 { return p.split(p.logp) }
-
-// Entropy returns, per sequence and response token, the entropy of the same
-// distribution.
-func (p *Pass) Entropy() [][]float32 { return p.split(p.ent) }
-
-// Tokens is the number of response tokens scored.
-func (p *Pass) Tokens() int { return p.M }
-
-func (p *Pass) split(v []float32) [][]float32 { return splitSeqs(p.seqs, v) }
 
 // Score returns the per-token log-probs and entropies of seqs without
 // keeping activations for a backward pass: it runs Forward on chunks of at

@@ -7,14 +7,16 @@ type Grads struct {
 	cfg   Config
 	buf   []float32
 	parts [][]float32
-	w     weights
 	specs []paramSpec
+	core  *LLMGrads // the skeleton's views of buf
 }
 
 // NewGrads returns zeroed gradients shaped like m.
 func (m *Model) NewGrads() *Grads {
 	g := &Grads{cfg: m.cfg, buf: make([]float32, len(m.buf)), specs: m.specs}
-	g.w, g.parts = viewsOf(m.cfg, g.buf)
+	var w llmW
+	w, g.parts = builtinViews(m.cfg, g.buf)
+	g.core = &LLMGrads{buf: g.buf, parts: g.parts, w: w}
 	return g
 }
 

@@ -363,7 +363,7 @@ func (p loraPass) Backward(dLogProb, dEntropy [][]float32, g GradBuf) error {
 }
 
 // frozenGrads is an LLMGrads with no weight, bias or embedding gradients (nil views: weightGrad,
-// embedGrad and the bias sums skip them). The norm weights' column sums, which the norm
+// the embedding backward and the bias sums skip them). The norm weights' column sums, which the norm
 // backward always forms, go to two small throw-away vectors.
 func frozenGrads(c ArchConfig) *LLMGrads {
 	d := make([]float32, c.Hidden)

@@ -68,21 +68,9 @@ func paramSpecs(c Config) []paramSpec {
 	return s
 }
 
-// layerW holds views of one block's tensors (weights or their gradients).
-type layerW struct {
-	ln1w, ln1b, qkvW, qkvB, projW, projB, ln2w, ln2b, fcW, fcB, fc2W, fc2B []float32
-}
-
-// weights holds views of every tensor of a model-shaped buffer.
-type weights struct {
-	tok, pos   []float32
-	layers     []layerW
-	lnfW, lnfB []float32
-	head       []float32 // aliases tok when the head is tied
-}
-
-// viewsOf slices buf (laid out as paramSpecs(c)) into named views.
-func viewsOf(c Config, buf []float32) (weights, [][]float32) {
+// builtinViews slices buf (laid out as paramSpecs(c)) into per-tensor
+// parts and the views of the block skeleton (builtinDesc).
+func builtinViews(c Config, buf []float32) (llmW, [][]float32) {
 	specs := paramSpecs(c)
 	parts := make([][]float32, len(specs))
 	off := 0
@@ -91,19 +79,20 @@ func viewsOf(c Config, buf []float32) (weights, [][]float32) {
 		parts[i] = buf[off : off+n : off+n]
 		off += n
 	}
-	var w weights
-	w.tok, w.pos = parts[0], parts[1]
+	w := llmW{embed: parts[0], pos: parts[1], blocks: make([]blockW, c.Layers)}
 	k := 2
-	w.layers = make([]layerW, c.Layers)
-	for l := range w.layers {
+	for l := range w.blocks {
 		p := parts[k : k+12]
-		w.layers[l] = layerW{p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]}
+		w.blocks[l] = blockW{
+			in: p[0], inB: p[1], qkvW: p[2], qkvB: p[3], oW: p[4], oB: p[5],
+			post: p[6], postB: p[7], gateUp: p[8], upB: p[9], down: p[10], downB: p[11],
+		}
 		k += 12
 	}
-	w.lnfW, w.lnfB = parts[k], parts[k+1]
+	w.norm, w.normB = parts[k], parts[k+1]
 	k += 2
 	if c.TiedHead {
-		w.head = w.tok
+		w.head = w.embed
 	} else {
 		w.head = parts[k]
 	}
@@ -113,19 +102,22 @@ func viewsOf(c Config, buf []float32) (weights, [][]float32) {
 // Model is the transformer. Its methods may be called concurrently as long as
 // nothing modifies the parameters at the same time (AdamW.Step, Load).
 type Model struct {
-	cfg    Config
-	specs  []paramSpec
-	buf    []float32
-	parts  [][]float32
-	w      weights
-	gemm   GEMM
+	cfg   Config
+	specs []paramSpec
+	buf   []float32
+	parts [][]float32
+	// core runs the block skeleton's passes (forward, backward, decoder)
+	// over builtinDesc(cfg) on views of buf.
+	core   *LLM
 	params []Param
 }
 
 func newModel(cfg Config) *Model {
-	m := &Model{cfg: cfg, specs: paramSpecs(cfg), gemm: DefaultGEMM}
+	m := &Model{cfg: cfg, specs: paramSpecs(cfg)}
 	m.buf = make([]float32, cfg.NumParams())
-	m.w, m.parts = viewsOf(cfg, m.buf)
+	var w llmW
+	w, m.parts = builtinViews(cfg, m.buf)
+	m.core = &LLM{d: builtinDesc(cfg), buf: m.buf, parts: m.parts, w: w, gemm: DefaultGEMM}
 	m.params = make([]Param, len(m.specs))
 	for i, s := range m.specs {
 		m.params[i] = Param{Name: s.name, Shape: slices.Clone(s.shape), Data: m.parts[i], Decay: s.decay}
@@ -184,21 +176,16 @@ func (m *Model) Params() []Param { return m.params }
 func (m *Model) NumParams() int { return len(m.buf) }
 
 // SetGEMM replaces the matrix-multiply kernel (nil restores DefaultGEMM).
-func (m *Model) SetGEMM(g GEMM) {
-	if g == nil {
-		g = DefaultGEMM
-	}
-	m.gemm = g
-}
+func (m *Model) SetGEMM(g GEMM) { m.core.SetGEMM(g) }
 
 // GEMM returns the kernel in use.
-func (m *Model) GEMM() GEMM { return m.gemm }
+func (m *Model) GEMM() GEMM { return m.core.gemm }
 
 // Clone returns a deep copy (same kernel).
 func (m *Model) Clone() *Model {
 	c := newModel(m.cfg)
 	copy(c.buf, m.buf)
-	c.gemm = m.gemm
+	c.core.gemm = m.core.gemm
 	return c
 }
 

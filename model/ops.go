@@ -4,19 +4,6 @@ import "math"
 
 const lnEps = 1e-5
 
-// linear computes y[n×out] = x[n×in]·Wᵀ + b with W stored [out×in].
-func (m *Model) linear(x []float32, n, in int, W, b []float32, out int, y []float32) {
-	if n == 0 {
-		return
-	}
-	parallelRows(n, 256, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			copy(y[r*out:(r+1)*out], b)
-		}
-	})
-	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, 1, y, out)
-}
-
 // layerNorm normalises each row of x[n×d] into y, saving xhat and rstd
 // (either may be nil when not needed for a backward pass). Rows go through
 // the vector kernel when d is a multiple of 8 and AVX2 is present (float32

@@ -39,10 +39,11 @@ const (
 // Sample continues every request with a batched forward over a KV cache:
 // each step, every active request advances one token; finished requests drop
 // out. Results do not depend on batch composition or order. ctx is checked
-// before every step. A request's KV cache holds
-// min(Context, len(Prompt)+MaxTokens) positions (Context when MaxTokens ≤ 0).
+// before every step. The decoder is the block skeleton's (arch_sample.go):
+// a request's KV cache starts with room for len(Prompt)+MaxTokens positions
+// (+256 when MaxTokens ≤ 0, growing as needed), never more than Context.
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	d := &cachedDecoder{m: m, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
+	d := &llmDecoder{m: m.core, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
 	return m.sampleLoop(ctx, reqs, opts, d.next)
 }
 
@@ -212,125 +213,10 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 	}
 }
 
-// kvCache holds one request's keys and values, per layer [cap×Dim].
+// kvCache holds one request's keys and values, per layer [positions×KVHeads·HeadDim].
 type kvCache struct {
 	k, v [][]float32
 	n    int
-}
-
-type cachedDecoder struct {
-	m         *Model
-	caches    []*kvCache
-	maxTokens int // SampleOptions.MaxTokens: bounds each cache's length
-}
-
-func (d *cachedDecoder) next(active []int, hist [][]int32) ([]float32, error) {
-	m := d.m
-	cs := make([]*kvCache, len(active))
-	chunks := make([][]int32, len(active))
-	for a, i := range active {
-		if d.caches[i] == nil {
-			// The first call sees the prompt; at most maxTokens more
-			// positions follow (the last sampled token is never fed).
-			n := m.cfg.Context
-			if d.maxTokens > 0 && d.maxTokens < n-len(hist[i]) {
-				n = len(hist[i]) + d.maxTokens
-			}
-			c := &kvCache{k: make([][]float32, m.cfg.Layers), v: make([][]float32, m.cfg.Layers)}
-			for l := range c.k {
-				c.k[l] = make([]float32, n*m.cfg.Dim)
-				c.v[l] = make([]float32, n*m.cfg.Dim)
-			}
-			d.caches[i] = c
-		}
-		cs[a] = d.caches[i]
-		chunks[a] = hist[i][cs[a].n:]
-	}
-	return m.cachedStep(cs, chunks), nil
-}
-
-// cachedStep feeds chunks[i] to request i (positions continue from its
-// cache), appends their keys/values to the caches and returns the logits of
-// each chunk's last position [len(chunks)×Vocab].
-func (m *Model) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
-	c := m.cfg
-	D, H, F, V := c.Dim, c.Heads, c.FFMult*c.Dim, c.Vocab
-	hd := D / H
-	start := make([]int, len(chunks)+1)
-	for i, ch := range chunks {
-		start[i+1] = start[i] + len(ch)
-	}
-	R := start[len(chunks)]
-	w := &m.w
-	x := make([]float32, R*D)
-	for i, ch := range chunks {
-		for t, tok := range ch {
-			r := start[i] + t
-			te := w.tok[int(tok)*D:][:D]
-			pe := w.pos[(cs[i].n+t)*D:][:D]
-			xr := x[r*D : (r+1)*D]
-			for j := range xr {
-				xr[j] = te[j] + pe[j]
-			}
-		}
-	}
-	h := make([]float32, R*D)
-	qkv := make([]float32, R*3*D)
-	att := make([]float32, R*D)
-	tmp := make([]float32, R*D)
-	f1 := make([]float32, R*F)
-	f2 := make([]float32, R*F)
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	maxLen := 0
-	for i := range chunks {
-		maxLen = max(maxLen, cs[i].n+len(chunks[i]))
-	}
-	scratch := make([][]float32, workers())
-	for l := 0; l < c.Layers; l++ {
-		lw := &w.layers[l]
-		layerNorm(x, R, D, lw.ln1w, lw.ln1b, h, nil, nil)
-		m.linear(h, R, D, lw.qkvW, lw.qkvB, 3*D, qkv)
-		for i, ch := range chunks {
-			for t := range ch {
-				r := start[i] + t
-				p := cs[i].n + t
-				copy(cs[i].k[l][p*D:(p+1)*D], qkv[r*3*D+D:r*3*D+2*D])
-				copy(cs[i].v[l][p*D:(p+1)*D], qkv[r*3*D+2*D:r*3*D+3*D])
-			}
-		}
-		parallelTasks(len(chunks)*H, func(worker, task int) {
-			i, hh := task/H, task%H
-			if scratch[worker] == nil {
-				scratch[worker] = make([]float32, maxLen)
-			}
-			s := scratch[worker]
-			K, Vc := cs[i].k[l], cs[i].v[l]
-			for t := range chunks[i] {
-				r := start[i] + t
-				attendCached(qkv[r*3*D+hh*hd:][:hd], K, Vc, D, hh*hd, cs[i].n+t, scale, s, att[r*D+hh*hd:][:hd])
-			}
-		})
-		m.linear(att, R, D, lw.projW, lw.projB, D, tmp)
-		addInto(x, tmp)
-		layerNorm(x, R, D, lw.ln2w, lw.ln2b, h, nil, nil)
-		m.linear(h, R, D, lw.fcW, lw.fcB, F, f1)
-		gelu(f1, f2)
-		m.linear(f2, R, F, lw.fc2W, lw.fc2B, D, tmp)
-		addInto(x, tmp)
-	}
-	for i, ch := range chunks {
-		cs[i].n += len(ch)
-	}
-	A := len(chunks)
-	last := make([]float32, A*D)
-	for i := range chunks {
-		copy(last[i*D:(i+1)*D], x[(start[i+1]-1)*D:])
-	}
-	hf := make([]float32, A*D)
-	layerNorm(last, A, D, w.lnfW, w.lnfB, hf, nil, nil)
-	logits := make([]float32, A*V)
-	m.gemm.Sgemm(false, true, A, V, D, 1, hf, D, w.head, D, 0, logits, V)
-	return logits
 }
 
 // attendCached writes into o the attention output of query q over the
