@@ -39,6 +39,8 @@ type Set struct {
 	Step   int64
 	Parent int64
 	Models map[string]*model.Model
+	// HF are the Hugging Face models (models.<id>.hf), by name; nil when there are none.
+	HF     map[string]*HFModel
 	Optims map[string]*model.AdamW // entries may be missing (no optimizer state yet)
 	// Inputs are the committed folders the step was trained on (the learner's: the iteration's
 	// rollout and advantage folders), recorded in its manifest by Publish and returned by Load.
@@ -49,14 +51,81 @@ type Set struct {
 	ManifestSHA256 string
 }
 
-// ModelNames returns the set's models, sorted.
+// ModelNames returns the set's models, built-in and Hugging Face, sorted.
 func (s *Set) ModelNames() []string {
-	names := make([]string, 0, len(s.Models))
+	names := make([]string, 0, len(s.Models)+len(s.HF))
 	for n := range s.Models {
+		names = append(names, n)
+	}
+	for n := range s.HF {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Trainable returns model name, built-in or Hugging Face, as the learner trains it.
+func (s *Set) Trainable(name string) (model.Trainable, bool) {
+	if h, ok := s.HF[name]; ok && h != nil && h.Model != nil {
+		return h.Model, true
+	}
+	m, ok := s.Models[name]
+	return m, ok && m != nil
+}
+
+// hf returns s.HF, made when nil.
+func (s *Set) hf() map[string]*HFModel {
+	if s.HF == nil {
+		s.HF = map[string]*HFModel{}
+	}
+	return s.HF
+}
+
+// file is one file of a step, named relative to the step's folder.
+type file struct {
+	name string
+	data []byte
+}
+
+// files encodes the step's files: per built-in model, model.safetensors and optim.safetensors
+// in its folder; per Hugging Face model, its folder (hfFiles) and its optimizer under
+// OptimDir. params records the Hugging Face models' bases.
+func (s *Set) files() (out []file, params map[string]string, err error) {
+	for _, name := range s.ModelNames() {
+		if h := s.HF[name]; h != nil {
+			if name == OptimDir {
+				return nil, nil, fmt.Errorf("model %s: the name of a step's optimizer folder cannot name a model", name)
+			}
+			mf, optim, err := hfFiles(name, h, s.Optims[name])
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, f := range mf {
+				out = append(out, file{name + "/" + f.name, f.data})
+			}
+			if optim != nil {
+				out = append(out, file{OptimDir + "/" + name + ".safetensors", optim})
+			}
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[baseParam(name)] = h.Base
+			continue
+		}
+		var buf bytes.Buffer
+		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
+			return nil, nil, fmt.Errorf("encode model %s: %w", name, err)
+		}
+		out = append(out, file{name + "/model.safetensors", buf.Bytes()})
+		if o := s.Optims[name]; o != nil {
+			var buf bytes.Buffer
+			if err := o.SaveSafetensors(&buf); err != nil {
+				return nil, nil, fmt.Errorf("encode optimizer %s: %w", name, err)
+			}
+			out = append(out, file{name + "/optim.safetensors", buf.Bytes()})
+		}
+	}
+	return out, params, nil
 }
 
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
@@ -65,28 +134,13 @@ func (s *Set) ModelNames() []string {
 // the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
-	type file struct {
-		name string
-		data []byte
-	}
-	var out []file
-	for _, name := range s.ModelNames() {
-		var buf bytes.Buffer
-		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
-			return "", fmt.Errorf("encode model %s: %w", name, err)
-		}
-		out = append(out, file{name + "/model.safetensors", buf.Bytes()})
-		if o := s.Optims[name]; o != nil {
-			var buf bytes.Buffer
-			if err := o.SaveSafetensors(&buf); err != nil {
-				return "", fmt.Errorf("encode optimizer %s: %w", name, err)
-			}
-			out = append(out, file{name + "/optim.safetensors", buf.Bytes()})
-		}
+	out, params, err := s.files()
+	if err != nil {
+		return "", err
 	}
 	step, parent := s.Step, s.Parent
 	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest,
-		Inputs: append([]commit.Input(nil), s.Inputs...)}
+		Inputs: append([]commit.Input(nil), s.Inputs...), Params: params}
 	if parent >= 0 {
 		m.Parent = &parent
 	}
@@ -330,9 +384,10 @@ func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, wit
 	if m.Parent != nil {
 		s.Parent = *m.Parent
 	}
+	hfs := hfEntries(m)
 	for _, f := range m.Files {
 		name, file, ok := strings.Cut(f.Name, "/")
-		if !ok || file != "model.safetensors" {
+		if !ok || file != "model.safetensors" || hfs[name] != nil {
 			continue
 		}
 		data, err := commit.ReadFile(ctx, b, dir, f)
@@ -345,8 +400,11 @@ func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, wit
 		}
 		s.Models[name] = mdl
 	}
-	if len(s.Models) == 0 {
-		return nil, fmt.Errorf("%s: checkpoint has no model", dir)
+	if err := loadHFStep(ctx, b, run, dir, m, s, withOptim); err != nil {
+		return nil, err
+	}
+	if len(s.Models)+len(s.HF) == 0 {
+		return nil, fmt.Errorf("%s: %w", dir, errNoModel)
 	}
 	if withOptim {
 		for _, f := range m.Files {
