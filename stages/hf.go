@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
@@ -26,7 +27,7 @@ import (
 // template, and the ids that end a turn: the tokenizer's end-of-turn token (Qwen's <|im_end|>)
 // and the eos_token_id of cfg, once each.
 func ChatTokenizer(dir string, cfg hf.Config) (actors.Chat, []int32, error) {
-	bpe, err := tokenizer.LoadDir(dir)
+	bpe, err := loadTokenizer(dir)
 	if err != nil {
 		return actors.Chat{}, nil, fmt.Errorf("tokenizer of %s: %w", dir, err)
 	}
@@ -40,6 +41,44 @@ func ChatTokenizer(dir string, cfg hf.Config) (actors.Chat, []int32, error) {
 		}
 	}
 	return actors.Chat{BPE: bpe}, stop, nil
+}
+
+// tokenizers are the tokenizers this process loaded, by the sha256 of their files: every step
+// folder of a run holds the same ones, and parsing Qwen's tokenizer.json costs a second.
+var tokenizers struct {
+	sync.Mutex
+	byDigest map[string]*tokenizer.BPE
+}
+
+// maxTokenizers bounds the tokenizers kept: a run has one per base model.
+const maxTokenizers = 8
+
+// loadTokenizer is tokenizer.LoadDir, cached by the content of the tokenizer files.
+func loadTokenizer(dir string) (*tokenizer.BPE, error) {
+	h := sha256.New()
+	for _, name := range hf.TokenizerFiles {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	tokenizers.Lock()
+	defer tokenizers.Unlock()
+	if t := tokenizers.byDigest[key]; t != nil {
+		return t, nil
+	}
+	t, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if tokenizers.byDigest == nil || len(tokenizers.byDigest) >= maxTokenizers {
+		tokenizers.byDigest = map[string]*tokenizer.BPE{}
+	}
+	tokenizers.byDigest[key] = t
+	return t, nil
 }
 
 // hfBackend serves Hugging Face model id of set in process.
