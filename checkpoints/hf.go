@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -118,6 +119,33 @@ func CacheDir(b storage.Bucket, run string, step int64, name string) (string, er
 	return filepath.Join(base, "drmas", "checkpoints", hex.EncodeToString(sum[:8]), FormatStep(step), name), nil
 }
 
+// pruneCache removes run's cached step folders whose step is no longer committed in the store
+// (retention deleted it): a cached 0.5B model is a gigabyte a step. A committed step's copy
+// stays, so no load of a step that exists races with the removal.
+func pruneCache(ctx context.Context, b storage.Bucket, run string) error {
+	probe, err := CacheDir(b, run, 0, "x")
+	if err != nil {
+		return err
+	}
+	root := filepath.Dir(filepath.Dir(probe))
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil // nothing cached
+	}
+	steps, err := Steps(ctx, b, run)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if s, ok := commit.ParseStepDir(e.Name()); ok && e.Name() == FormatStep(s) && !slices.Contains(steps, s) {
+			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+				return fmt.Errorf("checkpoint cache: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // hfEntry is one Hugging Face model of a step's manifest: its folder's files and its optimizer.
 type hfEntry struct {
 	files []commit.File // names relative to the step
@@ -151,6 +179,12 @@ func hfEntries(m *commit.Manifest) map[string]*hfEntry {
 // content are kept), then read from there.
 func loadHFStep(ctx context.Context, b storage.Bucket, run, dir string, m *commit.Manifest, s *Set, withOptim bool) error {
 	entries := hfEntries(m)
+	if len(entries) == 0 {
+		return nil
+	}
+	if err := pruneCache(ctx, b, run); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(entries))
 	for n := range entries {
 		names = append(names, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -131,6 +132,21 @@ func TestPublishLoadHF(t *testing.T) {
 	}
 	if _, err := checkpoints.LoadStep(ctx, b, "r", 1, false); err != nil {
 		t.Fatalf("reload over a damaged cache: %v", err)
+	}
+
+	// Once a step is no longer committed (retention), loading another drops its cached copy.
+	got.Step, got.Parent = 2, 1
+	if _, err := checkpoints.Publish(ctx, b, "r", got, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoints.LoadStep(ctx, b, "r", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(h.Dir); !os.IsNotExist(err) {
+		t.Errorf("the cached copy of deleted step 1 is still there: %v", err)
 	}
 }
 
