@@ -97,6 +97,48 @@ func (g *gpuEng) Stepped(model.Trainable) { g.t.MarkDirty() }
 
 func (g *gpuEng) Sync() error { return g.t.Sync() }
 
+// GPULLMEngine returns the Engine of a gpu/engine LLMTrainer: an LLM's forward and backward
+// passes on the device (or the interpreter in tests); each backward copies the gradient back
+// and AdamW runs on the host, which then marks the device's weights stale.
+func GPULLMEngine(t *gpuengine.LLMTrainer) Engine { return &gpuLLMEng{t: t} }
+
+type gpuLLMEng struct{ t *gpuengine.LLMTrainer }
+
+func (g *gpuLLMEng) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
+	lm, ok := m.(*model.LLM)
+	if !ok {
+		return nil, fmt.Errorf("gpu engine: %T is not an LLM", m)
+	}
+	p, err := g.t.Forward(lm, seqs, temperature)
+	if err != nil {
+		return nil, err
+	}
+	return gpuLLMPass{p}, nil
+}
+
+func (g *gpuLLMEng) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+	p, err := g.Forward(m, seqs, temperature)
+	if err != nil {
+		return nil, err
+	}
+	return p.LogProbs(), nil
+}
+
+func (g *gpuLLMEng) Stepped(model.Trainable) { g.t.MarkDirty() }
+
+func (g *gpuLLMEng) Sync() error { return nil } // the host holds the weights and moments
+
+// gpuLLMPass is an LLMTrainer pass as a model.TrainPass.
+type gpuLLMPass struct{ *gpuengine.LLMPass }
+
+func (p gpuLLMPass) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
+	lg, ok := g.(*model.LLMGrads)
+	if !ok {
+		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of an LLM", g)
+	}
+	return p.LLMPass.Backward(dLogProb, dEntropy, lg)
+}
+
 // gpuPass is a gpu/engine pass as a model.TrainPass: its host backward fills the built-in
 // model's gradients.
 type gpuPass struct{ *gpuengine.Pass }
@@ -184,30 +226,29 @@ var announced sync.Map // model id -> engine line already logged by this process
 // engineFor returns model id's learner engine and a function that releases it. On a machine
 // without a usable GPU it is the CPU engine; the choice is logged once per process and model
 // as one line ("learner m: CPU engine (reason)" or "learner m: GPU engine on gpu:0 (...)").
-func engineFor(cfg *configs.Config, id string, tm model.Trainable, logf func(string, ...any)) (Engine, func(), error) {
-	m, isBuiltin := tm.(*model.Model)
-	if !isBuiltin {
-		// The GPU engine's kernels are the built-in model's; an LLM trains on the CPU.
-		announce(id, fmt.Sprintf("learner %s: CPU engine (the GPU engine runs the built-in model only)", id), logf)
+func engineFor(cfg *configs.Config, id string, m model.Trainable, logf func(string, ...any)) (Engine, func(), error) {
+	start := gpuStarter(m)
+	if start == nil {
+		announce(id, fmt.Sprintf("learner %s: CPU engine (the GPU engine does not run a %T)", id, m), logf)
 		return CPU, func() {}, nil
 	}
 	if testDevice != nil {
-		t, err := gpuengine.New(testDevice(), m)
+		eng, release, err := start(testDevice())
 		if err != nil {
 			return nil, nil, fmt.Errorf("model %s: %w", id, err)
 		}
 		announce(id, fmt.Sprintf("learner %s: GPU engine on the test device", id), logf)
-		return GPUEngine(t), func() { _ = t.Close() }, nil
+		return eng, release, nil
 	}
 	c, err := gpu.OpenLearner(cfg, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
 	if c.Device != nil {
-		t, err := gpuengine.New(c.Device, m)
+		eng, release, err := start(c.Device)
 		if err == nil {
 			announce(id, c.Line(id), logf)
-			return GPUEngine(t), func() { _ = t.Close() }, nil
+			return eng, release, nil
 		}
 		if c, err = startFailed(gpu.Required(), err); err != nil {
 			return nil, nil, fmt.Errorf("model %s: %w", id, err)
@@ -215,6 +256,30 @@ func engineFor(cfg *configs.Config, id string, tm model.Trainable, logf func(str
 	}
 	announce(id, c.Line(id), logf)
 	return CPU, func() {}, nil
+}
+
+// gpuStarter returns what starts the GPU engine of m on a device (the built-in model's
+// Trainer, an LLM's LLMTrainer), or nil when the GPU engine does not run m.
+func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error) {
+	switch m := m.(type) {
+	case *model.Model:
+		return func(d gpuengine.Device) (Engine, func(), error) {
+			t, err := gpuengine.New(d, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			return GPUEngine(t), func() { _ = t.Close() }, nil
+		}
+	case *model.LLM:
+		return func(d gpuengine.Device) (Engine, func(), error) {
+			t, err := gpuengine.NewLLM(d, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			return GPULLMEngine(t), func() { _ = t.Close() }, nil
+		}
+	}
+	return nil
 }
 
 // startFailed is the choice after a GPU was placed and opened but its engine failed to start:
