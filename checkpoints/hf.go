@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
@@ -185,12 +185,7 @@ func loadHFStep(ctx context.Context, b storage.Bucket, run, dir string, m *commi
 	if err := pruneCache(ctx, b, run); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(entries))
-	for n := range entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		local, err := CacheDir(b, run, s.Step, name)
 		if err != nil {

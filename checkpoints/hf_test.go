@@ -45,22 +45,29 @@ func hfSet(t *testing.T) (*checkpoints.Set, string) {
 	return s, base
 }
 
+// publishHF publishes hfSet as step 1 of run "r" in a new folder store (root), with a cache of
+// its own.
+func publishHF(t *testing.T) (b *filestore.Bucket, root string, s *checkpoints.Set, base string) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	root = t.TempDir()
+	b, err := filestore.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, base = hfSet(t)
+	if _, err := checkpoints.Publish(context.Background(), b, "r", s, "d"); err != nil {
+		t.Fatal(err)
+	}
+	return b, root, s, base
+}
+
 // TestPublishLoadHF: a Hugging Face model's step folder is an HF folder a server loads as it
 // is (config.json, BF16 weights as the base stores them, tokenizer and generation config), its
 // optimizer state lives outside it under _optim/, and both load back: the weights as their
 // BF16 rounding, the moments exactly. Republishing what was loaded is a no-op.
 func TestPublishLoadHF(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ctx := context.Background()
-	root := t.TempDir()
-	b, err := filestore.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, base := hfSet(t)
-	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
-		t.Fatal(err)
-	}
+	b, root, s, base := publishHF(t)
 	dir := commit.CheckpointDir("r", 1)
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
@@ -152,17 +159,8 @@ func TestPublishLoadHF(t *testing.T) {
 
 // TestLoadHFDamaged: a step whose model file does not match its manifest does not load.
 func TestLoadHFDamaged(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ctx := context.Background()
-	root := t.TempDir()
-	b, err := filestore.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := hfSet(t)
-	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
-		t.Fatal(err)
-	}
+	b, root, _, _ := publishHF(t)
 	key := filepath.Join(root, filepath.FromSlash(commit.CheckpointDir("r", 1)), "q", "config.json")
 	if err := os.WriteFile(key, []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
