@@ -1,5 +1,5 @@
 // Package actors holds the actor backends that generate agents' responses: an interface, and
-// the in-process backend running the built-in policy. Agents mapped to the same model id share
+// the in-process backend running the built-in policy or a Hugging Face model. Agents mapped to the same model id share
 // one backend, and all their pending requests of a workflow step go to it as one batch.
 //
 // Token ids are the unit of exchange: prompts are encoded once here (PromptIDs) and the ids a
@@ -137,15 +137,19 @@ var (
 
 // NewLocal serves the built-in policy m as model id at checkpoint step version.
 func NewLocal(id string, version int64, m *model.Model) *Local {
-	return &Local{id: id, version: version, p: m, tok: Bytes{}, context: m.Config().Context,
-		raise: fmt.Sprintf("raise models.%s.context", id)}
+	l := &Local{id: id, version: version, p: m, tok: Bytes{}, raise: fmt.Sprintf("raise models.%s.context", id)}
+	if m != nil { // a backend only asked for its tokenizer (tests) has no model
+		l.context = m.Config().Context
+	}
+	return l
 }
 
-// NewLocalHF serves the Hugging Face model m as model id at checkpoint step version, with its
-// tokenizer: a turn ends at one of stop (the tokenizer's end-of-turn token, Qwen's <|im_end|>,
-// and the config's eos_token_id) or at max_tokens. dir names the model's folder in errors.
-func NewLocalHF(id string, version int64, m *model.LLM, tok Tokenizer, stop []int32, dir string) *Local {
-	return &Local{id: id, version: version, p: m, tok: tok, context: m.Config().Context, stop: stop,
+// NewLocalHF serves the Hugging Face model p (an LLM, or one with an adapter) as model id at
+// checkpoint step version, with its tokenizer: a prompt must be shorter than context tokens; a
+// turn ends at one of stop (the tokenizer's end-of-turn token, Qwen's <|im_end|>, and the
+// config's eos_token_id) or at max_tokens. dir names the model's folder in errors.
+func NewLocalHF(id string, version int64, p model.Policy, context int, tok Tokenizer, stop []int32, dir string) *Local {
+	return &Local{id: id, version: version, p: p, tok: tok, context: context, stop: stop,
 		raise: fmt.Sprintf("shorten the workflow's prompts or use a model with a longer context (max_position_embeddings in %s/config.json)", dir)}
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
-	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
 
@@ -88,15 +87,11 @@ func hfBackend(id string, set *checkpoints.Set) (actors.Backend, error) {
 		return nil, fmt.Errorf("checkpoint step %d has no Hugging Face model %q (it has %s): the config's models changed since it was written",
 			set.Step, id, strings.Join(set.ModelNames(), ", "))
 	}
-	m, ok := h.Model.(*model.LLM)
-	if !ok {
-		return nil, fmt.Errorf("model %s: in-process sampling of a %T is not supported", id, h.Model)
-	}
 	tok, stop, err := ChatTokenizer(h.Dir, h.Config)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", id, err)
 	}
-	return actors.NewLocalHF(id, set.Step, m, tok, stop, h.Dir), nil
+	return actors.NewLocalHF(id, set.Step, h.Model, h.Config.ArchConfig().Context, tok, stop, h.Dir), nil
 }
 
 // BaseFolder returns a local folder holding model id's base (models.<id>.hf): the folder
@@ -147,15 +142,26 @@ func CheckHFMemory(cfg *configs.Config, id string, hc hf.Config) error {
 		return nil
 	}
 	micro := cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch
-	return fmt.Errorf("model %s (%s parameters) needs about %s to train in full (float32 weights, gradients and AdamW moments, and a micro-batch of %d sequences), more than %s (%s): train a LoRA adapter (models.%s.lora), lower micro_batch, or use a smaller model",
-		id, strconv.FormatInt(hc.Params(), 10), configs.Bytes(float64(need)), micro, configs.Bytes(limit), by, id)
+	what, change := "in full (float32 weights, gradients and AdamW moments", fmt.Sprintf("train a LoRA adapter (models.%s.lora)", id)
+	if l := cfg.Models[id].LoRA; l != nil {
+		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (float32 weights, the adapter's gradients and moments", l.R), fmt.Sprintf("lower models.%s.lora.r", id)
+	}
+	return fmt.Errorf("model %s (%s parameters) needs about %s to train %s, and a micro-batch of %d sequences), more than %s (%s): %s, lower micro_batch, or use a smaller model",
+		id, strconv.FormatInt(hc.Params(), 10), configs.Bytes(float64(need)), what, micro, configs.Bytes(limit), by, change)
 }
 
 // HFStepMemory is the memory CheckHFMemory estimates for one training step of model id.
 func HFStepMemory(cfg *configs.Config, id string, hc hf.Config) int64 {
 	t := min(cfg.Rollout.MaxTokens+promptAllowance, hc.ArchConfig().Context)
 	micro := cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch
-	full, _ := hf.StepMemory(hc, 0, t)
+	r := 0
+	if l := cfg.Models[id].LoRA; l != nil {
+		r = l.R
+	}
+	full, lora := hf.StepMemory(hc, r, t)
+	if r > 0 {
+		full = lora
+	}
 	return full + int64(max(micro-1, 0))*hf.Activations(hc, t)
 }
 

@@ -42,6 +42,16 @@ func TestCheckHFMemory(t *testing.T) {
 			t.Errorf("refusal %q lacks %q", err, want)
 		}
 	}
+	// A LoRA adapter keeps 4 bytes a frozen weight: 2 GB does not fit 1 GiB either, and the
+	// advice is now the rank.
+	cfg.Models["q"] = configs.Model{HF: "/models/q", LoRA: &configs.LoRA{R: 8}}
+	lora := stages.HFStepMemory(cfg, "q", hc)
+	if lora >= need || lora <= 4*hc.Params() {
+		t.Errorf("LoRA estimate %d, full %d, frozen weights %d", lora, need, 4*hc.Params())
+	}
+	if err := stages.CheckHFMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(lora))) {
+		t.Errorf("LoRA refusal: %v", err)
+	}
 	debug.SetMemoryLimit(1 << 50)
 	if err := stages.CheckHFMemory(cfg, "q", hc); err != nil {
 		t.Errorf("refused under 1 PiB: %v", err)
@@ -79,7 +89,7 @@ func TestLocalHFBackend(t *testing.T) {
 	for i := range stop {
 		stop[i] = int32(i)
 	}
-	local := actors.NewLocalHF("q", 4, m, tok, stop, base)
+	local := actors.NewLocalHF("q", 4, m, hc.ArchConfig().Context, tok, stop, base)
 	res, err := local.Generate(ctx, []actors.Request{{Agent: "solver", Prompt: []int32{1, 2, 3}, Seed: 9}}, actors.Sampling{Temperature: 1, TopP: 1, MaxTokens: 5})
 	if err != nil || len(res[0].Tokens) != 1 || res[0].FinishReason != model.FinishStop || len(res[0].LogProbs) != 1 {
 		t.Fatalf("got %+v %v, want one token finished by stop", res, err)
