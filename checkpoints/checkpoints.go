@@ -1,8 +1,9 @@
-// Package checkpoints publishes and loads the built-in policy's checkpoints in a run's store
-// (docs/design.md, "Learner").
+// Package checkpoints publishes and loads the policy's checkpoints in a run's store
+// (docs/design.md, "Learner" and "Hugging Face models in the pipeline").
 //
-// A checkpoint step holds, per model, model.safetensors and optim.safetensors under
-// checkpoints/step=NNNNNN/<model>/, and one _MANIFEST.json for all models of the step (files,
+// A checkpoint step holds, per built-in model, model.safetensors and optim.safetensors under
+// checkpoints/step=NNNNNN/<model>/; per Hugging Face model, a model folder a server loads as it
+// is under the same name and its optimizer state under _optim/ (hf.go); and one _MANIFEST.json for all models of the step (files,
 // sizes, sha256, step, parent step, config digest and, for a step the learner published, the
 // inputs it was trained on) written last: a step is visible only once complete. LATEST names
 // the newest complete step and is written after the manifest; it never moves backwards.
