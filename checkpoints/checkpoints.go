@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -82,51 +84,80 @@ func (s *Set) hf() map[string]*HFModel {
 	return s.HF
 }
 
-// file is one file of a step, named relative to the step's folder.
+// file is one file of a step, named relative to the step's folder: its bytes, or a local file
+// staged on disk (a Hugging Face model's, as large as its weights), read when it is uploaded.
 type file struct {
-	name string
-	data []byte
+	name  string
+	data  []byte
+	local string
+	bytes int64
+	sha   string
+}
+
+func memFile(name string, data []byte) file {
+	return file{name: name, data: data, bytes: int64(len(data)), sha: commit.Digest(data)}
+}
+
+// read returns the file's bytes.
+func (f file) read() ([]byte, error) {
+	if f.local == "" {
+		return f.data, nil
+	}
+	data, err := os.ReadFile(f.local)
+	if err == nil && (int64(len(data)) != f.bytes || commit.Digest(data) != f.sha) {
+		err = fmt.Errorf("staged %s changed on disk since it was written", f.local)
+	}
+	return data, err
 }
 
 // files encodes the step's files: per built-in model, model.safetensors and optim.safetensors
-// in its folder; per Hugging Face model, its folder (hfFiles) and its optimizer under
-// OptimDir. params records the Hugging Face models' bases.
-func (s *Set) files() (out []file, params map[string]string, err error) {
-	for _, name := range s.ModelNames() {
-		if h := s.HF[name]; h != nil {
-			if name == OptimDir {
-				return nil, nil, fmt.Errorf("model %s: the name of a step's optimizer folder cannot name a model", name)
-			}
-			mf, optim, err := hfFiles(name, h, s.Optims[name])
+// in its folder; per Hugging Face model, its folder and its optimizer under OptimDir (hfFiles),
+// staged in a temporary folder that cleanup removes. params records the Hugging Face models'
+// bases.
+func (s *Set) files() (out []file, params map[string]string, cleanup func(), err error) {
+	cleanup = func() {}
+	if len(s.HF) > 0 {
+		tmp, err := os.MkdirTemp("", "drmas-publish-*")
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("stage checkpoint files: %w", err)
+		}
+		cleanup = func() { _ = os.RemoveAll(tmp) }
+		defer func() {
 			if err != nil {
-				return nil, nil, err
+				cleanup()
 			}
-			for _, f := range mf {
-				out = append(out, file{name + "/" + f.name, f.data})
+		}()
+		params = map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(s.HF)) {
+			if name == OptimDir {
+				return nil, nil, nil, fmt.Errorf("model %s: the name of a step's optimizer folder cannot name a model", name)
 			}
-			if optim != nil {
-				out = append(out, file{OptimDir + "/" + name + ".safetensors", optim})
+			hfs, err := hfFiles(name, s.HF[name], s.Optims[name], filepath.Join(tmp, name))
+			if err != nil {
+				return nil, nil, nil, err
 			}
-			if params == nil {
-				params = map[string]string{}
-			}
-			params[baseParam(name)] = h.Base
-			continue
+			out = append(out, hfs...)
+			params[baseParam(name)] = s.HF[name].Base
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Models)) {
+		if s.HF[name] != nil {
+			return nil, nil, nil, fmt.Errorf("model %s is both a built-in and a Hugging Face model", name)
 		}
 		var buf bytes.Buffer
 		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
-			return nil, nil, fmt.Errorf("encode model %s: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("encode model %s: %w", name, err)
 		}
-		out = append(out, file{name + "/model.safetensors", buf.Bytes()})
+		out = append(out, memFile(name+"/model.safetensors", buf.Bytes()))
 		if o := s.Optims[name]; o != nil {
 			var buf bytes.Buffer
 			if err := o.SaveSafetensors(&buf); err != nil {
-				return nil, nil, fmt.Errorf("encode optimizer %s: %w", name, err)
+				return nil, nil, nil, fmt.Errorf("encode optimizer %s: %w", name, err)
 			}
-			out = append(out, file{name + "/optim.safetensors", buf.Bytes()})
+			out = append(out, memFile(name+"/optim.safetensors", buf.Bytes()))
 		}
 	}
-	return out, params, nil
+	return out, params, cleanup, nil
 }
 
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
@@ -135,10 +166,11 @@ func (s *Set) files() (out []file, params map[string]string, err error) {
 // the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
-	out, params, err := s.files()
+	out, params, cleanup, err := s.files()
 	if err != nil {
 		return "", err
 	}
+	defer cleanup()
 	step, parent := s.Step, s.Parent
 	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest,
 		Inputs: append([]commit.Input(nil), s.Inputs...), Params: params}
@@ -146,7 +178,7 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		m.Parent = &parent
 	}
 	for _, f := range out {
-		m.Files = append(m.Files, commit.File{Name: f.name, Bytes: int64(len(f.data)), SHA256: commit.Digest(f.data)})
+		m.Files = append(m.Files, commit.File{Name: f.name, Bytes: f.bytes, SHA256: f.sha})
 	}
 	want, err := commit.Encode(m)
 	if err != nil {
@@ -165,7 +197,11 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", err
 	}
 	for _, f := range out {
-		pf, err := commit.PutFile(ctx, b, dir, f.name, f.data, 0)
+		data, err := f.read() // one staged file in memory at a time
+		if err != nil {
+			return "", err
+		}
+		pf, err := commit.PutFile(ctx, b, dir, f.name, data, 0)
 		if err != nil {
 			return "", withdrawn(ctx, b, run, err)
 		}

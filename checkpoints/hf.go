@@ -1,12 +1,14 @@
 package checkpoints
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path"
@@ -39,56 +41,82 @@ type HFModel struct {
 	Model model.Trainable
 }
 
-// hfFiles encodes a Hugging Face model as the files of its step folder (names relative to
-// <model>/), and its optimizer state, if any. This is the one place the save format is chosen
-// by what trains: a *model.LLM is a full fine-tune, saved as a model folder a server loads as
-// is (config.json, model.safetensors in the base's dtype, the tokenizer files and
-// generation_config.json from Dir). The folder is written with hf.WriteLLM into a temporary
-// folder and read back.
-func hfFiles(name string, h *HFModel, opt *model.AdamW) (files []file, optim []byte, err error) {
+// hfFiles writes Hugging Face model name of a step into the empty local folder stage and
+// returns its files, named relative to the step: the model folder under <name>/ and the
+// optimizer state, if any, as OptimDir/<name>.safetensors (AdamW.SaveState). This is the one
+// place the save format is chosen by what trains: a *model.LLM is a full fine-tune, saved by
+// hf.WriteLLM as a model folder a server loads as is (config.json, model.safetensors in the
+// base's dtype, the tokenizer files and generation_config.json from Dir).
+func hfFiles(name string, h *HFModel, opt *model.AdamW, stage string) ([]file, error) {
+	folder := filepath.Join(stage, "model")
+	var err error
 	switch m := h.Model.(type) {
 	case *model.LLM:
-		files, err = llmFolder(h, m)
+		err = hf.WriteLLM(folder, h.Config, m, "", h.Dir)
 	default:
-		return nil, nil, fmt.Errorf("model %s: %T has no checkpoint format", name, h.Model)
+		err = fmt.Errorf("%T has no checkpoint format", h.Model)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("model %s: %w", name, err)
+		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	if opt != nil {
-		var buf bytes.Buffer
-		if err := opt.SaveState(&buf); err != nil {
-			return nil, nil, fmt.Errorf("encode optimizer %s: %w", name, err)
-		}
-		optim = buf.Bytes()
-	}
-	return files, optim, nil
-}
-
-// llmFolder is a full fine-tune's step folder.
-func llmFolder(h *HFModel, m *model.LLM) ([]file, error) {
-	tmp, err := os.MkdirTemp("", "drmas-publish-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, "model")
-	if err := hf.WriteLLM(dir, h.Config, m, "", h.Dir); err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(folder)
 	if err != nil {
 		return nil, err
 	}
 	var out []file
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		f, err := stagedFile(name+"/"+e.Name(), filepath.Join(folder, e.Name()))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, file{e.Name(), data})
+		out = append(out, f)
+	}
+	if opt != nil {
+		local := filepath.Join(stage, "optim.safetensors")
+		err := writeLocal(local, opt.SaveState)
+		if err != nil {
+			return nil, fmt.Errorf("encode optimizer %s: %w", name, err)
+		}
+		f, err := stagedFile(OptimDir+"/"+name+".safetensors", local)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
 	}
 	return out, nil
+}
+
+// stagedFile describes the local file local as the step's file name (size and sha256, read in
+// a stream).
+func stagedFile(name, local string) (file, error) {
+	r, err := os.Open(local)
+	if err != nil {
+		return file{}, err
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return file{}, fmt.Errorf("stage %s: %w", name, err)
+	}
+	return file{name: name, local: local, bytes: n, sha: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// writeLocal creates name and fills it with fill through a buffer.
+func writeLocal(name string, fill func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // loadHF reads a Hugging Face model from its step folder, copied into the local folder dir:
