@@ -148,7 +148,7 @@ func CacheDir(b storage.Bucket, run string, step int64, name string) (string, er
 }
 
 // pruneCache removes run's cached step folders whose step is no longer committed in the store
-// (retention deleted it): a cached 0.5B model is a gigabyte a step. A committed step's copy
+// (retention deleted it): each copy is as large as its weights. A committed step's copy
 // stays, so no load of a step that exists races with the removal.
 func pruneCache(ctx context.Context, b storage.Bucket, run string) error {
 	probe, err := CacheDir(b, run, 0, "x")
