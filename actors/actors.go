@@ -1,5 +1,5 @@
 // Package actors holds the actor backends that generate agents' responses: an interface, and
-// the in-process backend running the built-in policy. Agents mapped to the same model id share
+// the in-process backend running the built-in policy or a Hugging Face model. Agents mapped to the same model id share
 // one backend, and all their pending requests of a workflow step go to it as one batch.
 //
 // Token ids are the unit of exchange: prompts are encoded once here (PromptIDs) and the ids a
@@ -118,18 +118,39 @@ func TargetIDs(response string) []int32 {
 // ResponseText decodes generated ids to the text a workflow parses: special tokens dropped.
 func ResponseText(tokens []int32) string { return model.DecodeText(tokens) }
 
-// Local serves the built-in policy in process.
+// Local serves a model in process: the built-in policy (NewLocal) or a Hugging Face model
+// with its own tokenizer (NewLocalHF).
 type Local struct {
 	id      string
 	version int64
-	m       *model.Model
+	p       model.Policy
+	tok     Tokenizer
+	context int     // the longest sequence the model reads
+	stop    []int32 // tokens that end a turn besides the model's own EOS
+	raise   string  // what to change when a prompt does not fit the context
 }
 
-var _ Backend = (*Local)(nil)
+var (
+	_ Backend   = (*Local)(nil)
+	_ Tokenized = (*Local)(nil)
+)
 
-// NewLocal serves m as model id at checkpoint step version.
+// NewLocal serves the built-in policy m as model id at checkpoint step version.
 func NewLocal(id string, version int64, m *model.Model) *Local {
-	return &Local{id: id, version: version, m: m}
+	l := &Local{id: id, version: version, p: m, tok: Bytes{}, raise: fmt.Sprintf("raise models.%s.context", id)}
+	if m != nil { // a backend only asked for its tokenizer (tests) has no model
+		l.context = m.Config().Context
+	}
+	return l
+}
+
+// NewLocalHF serves the Hugging Face model p (an LLM, or one with an adapter) as model id at
+// checkpoint step version, with its tokenizer: a prompt must be shorter than context tokens; a
+// turn ends at one of stop (the tokenizer's end-of-turn token, Qwen's <|im_end|>, and the
+// config's eos_token_id) or at max_tokens. dir names the model's folder in errors.
+func NewLocalHF(id string, version int64, p model.Policy, context int, tok Tokenizer, stop []int32, dir string) *Local {
+	return &Local{id: id, version: version, p: p, tok: tok, context: context, stop: stop,
+		raise: fmt.Sprintf("shorten the workflow's prompts or use a model with a longer context (max_position_embeddings in %s/config.json)", dir)}
 }
 
 // Model implements Backend.
@@ -141,6 +162,9 @@ func (l *Local) Version() int64 { return l.version }
 // Describe implements Describer.
 func (l *Local) Describe() string { return fmt.Sprintf("local, step %d", l.version) }
 
+// Tokenizer implements Tokenized.
+func (l *Local) Tokenizer() Tokenizer { return l.tok }
+
 // TopP32 converts a top_p for model.SampleOptions: a positive one below float32's range keeps
 // the most likely token only, as it asks, instead of rounding to 0, which model.Sample reads
 // as no nucleus at all. drmas serve converts its requests' top_p the same way.
@@ -151,21 +175,23 @@ func TopP32(p float64) float32 {
 	return math.SmallestNonzeroFloat32
 }
 
-// Policy returns the served model.
-func (l *Local) Policy() *model.Model { return l.m }
+// Policy returns the served built-in model, or nil when it serves a Hugging Face model.
+func (l *Local) Policy() *model.Model {
+	m, _ := l.p.(*model.Model)
+	return m
+}
 
 // Generate implements Backend with one batched, KV-cached sampling call.
 func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error) {
 	sr := make([]model.SampleRequest, len(reqs))
-	ctxLen := l.m.Config().Context
 	for i, r := range reqs {
-		if len(r.Prompt) >= ctxLen {
-			return nil, fmt.Errorf("model %s: agent %s prompt of %d tokens does not fit the context of %d: raise models.%s.context",
-				l.id, r.Agent, len(r.Prompt), ctxLen, l.id)
+		if len(r.Prompt) >= l.context {
+			return nil, fmt.Errorf("model %s: agent %s prompt of %d tokens does not fit the context of %d: %s",
+				l.id, r.Agent, len(r.Prompt), l.context, l.raise)
 		}
 		sr[i] = model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed}
 	}
-	res, err := l.m.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens})
+	res, err := l.p.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens, Stop: l.stop})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: sample: %w", l.id, err)
 	}

@@ -79,6 +79,3 @@ func (c Chat) ResponseText(tokens []int32) string {
 	}
 	return c.BPE.Decode(kept)
 }
-
-// Tokenizer implements Tokenized: the built-in policy reads bytes.
-func (l *Local) Tokenizer() Tokenizer { return Bytes{} }

@@ -1,8 +1,9 @@
-// Package checkpoints publishes and loads the built-in policy's checkpoints in a run's store
-// (docs/design.md, "Learner").
+// Package checkpoints publishes and loads the policy's checkpoints in a run's store
+// (docs/design.md, "Learner" and "Hugging Face models in the pipeline").
 //
-// A checkpoint step holds, per model, model.safetensors and optim.safetensors under
-// checkpoints/step=NNNNNN/<model>/, and one _MANIFEST.json for all models of the step (files,
+// A checkpoint step holds, per built-in model, model.safetensors and optim.safetensors under
+// checkpoints/step=NNNNNN/<model>/; per Hugging Face model, a model folder a server loads as it
+// is under the same name and its optimizer state under _optim/ (hf.go); and one _MANIFEST.json for all models of the step (files,
 // sizes, sha256, step, parent step, config digest and, for a step the learner published, the
 // inputs it was trained on) written last: a step is visible only once complete. LATEST names
 // the newest complete step and is written after the manifest; it never moves backwards.
@@ -17,7 +18,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,6 +42,8 @@ type Set struct {
 	Step   int64
 	Parent int64
 	Models map[string]*model.Model
+	// HF are the Hugging Face models (models.<id>.hf), by name; nil when there are none.
+	HF     map[string]*HFModel
 	Optims map[string]*model.AdamW // entries may be missing (no optimizer state yet)
 	// Inputs are the committed folders the step was trained on (the learner's: the iteration's
 	// rollout and advantage folders), recorded in its manifest by Publish and returned by Load.
@@ -49,14 +54,110 @@ type Set struct {
 	ManifestSHA256 string
 }
 
-// ModelNames returns the set's models, sorted.
+// ModelNames returns the set's models, built-in and Hugging Face, sorted.
 func (s *Set) ModelNames() []string {
-	names := make([]string, 0, len(s.Models))
+	names := make([]string, 0, len(s.Models)+len(s.HF))
 	for n := range s.Models {
+		names = append(names, n)
+	}
+	for n := range s.HF {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Trainable returns model name, built-in or Hugging Face, as the learner trains it.
+func (s *Set) Trainable(name string) (model.Trainable, bool) {
+	if h, ok := s.HF[name]; ok && h != nil && h.Model != nil {
+		return h.Model, true
+	}
+	m, ok := s.Models[name]
+	return m, ok && m != nil
+}
+
+// hf returns s.HF, made when nil.
+func (s *Set) hf() map[string]*HFModel {
+	if s.HF == nil {
+		s.HF = map[string]*HFModel{}
+	}
+	return s.HF
+}
+
+// file is one file of a step, named relative to the step's folder: its bytes, or a local file
+// staged on disk (a Hugging Face model's, as large as its weights), read when it is uploaded.
+type file struct {
+	name  string
+	data  []byte
+	local string
+	bytes int64
+	sha   string
+}
+
+func memFile(name string, data []byte) file {
+	return file{name: name, data: data, bytes: int64(len(data)), sha: commit.Digest(data)}
+}
+
+// read returns the file's bytes.
+func (f file) read() ([]byte, error) {
+	if f.local == "" {
+		return f.data, nil
+	}
+	data, err := os.ReadFile(f.local)
+	if err == nil && (int64(len(data)) != f.bytes || commit.Digest(data) != f.sha) {
+		err = fmt.Errorf("staged %s changed on disk since it was written", f.local)
+	}
+	return data, err
+}
+
+// files encodes the step's files: per built-in model, model.safetensors and optim.safetensors
+// in its folder; per Hugging Face model, its folder and its optimizer under OptimDir (hfFiles),
+// staged in a temporary folder that cleanup removes. params records the Hugging Face models'
+// bases.
+func (s *Set) files() (out []file, params map[string]string, cleanup func(), err error) {
+	cleanup = func() {}
+	if len(s.HF) > 0 {
+		tmp, err := os.MkdirTemp("", "drmas-publish-*")
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("stage checkpoint files: %w", err)
+		}
+		cleanup = func() { _ = os.RemoveAll(tmp) }
+		defer func() {
+			if err != nil {
+				cleanup()
+			}
+		}()
+		params = map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(s.HF)) {
+			if name == OptimDir {
+				return nil, nil, nil, fmt.Errorf("model %s: the name of a step's optimizer folder cannot name a model", name)
+			}
+			hfs, err := hfFiles(name, s.HF[name], s.Optims[name], filepath.Join(tmp, name))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			out = append(out, hfs...)
+			params[baseParam(name)] = s.HF[name].Base
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Models)) {
+		if s.HF[name] != nil {
+			return nil, nil, nil, fmt.Errorf("model %s is both a built-in and a Hugging Face model", name)
+		}
+		var buf bytes.Buffer
+		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
+			return nil, nil, nil, fmt.Errorf("encode model %s: %w", name, err)
+		}
+		out = append(out, memFile(name+"/model.safetensors", buf.Bytes()))
+		if o := s.Optims[name]; o != nil {
+			var buf bytes.Buffer
+			if err := o.SaveSafetensors(&buf); err != nil {
+				return nil, nil, nil, fmt.Errorf("encode optimizer %s: %w", name, err)
+			}
+			out = append(out, memFile(name+"/optim.safetensors", buf.Bytes()))
+		}
+	}
+	return out, params, cleanup, nil
 }
 
 // Publish writes s as step s.Step of run, commits it, and points LATEST at it. Publishing a
@@ -65,33 +166,19 @@ func (s *Set) ModelNames() []string {
 // the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
 	dir := commit.CheckpointDir(run, s.Step)
-	type file struct {
-		name string
-		data []byte
+	out, params, cleanup, err := s.files()
+	if err != nil {
+		return "", err
 	}
-	var out []file
-	for _, name := range s.ModelNames() {
-		var buf bytes.Buffer
-		if err := s.Models[name].SaveSafetensors(&buf); err != nil {
-			return "", fmt.Errorf("encode model %s: %w", name, err)
-		}
-		out = append(out, file{name + "/model.safetensors", buf.Bytes()})
-		if o := s.Optims[name]; o != nil {
-			var buf bytes.Buffer
-			if err := o.SaveSafetensors(&buf); err != nil {
-				return "", fmt.Errorf("encode optimizer %s: %w", name, err)
-			}
-			out = append(out, file{name + "/optim.safetensors", buf.Bytes()})
-		}
-	}
+	defer cleanup()
 	step, parent := s.Step, s.Parent
 	m := &commit.Manifest{Kind: "checkpoint", SchemaVersion: 1, Run: run, Step: &step, ConfigDigest: configDigest,
-		Inputs: append([]commit.Input(nil), s.Inputs...)}
+		Inputs: append([]commit.Input(nil), s.Inputs...), Params: params}
 	if parent >= 0 {
 		m.Parent = &parent
 	}
 	for _, f := range out {
-		m.Files = append(m.Files, commit.File{Name: f.name, Bytes: int64(len(f.data)), SHA256: commit.Digest(f.data)})
+		m.Files = append(m.Files, commit.File{Name: f.name, Bytes: f.bytes, SHA256: f.sha})
 	}
 	want, err := commit.Encode(m)
 	if err != nil {
@@ -110,7 +197,11 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", err
 	}
 	for _, f := range out {
-		pf, err := commit.PutFile(ctx, b, dir, f.name, f.data, 0)
+		data, err := f.read() // one staged file in memory at a time
+		if err != nil {
+			return "", err
+		}
+		pf, err := commit.PutFile(ctx, b, dir, f.name, data, 0)
 		if err != nil {
 			return "", withdrawn(ctx, b, run, err)
 		}
@@ -330,9 +421,10 @@ func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, wit
 	if m.Parent != nil {
 		s.Parent = *m.Parent
 	}
+	hfs := hfEntries(m)
 	for _, f := range m.Files {
 		name, file, ok := strings.Cut(f.Name, "/")
-		if !ok || file != "model.safetensors" {
+		if !ok || file != "model.safetensors" || hfs[name] != nil {
 			continue
 		}
 		data, err := commit.ReadFile(ctx, b, dir, f)
@@ -345,8 +437,11 @@ func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, wit
 		}
 		s.Models[name] = mdl
 	}
-	if len(s.Models) == 0 {
-		return nil, fmt.Errorf("%s: checkpoint has no model", dir)
+	if err := loadHFStep(ctx, b, run, dir, m, s, withOptim); err != nil {
+		return nil, err
+	}
+	if len(s.Models)+len(s.HF) == 0 {
+		return nil, fmt.Errorf("%s: %w", dir, errNoModel)
 	}
 	if withOptim {
 		for _, f := range m.Files {

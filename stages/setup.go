@@ -73,6 +73,14 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 			be, ok = b, true
 			shared[id] = be
 		}
+		if !ok && cfg.Models[id].IsHF() {
+			b, err := hfBackend(id, set)
+			if err != nil {
+				return nil, err
+			}
+			be, ok = b, true
+			shared[id] = be
+		}
 		if !ok {
 			m, ok := set.Models[id]
 			if !ok {

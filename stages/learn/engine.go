@@ -10,51 +10,47 @@ import (
 	"github.com/drmas-dev/drmas/model"
 )
 
-// Pass is one forward pass of an Engine: *model.Pass on the CPU engine.
-type Pass interface {
-	LogProbs() [][]float32
-	Entropy() [][]float32
-	Backward(dLogProb, dEntropy [][]float32, g *model.Grads) error
-}
+// Pass is one forward pass of an Engine: the model's model.TrainPass on the CPU engine.
+type Pass = model.TrainPass
 
-// Engine runs the learner's forward and backward passes. The host *model.Model and
-// *model.AdamW are the source of truth for checkpoints whatever the engine: the CPU engine
-// updates them directly; the GPU engine runs the optimizer step on its device (UpdateOn) and
-// copies the result back on Sync.
+// Engine runs the learner's forward and backward passes of a model.Trainable. The host model
+// and *model.AdamW are the source of truth for checkpoints whatever the engine: the CPU engine
+// updates them directly; the GPU engine (built-in models only) runs the optimizer step on its
+// device (UpdateOn) and copies the result back on Sync.
 type Engine interface {
-	Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error)
+	Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error)
 	// Score returns the per-token log-probs of seqs without a backward pass.
-	Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error)
+	Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error)
 	// Stepped says m's weights changed on the host (an optimizer step).
-	Stepped(m *model.Model)
+	Stepped(m model.Trainable)
 	// Sync brings the host model and optimizer up to date with the optimizer steps the
 	// engine ran on its device; a no-op on the CPU engine. Call it before reading the model
 	// on the host (checkpoints).
 	Sync() error
 }
 
-// CPU is the pure-Go engine (package model).
+// CPU is the pure-Go engine (package model): any model.Trainable.
 var CPU Engine = cpuEngine{}
 
 type cpuEngine struct{}
 
-func (cpuEngine) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error) {
-	return m.Forward(seqs, temperature)
+func (cpuEngine) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
+	return m.TrainForward(seqs, temperature)
 }
 
-func (cpuEngine) Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+func (cpuEngine) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
 	lp, _, err := m.Score(seqs, temperature)
 	return lp, err
 }
 
-func (cpuEngine) Stepped(*model.Model) {}
+func (cpuEngine) Stepped(model.Trainable) {}
 
 func (cpuEngine) Sync() error { return nil }
 
 // GPUEngine returns the Engine of a gpu/engine Trainer (on a GPU, or on the interpreter in
-// tests). UpdateOn keeps the gradients, their norms, clipping and AdamW on the device, so a
-// step moves only token ids and per-token loss gradients across the bus; Sync copies the
-// weights and optimizer moments back.
+// tests), which runs the built-in model. UpdateOn keeps the gradients, their norms, clipping
+// and AdamW on the device, so a step moves only token ids and per-token loss gradients across
+// the bus; Sync copies the weights and optimizer moments back.
 func GPUEngine(t *gpuengine.Trainer) Engine { return &gpuEng{t: t} }
 
 // GPUEngineHostOptimizer is GPUEngine with the optimizer on the host: each backward pass
@@ -68,26 +64,97 @@ type gpuEng struct {
 	store   *gpuGrads // the device optimizer's gradients, allocated at the first update
 }
 
-func (g *gpuEng) Forward(m *model.Model, seqs []model.Sequence, temperature float32) (Pass, error) {
-	return g.t.Forward(m, seqs, temperature)
+// builtin returns m as the built-in model the GPU engine runs.
+func builtin(m model.Trainable) (*model.Model, error) {
+	bm, ok := m.(*model.Model)
+	if !ok {
+		return nil, fmt.Errorf("gpu engine: %T is not the built-in model (Hugging Face models train on the CPU engine)", m)
+	}
+	return bm, nil
 }
 
-func (g *gpuEng) Score(m *model.Model, seqs []model.Sequence, temperature float32) ([][]float32, error) {
-	p, err := g.t.Forward(m, seqs, temperature)
+func (g *gpuEng) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
+	bm, err := builtin(m)
+	if err != nil {
+		return nil, err
+	}
+	p, err := g.t.Forward(bm, seqs, temperature)
+	if err != nil {
+		return nil, err
+	}
+	return gpuPass{p}, nil
+}
+
+func (g *gpuEng) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+	p, err := g.Forward(m, seqs, temperature)
 	if err != nil {
 		return nil, err
 	}
 	return p.LogProbs(), nil
 }
 
-func (g *gpuEng) Stepped(*model.Model) { g.t.MarkDirty() }
+func (g *gpuEng) Stepped(model.Trainable) { g.t.MarkDirty() }
 
 func (g *gpuEng) Sync() error { return g.t.Sync() }
 
+// GPULLMEngine returns the Engine of a gpu/engine LLMTrainer: an LLM's forward and backward
+// passes on the device (or the interpreter in tests); each backward copies the gradient back
+// and AdamW runs on the host, which then marks the device's weights stale.
+func GPULLMEngine(t *gpuengine.LLMTrainer) Engine { return &gpuLLMEng{t: t} }
+
+type gpuLLMEng struct{ t *gpuengine.LLMTrainer }
+
+func (g *gpuLLMEng) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
+	lm, ok := m.(*model.LLM)
+	if !ok {
+		return nil, fmt.Errorf("gpu engine: %T is not an LLM", m)
+	}
+	p, err := g.t.Forward(lm, seqs, temperature)
+	if err != nil {
+		return nil, err
+	}
+	return gpuLLMPass{p}, nil
+}
+
+func (g *gpuLLMEng) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+	p, err := g.Forward(m, seqs, temperature)
+	if err != nil {
+		return nil, err
+	}
+	return p.LogProbs(), nil
+}
+
+func (g *gpuLLMEng) Stepped(model.Trainable) { g.t.MarkDirty() }
+
+func (g *gpuLLMEng) Sync() error { return nil } // the host holds the weights and moments
+
+// gpuLLMPass is an LLMTrainer pass as a model.TrainPass.
+type gpuLLMPass struct{ *gpuengine.LLMPass }
+
+func (p gpuLLMPass) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
+	lg, ok := g.(*model.LLMGrads)
+	if !ok {
+		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of an LLM", g)
+	}
+	return p.LLMPass.Backward(dLogProb, dEntropy, lg)
+}
+
+// gpuPass is a gpu/engine pass as a model.TrainPass: its host backward fills the built-in
+// model's gradients.
+type gpuPass struct{ *gpuengine.Pass }
+
+func (p gpuPass) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
+	mg, ok := g.(*model.Grads)
+	if !ok {
+		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of the built-in model", g)
+	}
+	return p.Pass.Backward(dLogProb, dEntropy, mg)
+}
+
 // storeFor returns where UpdateOn accumulates gradients on eng.
-func storeFor(eng Engine, m *model.Model) (gradStore, error) {
+func storeFor(eng Engine, m model.Trainable) (gradStore, error) {
 	g, ok := eng.(*gpuEng)
-	if !ok || g.hostOpt {
+	if _, isBuiltin := m.(*model.Model); !ok || g.hostOpt || !isBuiltin {
 		return newHostGrads(eng, m), nil
 	}
 	if g.store == nil {
@@ -119,7 +186,7 @@ type gpuGrads struct {
 func (g *gpuGrads) begin() error { return g.cur.Zero() }
 
 func (g *gpuGrads) backward(p Pass, d [][]float32) error {
-	gp, ok := p.(*gpuengine.Pass)
+	gp, ok := p.(gpuPass)
 	if !ok {
 		return fmt.Errorf("gpu engine: a %T pass in a device update", p)
 	}
@@ -136,13 +203,17 @@ func (g *gpuGrads) end(string) (float64, error) {
 
 func (g *gpuGrads) totalNorm() (float64, error) { return g.total.Norm() }
 
-func (g *gpuGrads) step(m *model.Model, opt *model.AdamW, clip float32) error {
+func (g *gpuGrads) step(m model.Trainable, opt *model.AdamW, clip float32) error {
+	bm, err := builtin(m)
+	if err != nil {
+		return err
+	}
 	if clip != 1 {
 		if err := g.total.Scale(clip); err != nil {
 			return err
 		}
 	}
-	return g.t.Step(m, opt, g.total)
+	return g.t.Step(bm, opt, g.total)
 }
 
 // testDevice, set by tests only, replaces NVML placement and CUDA: every learner runs the GPU
@@ -155,24 +226,29 @@ var announced sync.Map // model id -> engine line already logged by this process
 // engineFor returns model id's learner engine and a function that releases it. On a machine
 // without a usable GPU it is the CPU engine; the choice is logged once per process and model
 // as one line ("learner m: CPU engine (reason)" or "learner m: GPU engine on gpu:0 (...)").
-func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string, ...any)) (Engine, func(), error) {
+func engineFor(cfg *configs.Config, id string, m model.Trainable, logf func(string, ...any)) (Engine, func(), error) {
+	start := gpuStarter(m)
+	if start == nil {
+		announce(id, fmt.Sprintf("learner %s: CPU engine (the GPU engine does not run a %T)", id, m), logf)
+		return CPU, func() {}, nil
+	}
 	if testDevice != nil {
-		t, err := gpuengine.New(testDevice(), m)
+		eng, release, err := start(testDevice())
 		if err != nil {
 			return nil, nil, fmt.Errorf("model %s: %w", id, err)
 		}
 		announce(id, fmt.Sprintf("learner %s: GPU engine on the test device", id), logf)
-		return GPUEngine(t), func() { _ = t.Close() }, nil
+		return eng, release, nil
 	}
 	c, err := gpu.OpenLearner(cfg, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
 	if c.Device != nil {
-		t, err := gpuengine.New(c.Device, m)
+		eng, release, err := start(c.Device)
 		if err == nil {
 			announce(id, c.Line(id), logf)
-			return GPUEngine(t), func() { _ = t.Close() }, nil
+			return eng, release, nil
 		}
 		if c, err = startFailed(gpu.Required(), err); err != nil {
 			return nil, nil, fmt.Errorf("model %s: %w", id, err)
@@ -180,6 +256,30 @@ func engineFor(cfg *configs.Config, id string, m *model.Model, logf func(string,
 	}
 	announce(id, c.Line(id), logf)
 	return CPU, func() {}, nil
+}
+
+// gpuStarter returns what starts the GPU engine of m on a device (the built-in model's
+// Trainer, an LLM's LLMTrainer), or nil when the GPU engine does not run m.
+func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error) {
+	switch m := m.(type) {
+	case *model.Model:
+		return func(d gpuengine.Device) (Engine, func(), error) {
+			t, err := gpuengine.New(d, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			return GPUEngine(t), func() { _ = t.Close() }, nil
+		}
+	case *model.LLM:
+		return func(d gpuengine.Device) (Engine, func(), error) {
+			t, err := gpuengine.NewLLM(d, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			return GPULLMEngine(t), func() { _ = t.Close() }, nil
+		}
+	}
+	return nil
 }
 
 // startFailed is the choice after a GPU was placed and opened but its engine failed to start:

@@ -382,19 +382,21 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 			return nil, nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
 	}
-	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, Optims: map[string]*model.AdamW{}, Inputs: l.inputs}
+	out := &checkpoints.Set{Step: version + 1, Parent: version, Models: set.Models, HF: set.HF, Optims: map[string]*model.AdamW{}, Inputs: l.inputs}
 	var metrics []MetricsRow
 	for _, id := range cfg.ModelNames() {
 		if cfg.Models[id].External() {
 			continue // served elsewhere (openai backend without sizes): not trained here
 		}
-		m := set.Models[id]
-		if m == nil {
+		m, ok := set.Trainable(id)
+		if !ok {
 			return nil, nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
 		}
-		var refModel *model.Model
+		var refModel model.Trainable
 		if ref != nil {
-			refModel = ref.Models[id]
+			if refModel, ok = ref.Trainable(id); !ok {
+				return nil, nil, fmt.Errorf("the reference policy (step 0) has no model %s", id)
+			}
 		}
 		mrows, opt, err := trainModel(ctx, l.env, l.iter, l.est, id, m, set.Optims[id], refModel, rows, advs)
 		if err != nil {
@@ -641,7 +643,7 @@ func canonicalOrder(rows []shards.Row) []int {
 
 // trainModel runs the PPO epochs of one model and returns its metrics rows (model row first,
 // then agents sorted: the model's configured agents and any other agent its rows name).
-func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, m *model.Model, opt *model.AdamW, ref *model.Model, rows []shards.Row, advs []shards.AdvantageRow) ([]MetricsRow, *model.AdamW, error) {
+func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, m model.Trainable, opt *model.AdamW, ref model.Trainable, rows []shards.Row, advs []shards.AdvantageRow) ([]MetricsRow, *model.AdamW, error) {
 	cfg := env.Config
 	agents := cfg.AgentsOf(id)
 	hp := cfg.OptimOf(agents[0])
@@ -669,7 +671,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	if opt == nil {
 		ocfg := model.DefaultAdamWConfig()
 		ocfg.WeightDecay = cfg.Learn.WeightDecay
-		opt = model.NewAdamW(m, ocfg)
+		opt = m.NewOptimizer(ocfg)
 	}
 	opt.LR = hp.LR
 	opt.WeightDecay = cfg.Learn.WeightDecay
@@ -707,8 +709,8 @@ func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs [
 // scoreOld sets the old (and, with ref, reference) log-probs of exs from the pre-update policy,
 // in micro-batches: one sweep per model, so an engine that holds one model's weights on a
 // device loads each once.
-func scoreOld(eng Engine, id string, m, ref *model.Model, exs []Example, h Hyper) error {
-	score := func(sm *model.Model, what string, set func(ex *Example, lp []float32)) error {
+func scoreOld(eng Engine, id string, m, ref model.Trainable, exs []Example, h Hyper) error {
+	score := func(sm model.Trainable, what string, set func(ex *Example, lp []float32)) error {
 		for lo := 0; lo < len(exs); lo += h.MicroBatch {
 			hi := min(lo+h.MicroBatch, len(exs))
 			seqs := make([]model.Sequence, hi-lo)
@@ -745,7 +747,7 @@ type acc struct {
 // runEpochs runs the PPO updates of one model: per epoch, a seeded permutation of exs cut into
 // learn.mini_batches. It returns the statistics per agent ("*": the model) and the number of
 // updates that saw tokens.
-func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m *model.Model, opt *model.AdamW, exs []Example, h Hyper, gradClip float64, agents []string) (map[string]*acc, int, error) {
+func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m model.Trainable, opt *model.AdamW, exs []Example, h Hyper, gradClip float64, agents []string) (map[string]*acc, int, error) {
 	cfg := env.Config
 	accs := map[string]*acc{"*": {}}
 	for _, a := range agents {

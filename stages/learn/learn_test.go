@@ -36,15 +36,21 @@ func tinyModel(t *testing.T) *model.Model {
 // log-probs from the model itself (so the first ratio is 1).
 func batch(t *testing.T, m *model.Model, n int) []learn.Example {
 	t.Helper()
+	return batchOf(t, m, n, 256)
+}
+
+// batchOf is batch for any policy, with token ids below vocab.
+func batchOf(t *testing.T, m model.Policy, n, vocab int) []learn.Example {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var exs []learn.Example
 	for i := 0; i < n; i++ {
 		seq := model.Sequence{Prompt: make([]int32, 1+rng.IntN(8)), Response: make([]int32, 1+rng.IntN(8))}
 		for j := range seq.Prompt {
-			seq.Prompt[j] = int32(rng.IntN(256))
+			seq.Prompt[j] = int32(rng.IntN(vocab))
 		}
 		for j := range seq.Response {
-			seq.Response[j] = int32(rng.IntN(256))
+			seq.Response[j] = int32(rng.IntN(vocab))
 		}
 		agent := "a"
 		if i%3 == 0 {

@@ -60,11 +60,15 @@ func Gradients(m *model.Model, batch []Example, h Hyper) (total *model.Grads, pe
 // back to the host.
 func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *model.Grads, perAgent map[string]*model.Grads, st Stats, err error) {
 	hg := newHostGrads(eng, m)
-	hg.perAgent = map[string]*model.Grads{}
+	hg.perAgent = map[string]model.GradBuf{}
 	if st, err = gradients(eng, m, batch, h, hg); err != nil {
 		return nil, nil, st, err
 	}
-	return hg.total, hg.perAgent, st, nil
+	perAgent = make(map[string]*model.Grads, len(hg.perAgent))
+	for a, g := range hg.perAgent {
+		perAgent[a] = g.(*model.Grads)
+	}
+	return hg.total.(*model.Grads), perAgent, st, nil
 }
 
 // gradStore is where gradients accumulates the agents' gradients and what runs the optimizer
@@ -80,31 +84,34 @@ type gradStore interface {
 	totalNorm() (float64, error)
 	// step multiplies the total by clip (model.ClipScale's factor; 1: unclipped) and runs
 	// opt's step with it on m.
-	step(m *model.Model, opt *model.AdamW, clip float32) error
+	step(m model.Trainable, opt *model.AdamW, clip float32) error
 }
 
-// hostGrads keeps the gradients on the host: model.Grads, AdamW.Step, then eng.Stepped.
+// hostGrads keeps the gradients on the host: the model's GradBuf, AdamW.Apply, then
+// eng.Stepped.
 type hostGrads struct {
 	eng      Engine
-	m        *model.Model
-	total    *model.Grads
-	cur      *model.Grads
-	perAgent map[string]*model.Grads // nil: the agents' gradients are not kept
+	m        model.Trainable
+	total    model.GradBuf
+	cur      model.GradBuf
+	perAgent map[string]model.GradBuf // nil: the agents' gradients are not kept
 }
 
-func newHostGrads(eng Engine, m *model.Model) *hostGrads {
-	return &hostGrads{eng: eng, m: m, total: m.NewGrads()}
+func newHostGrads(eng Engine, m model.Trainable) *hostGrads {
+	return &hostGrads{eng: eng, m: m, total: m.NewGradBuf()}
 }
 
 func (g *hostGrads) begin() error {
-	g.cur = g.m.NewGrads()
+	g.cur = g.m.NewGradBuf()
 	return nil
 }
 
 func (g *hostGrads) backward(p Pass, d [][]float32) error { return p.Backward(d, nil, g.cur) }
 
 func (g *hostGrads) end(agent string) (float64, error) {
-	g.total.Add(g.cur)
+	if err := model.AddGrads(g.total, g.cur); err != nil {
+		return 0, err
+	}
 	if g.perAgent != nil {
 		g.perAgent[agent] = g.cur
 	}
@@ -113,11 +120,11 @@ func (g *hostGrads) end(agent string) (float64, error) {
 
 func (g *hostGrads) totalNorm() (float64, error) { return g.total.Norm(), nil }
 
-func (g *hostGrads) step(m *model.Model, opt *model.AdamW, clip float32) error {
+func (g *hostGrads) step(m model.Trainable, opt *model.AdamW, clip float32) error {
 	if clip != 1 {
 		g.total.Scale(clip)
 	}
-	if err := opt.Step(g.total); err != nil {
+	if err := opt.Apply(g.total); err != nil {
 		return fmt.Errorf("adamw: %w", err)
 	}
 	g.eng.Stepped(m)
@@ -125,7 +132,7 @@ func (g *hostGrads) step(m *model.Model, opt *model.AdamW, clip float32) error {
 }
 
 // gradients computes batch's PPO-clip loss and its gradient into store (see Gradients).
-func gradients(eng Engine, m *model.Model, batch []Example, h Hyper, store gradStore) (st Stats, err error) {
+func gradients(eng Engine, m model.Trainable, batch []Example, h Hyper, store gradStore) (st Stats, err error) {
 	if h.MicroBatch < 1 {
 		return st, errors.New("micro_batch must be ≥ 1")
 	}
@@ -219,7 +226,7 @@ func gradients(eng Engine, m *model.Model, batch []Example, h Hyper, store gradS
 // Update runs one optimizer step on batch: gradients, global grad-norm clipping at gradClip,
 // AdamW, on the CPU engine; UpdateOn takes the engine. A gradient whose norm is not finite is
 // an error, and no step is taken.
-func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
+func Update(m model.Trainable, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
 	return UpdateOn(CPU, m, opt, batch, h, gradClip)
 }
 
@@ -227,7 +234,7 @@ func Update(m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip
 // gradients come back to the host and AdamW runs there; the GPU engine otherwise keeps
 // gradients, clipping and AdamW on its device (the same arithmetic) and the host model and
 // optimizer are current again after eng.Sync.
-func UpdateOn(eng Engine, m *model.Model, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
+func UpdateOn(eng Engine, m model.Trainable, opt *model.AdamW, batch []Example, h Hyper, gradClip float64) (Stats, error) {
 	store, err := storeFor(eng, m)
 	if err != nil {
 		return Stats{}, err

@@ -15,6 +15,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/model"
@@ -72,8 +73,37 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	demos := Demonstrations(cfg, wf)
 	set := &checkpoints.Set{Step: 0, Parent: checkpoints.NoParent, Models: map[string]*model.Model{}}
+	toks := map[string]actors.Tokenizer{} // per agent: its model's
+	for _, id := range cfg.ModelNames() {
+		if !cfg.Models[id].IsHF() {
+			continue
+		}
+		h, err := loadBase(ctx, env, id)
+		if err != nil {
+			return nil, err
+		}
+		if set.HF == nil {
+			set.HF = map[string]*checkpoints.HFModel{}
+		}
+		set.HF[id] = h
+		tok, _, err := stages.ChatTokenizer(h.Dir, h.Config)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", id, err)
+		}
+		for _, a := range cfg.AgentsOf(id) {
+			toks[a] = tok
+		}
+	}
+	demos, err := DemonstrationsWith(cfg, wf, func(agent string) actors.Tokenizer {
+		if t, ok := toks[agent]; ok {
+			return t
+		}
+		return actors.Bytes{}
+	})
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{Loss: map[string]float64{}, Demos: map[string]int{}}
 	for _, id := range cfg.ModelNames() {
 		if cfg.Models[id].External() {
@@ -86,11 +116,17 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 		if len(seqs) == 0 {
 			return nil, fmt.Errorf("model %s serves no agent of workflow %s", id, wf.Name())
 		}
-		m, loss, err := Train(ctx, env, id, cfg, seqs)
+		var loss float64
+		if h := set.HF[id]; h != nil {
+			loss, err = TrainHF(ctx, env, id, cfg, h, seqs)
+		} else {
+			var m *model.Model
+			m, loss, err = Train(ctx, env, id, cfg, seqs)
+			set.Models[id] = m
+		}
 		if err != nil {
 			return nil, err
 		}
-		set.Models[id] = m
 		res.Loss[id] = loss
 		res.Demos[id] = len(seqs)
 	}
@@ -98,42 +134,110 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 		return nil, err
 	}
 	for _, id := range set.ModelNames() {
+		if cfg.Models[id].IsHF() && cfg.Warmup.Steps == 0 {
+			env.Logf("warmup: model %s is its base %s untrained (warmup.steps: 0); published step 0", id, cfg.Models[id].HF)
+			continue
+		}
 		env.Logf("warmup: model %s trained on %d demonstrations, final loss %.4f; published step 0", id, res.Demos[id], res.Loss[id])
 	}
 	return res, nil
 }
 
-// Demonstrations returns the expert turns per agent as token sequences.
+// loadBase loads model id's base folder (models.<id>.hf, fetched into the cache when it is in
+// a store) after checking that a training step fits in memory.
+func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFModel, error) {
+	dir, err := stages.BaseFolder(ctx, env, id)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := hf.ReadConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
+	}
+	if err := stages.CheckHFMemory(env.Config, id, hc); err != nil {
+		return nil, err
+	}
+	m, hc, err := hf.LoadLLM(dir)
+	if err != nil {
+		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
+	}
+	return &checkpoints.HFModel{Base: env.Config.Models[id].HF, Dir: dir, Config: hc, Model: m}, nil
+}
+
+// Demonstrations returns the expert turns per agent as token sequences of the built-in
+// policy's tokenizer.
 func Demonstrations(cfg *configs.Config, wf workflows.Workflow) map[string][]model.Sequence {
+	out, _ := DemonstrationsWith(cfg, wf, func(string) actors.Tokenizer { return actors.Bytes{} })
+	return out
+}
+
+// DemonstrationsWith returns the expert turns per agent as token sequences of the agent's
+// tokenizer (tok): the same turns whatever the tokenizers.
+func DemonstrationsWith(cfg *configs.Config, wf workflows.Workflow, tok func(agent string) actors.Tokenizer) (map[string][]model.Sequence, error) {
 	rng := rand.New(rand.NewPCG(seeds.Derive(cfg.Seed, "warmup-demos"), 1))
 	tasks := wf.Tasks(seeds.Derive(cfg.Seed, "warmup-tasks"), workflows.Train, cfg.Warmup.Demos)
 	out := map[string][]model.Sequence{}
 	for _, t := range tasks {
 		for _, d := range wf.Demonstrations(t, rng, cfg.Warmup.Noise) {
-			out[d.Agent] = append(out[d.Agent], model.Sequence{Prompt: actors.PromptIDs(d.Agent, d.Prompt), Response: actors.TargetIDs(d.Response)})
+			tk := tok(d.Agent)
+			prompt, err := tk.PromptIDs(d.Agent, d.Prompt)
+			if err != nil {
+				return nil, err
+			}
+			out[d.Agent] = append(out[d.Agent], model.Sequence{Prompt: prompt, Response: tk.TargetIDs(d.Response)})
 		}
 	}
-	return out
+	return out, nil
 }
 
-// Train fits a fresh model to seqs with token-mean cross-entropy, AdamW (cosine decay) and
-// grad clipping at 1. It returns the model and the mean loss of the last 10% of steps.
+// Train fits a fresh built-in model to seqs with token-mean cross-entropy, AdamW (cosine
+// decay) and grad clipping at 1. It returns the model and the mean loss of the last 10% of
+// steps.
 func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config, seqs []model.Sequence) (*model.Model, float64, error) {
 	mc := cfg.Models[id].Engine()
-	for i, s := range seqs {
-		if len(s.Prompt)+len(s.Response) > mc.Context {
-			return nil, 0, fmt.Errorf("demonstration %d of model %s has %d tokens, more than its context %d: raise models.%s.context",
-				i, id, len(s.Prompt)+len(s.Response), mc.Context, id)
-		}
+	if err := fits(seqs, mc.Context, fmt.Sprintf("raise models.%s.context", id), id); err != nil {
+		return nil, 0, err
 	}
 	m, err := model.New(mc, seeds.Derive(cfg.Seed, "init", id))
 	if err != nil {
 		return nil, 0, fmt.Errorf("model %s: %w", id, err)
 	}
+	loss, err := fit(ctx, env, id, cfg, m, seqs)
+	return m, loss, err
+}
+
+// TrainHF fine-tunes Hugging Face model h on seqs as Train trains a built-in model, for
+// warmup.steps steps (none: the base as it is).
+func TrainHF(ctx context.Context, env *stages.Env, id string, cfg *configs.Config, h *checkpoints.HFModel, seqs []model.Sequence) (float64, error) {
+	if cfg.Warmup.Steps == 0 {
+		return math.NaN(), nil
+	}
+	raise := fmt.Sprintf("use a model with a longer context (max_position_embeddings in %s/config.json)", h.Dir)
+	if err := fits(seqs, h.Config.ArchConfig().Context, raise, id); err != nil {
+		return 0, err
+	}
+	return fit(ctx, env, id, cfg, h.Model, seqs)
+}
+
+// fits checks that every demonstration fits a context of n tokens.
+func fits(seqs []model.Sequence, n int, raise, id string) error {
+	for i, s := range seqs {
+		if len(s.Prompt)+len(s.Response) > n {
+			return fmt.Errorf("demonstration %d of model %s has %d tokens, more than its context %d: %s",
+				i, id, len(s.Prompt)+len(s.Response), n, raise)
+		}
+	}
+	return nil
+}
+
+// fit trains m on seqs: warmup.steps steps of warmup.batch demonstrations drawn with the
+// model's seed, token-mean cross-entropy, AdamW at warmup.lr with cosine decay, grad clipping
+// at 1. It returns the mean loss of the last 10% of steps.
+func fit(ctx context.Context, env *stages.Env, id string, cfg *configs.Config, m model.Trainable, seqs []model.Sequence) (float64, error) {
 	ocfg := model.DefaultAdamWConfig()
 	ocfg.LR = cfg.Warmup.LR
-	opt := model.NewAdamW(m, ocfg)
-	g := m.NewGrads()
+	opt := m.NewOptimizer(ocfg)
+	g := m.NewGradBuf()
 	rng := rand.New(rand.NewPCG(seeds.Derive(cfg.Seed, "warmup-batches", id), 2))
 	steps, B := cfg.Warmup.Steps, cfg.Warmup.Batch
 	bar := progress.New(env.Progress, int64(steps), "warmup "+id, "steps")
@@ -142,14 +246,14 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 	batch := make([]model.Sequence, B)
 	for step := 0; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 		for i := range batch {
 			batch[i] = seqs[rng.IntN(len(seqs))]
 		}
-		pass, err := m.Forward(batch, 1)
+		pass, err := m.TrainForward(batch, 1)
 		if err != nil {
-			return nil, 0, fmt.Errorf("model %s: %w", id, err)
+			return 0, fmt.Errorf("model %s: %w", id, err)
 		}
 		lp := pass.LogProbs()
 		tokens := 0
@@ -168,12 +272,14 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 		loss /= float64(tokens)
 		g.Zero()
 		if err := pass.Backward(d, nil, g); err != nil {
-			return nil, 0, fmt.Errorf("model %s: %w", id, err)
+			return 0, fmt.Errorf("model %s: %w", id, err)
 		}
-		model.ClipGradNorm(g, 1)
+		if f, ok := model.ClipScale(g.Norm(), 1); ok { // model.ClipGradNorm on any GradBuf
+			g.Scale(f)
+		}
 		opt.LR = cfg.Warmup.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(steps)))
-		if err := opt.Step(g); err != nil {
-			return nil, 0, fmt.Errorf("model %s: %w", id, err)
+		if err := opt.Apply(g); err != nil {
+			return 0, fmt.Errorf("model %s: %w", id, err)
 		}
 		if step >= steps-max(1, steps/10) {
 			tail += loss
@@ -186,7 +292,7 @@ func Train(ctx context.Context, env *stages.Env, id string, cfg *configs.Config,
 	}
 	bar.Finish()
 	if tailN == 0 {
-		return m, math.NaN(), nil
+		return math.NaN(), nil
 	}
-	return m, tail / float64(tailN), nil
+	return tail / float64(tailN), nil
 }

@@ -1,0 +1,187 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/tokenizer"
+)
+
+// ChatTokenizer loads the tokenizer of the Hugging Face model folder dir with its chat
+// template, and the ids that end a turn: the tokenizer's end-of-turn token (Qwen's <|im_end|>)
+// and the eos_token_id of cfg, once each.
+func ChatTokenizer(dir string, cfg hf.Config) (actors.Chat, []int32, error) {
+	bpe, err := loadTokenizer(dir)
+	if err != nil {
+		return actors.Chat{}, nil, fmt.Errorf("tokenizer of %s: %w", dir, err)
+	}
+	var stop []int32
+	if eos := bpe.EOS(); eos >= 0 {
+		stop = append(stop, eos)
+	}
+	for _, id := range cfg.EOS {
+		if !slices.Contains(stop, int32(id)) {
+			stop = append(stop, int32(id))
+		}
+	}
+	return actors.Chat{BPE: bpe}, stop, nil
+}
+
+// tokenizers are the tokenizers this process loaded, by the sha256 of their files: every step
+// folder of a run holds the same ones, and parsing Qwen's tokenizer.json costs a second.
+var tokenizers struct {
+	sync.Mutex
+	byDigest map[string]*tokenizer.BPE
+}
+
+// maxTokenizers bounds the tokenizers kept: a run has one per base model.
+const maxTokenizers = 8
+
+// loadTokenizer is tokenizer.LoadDir, cached by the content of the tokenizer files.
+func loadTokenizer(dir string) (*tokenizer.BPE, error) {
+	h := sha256.New()
+	for _, name := range hf.TokenizerFiles {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	tokenizers.Lock()
+	defer tokenizers.Unlock()
+	if t := tokenizers.byDigest[key]; t != nil {
+		return t, nil
+	}
+	t, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if tokenizers.byDigest == nil || len(tokenizers.byDigest) >= maxTokenizers {
+		tokenizers.byDigest = map[string]*tokenizer.BPE{}
+	}
+	tokenizers.byDigest[key] = t
+	return t, nil
+}
+
+// hfBackend serves Hugging Face model id of set in process.
+func hfBackend(id string, set *checkpoints.Set) (actors.Backend, error) {
+	h := set.HF[id]
+	if h == nil {
+		return nil, fmt.Errorf("checkpoint step %d has no Hugging Face model %q (it has %s): the config's models changed since it was written",
+			set.Step, id, strings.Join(set.ModelNames(), ", "))
+	}
+	tok, stop, err := ChatTokenizer(h.Dir, h.Config)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", id, err)
+	}
+	return actors.NewLocalHF(id, set.Step, h.Model, h.Config.ArchConfig().Context, tok, stop, h.Dir), nil
+}
+
+// BaseFolder returns a local folder holding model id's base (models.<id>.hf): the folder
+// itself, or a store folder (s3://…, file://…) fetched and verified into
+// <user cache>/drmas/models/<hash of the URL>, as `drmas model` commands fetch it.
+func BaseFolder(ctx context.Context, env *Env, id string) (string, error) {
+	src := env.Config.Models[id].HF
+	if !strings.Contains(src, "://") {
+		return src, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("model %s: no cache folder for %s (set XDG_CACHE_HOME): %w", id, src, err)
+	}
+	u := strings.TrimRight(src, "/")
+	sum := sha256.Sum256([]byte(u))
+	cache := filepath.Join(base, "drmas", "models", hex.EncodeToString(sum[:8]))
+	cfg := *env.Config // the S3 endpoint and credentials
+	cfg.Store = src
+	b, err := OpenStore(ctx, &cfg)
+	if err != nil {
+		return "", fmt.Errorf("models.%s.hf %s: %w", id, src, err)
+	}
+	defer b.Close()
+	st, err := hf.Fetch(ctx, b, cache)
+	if err != nil {
+		return "", fmt.Errorf("models.%s.hf %s: %w", id, src, err)
+	}
+	env.Logf("model %s: %s: %d files in %s (%d downloaded, %d cached)", id, src, st.Files, cache, st.Downloaded, st.Cached)
+	return cache, nil
+}
+
+// promptAllowance is the prompt length the memory estimate assumes beside rollout.max_tokens.
+const promptAllowance = 512
+
+// CheckHFMemory refuses, before its weights are loaded, an HF model whose training step needs
+// more memory than this process may use (GOMEMLIMIT, else the memory the machine has
+// available): hf.StepMemory's float32 weights, gradients and AdamW moments, plus the
+// activations of one micro-batch of sequences of rollout.max_tokens and a prompt. The error
+// gives the figure and what to change. Nothing is checked when the limit is unknown.
+func CheckHFMemory(cfg *configs.Config, id string, hc hf.Config) error {
+	limit, by := memoryLimit()
+	if limit <= 0 {
+		return nil
+	}
+	need := HFStepMemory(cfg, id, hc)
+	if float64(need) <= limit {
+		return nil
+	}
+	micro := cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch
+	what, change := "in full (float32 weights, gradients and AdamW moments", fmt.Sprintf("train a LoRA adapter (models.%s.lora)", id)
+	if l := cfg.Models[id].LoRA; l != nil {
+		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (float32 weights, the adapter's gradients and moments", l.R), fmt.Sprintf("lower models.%s.lora.r", id)
+	}
+	return fmt.Errorf("model %s (%s parameters) needs about %s to train %s, and a micro-batch of %d sequences), more than %s (%s): %s, lower micro_batch, or use a smaller model",
+		id, strconv.FormatInt(hc.Params(), 10), configs.Bytes(float64(need)), what, micro, configs.Bytes(limit), by, change)
+}
+
+// HFStepMemory is the memory CheckHFMemory estimates for one training step of model id.
+func HFStepMemory(cfg *configs.Config, id string, hc hf.Config) int64 {
+	t := min(cfg.Rollout.MaxTokens+promptAllowance, hc.ArchConfig().Context)
+	micro := cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch
+	r := 0
+	if l := cfg.Models[id].LoRA; l != nil {
+		r = l.R
+	}
+	full, lora := hf.StepMemory(hc, r, t)
+	if r > 0 {
+		full = lora
+	}
+	return full + int64(max(micro-1, 0))*hf.Activations(hc, t)
+}
+
+// memoryLimit is GOMEMLIMIT when set, else MemAvailable of /proc/meminfo; 0 when unknown.
+func memoryLimit() (float64, string) {
+	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
+		return float64(l), "GOMEMLIMIT"
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "MemAvailable:"); ok {
+			if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
+				return kb * 1024, "the memory available on this machine"
+			}
+		}
+	}
+	return 0, ""
+}
