@@ -98,16 +98,17 @@ func memFile(name string, data []byte) file {
 	return file{name: name, data: data, bytes: int64(len(data)), sha: commit.Digest(data)}
 }
 
-// read returns the file's bytes.
-func (f file) read() ([]byte, error) {
+// put uploads the file into dir: its bytes, or the staged local file streamed (a model's
+// weights and optimizer state are never read into memory whole).
+func (f file) put(ctx context.Context, b storage.Bucket, dir string) (commit.File, error) {
 	if f.local == "" {
-		return f.data, nil
+		return commit.PutFile(ctx, b, dir, f.name, f.data, 0)
 	}
-	data, err := os.ReadFile(f.local)
-	if err == nil && (int64(len(data)) != f.bytes || commit.Digest(data) != f.sha) {
+	pf, err := commit.PutLocalFile(ctx, b, dir, f.name, f.local, 0)
+	if err == nil && (pf.Bytes != f.bytes || pf.SHA256 != f.sha) {
 		err = fmt.Errorf("staged %s changed on disk since it was written", f.local)
 	}
-	return data, err
+	return pf, err
 }
 
 // files encodes the step's files: per built-in model, model.safetensors and optim.safetensors
@@ -197,11 +198,7 @@ func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDi
 		return "", err
 	}
 	for _, f := range out {
-		data, err := f.read() // one staged file in memory at a time
-		if err != nil {
-			return "", err
-		}
-		pf, err := commit.PutFile(ctx, b, dir, f.name, data, 0)
+		pf, err := f.put(ctx, b, dir)
 		if err != nil {
 			return "", withdrawn(ctx, b, run, err)
 		}

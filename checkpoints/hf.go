@@ -2,7 +2,6 @@ package checkpoints
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -228,13 +227,9 @@ func loadHFStep(ctx context.Context, b storage.Bucket, run, dir string, m *commi
 		}
 		s.hf()[name] = h
 		if withOptim && e.optim != nil {
-			data, err := commit.ReadFile(ctx, b, dir, *e.optim)
+			o, err := loadOptim(ctx, b, dir, *e.optim, filepath.Join(filepath.Dir(local), OptimDir), h.Model)
 			if err != nil {
 				return err
-			}
-			o := h.Model.NewOptimizer(model.DefaultAdamWConfig())
-			if err := o.LoadState(bytes.NewReader(data), int64(len(data))); err != nil {
-				return fmt.Errorf("%s: %w", path.Join(dir, e.optim.Name), err)
 			}
 			s.Optims[name] = o
 		}
@@ -257,14 +252,10 @@ func syncFolder(ctx context.Context, b storage.Bucket, dir, name string, files [
 		}
 		want[base] = true
 		dst := filepath.Join(local, base)
-		if have, err := os.ReadFile(dst); err == nil && int64(len(have)) == f.Bytes && commit.Digest(have) == f.SHA256 {
+		if commit.LocalMatches(dst, f) {
 			continue
 		}
-		data, err := commit.ReadFile(ctx, b, dir, f)
-		if err != nil {
-			return err
-		}
-		if err := writeAtomic(dst, data); err != nil {
+		if err := commit.ReadFileTo(ctx, b, dir, f, dst); err != nil {
 			return err
 		}
 	}
@@ -282,26 +273,29 @@ func syncFolder(ctx context.Context, b storage.Bucket, dir, name string, files [
 	return nil
 }
 
-// writeAtomic writes data to name through a temporary file renamed into place, so a reader
-// (another process loading the same step) never sees half a file.
-func writeAtomic(name string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("checkpoint cache: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("checkpoint cache: %w", err)
-	}
-	return nil
-}
-
 // errNoModel is LoadStep's error for a step without any model.
 var errNoModel = errors.New("checkpoint has no model")
+
+// loadOptim reads a Hugging Face model's optimizer state: downloaded (verified) into the
+// cache folder cache, then read one tensor at a time from there, never whole into memory.
+func loadOptim(ctx context.Context, b storage.Bucket, dir string, f commit.File, cache string, m model.Trainable) (*model.AdamW, error) {
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint cache: %w", err)
+	}
+	local := filepath.Join(cache, path.Base(f.Name))
+	if !commit.LocalMatches(local, f) {
+		if err := commit.ReadFileTo(ctx, b, dir, f, local); err != nil {
+			return nil, err
+		}
+	}
+	fh, err := os.Open(local)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint cache: %w", err)
+	}
+	defer fh.Close()
+	o := m.NewOptimizer(model.DefaultAdamWConfig())
+	if err := o.LoadState(fh, f.Bytes); err != nil {
+		return nil, fmt.Errorf("%s: %w", path.Join(dir, f.Name), err)
+	}
+	return o, nil
+}

@@ -195,6 +195,12 @@ func Digest(data []byte) string {
 // writes its file again rather than resume over these bytes.
 func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byte, rows int64) (File, error) {
 	f := File{Name: name, Rows: rows, Bytes: int64(len(data)), SHA256: Digest(data)}
+	return putChecked(ctx, b, dir, f, func() (io.Reader, error) { return bytes.NewReader(data), nil })
+}
+
+// putChecked is PutFile for the file f describes, whose bytes open returns (called once).
+func putChecked(ctx context.Context, b storage.Bucket, dir string, f File, open func() (io.Reader, error)) (File, error) {
+	name := f.Name
 	if m, _, err := Read(ctx, b, dir); err == nil {
 		if !lists(m, f) {
 			return File{}, &ConflictError{Dir: dir, File: name, State: Kept,
@@ -203,7 +209,11 @@ func PutFile(ctx context.Context, b storage.Bucket, dir, name string, data []byt
 	} else if !errors.Is(err, ErrNotCommitted) {
 		return File{}, err
 	}
-	if err := storage.PutBytes(ctx, b, path.Join(dir, name), data, storage.RecordETag(&f.ETag)); err != nil {
+	r, err := open()
+	if err != nil {
+		return File{}, fmt.Errorf("upload %s: %w", name, err)
+	}
+	if err := b.Put(ctx, path.Join(dir, name), r, f.Bytes, storage.RecordETag(&f.ETag)); err != nil {
 		return File{}, fmt.Errorf("upload %s: %w", name, err)
 	}
 	m, sha, err := Read(ctx, b, dir)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 )
 
 // NewParamAdamW returns an optimizer with zero state over params (their Data are updated in
@@ -36,7 +35,7 @@ func (o *AdamW) SaveState(w io.Writer) error {
 	off := 0
 	for _, p := range o.params {
 		n := len(p.Data)
-		ts = append(ts, F32Tensor("m."+p.Name, p.Shape, o.mom[off:off+n]), F32Tensor("v."+p.Name, p.Shape, o.vel[off:off+n]))
+		ts = append(ts, F32View("m."+p.Name, p.Shape, o.mom[off:off+n]), F32View("v."+p.Name, p.Shape, o.vel[off:off+n]))
 		off += n
 	}
 	ts = append(ts, I64Tensor("step", []int{1}, []int64{o.Steps}))
@@ -47,13 +46,17 @@ func (o *AdamW) SaveState(w io.Writer) error {
 	return WriteSafetensors(w, ts, map[string]string{MetaAdamWConfig: string(ab), "format": "pt"})
 }
 
-// LoadState restores into o (made by NewParamAdamW or NewLLMAdamW over the same parameters)
-// the state SaveState wrote: the tensors must be exactly o's, F32 of the parameters' shapes,
-// finite (second moments ≥ 0); the hyper-parameters must pass Validate. Nothing changes on an
-// error.
+// LoadState restores into o, a fresh optimizer (no step taken) made by NewParamAdamW or
+// NewLLMAdamW over the same parameters, the state SaveState wrote: the tensors must be exactly
+// o's, F32 of the parameters' shapes, finite (second moments ≥ 0); the hyper-parameters must
+// pass Validate. The moments are read in place (no second copy of a large model's state); on
+// an error o is left fresh. r is read one tensor at a time: pass a file, not its bytes.
 func (o *AdamW) LoadState(r io.ReaderAt, size int64) error {
 	if o.params == nil {
 		return fmt.Errorf("model: AdamW.LoadState: the built-in model's optimizer is loaded by LoadAdamW")
+	}
+	if o.Steps != 0 {
+		return fmt.Errorf("model: AdamW.LoadState: the optimizer has taken %d steps; load into a fresh one", o.Steps)
 	}
 	f, err := ReadSafetensors(r, size)
 	if err != nil {
@@ -85,18 +88,20 @@ func (o *AdamW) LoadState(r io.ReaderAt, size int64) error {
 	if err != nil || len(steps) != 1 || steps[0] < 0 {
 		return fmt.Errorf("model: optimizer \"step\" must be one non-negative I64")
 	}
-	mom, vel := slices.Clone(o.mom), slices.Clone(o.vel)
 	off := 0
 	for _, p := range o.params {
 		n := len(p.Data)
-		if err := readInto(f, "m."+p.Name, mom[off:off+n], false); err != nil {
-			return err
+		err := readInto(f, "m."+p.Name, o.mom[off:off+n], false)
+		if err == nil {
+			err = readInto(f, "v."+p.Name, o.vel[off:off+n], true)
 		}
-		if err := readInto(f, "v."+p.Name, vel[off:off+n], true); err != nil {
+		if err != nil {
+			clear(o.mom)
+			clear(o.vel)
 			return err
 		}
 		off += n
 	}
-	o.AdamWConfig, o.Steps, o.mom, o.vel = ac, steps[0], mom, vel
+	o.AdamWConfig, o.Steps = ac, steps[0]
 	return nil
 }

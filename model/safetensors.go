@@ -58,6 +58,42 @@ type Tensor struct {
 	DType DType
 	Shape []int
 	Data  []byte
+	// F32, when set (DType F32, Data nil), holds the values themselves: WriteSafetensors
+	// encodes them in small chunks as it writes, so a large tensor (an LLM optimizer's
+	// moments) is never copied whole.
+	F32 []float32
+}
+
+// byteLen is the size of the tensor's data in the file.
+func (t Tensor) byteLen() int64 {
+	if t.F32 != nil {
+		return 4 * int64(len(t.F32))
+	}
+	return int64(len(t.Data))
+}
+
+// F32View is a float32 tensor that refers to data (no copy; see Tensor.F32).
+func F32View(name string, shape []int, data []float32) Tensor {
+	return Tensor{Name: name, DType: F32, Shape: slices.Clone(shape), F32: data}
+}
+
+// writeData writes t's bytes, encoding F32 values 64 Ki at a time.
+func (t Tensor) writeData(w io.Writer) error {
+	if t.F32 == nil {
+		_, err := w.Write(t.Data)
+		return err
+	}
+	buf := make([]byte, 4<<16)
+	for off := 0; off < len(t.F32); off += 1 << 16 {
+		chunk := t.F32[off:min(len(t.F32), off+1<<16)]
+		for i, v := range chunk {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+		}
+		if _, err := w.Write(buf[:4*len(chunk)]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // F32Tensor encodes a float32 tensor.
@@ -186,8 +222,11 @@ func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string)
 		if err != nil {
 			return fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
 		}
-		if n*int64(t.DType.Size()) != int64(len(t.Data)) {
-			return fmt.Errorf("safetensors: tensor %q: shape %v × %d bytes != %d data bytes", t.Name, t.Shape, t.DType.Size(), len(t.Data))
+		if t.F32 != nil && (t.DType != F32 || t.Data != nil) {
+			return fmt.Errorf("safetensors: tensor %q: F32 values need DType F32 and no Data", t.Name)
+		}
+		if n*int64(t.DType.Size()) != t.byteLen() {
+			return fmt.Errorf("safetensors: tensor %q: shape %v × %d bytes != %d data bytes", t.Name, t.Shape, t.DType.Size(), t.byteLen())
 		}
 		writeKey(t.Name)
 		shape := t.Shape
@@ -195,8 +234,8 @@ func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string)
 			shape = []int{}
 		}
 		sb, _ := json.Marshal(shape)
-		fmt.Fprintf(&hdr, `{"dtype":%q,"shape":%s,"data_offsets":[%d,%d]}`, t.DType, sb, off, off+int64(len(t.Data)))
-		off += int64(len(t.Data))
+		fmt.Fprintf(&hdr, `{"dtype":%q,"shape":%s,"data_offsets":[%d,%d]}`, t.DType, sb, off, off+t.byteLen())
+		off += t.byteLen()
 	}
 	hdr.WriteByte('}')
 	for hdr.Len()%8 != 0 {
@@ -211,7 +250,7 @@ func WriteSafetensors(w io.Writer, tensors []Tensor, metadata map[string]string)
 		return err
 	}
 	for _, t := range ts {
-		if _, err := w.Write(t.Data); err != nil {
+		if err := t.writeData(w); err != nil {
 			return err
 		}
 	}

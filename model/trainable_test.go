@@ -149,3 +149,47 @@ func TestAdamWStateRoundTrip(t *testing.T) {
 		t.Fatalf("the state of another model loaded: %v (steps %d)", err, oo.Steps)
 	}
 }
+
+// TestF32ViewSameBytes: a tensor written from its values (F32View, encoded in chunks) gives
+// the bytes of one encoded whole (F32Tensor), across chunk boundaries.
+func TestF32ViewSameBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	v := make([]float32, 1<<16+77)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	var a, b bytes.Buffer
+	if err := WriteSafetensors(&a, []Tensor{F32Tensor("x", []int{len(v)}, v), I64Tensor("n", []int{1}, []int64{3})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSafetensors(&b, []Tensor{F32View("x", []int{len(v)}, v), I64Tensor("n", []int{1}, []int64{3})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("F32View writes other bytes than F32Tensor")
+	}
+	bad := F32View("x", []int{len(v) + 1}, v)
+	if err := WriteSafetensors(&b, []Tensor{bad}, nil); err == nil {
+		t.Fatal("a shape that does not match the values was written")
+	}
+}
+
+// TestLoadStateNeedsFreshOptimizer: loading over an optimizer that has stepped is refused
+// (its moments would mix with the file's).
+func TestLoadStateNeedsFreshOptimizer(t *testing.T) {
+	m, err := InitLLM(tinyArchs()["llama_untied"], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.NewOptimizer(DefaultAdamWConfig())
+	var buf bytes.Buffer
+	if err := o.SaveState(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Apply(m.NewGradBuf()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.LoadState(bytes.NewReader(buf.Bytes()), int64(buf.Len())); err == nil {
+		t.Fatal("state loaded over an optimizer that has stepped")
+	}
+}

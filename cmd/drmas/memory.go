@@ -48,7 +48,18 @@ func checkMemory(cmd *cobra.Command, cfg *configs.Config) error {
 	if err != nil || limit <= 0 {
 		return err
 	}
+	softLimit(limit)
 	return cfg.CheckMemory(stages, limit, by)
+}
+
+// softLimit makes limit the Go runtime's soft memory limit unless GOMEMLIMIT set one: the
+// collector then runs harder as the heap nears it, instead of letting it grow to twice what is
+// live (a Hugging Face model's learner holds gigabytes of weights, gradients and moments, and
+// each checkpoint briefly adds a tensor's worth of garbage).
+func softLimit(limit float64) {
+	if debug.SetMemoryLimit(-1) == math.MaxInt64 && limit < math.MaxInt64 {
+		debug.SetMemoryLimit(int64(limit))
+	}
 }
 
 // memoryLimit is the memory the stages may use and what sets it; 0 when nothing says.
