@@ -161,23 +161,11 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	lse, _ := softmaxStats(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
 	if o.TopP > 0 && o.TopP < 1 {
-		idx := make([]int, len(p))
-		for j := range idx {
-			idx[j] = j
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
-		var cum float64
-		kept := 0
-		for kept < len(idx) {
-			cum += float64(p[idx[kept]])
-			kept++
-			if cum >= float64(o.TopP) {
-				break
-			}
-		}
+		idx, cum := topPPrefix(p, float64(o.TopP))
+		kept := len(idx)
 		target := u * cum
 		var acc float64
-		for _, j := range idx[:kept] {
+		for _, j := range idx {
 			acc += float64(p[j])
 			if target < acc {
 				return int32(j), lp(j)
@@ -254,4 +242,59 @@ func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []f
 			o[e] += pj * vj[e]
 		}
 	}
+}
+
+// topPPrefix returns the nucleus of p for top_p: the indices of p in decreasing probability
+// (ties by index) up to and including the first at which their sum, accumulated in that order
+// in float64, reaches topP; and that sum. It equals topPPrefixRef's answer, but sorts only the
+// candidates with p ≥ θ, lowering θ until their sum reaches topP: those are the most likely
+// tokens (any other is less likely than each of them, and a token as likely as one of them is
+// one of them), in the same order, so the prefix and its sum are the same — a peaked
+// distribution over 151,936 tokens sorts a few hundred.
+func topPPrefix(p []float32, topP float64) ([]int, float64) {
+	var maxP float32
+	for _, v := range p {
+		maxP = max(maxP, v)
+	}
+	idx := make([]int, 0, 256)
+	for theta := maxP / 64; ; theta /= 64 {
+		if theta < 1e-30 {
+			theta = 0
+		}
+		idx = idx[:0]
+		for j, v := range p {
+			if v >= theta {
+				idx = append(idx, j)
+			}
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+		var cum float64
+		for k, j := range idx {
+			cum += float64(p[j])
+			if cum >= topP {
+				return idx[:k+1], cum
+			}
+		}
+		if theta == 0 {
+			return idx, cum
+		}
+	}
+}
+
+// topPPrefixRef is topPPrefix by sorting every index: the plain reference the tests compare
+// against.
+func topPPrefixRef(p []float32, topP float64) ([]int, float64) {
+	idx := make([]int, len(p))
+	for j := range idx {
+		idx[j] = j
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+	var cum float64
+	for k, j := range idx {
+		cum += float64(p[j])
+		if cum >= topP {
+			return idx[:k+1], cum
+		}
+	}
+	return idx, cum
 }
