@@ -33,8 +33,7 @@ type HFModel struct {
 	// step's manifest, and what an adapter names as its base.
 	Base string
 	// Dir is a local folder holding the model's config.json and tokenizer files: the base's
-	// for the warm-up and for a LoRA, the step's copy in the local cache once a full
-	// fine-tune is loaded.
+	// for the warm-up and for any LoRA; a loaded full fine-tune's step copy in the local cache.
 	Dir string
 	// Config is the model's config.json; its TorchDtype is the dtype Publish writes.
 	Config hf.Config
