@@ -138,7 +138,7 @@ func (s *Set) files() (out []file, params map[string]string, cleanup func(), err
 				return nil, nil, nil, err
 			}
 			out = append(out, hfs...)
-			params[baseParam(name)] = s.HF[name].Base
+			maps.Copy(params, hfParams(name, s.HF[name]))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Models)) {

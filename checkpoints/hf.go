@@ -32,12 +32,16 @@ type HFModel struct {
 	// step's manifest, and what an adapter names as its base.
 	Base string
 	// Dir is a local folder holding the model's config.json and tokenizer files: the base's
-	// for the warm-up, the step's copy in the local cache once loaded.
+	// for the warm-up and for any LoRA; a loaded full fine-tune's step copy in the local cache.
 	Dir string
 	// Config is the model's config.json; its TorchDtype is the dtype Publish writes.
 	Config hf.Config
-	// Model is what trains: a *model.LLM for a full fine-tune.
+	// Model is what trains: a *model.LLM for a full fine-tune, a *model.LoRA over the base
+	// for a LoRA adapter (lora.go).
 	Model model.Trainable
+	// DropoutSeed is a LoRA's dropout seed (the seed model.NewLoRA was given), recorded with
+	// its checkpoint so that a loaded step draws the masks an unbroken run would.
+	DropoutSeed uint64
 }
 
 // hfFiles writes Hugging Face model name of a step into the empty local folder stage and
@@ -45,13 +49,16 @@ type HFModel struct {
 // optimizer state, if any, as OptimDir/<name>.safetensors (AdamW.SaveState). This is the one
 // place the save format is chosen by what trains: a *model.LLM is a full fine-tune, saved by
 // hf.WriteLLM as a model folder a server loads as is (config.json, model.safetensors in the
-// base's dtype, the tokenizer files and generation_config.json from Dir).
+// base's dtype, the tokenizer files and generation_config.json from Dir); a *model.LoRA is
+// saved by hf.WriteAdapter as a PEFT adapter folder over Base (lora.go).
 func hfFiles(name string, h *HFModel, opt *model.AdamW, stage string) ([]file, error) {
 	folder := filepath.Join(stage, "model")
 	var err error
 	switch m := h.Model.(type) {
 	case *model.LLM:
 		err = hf.WriteLLM(folder, h.Config, m, "", h.Dir)
+	case *model.LoRA:
+		err = hf.WriteAdapter(folder, h.Base, m)
 	default:
 		err = fmt.Errorf("%T has no checkpoint format", h.Model)
 	}
@@ -118,11 +125,13 @@ func writeLocal(name string, fill func(io.Writer) error) error {
 	return err
 }
 
-// loadHF reads a Hugging Face model from its step folder, copied into the local folder dir:
-// the counterpart of hfFiles, choosing by the folder's files.
-func loadHF(dir, base string) (*HFModel, error) {
-	if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err == nil {
-		return nil, fmt.Errorf("%s: a LoRA adapter step: this drmas does not load LoRA checkpoints", dir)
+// loadHF reads Hugging Face model name from its step folder, copied into the local folder
+// dir: the counterpart of hfFiles, choosing by the folder's files (a LoRA adapter is read onto
+// its base, see loadLoRA). params are the step manifest's.
+func loadHF(ctx context.Context, dir, name string, params map[string]string) (*HFModel, error) {
+	base := params[baseParam(name)]
+	if _, err := os.Stat(filepath.Join(dir, hf.AdapterConfigFile)); err == nil {
+		return loadLoRA(ctx, dir, name, base, params)
 	}
 	m, cfg, err := hf.LoadLLM(dir)
 	if err != nil {
@@ -179,13 +188,13 @@ type hfEntry struct {
 	optim *commit.File
 }
 
-// hfEntries returns the Hugging Face models of a manifest (a folder with a config.json) by
-// name.
+// hfEntries returns the Hugging Face models of a manifest (a folder with a config.json, or
+// an adapter_config.json for a LoRA) by name.
 func hfEntries(m *commit.Manifest) map[string]*hfEntry {
 	out := map[string]*hfEntry{}
 	for _, f := range m.Files {
 		name, file, ok := strings.Cut(f.Name, "/")
-		if ok && name != OptimDir && file == hf.ConfigFile {
+		if ok && name != OptimDir && (file == hf.ConfigFile || file == hf.AdapterConfigFile) {
 			out[name] = &hfEntry{}
 		}
 	}
@@ -221,7 +230,7 @@ func loadHFStep(ctx context.Context, b storage.Bucket, run, dir string, m *commi
 		if err := syncFolder(ctx, b, dir, name, e.files, local); err != nil {
 			return err
 		}
-		h, err := loadHF(local, m.Params[baseParam(name)])
+		h, err := loadHF(ctx, local, name, m.Params)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path.Join(dir, name), err)
 		}

@@ -96,31 +96,49 @@ func hfBackend(id string, set *checkpoints.Set) (actors.Backend, error) {
 
 // BaseFolder returns a local folder holding model id's base (models.<id>.hf): the folder
 // itself, or a store folder (s3://…, file://…) fetched and verified into
-// <user cache>/drmas/models/<hash of the URL>, as `drmas model` commands fetch it.
+// checkpoints.BaseCacheDir, as `drmas model` commands fetch it.
 func BaseFolder(ctx context.Context, env *Env, id string) (string, error) {
-	src := env.Config.Models[id].HF
+	dir, err := fetchBase(ctx, env, env.Config.Models[id].HF)
+	if err != nil {
+		return "", fmt.Errorf("models.%s.hf %w", id, err)
+	}
+	return dir, nil
+}
+
+// BaseResolver resolves the base a LoRA checkpoint names as BaseFolder does, with env's store
+// credentials: LoadPolicy's callers pass it to checkpoints.WithBaseResolver so that a stage on
+// a machine without the base in its cache fetches it.
+func BaseResolver(env *Env) checkpoints.BaseResolver {
+	return func(ctx context.Context, base string) (string, error) {
+		dir, err := fetchBase(ctx, env, base)
+		if err != nil {
+			return "", fmt.Errorf("base %w", err)
+		}
+		return dir, nil
+	}
+}
+
+// fetchBase is BaseFolder of the base folder src; its errors start with src.
+func fetchBase(ctx context.Context, env *Env, src string) (string, error) {
 	if !strings.Contains(src, "://") {
 		return src, nil
 	}
-	base, err := os.UserCacheDir()
+	cache, err := checkpoints.BaseCacheDir(src)
 	if err != nil {
-		return "", fmt.Errorf("model %s: no cache folder for %s (set XDG_CACHE_HOME): %w", id, src, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
-	u := strings.TrimRight(src, "/")
-	sum := sha256.Sum256([]byte(u))
-	cache := filepath.Join(base, "drmas", "models", hex.EncodeToString(sum[:8]))
 	cfg := *env.Config // the S3 endpoint and credentials
 	cfg.Store = src
 	b, err := OpenStore(ctx, &cfg)
 	if err != nil {
-		return "", fmt.Errorf("models.%s.hf %s: %w", id, src, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	defer b.Close()
 	st, err := hf.Fetch(ctx, b, cache)
 	if err != nil {
-		return "", fmt.Errorf("models.%s.hf %s: %w", id, src, err)
+		return "", fmt.Errorf("%s: %w", src, err)
 	}
-	env.Logf("model %s: %s: %d files in %s (%d downloaded, %d cached)", id, src, st.Files, cache, st.Downloaded, st.Cached)
+	env.Logf("base model %s: %d files in %s (%d downloaded, %d cached)", src, st.Files, cache, st.Downloaded, st.Cached)
 	return cache, nil
 }
 

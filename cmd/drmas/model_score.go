@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -14,7 +17,7 @@ import (
 )
 
 func newModelScoreCmd() *cobra.Command {
-	var modelDir, cache, adapter, promptIDs, responseIDs string
+	var modelDir, cache, adapter, baseDir, promptIDs, responseIDs string
 	cmd := &cobra.Command{
 		Use:   "score --model DIR [--adapter DIR] --prompt-ids 1,2,3 --response-ids 4,5",
 		Short: "Print the log-probability of each response token given every token before it",
@@ -36,12 +39,19 @@ ids for a text.
 adapter_model.safetensors, as PEFT's save_pretrained writes them) merged into its weights:
 W' = W + (lora_alpha/r)·B·A for each module the adapter holds (lora_alpha/sqrt(r) with
 use_rslora). DoRA, bias training, modules_to_save, per-module ranks and LoRA on the embeddings are
-refused by name.`,
+refused by name.
+
+--model may also be a PEFT LoRA adapter folder itself (a folder with adapter_config.json, as
+drmas publishes the checkpoint steps of a LoRA model: checkpoints/step=N/<model>/): its base is
+loaded from the adapter's base_model_name_or_path (a local path or a store folder, as the run's
+config named it; --base overrides it) and scored with the adapter unmerged, as the learner and
+the in-process rollout compute it (bit for bit), rather than merged as --adapter does.`,
 		Example: `  drmas model score --model ~/models/Qwen2.5-0.5B-Instruct --prompt-ids 9707,11 --response-ids 1879,0
-  drmas model score --model s3://models/qwen3-0.6b --prompt-ids "$(drmas model tokenize --model DIR --text Hi | tr -d '[]')" --response-ids 0`,
+  drmas model score --model s3://models/qwen3-0.6b --prompt-ids "$(drmas model tokenize --model DIR --text Hi | tr -d '[]')" --response-ids 0
+  drmas model score --model s3://bucket/runs/r1/checkpoints/step=000002/solver_m --prompt-ids 9707,11 --response-ids 1879,0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := noTilde(cmd, "model", "cache", "adapter"); err != nil {
+			if err := noTilde(cmd, "model", "cache", "adapter", "base"); err != nil {
 				return err
 			}
 			prompt, err := parseIDs("prompt-ids", promptIDs)
@@ -56,12 +66,16 @@ refused by name.`,
 			if err != nil {
 				return err
 			}
+			var lora string
+			if dir, lora, err = loraStepFolder(cmd, dir, baseDir, adapter); err != nil {
+				return err
+			}
 			if adapter != "" {
 				if adapter, err = localModel(cmd, adapter, ""); err != nil {
 					return err
 				}
 			}
-			lp, err := scoreIDs(dir, adapter, prompt, resp)
+			lp, err := scoreIDs(dir, adapter, lora, prompt, resp)
 			if err != nil {
 				return err
 			}
@@ -74,6 +88,7 @@ refused by name.`,
 	f.StringVar(&responseIDs, "response-ids", "", "the response's token ids to score, comma-separated, at least one (required)")
 	f.StringVar(&adapter, "adapter", "", "a PEFT LoRA adapter folder to merge into the weights first: a local path, or s3://… / file://… in the store")
 	f.StringVar(&cache, "cache", "", "local cache for a store folder (default: ~/.cache/drmas/models/<hash of the URL>)")
+	f.StringVar(&baseDir, "base", "", "with a LoRA adapter folder as --model: its base model folder (local path, or s3://… / file://…), instead of the adapter's base_model_name_or_path")
 	for _, name := range []string{"model", "prompt-ids", "response-ids"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -103,9 +118,9 @@ func parseIDs(flag, s string) ([]int32, error) {
 	return ids, nil
 }
 
-// scoreIDs loads dir (with the adapter merged, unless "") and returns log p of each response
-// token at temperature 1.
-func scoreIDs(dir, adapter string, prompt, resp []int32) ([]float32, error) {
+// scoreIDs loads dir (with the adapter merged, unless "", and with the LoRA adapter folder
+// lora unmerged, unless "") and returns log p of each response token at temperature 1.
+func scoreIDs(dir, adapter, lora string, prompt, resp []int32) ([]float32, error) {
 	w, err := hf.OpenWeights(dir)
 	if err != nil {
 		return nil, err
@@ -135,7 +150,15 @@ func scoreIDs(dir, adapter string, prompt, resp []int32) ([]float32, error) {
 			return nil, fmt.Errorf("--adapter: %w", err)
 		}
 	}
-	lp, _, err := m.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
+	var p interface {
+		Score([]model.Sequence, float32) ([][]float32, [][]float32, error)
+	} = m
+	if lora != "" {
+		if p, err = hf.ReadAdapter(lora, m); err != nil {
+			return nil, fmt.Errorf("--model: %w", err)
+		}
+	}
+	lp, _, err := p.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
 	if err != nil {
 		return nil, fmt.Errorf("score: %w", err)
 	}
@@ -155,4 +178,40 @@ func printLogProbs(out io.Writer, lp []float32) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// loraStepFolder returns the model folder to load and the LoRA adapter folder to score it
+// with: for a dir holding adapter_config.json (a LoRA checkpoint step), its base (base, or the
+// adapter's base_model_name_or_path, fetched when in a store) and dir; otherwise dir and "".
+func loraStepFolder(cmd *cobra.Command, dir, base, adapter string) (string, string, error) {
+	if _, err := os.Stat(filepath.Join(dir, hf.AdapterConfigFile)); err != nil {
+		if base != "" {
+			return "", "", fmt.Errorf("--base is for a LoRA adapter folder as --model, and %s has no %s", dir, hf.AdapterConfigFile)
+		}
+		return dir, "", nil
+	}
+	if adapter != "" {
+		return "", "", fmt.Errorf("--model %s is a LoRA adapter folder (it has %s): give its base as --model and it as --adapter, or leave --adapter out", dir, hf.AdapterConfigFile)
+	}
+	if base == "" {
+		data, err := os.ReadFile(filepath.Join(dir, hf.AdapterConfigFile))
+		if err != nil {
+			return "", "", err
+		}
+		var c struct {
+			Base string `json:"base_model_name_or_path"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil || c.Base == "" {
+			return "", "", fmt.Errorf("%s: no base_model_name_or_path: give the base model folder as --base", filepath.Join(dir, hf.AdapterConfigFile))
+		}
+		base = c.Base
+	}
+	local, err := localModel(cmd, base, "")
+	if err != nil {
+		return "", "", fmt.Errorf("base of the LoRA adapter %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(local, hf.ConfigFile)); err != nil {
+		return "", "", fmt.Errorf("base %s of the LoRA adapter %s is not a model folder on this machine (%w): give it as --base", base, dir, err)
+	}
+	return local, dir, nil
 }

@@ -135,7 +135,11 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 	}
 	for _, id := range set.ModelNames() {
 		if cfg.Models[id].IsHF() && cfg.Warmup.Steps == 0 {
-			env.Logf("warmup: model %s is its base %s untrained (warmup.steps: 0); published step 0", id, cfg.Models[id].HF)
+			what := "its base %s untrained"
+			if cfg.Models[id].LoRA != nil {
+				what = "a new LoRA adapter (B = 0) over its base %s"
+			}
+			env.Logf("warmup: model %s is "+what+" (warmup.steps: 0); published step 0", id, cfg.Models[id].HF)
 			continue
 		}
 		env.Logf("warmup: model %s trained on %d demonstrations, final loss %.4f; published step 0", id, res.Demos[id], res.Loss[id])
@@ -144,7 +148,8 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 }
 
 // loadBase loads model id's base folder (models.<id>.hf, fetched into the cache when it is in
-// a store) after checking that a training step fits in memory.
+// a store) after checking that a training step fits in memory; with models.<id>.lora, what
+// trains is a new LoRA adapter over it.
 func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFModel, error) {
 	dir, err := stages.BaseFolder(ctx, env, id)
 	if err != nil {
@@ -161,7 +166,16 @@ func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFM
 	if err != nil {
 		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
 	}
-	return &checkpoints.HFModel{Base: env.Config.Models[id].HF, Dir: dir, Config: hc, Model: m}, nil
+	h := &checkpoints.HFModel{Base: env.Config.Models[id].HF, Dir: dir, Config: hc, Model: m}
+	if lc := env.Config.Models[id].LoRA; lc != nil {
+		// B = 0: step 0 samples as the base until the warm-up trains the adapter.
+		c := lc.WithDefaults()
+		h.DropoutSeed = seeds.Derive(env.Config.Seed, "lora", id)
+		if h.Model, err = model.NewLoRA(m, model.LoRAConfig{R: c.R, Alpha: c.Alpha, Dropout: c.Dropout, Targets: c.TargetModules}, h.DropoutSeed); err != nil {
+			return nil, fmt.Errorf("models.%s.lora: %w", id, err)
+		}
+	}
+	return h, nil
 }
 
 // Demonstrations returns the expert turns per agent as token sequences of the built-in
