@@ -143,6 +143,8 @@ func LoadPolicy(ctx context.Context, env *Env, step int64, withOptim bool) (*che
 	if allExternal(env.Config) {
 		return &checkpoints.Set{Step: max(step, 0), Parent: checkpoints.NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{}}, nil
 	}
+	// A LoRA step's base, when it is a store folder, is fetched with the run's credentials.
+	ctx = checkpoints.WithBaseResolver(ctx, BaseResolver(env))
 	if step >= 0 {
 		return checkpoints.LoadStep(ctx, env.Bucket, env.Config.Run, step, withOptim)
 	}

@@ -30,8 +30,8 @@ agents:
   solver: {model: solver_m, lr: 1.0e-3}
   verifier: {model: verifier_m, lr: 3.0e-4}
 tasks: {per_iteration: 2, eval_size: 2}
-rollout: {group_size: 4, parts: 1, max_tokens: 6}
-warmup: {steps: 40, batch: 4, demos: 8, lr: 1.0e-2}
+rollout: {group_size: 4, parts: 1, max_tokens: 16}
+warmup: {steps: 60, batch: 4, demos: 8, lr: 2.0e-2}
 evaluate: {every: 1, k: 1, top_p: 1.0}
 learn: {micro_batch: 2, keep_checkpoints: 3}
 `
