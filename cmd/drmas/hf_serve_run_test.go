@@ -37,8 +37,8 @@ agents:
   solver: {model: m, lr: 1.0e-3}
   verifier: {model: m, lr: 1.0e-3}
 tasks: {per_iteration: 2, eval_size: 2}
-rollout: {group_size: 4, parts: 1, max_tokens: 6, temperature: 1.0, top_p: 1.0}
-warmup: {steps: 20, batch: 4, demos: 8, lr: 1.0e-2}
+rollout: {group_size: 4, parts: 1, max_tokens: 16, temperature: 1.0, top_p: 1.0}
+warmup: {steps: 60, batch: 4, demos: 8, lr: 1.0e-2}
 evaluate: {every: 1, k: 1, top_p: 1.0}
 learn: {micro_batch: 2, keep_checkpoints: 3}
 `
@@ -84,7 +84,8 @@ func startServe(t *testing.T, args ...string) (string, *bytes.Buffer) {
 // and sampled on a server: `drmas serve --hf` hosts a tiny random Qwen3 (the real Qwen3
 // tokenizer); `drmas run --iters 2` with backend openai and reload: sglang makes the server
 // reload each published step folder (/update_weights_from_disk) before rollout and evaluate
-// sample from it; every rollout row's log-probs are those the step's folder scores in process,
+// sample from it (a warm-up long enough that rewards differ within a group, so learn moves the
+// weights); every rollout row's log-probs are those the step's folder scores in process,
 // so the server sampled on-policy with the model's own token ids.
 func TestRunHFModelThroughServe(t *testing.T) {
 	tok := oracles.Qwen3TokenizerDir(t)
@@ -161,11 +162,29 @@ func TestRunHFModelThroughServe(t *testing.T) {
 			worst = max(worst, math.Abs(float64(v)-r.ResponseLogprobs[j]))
 		}
 	}
+	// Step 1 scores step 0's rows otherwise: learn moved the weights, so a server that did not
+	// reload would have sampled step 1's rows with step 0's log-probs.
+	moved := 0.0
+	for _, r := range rows {
+		if r.PolicyVersion != 1 {
+			continue
+		}
+		lp, _, err := steps[0].Score([]model.Sequence{{Prompt: r.PromptIDs, Response: r.ResponseIDs}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range lp[0] {
+			moved = max(moved, math.Abs(float64(v)-r.ResponseLogprobs[j]))
+		}
+	}
+	if moved <= 1e-3 {
+		t.Errorf("step 0 scores step 1's rows within %g: learn did not move the model, so the check above shows nothing; the run's log:\n%s", moved, errOut)
+	}
 	if seen[0] == 0 || seen[1] == 0 || len(seen) != 2 {
 		t.Errorf("rows per policy version %v, want steps 0 and 1", seen)
 	}
 	if worst > 1e-4 {
 		t.Errorf("rows' log-probs differ from the in-process score of their step by up to %g", worst)
 	}
-	t.Logf("%d rows of steps %v: log-probs within %.2g of the in-process score", len(rows), seen, worst)
+	t.Logf("%d rows of steps %v: log-probs within %.2g of the in-process score of their step (step 0 differs on step 1's rows by %.2g)", len(rows), seen, worst, moved)
 }
