@@ -107,7 +107,9 @@ func TestRunHFModelThroughServe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s\n%s\nserve:\n%s", err, out, errOut, serveLog)
 	}
-	folder := func(step int64) string { return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("hfserve", step)), "m") }
+	folder := func(step int64) string {
+		return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("hfserve", step)), "m")
+	}
 	for _, step := range []int64{0, 1} {
 		if want := "reloaded its weights from " + folder(step); !strings.Contains(errOut, want) {
 			t.Errorf("the run's log has no %q:\n%s", want, errOut)
