@@ -21,6 +21,7 @@ func TestOpenAIReload(t *testing.T) {
 		`m1: {hf: /q, lora: {r: 4}, backend: openai, openai: {endpoint: http://h, reload: sglang}}`: "models.m1.openai.reload is for a Hugging Face model trained in full",
 		`m1: {backend: openai, openai: {endpoint: http://h, reload: sglang}}`:                       "models.m1.openai.reload is for a Hugging Face model trained in full",
 		`m1: {hf: /q, backend: openai, openai: {endpoint: http://h, store_path: ~/s}}`:              "models.m1.openai.store_path",
+		`m1: {hf: /q, backend: openai, openai: {endpoint: http://h}}`:                               "set models.m1.openai.reload: sglang",
 	}
 	for model, want := range cases {
 		p := write(t, "bad.yaml", "models:\n  "+model+"\nagents:\n  solver: {model: m1}\n")

@@ -55,6 +55,12 @@ func (c *Config) Validate() error {
 			if m.OpenAI.Reload != "" && (!m.IsHF() || m.LoRA != nil) {
 				bad("models.%s.openai.reload is for a Hugging Face model trained in full (hf set, lora not): a LoRA model's server loads each step's adapter instead", name)
 			}
+			if m.IsHF() && m.OpenAI.Mode == "chat" {
+				bad("models.%s.openai.mode chat: a Hugging Face model is sampled with its own token ids, in mode completions", name)
+			}
+			if m.IsHF() && m.LoRA == nil && m.OpenAI.Reload == "" {
+				bad("models.%s is a Hugging Face model trained in full on backend openai: its server would not sample with each step's weights; set models.%s.openai.reload: sglang (SGLang, drmas serve --hf), train a LoRA adapter (models.%s.lora), or use backend: local", name, name, name)
+			}
 		default:
 			bad("models.%s.backend: %s is not local or openai", name, excerpt.Quote(m.Backend))
 		}
