@@ -167,6 +167,9 @@ const (
 	BackendOpenAI = "openai"
 )
 
+// ReloadSGLang is models.<id>.openai.reload's one value: SGLang's /update_weights_from_disk.
+const ReloadSGLang = "sglang"
+
 // IsOpenAI reports whether the model is served by an OpenAI-compatible server.
 func (m Model) IsOpenAI() bool { return m.Backend == BackendOpenAI }
 
@@ -214,6 +217,16 @@ type OpenAI struct {
 	// checkpoint step they sample from (default 2m; models drmas trains only): keep it above
 	// the server's --poll.
 	VersionWait time.Duration `mapstructure:"version_wait" json:"version_wait,omitempty"`
+	// Reload makes a Hugging Face model trained in full (models.<id>.hf without lora) sample
+	// on-policy: "sglang" POSTs SGLang's /update_weights_from_disk with the step's published
+	// folder before a stage samples, and checks on /get_model_info that the server serves it
+	// (drmas serve --hf implements both). Empty: such a model is refused on this backend.
+	Reload string `mapstructure:"reload" json:"reload,omitempty"`
+	// StorePath is the run's store as the server's machine reads it (a folder, e.g. a shared
+	// file system's mount of the store), for the step folders an HF model's server loads
+	// (a LoRA adapter, or a full step with reload); default the config's store, which drmas
+	// serve reads as it is and vLLM or SGLang only when it is a local folder they share.
+	StorePath string `mapstructure:"store_path" json:"store_path,omitempty"`
 }
 
 // Engine is the built-in policy engine's config for this model size.

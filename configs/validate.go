@@ -52,6 +52,15 @@ func (c *Config) Validate() error {
 			}
 		case BackendOpenAI:
 			validateOpenAI(name, m.OpenAI, bad)
+			if m.OpenAI.Reload != "" && (!m.IsHF() || m.LoRA != nil) {
+				bad("models.%s.openai.reload is for a Hugging Face model trained in full (hf set, lora not): a LoRA model's server loads each step's adapter instead", name)
+			}
+			if m.IsHF() && m.OpenAI.Mode == "chat" {
+				bad("models.%s.openai.mode chat: a Hugging Face model is sampled with its own token ids, in mode completions", name)
+			}
+			if m.IsHF() && m.LoRA == nil && m.OpenAI.Reload == "" {
+				bad("models.%s is a Hugging Face model trained in full on backend openai: its server would not sample with each step's weights; set models.%s.openai.reload: sglang (SGLang, drmas serve --hf), train a LoRA adapter (models.%s.lora), or use backend: local", name, name, name)
+			}
 		default:
 			bad("models.%s.backend: %s is not local or openai", name, excerpt.Quote(m.Backend))
 		}
@@ -213,6 +222,12 @@ func validateOpenAI(name string, o OpenAI, bad func(string, ...any)) {
 		if f.fail {
 			bad("%s%s: %v, want %s", p, f.key, f.v, f.want)
 		}
+	}
+	if o.Reload != "" && o.Reload != ReloadSGLang {
+		bad("%sreload: %s is not sglang (the only reload API drmas speaks; leave it empty for LoRA adapters)", p, excerpt.Quote(o.Reload))
+	}
+	if strings.HasPrefix(o.StorePath, "~") {
+		bad("%sstore_path %s starts with ~, which is not expanded: give the folder's full path", p, excerpt.Quote(o.StorePath))
 	}
 	if strings.ContainsAny(o.APIKeyEnv, "= \t") || strings.HasPrefix(o.APIKeyEnv, "sk-") {
 		bad("%sapi_key_env must be the NAME of an environment variable holding the key, not the key", p)

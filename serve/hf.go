@@ -69,6 +69,8 @@ func (c bpeCodec) text(ids []int32, skip bool) string {
 type hfState struct {
 	base *model.LLM
 	mu   sync.Mutex
+	// reload serializes /update_weights_from_disk.
+	reload sync.Mutex
 	// adapters are the loaded adapters by name, in load order (order); loading holds the
 	// names being loaded (reserved against a second load of the same name and the cap).
 	adapters map[string]*policy
@@ -254,7 +256,7 @@ func (s *Server) mergeAdapter(ctx context.Context, req openai.LoadLoRAAdapterReq
 		}
 		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("No adapter found for %s: %v", excerpt.Cut(req.LoRAPath), err)}
 	}
-	m, err := cloneLLM(s.hf.base)
+	m, err := cloneLLM(s.hf.baseModel())
 	if err != nil {
 		return nil, &httpError{http.StatusInternalServerError, "InternalServerError", err.Error()}
 	}

@@ -328,6 +328,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.completions)
 	mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
+	mux.HandleFunc("POST /update_weights_from_disk", s.updateWeights)
+	mux.HandleFunc("GET /get_model_info", s.modelInfo)
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "drmas serve has no chat endpoint: use /v1/completions with token-id prompts", "NotFoundError")
 	})

@@ -31,7 +31,9 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 // (drmas trains it; `drmas serve` serves its checkpoints) therefore samples only with that
 // step: its first Generate (or actors.Ready) waits for a server that reports an older step to
 // load set.Step, and a server on another checkpoint fails the stage
-// (openai.Options.RequireVersion).
+// (openai.Options.RequireVersion). A Hugging Face model on an openai backend samples with its
+// own tokenizer and the weights of set.Step: its LoRA adapter of that step, or its step folder
+// reloaded into the server (hfOpenAIBackend).
 func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Backend, error) {
 	return BackendsLogged(&Env{Config: cfg}, set)
 }
@@ -65,6 +67,14 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 	for _, a := range cfg.AgentNames() {
 		id := cfg.Agents[a].Model
 		be, ok := shared[id]
+		if !ok && cfg.Models[id].IsOpenAI() && cfg.Models[id].IsHF() {
+			b, err := hfOpenAIBackend(env, id, set)
+			if err != nil {
+				return nil, err
+			}
+			be, ok = b, true
+			shared[id] = be
+		}
 		if !ok && cfg.Models[id].IsOpenAI() {
 			b, err := openai.FromConfig(id, cfg.Models[id], openai.Checkpoint{Run: cfg.Run, Step: set.Step, SHA256: set.ManifestSHA256}, cfg.Seed, os.LookupEnv, env.Logf)
 			if err != nil {

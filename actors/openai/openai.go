@@ -144,6 +144,11 @@ type Options struct {
 	// M < Version; every request names the adapter, and a response naming another model fails
 	// the Generate. Completions mode only.
 	LoRAPath string
+	// ReloadPath is the Hugging Face folder of checkpoint step Version trained in full, as the
+	// server reads it: before its first request the backend makes the server serve its
+	// weights with SGLang's POST /update_weights_from_disk (unless GET /get_model_info reports
+	// that folder already) and checks that it does. Completions mode only; not with LoRAPath.
+	ReloadPath string
 	// Logf receives one-line notices: the wait for the server to load Version (nil: none).
 	Logf func(format string, args ...any)
 	// Client is the HTTP client (default: a new one with keep-alive).
@@ -167,6 +172,10 @@ type Backend struct {
 	model     string
 	loraReady atomic.Bool
 	loraWait  chan struct{}
+	// reloaded is set once the server serves ReloadPath, by the one Ready that holds
+	// reloadWait.
+	reloaded   atomic.Bool
+	reloadWait chan struct{}
 	// stats
 	requests atomic.Int64
 	retries  atomic.Int64
@@ -198,6 +207,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.Mode == ModeChat && (o.Tokenizer != nil || o.LoRAPath != "") {
 		return nil, fmt.Errorf("openai backend %s: a model tokenizer and a LoRA adapter need mode completions (chat mode sends text and gets no token ids)", o.ID)
+	}
+	if o.ReloadPath != "" && (o.Mode == ModeChat || o.LoRAPath != "") {
+		return nil, fmt.Errorf("openai backend %s: reloading the weights needs mode completions and no LoRA adapter", o.ID)
 	}
 	if o.StopTokenIDs == nil {
 		o.StopTokenIDs = chatEOS(o.Tokenizer)
@@ -234,7 +246,7 @@ func New(o Options) (*Backend, error) {
 		c = &http.Client{Transport: transport()}
 	}
 	b := &Backend{o: o, base: strings.TrimSuffix(strings.TrimSuffix(o.Endpoint, "/"), "/v1"), client: c,
-		sem: make(chan struct{}, o.Concurrency), waiting: make(chan struct{}, 1), model: o.ServerModel, loraWait: make(chan struct{}, 1)}
+		sem: make(chan struct{}, o.Concurrency), waiting: make(chan struct{}, 1), model: o.ServerModel, loraWait: make(chan struct{}, 1), reloadWait: make(chan struct{}, 1)}
 	if o.LoRAPath != "" {
 		b.model = AdapterName(o.ServerModel, o.Version)
 	}
@@ -408,6 +420,9 @@ func (b *Backend) Ready(ctx context.Context) error {
 	err := b.awaitVersion(ctx)
 	if err == nil {
 		err = b.loadAdapter(ctx)
+	}
+	if err == nil {
+		err = b.reloadWeights(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("model %s (%s): %w", b.o.ID, b.shown, err)

@@ -46,7 +46,11 @@ implements vLLM's dynamic LoRA API:
   POST /v1/unload_lora_adapter  {"lora_name"}
 
 A request whose "model" is an adapter's name samples with it; GET /v1/models lists the base and
-the adapters (with "parent"). At most --max-loras adapters are loaded at a time.`,
+the adapters (with "parent"). At most --max-loras adapters are loaded at a time. It also
+implements SGLang's weight reload, which a run with models.<id>.openai.reload: sglang drives:
+
+  POST /update_weights_from_disk {"model_path"}: serve that HF folder's weights (same sizes)
+  GET  /get_model_info           {"model_path"}: the folder the served weights come from`,
 		Example: `  drmas --run demo serve --addr 127.0.0.1:8000
   drmas --config configs/vllm-shared.yaml run-stage warmup
   drmas --config configs/vllm-shared.yaml serve --model m1 --addr 127.0.0.1:8000 &
