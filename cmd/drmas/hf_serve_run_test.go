@@ -84,15 +84,36 @@ func startServe(t *testing.T, args ...string) (string, *bytes.Buffer) {
 // tiny random Qwen3 with the real Qwen3 tokenizer, `drmas serve --hf` hosts it as m, and
 // `drmas run --iters 2` trains it with the config's model keys extra (hfServeRunConfig). It
 // returns the store, the run's log, the server's URL and the run's error.
-func runOnServe(t *testing.T, extra, lr string) (store, log, url string, runErr error) {
+//
+// With warm, the random model is first fine-tuned in full on the workflow's demonstrations
+// (warmBaseConfig) and that step 0 is the base served and trained: it stands in for an instruct
+// model, as a LoRA run needs (on the random model every response is invalid, every reward the
+// same, and the adapter would not move).
+func runOnServe(t *testing.T, extra, lr string, warm bool) (store, log, url string, runErr error) {
 	tok := oracles.Qwen3TokenizerDir(t)
 	tmp := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
 	t.Setenv("HOME", tmp)
 	base := filepath.Join(tmp, "base")
+	random := base
+	if warm {
+		random = filepath.Join(tmp, "random")
+	}
 	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
-		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "1", "--out", base); err != nil {
+		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "1", "--out", random); err != nil {
 		t.Fatal(err)
+	}
+	if warm {
+		warmCfg, warmStore := filepath.Join(tmp, "warm.yaml"), filepath.Join(tmp, "warmstore")
+		if err := os.WriteFile(warmCfg, fmt.Appendf(nil, warmBaseConfig, random), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, err := execute(t, "--config", warmCfg, "--store", warmStore, "run-stage", "warmup"); err != nil {
+			t.Fatalf("warm up the base: %v\n%s\n%s", err, out, errOut)
+		}
+		if err := os.Rename(filepath.Join(warmStore, filepath.FromSlash(commit.CheckpointDir("full", 0)), "m"), base); err != nil {
+			t.Fatal(err)
+		}
 	}
 	url, serveLog := startServe(t, "--hf", base, "--served-model-name", "m")
 	cfgFile := filepath.Join(tmp, "hf.yaml")
@@ -193,7 +214,7 @@ func cached(load func(step int64) (*model.LLM, error), t *testing.T) func(int64)
 // rollout and evaluate sample from it, and every rollout row's log-probs are those the step's
 // folder scores in process: the server sampled on-policy with the model's own token ids.
 func TestRunHFModelThroughServe(t *testing.T) {
-	store, log, url, err := runOnServe(t, ", reload: sglang", "1.0e-3")
+	store, log, url, err := runOnServe(t, ", reload: sglang", "1.0e-3", false)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log)
 	}
@@ -224,12 +245,11 @@ func TestRunHFModelThroughServe(t *testing.T) {
 // hot-swap: before each stage samples step N, the openai backend loads the step's PEFT adapter
 // folder into `drmas serve --hf` as m@step=N (vLLM's /v1/load_lora_adapter) and unloads the
 // older steps' adapters; the rows' log-probs are those of the base merged with that step's
-// adapter in process. It skips while this drmas publishes no LoRA step folders (the PEFT
-// adapter checkpoints land separately): a run that fails with an adapter at step 0 fails.
+// adapter in process.
 func TestRunHFLoRAThroughServe(t *testing.T) {
-	store, log, url, err := runOnServe(t, "}\n    lora: {r: 4", "1.0e-2") // an adapter learns at a higher rate
+	store, log, url, err := runOnServe(t, "}\n    lora: {r: 4", "1.0e-2", true) // an adapter learns at a higher rate
 	if _, statErr := os.Stat(filepath.Join(stepFolder(store, 0), hf.AdapterConfigFile)); statErr != nil {
-		t.Skipf("step 0 of a LoRA model is not a PEFT adapter folder in this drmas (%v); the run said: %v", statErr, err)
+		t.Fatalf("step 0 of a LoRA model is not a PEFT adapter folder (%v); the run said: %v", statErr, err)
 	}
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log)
