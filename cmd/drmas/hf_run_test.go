@@ -100,24 +100,7 @@ func TestRunHFModels(t *testing.T) {
 			}
 		}
 		// model score on the store folder equals the engine's score of the loaded model.
-		prompt, resp := []int32{151644, 872, 198, 3838}, []int32{151645, 198}
-		lp, _, err := m.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		url := "file://" + filepath.ToSlash(folder)
-		got, _, err := execute(t, "model", "score", "--model", url, "--cache", filepath.Join(tmp, "cache-"+id),
-			"--prompt-ids", ids(prompt), "--response-ids", ids(resp))
-		if err != nil {
-			t.Fatalf("model score %s: %v", url, err)
-		}
-		var want strings.Builder
-		for _, v := range lp[0] {
-			want.WriteString(strconv.FormatFloat(float64(v), 'f', -1, 32) + "\n")
-		}
-		if got != want.String() {
-			t.Errorf("%s: model score printed %q, the engine %q", id, got, want.String())
-		}
+		scoresAsInProcess(t, m, "file://"+filepath.ToSlash(folder), filepath.Join(tmp, "cache-"+id), id+": the engine")
 	}
 	if moved["solver_m"] == 0 || moved["verifier_m"] == 0 || moved["solver_m"] == moved["verifier_m"] {
 		t.Errorf("squared distance of step 2 from step 0: %v", moved)
@@ -144,4 +127,28 @@ func ids(v []int32) string {
 		s[i] = strconv.Itoa(int(x))
 	}
 	return strings.Join(s, ",")
+}
+
+// scoresAsInProcess checks that `drmas model score --model url` prints, for a short chat
+// prompt and response, exactly the log-probs policy computes in process (what names it in
+// errors).
+func scoresAsInProcess(t *testing.T, policy model.Policy, url, cache, what string) {
+	t.Helper()
+	prompt, resp := []int32{151644, 872, 198, 3838}, []int32{151645, 198}
+	lp, _, err := policy.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := execute(t, "model", "score", "--model", url, "--cache", cache,
+		"--prompt-ids", ids(prompt), "--response-ids", ids(resp))
+	if err != nil {
+		t.Fatalf("model score %s: %v", url, err)
+	}
+	var want strings.Builder
+	for _, v := range lp[0] {
+		want.WriteString(strconv.FormatFloat(float64(v), 'f', -1, 32) + "\n")
+	}
+	if got != want.String() {
+		t.Errorf("model score printed %q, %s %q", got, what, want.String())
+	}
 }

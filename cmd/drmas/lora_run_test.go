@@ -171,24 +171,7 @@ func TestRunLoRAModels(t *testing.T) {
 		}
 		// model score on the step folder in the store (its base named by the adapter) equals the
 		// in-process score of the loaded LoRA, unmerged.
-		prompt, resp := []int32{151644, 872, 198, 3838}, []int32{151645, 198}
-		lp, _, err := l.Score([]model.Sequence{{Prompt: prompt, Response: resp}}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		url := "file://" + filepath.ToSlash(stepDir("lora", 2, id))
-		got, _, err := execute(t, "model", "score", "--model", url, "--cache", filepath.Join(tmp, "cache-"+id),
-			"--prompt-ids", ids(prompt), "--response-ids", ids(resp))
-		if err != nil {
-			t.Fatalf("model score %s: %v", url, err)
-		}
-		var want strings.Builder
-		for _, v := range lp[0] {
-			want.WriteString(strconv.FormatFloat(float64(v), 'f', -1, 32) + "\n")
-		}
-		if got != want.String() {
-			t.Errorf("%s: model score printed %q, the in-process LoRA %q", id, got, want.String())
-		}
+		scoresAsInProcess(t, l, "file://"+filepath.ToSlash(stepDir("lora", 2, id)), filepath.Join(tmp, "cache-"+id), id+": the in-process LoRA")
 	}
 	// Resume: one iteration, then a second in another process's worth of state (everything is
 	// reloaded from the store), gives the bytes of the unbroken run.

@@ -77,7 +77,7 @@ func execute(t *testing.T, args ...string) (string, string, error) {
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a cap against hangs: the HF smokes take ~30 s alone, more on a loaded machine
 	defer cancel()
 	err := runRoot(ctx, root)
 	return out.String(), errOut.String(), err

@@ -19,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen_ref import forward, read_safetensors, write_safetensors  # noqa: E402
+from qwen_ref import backward_weighted, read_safetensors, write_safetensors  # noqa: E402
 
 PREFIX = "base_model.model."
 
@@ -36,22 +36,7 @@ def run(in_path, weights_path, adapter_path, out_path):
         a = AB[PREFIX + mod + ".lora_A.weight"]
         b = AB[PREFIX + mod + ".lora_B.weight"]
         W[mod + ".weight"] = W[mod + ".weight"] + scale * (b @ a)
-    T = spec["temperature"]
-    loss = torch.zeros((), dtype=dtype)
-    out = {}
-    for i, s in enumerate(spec["seqs"]):
-        ids = s["prompt"] + s["response"][:-1]
-        P, R = len(s["prompt"]), len(s["response"])
-        z = forward(cfg, W, ids, dtype)[P - 1 : P - 1 + R] / T
-        logp_all = torch.log_softmax(z, dim=-1)
-        tgt = torch.tensor(s["response"], dtype=torch.long)
-        lp = logp_all.gather(1, tgt[:, None])[:, 0]
-        ent = -(logp_all.exp() * logp_all).sum(-1)
-        loss = loss + (torch.tensor(spec["dlogprob"][i], dtype=dtype) * lp).sum()
-        loss = loss + (torch.tensor(spec["dentropy"][i], dtype=dtype) * ent).sum()
-        out["logprob.%d" % i] = lp.detach()
-        out["entropy.%d" % i] = ent.detach()
-    loss.backward()
+    out = backward_weighted(spec, cfg, W, dtype)
     for n, t in AB.items():
         out["grad." + n] = t.grad
     write_safetensors(out_path, out)

@@ -125,11 +125,10 @@ def forward(cfg, W, ids, dtype):
     return x @ head.T
 
 
-def run(in_path, weights_path, out_path):
-    spec = json.load(open(in_path))
-    dtype = torch.float64 if spec.get("dtype", "float64") == "float64" else torch.float32
-    cfg = spec["config"]
-    W = {n: t.to(dtype).requires_grad_(True) for n, t in read_safetensors(weights_path).items()}
+def backward_weighted(spec, cfg, W, dtype):
+    """Runs every sequence of spec through the decoder with weights W, back-propagates
+    sum(dlogprob * logprob) + sum(dentropy * entropy), and returns the per-sequence
+    "logprob.<i>" and "entropy.<i>" tensors."""
     T = spec["temperature"]
     loss = torch.zeros((), dtype=dtype)
     out = {}
@@ -146,6 +145,15 @@ def run(in_path, weights_path, out_path):
         out["logprob.%d" % i] = lp.detach()
         out["entropy.%d" % i] = ent.detach()
     loss.backward()
+    return out
+
+
+def run(in_path, weights_path, out_path):
+    spec = json.load(open(in_path))
+    dtype = torch.float64 if spec.get("dtype", "float64") == "float64" else torch.float32
+    cfg = spec["config"]
+    W = {n: t.to(dtype).requires_grad_(True) for n, t in read_safetensors(weights_path).items()}
+    out = backward_weighted(spec, cfg, W, dtype)
     for n, t in W.items():
         out["grad." + n] = t.grad if t.grad is not None else torch.zeros_like(t)
     write_safetensors(out_path, out)
