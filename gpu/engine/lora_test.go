@@ -219,3 +219,69 @@ func TestLoRARefuses(t *testing.T) {
 		t.Error("Backward ran on a stale pass")
 	}
 }
+
+// TestLoRANoBaseGradients counts the backward's launches: a LoRA pass launches no norm, bias or
+// embedding gradient kernel, and its GEMMs are the LLM's minus the base's weight gradients
+// (the head and four a layer) plus four a module (u·B-side, dB, dA and the input gradient).
+func TestLoRANoBaseGradients(t *testing.T) {
+	base := tinyLLM(t, "qwen2", false) // biases and an untied head: every kind of base gradient
+	l := tinyLoRA(t, base, []string{"q_proj", "v_proj", "up_proj"})
+	seqs := []model.Sequence{{Prompt: []int32{1, 2, 3}, Response: []int32{4, 5}}}
+	dlp := [][]float32{{1, -1}}
+	backward := func(lora bool) map[string]int {
+		t.Helper()
+		dev := &countingDevice{Device: interp(t), launches: map[string]int{}}
+		var err error
+		if lora {
+			tr, e := NewLoRA(dev, l)
+			if e != nil {
+				t.Fatal(e)
+			}
+			defer tr.Close()
+			p, e := tr.Forward(l, seqs, 1)
+			if e != nil {
+				t.Fatal(e)
+			}
+			clear(dev.launches)
+			err = p.Backward(dlp, nil, l.NewGradBuf().(*model.LoRAGrads))
+		} else {
+			lt, e := NewLLM(dev, base)
+			if e != nil {
+				t.Fatal(e)
+			}
+			defer lt.Close()
+			p, e := lt.Forward(base, seqs, 1)
+			if e != nil {
+				t.Fatal(e)
+			}
+			clear(dev.launches)
+			err = p.Backward(dlp, nil, base.NewGrads())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dev.launches
+	}
+	full, lora := backward(false), backward(true)
+	gemms := func(n map[string]int) int {
+		s := 0
+		for name, c := range n {
+			if strings.HasPrefix(name, "gemm") && !strings.Contains(name, "batched") {
+				s += c
+			}
+		}
+		return s
+	}
+	for _, k := range []string{"rms_dw_part", "colsum_part", "csr_rows_add"} {
+		if full[k] == 0 {
+			t.Fatalf("the LLM's backward launched no %s: the test no longer sees base gradients", k)
+		}
+		if lora[k] != 0 {
+			t.Errorf("the LoRA backward launched %s %d times", k, lora[k])
+		}
+	}
+	layers, mods := base.Config().Layers, len(l.Params())/2
+	if want := gemms(full) - (1 + 4*layers) + 4*mods; gemms(lora) != want {
+		t.Errorf("LoRA backward: %d GEMM launches, want %d (LLM %d)", gemms(lora), want, gemms(full))
+	}
+}
