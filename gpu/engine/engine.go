@@ -183,7 +183,10 @@ func (t *Trainer) Close() error {
 		errs = append(errs, t.dev.Free(g.p))
 		g.p = 0
 	}
-	errs = append(errs, t.dev.Free(t.w), t.dev.Free(t.g))
+	errs = append(errs, t.dev.Free(t.w))
+	if t.g != 0 { // a LoRATrainer frees its base's gradients at the start
+		errs = append(errs, t.dev.Free(t.g))
+	}
 	for _, p := range []ir.Ptr{t.mom, t.vel} {
 		if p != 0 {
 			errs = append(errs, t.dev.Free(p))

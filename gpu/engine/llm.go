@@ -24,6 +24,9 @@ type LLMTrainer struct {
 	// vocabChunk is the most vocabulary rows one csr_rows_add launch covers (the grid's y
 	// limit); tests lower it to run the chunking at a tiny vocabulary.
 	vocabChunk int
+	// ad is the LoRA adapter the linears carry (lora.go); nil for a plain LLM. With one, the
+	// base is frozen: the backward launches no weight, bias, norm or embedding gradient.
+	ad *loraDev
 }
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
@@ -138,13 +141,15 @@ func (l *launcher) rms(x, w, w2, y, xhat, rstd ir.Ptr, rows, heads, d, ldx, nw i
 }
 
 // rmsBack runs rms_bwd (acc: add into dx) and adds the weight gradients: heads [0, nw) into
-// gw, [nw, heads) into gw2.
+// gw, [nw, heads) into gw2 (none into a 0 pointer: a frozen norm).
 func (t *Trainer) rmsBack(l *launcher, dy, xhat, rstd, w, w2, dx ir.Ptr, rows, heads, d, ldx, nw int, acc bool, gw, gw2 ir.Ptr) {
 	if rows == 0 {
 		return
 	}
-	t.rmsDW(l, dy, xhat, rows, d, ldx, heads, 0, nw, gw)
-	if nw < heads {
+	if gw != 0 {
+		t.rmsDW(l, dy, xhat, rows, d, ldx, heads, 0, nw, gw)
+	}
+	if nw < heads && gw2 != 0 {
 		t.rmsDW(l, dy, xhat, rows, d, ldx, heads, nw, heads, gw2)
 	}
 	a := 0
@@ -287,6 +292,7 @@ func (p *LLMPass) blockForward(l *launcher, li int, x, tmp ir.Ptr) error {
 	}
 	l.rms(x, t.wp(pre+lnIn), t.wp(pre+lnIn), h1, inHat, inRstd, N, 1, d.D, d.D, 1, d.eps)
 	t.linear(l, h1, N, d.D, pre+lnQKV, d.ld, qkv)
+	p.lt.ad.forward(l, li, siteQKV, h1, N, qkv)
 	if c.QKNorm {
 		qkHat, qkRstd := need(a+"qkHat", N*nh*d.hd), need(a+"qkRstd", N*nh)
 		l.rms(qkv, t.wp(pre+lnQN), t.wp(pre+lnKN), qkv, qkHat, qkRstd, N, nh, d.hd, d.ld, d.H, d.eps)
@@ -294,11 +300,14 @@ func (p *LLMPass) blockForward(l *launcher, li int, x, tmp ir.Ptr) error {
 	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(qkv), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(1))
 	p.attnForward(l, qkv, att, attOut)
 	t.linear(l, attOut, N, d.od, pre+lnO, d.D, tmp)
+	p.lt.ad.forward(l, li, siteO, attOut, N, tmp)
 	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
 	l.rms(x, t.wp(pre+lnPost), t.wp(pre+lnPost), h2, postHat, postRstd, N, 1, d.D, d.D, 1, d.eps)
 	t.linear(l, h2, N, d.D, pre+lnGate, 2*d.F, gu)
+	p.lt.ad.forward(l, li, siteGateUp, h2, N, gu)
 	l.elementwise("swiglu_fwd", N*d.F, ir.ArgP(gu), ir.ArgP(act), ir.ArgI(d.F))
 	t.linear(l, act, N, d.F, pre+lnDown, d.D, tmp)
+	p.lt.ad.forward(l, li, siteDown, act, N, tmp)
 	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
 	return l.err
 }
@@ -357,6 +366,9 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *model.LLMGrads) er
 	if g == nil {
 		return fmt.Errorf("gpu engine: Backward: nil grads")
 	}
+	if p.frozen() {
+		return fmt.Errorf("gpu engine: Backward: a LoRA pass has no base gradients (use LoRAPass.Backward)")
+	}
 	for name, i := range t.idx {
 		if len(g.ByName(name)) != t.sizes[i] {
 			return fmt.Errorf("gpu engine: Backward: grads do not match the model (tensor %s)", name)
@@ -395,7 +407,13 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	lt := p.lt
 	t, c, d := lt.t, lt.cfg, lt.dims()
 	N, M := p.n, p.m
-	gp := func(name string) ir.Ptr { return t.g.Add(t.off[t.index(name)]) }
+	frozen := lt.ad != nil
+	gp := func(name string) ir.Ptr {
+		if frozen {
+			return 0 // no gradient: weightGrad, biasGrad and rmsBack skip it
+		}
+		return t.g.Add(t.off[t.index(name)])
+	}
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	tptr, tidx := csr(p.toks, d.V)
@@ -412,7 +430,11 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	if err := t.dropSplitTables(N, M); err != nil {
 		return err
 	}
-	if err := t.dev.Zero(t.g, t.total); err != nil {
+	if frozen {
+		if err := lt.ad.zeroGrads(); err != nil {
+			return err
+		}
+	} else if err := t.dev.Zero(t.g, t.total); err != nil {
 		return fmt.Errorf("gpu engine: zero grads: %w", err)
 	}
 	b := t.bufs
@@ -430,7 +452,7 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(d.V), ir.ArgF(invT))
 	head := lt.headName()
 	l.gemm(false, false, M, d.D, d.V, 1, dZ, d.V, t.wp(head), d.D, 0, dHf, d.D)
-	l.gemmW(true, false, d.V, d.D, M, 1, dZ, d.V, b["hf"].p, d.D, 1, gp(head), d.D)
+	weightGrad(l, d.V, d.D, M, dZ, d.V, b["hf"].p, d.D, gp(head), d.D)
 	t.rmsBack(l, dHf, b["nHat"].p, b["nRstd"].p, t.wp(lnNorm), t.wp(lnNorm), dXg, M, 1, d.D, d.D, 1, false, gp(lnNorm), 0)
 	if l.err == nil {
 		l.err = t.dev.Zero(dX, N*d.D)
@@ -441,12 +463,23 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	}
 	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
 	ge := gp(lnEmbed)
-	for v0 := 0; v0 < d.V; v0 += lt.vocabChunk {
+	for v0 := 0; v0 < d.V && !frozen; v0 += lt.vocabChunk {
 		rows := min(lt.vocabChunk, d.V-v0)
 		l.launch("csr_rows_add", [3]int{ceil(d.D, kernels.RowThreads), rows, 1}, rowBlock,
 			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
 	}
 	return l.err
+}
+
+// frozen says the pass's base weights get no gradients (a LoRA's pass).
+func (p *LLMPass) frozen() bool { return p.lt.ad != nil }
+
+// weightGrad adds the weight gradient aᵀ·b [m×n] (k rows) into c, or launches nothing when c
+// is 0 (a frozen weight).
+func weightGrad(l *launcher, m, n, k int, a ir.Ptr, lda int, b ir.Ptr, ldb int, c ir.Ptr, ldc int) {
+	if c != 0 {
+		l.gemmW(true, false, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+	}
 }
 
 // llmGradBufs are the scratch buffers of blockBackward: dX[N×D] (the residual stream's
@@ -463,30 +496,34 @@ func (p *LLMPass) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, s l
 	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
 	act := func(name string) ir.Ptr { return b[a+name].p }
 	// MLP: x += down(silu(gate(h2))·up(h2)).
-	l.gemmW(true, false, d.D, d.F, N, 1, dX, d.D, act("act"), d.F, 1, gp(pre+lnDown+".weight"), d.F)
+	weightGrad(l, d.D, d.F, N, dX, d.D, act("act"), d.F, gp(pre+lnDown+".weight"), d.F)
 	l.gemm(false, false, N, d.F, d.D, 1, dX, d.D, t.wp(pre+lnDown+".weight"), d.F, 0, dAct, d.F)
+	p.lt.ad.backward(l, li, siteDown, act("act"), dX, N, dAct)
 	l.elementwise("swiglu_bwd", N*d.F, ir.ArgP(act("gu")), ir.ArgP(dAct), ir.ArgP(dGU), ir.ArgI(d.F))
-	l.gemmW(true, false, 2*d.F, d.D, N, 1, dGU, 2*d.F, act("h2"), d.D, 1, gp(pre+lnGate+".weight"), d.D)
+	weightGrad(l, 2*d.F, d.D, N, dGU, 2*d.F, act("h2"), d.D, gp(pre+lnGate+".weight"), d.D)
 	l.gemm(false, false, N, d.D, 2*d.F, 1, dGU, 2*d.F, t.wp(pre+lnGate+".weight"), d.D, 0, dT, d.D)
+	p.lt.ad.backward(l, li, siteGateUp, act("h2"), dGU, N, dT)
 	post := t.wp(pre + lnPost)
 	t.rmsBack(l, dT, act("postHat"), act("postRstd"), post, post, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnPost), 0)
 	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
-	l.gemmW(true, false, d.D, d.od, N, 1, dX, d.D, act("attOut"), d.od, 1, gp(pre+lnO+".weight"), d.od)
-	if t.has(pre + lnO + ".bias") {
+	weightGrad(l, d.D, d.od, N, dX, d.D, act("attOut"), d.od, gp(pre+lnO+".weight"), d.od)
+	if t.has(pre+lnO+".bias") && !p.frozen() {
 		t.colSum(l, dX, 0, N, d.D, gp(pre+lnO+".bias"))
 	}
 	l.gemm(false, false, N, d.od, d.D, 1, dX, d.D, t.wp(pre+lnO+".weight"), d.od, 0, dAO, d.od)
+	p.lt.ad.backward(l, li, siteO, act("attOut"), dX, N, dAO)
 	p.attnBackward(l, act("qkv"), act("att"), dAO, dP, dQKV)
 	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(dQKV), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(-1))
 	if c.QKNorm {
 		qn, kn := t.wp(pre+lnQN), t.wp(pre+lnKN)
 		t.rmsBack(l, dQKV, act("qkHat"), act("qkRstd"), qn, kn, dQKV, N, nh, d.hd, d.ld, d.H, false, gp(pre+lnQN), gp(pre+lnKN))
 	}
-	l.gemmW(true, false, d.ld, d.D, N, 1, dQKV, d.ld, act("h1"), d.D, 1, gp(pre+lnQKV+".weight"), d.D)
-	if t.has(pre + lnQKV + ".bias") {
+	weightGrad(l, d.ld, d.D, N, dQKV, d.ld, act("h1"), d.D, gp(pre+lnQKV+".weight"), d.D)
+	if t.has(pre+lnQKV+".bias") && !p.frozen() {
 		t.colSum(l, dQKV, 0, N, d.ld, gp(pre+lnQKV+".bias"))
 	}
 	l.gemm(false, false, N, d.D, d.ld, 1, dQKV, d.ld, t.wp(pre+lnQKV+".weight"), d.D, 0, dT, d.D)
+	p.lt.ad.backward(l, li, siteQKV, act("h1"), dQKV, N, dT)
 	in := t.wp(pre + lnIn)
 	t.rmsBack(l, dT, act("inHat"), act("inRstd"), in, in, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnIn), 0)
 }

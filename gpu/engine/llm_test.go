@@ -60,21 +60,6 @@ func TestGPULLMMatchesCPU(t *testing.T) {
 	t.Run("qwen3-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen3", false), tinySeqs, 65535) })
 	t.Run("qwen2-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen2", true), tinySeqs, 7) })
 	mid := model.ArchConfig{Hidden: 128, Layers: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 352, Vocab: 1000, Context: 512}
-	long := func(v int, lens ...[2]int) []model.Sequence {
-		r := rand.New(rand.NewPCG(12, 13))
-		var out []model.Sequence
-		for _, l := range lens {
-			s := model.Sequence{Prompt: make([]int32, l[0]), Response: make([]int32, l[1])}
-			for i := range s.Prompt {
-				s.Prompt[i] = int32(r.IntN(v))
-			}
-			for i := range s.Response {
-				s.Response[i] = int32(r.IntN(v))
-			}
-			out = append(out, s)
-		}
-		return out
-	}
 	t.Run("qwen3-mid", func(t *testing.T) {
 		compareLLM(t, d, randLLM(t, "qwen3", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}), 65535)
 	})
@@ -82,6 +67,23 @@ func TestGPULLMMatchesCPU(t *testing.T) {
 	t.Run("qwen2-vocab70000", func(t *testing.T) {
 		compareLLM(t, d, randLLM(t, "qwen2", big), long(big.Vocab, [2]int{20, 30}, [2]int{3, 10}), 65535)
 	})
+}
+
+// long is sequences of random tokens below v with the given prompt and response lengths.
+func long(v int, lens ...[2]int) []model.Sequence {
+	r := rand.New(rand.NewPCG(12, 13))
+	var out []model.Sequence
+	for _, l := range lens {
+		s := model.Sequence{Prompt: make([]int32, l[0]), Response: make([]int32, l[1])}
+		for i := range s.Prompt {
+			s.Prompt[i] = int32(r.IntN(v))
+		}
+		for i := range s.Response {
+			s.Response[i] = int32(r.IntN(v))
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // compareLLM runs m's forward and backward on dev and on the CPU engine for seqs: per-token

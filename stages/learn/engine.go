@@ -259,7 +259,7 @@ func engineFor(cfg *configs.Config, id string, m model.Trainable, logf func(stri
 }
 
 // gpuStarter returns what starts the GPU engine of m on a device (the built-in model's
-// Trainer, an LLM's LLMTrainer), or nil when the GPU engine does not run m.
+// Trainer, an LLM's LLMTrainer, a LoRA's LoRATrainer), or nil when the GPU engine does not run m.
 func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error) {
 	switch m := m.(type) {
 	case *model.Model:
@@ -277,6 +277,14 @@ func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error
 				return nil, nil, err
 			}
 			return GPULLMEngine(t), func() { _ = t.Close() }, nil
+		}
+	case *model.LoRA:
+		return func(d gpuengine.Device) (Engine, func(), error) {
+			t, err := gpuengine.NewLoRA(d, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			return GPULoRAEngine(t), func() { _ = t.Close() }, nil
 		}
 	}
 	return nil
