@@ -374,19 +374,9 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *model.LLMGrads) er
 			return fmt.Errorf("gpu engine: Backward: grads do not match the model (tensor %s)", name)
 		}
 	}
-	if t.closed || p.gen != t.gen {
-		return fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
-	}
 	start := time.Now()
 	defer func() { t.times.Backward += time.Since(start) }()
-	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
-	if err != nil {
-		return err
-	}
-	if p.m == 0 {
-		return nil
-	}
-	if err := p.backward(dlp, dent); err != nil {
+	if ran, err := p.launchBackward(dLogProb, dEntropy); err != nil || !ran {
 		return err
 	}
 	host := make([]float32, t.total)
@@ -400,6 +390,20 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *model.LLMGrads) er
 		}
 	}
 	return nil
+}
+
+// launchBackward checks that p is the trainer's current pass and launches its backward into
+// the device's gradient buffers; false when the pass scored no token (nothing to add).
+func (p *LLMPass) launchBackward(dLogProb, dEntropy [][]float32) (bool, error) {
+	t := p.lt.t
+	if t.closed || p.gen != t.gen {
+		return false, fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
+	}
+	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
+	if err != nil || p.m == 0 {
+		return false, err
+	}
+	return true, p.backward(dlp, dent)
 }
 
 // backward launches the backward pass into the trainer's gradient buffer (zeroed first).

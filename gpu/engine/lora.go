@@ -251,19 +251,9 @@ func (p *LoRAPass) Backward(dLogProb, dEntropy [][]float32, g *model.LoRAGrads) 
 	if g == nil || len(g.Flat()) != tr.ad.total {
 		return fmt.Errorf("gpu engine: Backward: grads do not match the LoRA adapter")
 	}
-	if t.closed || p.gen != t.gen {
-		return fmt.Errorf("gpu engine: Backward on a stale pass (another Forward ran since)")
-	}
 	start := time.Now()
 	defer func() { t.times.Backward += time.Since(start) }()
-	dlp, dent, err := flatGrads(p.seqs, p.m, dLogProb, dEntropy)
-	if err != nil {
-		return err
-	}
-	if p.m == 0 {
-		return nil
-	}
-	if err := p.backward(dlp, dent); err != nil {
+	if ran, err := p.launchBackward(dLogProb, dEntropy); err != nil || !ran {
 		return err
 	}
 	host := make([]float32, tr.ad.total)
