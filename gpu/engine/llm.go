@@ -67,7 +67,8 @@ func (lt *LLMTrainer) upload(m *model.LLM) error {
 // adjacent on the device as on the host, so the q_proj tensor starts the fused q|k|v matrix,
 // and gate_proj the fused gate|up matrix.
 const (
-	lnIn, lnPost   = "input_layernorm.weight", "post_attention_layernorm.weight"
+	lnNorm1        = "input_layernorm"
+	lnNorm2        = "post_attention_layernorm"
 	lnQKV, lnO     = "self_attn.q_proj", "self_attn.o_proj"
 	lnQN, lnKN     = "self_attn.q_norm.weight", "self_attn.k_norm.weight"
 	lnGate, lnDown = "mlp.gate_proj", "mlp.down_proj"
@@ -252,11 +253,12 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	}
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	x, tmp := need("x", N*d.D), need("tmp", N*d.D)
+	x := need("x", N*d.D)
 	l.elementwise("gather_rows", N*d.D, ir.ArgP(t.wp(lnEmbed)), ir.ArgP(p.tabs["toks"]), ir.ArgP(x), ir.ArgI(d.D))
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
+	bd := p.block()
 	for li := 0; li < c.Layers; li++ {
-		if err := p.blockForward(l, li, x, tmp); err != nil {
+		if err := bd.blockForward(l, li, x); err != nil {
 			return nil, err
 		}
 	}
@@ -276,40 +278,15 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	return p, nil
 }
 
-// blockForward runs block li on the residual stream x[N×D] in place, keeping its activations
-// in the trainer's buffers "L<li>.*"; tmp is N×D scratch.
-func (p *LLMPass) blockForward(l *launcher, li int, x, tmp ir.Ptr) error {
-	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
-	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	nh := d.H + d.KV
-	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
-	h1, inHat, inRstd := need(a+"h1", N*d.D), need(a+"inHat", N*d.D), need(a+"inRstd", N)
-	qkv, att, attOut := need(a+"qkv", N*d.ld), need(a+"att", p.att), need(a+"attOut", N*d.od)
-	h2, postHat, postRstd := need(a+"h2", N*d.D), need(a+"postHat", N*d.D), need(a+"postRstd", N)
-	gu, act := need(a+"gu", N*2*d.F), need(a+"act", N*d.F)
-	if l.err != nil {
-		return l.err
-	}
-	l.rms(x, t.wp(pre+lnIn), t.wp(pre+lnIn), h1, inHat, inRstd, N, 1, d.D, d.D, 1, d.eps)
-	t.linear(l, h1, N, d.D, pre+lnQKV, d.ld, qkv)
-	p.lt.ad.forward(l, li, siteQKV, h1, N, qkv)
-	if c.QKNorm {
-		qkHat, qkRstd := need(a+"qkHat", N*nh*d.hd), need(a+"qkRstd", N*nh)
-		l.rms(qkv, t.wp(pre+lnQN), t.wp(pre+lnKN), qkv, qkHat, qkRstd, N, nh, d.hd, d.ld, d.H, d.eps)
-	}
-	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(qkv), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(1))
-	p.attnForward(l, qkv, att, attOut)
-	t.linear(l, attOut, N, d.od, pre+lnO, d.D, tmp)
-	p.lt.ad.forward(l, li, siteO, attOut, N, tmp)
-	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
-	l.rms(x, t.wp(pre+lnPost), t.wp(pre+lnPost), h2, postHat, postRstd, N, 1, d.D, d.D, 1, d.eps)
-	t.linear(l, h2, N, d.D, pre+lnGate, 2*d.F, gu)
-	p.lt.ad.forward(l, li, siteGateUp, h2, N, gu)
-	l.elementwise("swiglu_fwd", N*d.F, ir.ArgP(gu), ir.ArgP(act), ir.ArgI(d.F))
-	t.linear(l, act, N, d.F, pre+lnDown, d.D, tmp)
-	p.lt.ad.forward(l, li, siteDown, act, N, tmp)
-	l.elementwise("add_inplace", N*d.D, ir.ArgP(x), ir.ArgP(tmp))
-	return l.err
+// block is the pass's description of the Llama block: RMSNorm, RoPE, grouped-query attention
+// with q|k|v (and gate|up) adjacent on the device, optional q/k norms, SwiGLU, the adapter.
+func (p *LLMPass) block() *blockDesc {
+	lt := p.lt
+	c, d := lt.cfg, lt.dims()
+	return &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
+		prefix: "model.layers.%d.", norm1: lnNorm1, norm2: lnNorm2, qkv: lnQKV, o: lnO, up: lnGate, down: lnDown,
+		rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
+		attnFwd: p.attnForward, attnBwd: p.attnBackward}
 }
 
 // upload sends the pass's integer inputs, GQA tables and RoPE tables (the CPU engine's, from
@@ -444,12 +421,11 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	b := t.bufs
 	dZ := need("dZ", M*d.V)
 	dHf, dXg, dX := need("dHf", M*d.D), need("dXg", M*d.D), need("dX", N*d.D)
-	dT, dAct, dGU := need("dT", N*d.D), need("dAct", N*d.F), need("dGU", N*2*d.F)
-	dAO, dQKV, dP := need("dAO", N*d.od), need("dQKV", N*d.ld), need("dP", p.att)
+	bd := p.block()
+	bufs := bd.gradBufs(l, dX)
 	if l.err != nil {
 		return l.err
 	}
-	bufs := llmGradBufs{dX: dX, dT: dT, dAct: dAct, dGU: dGU, dAO: dAO, dQKV: dQKV, dP: dP}
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
 	invT := float32(1 / float64(p.temp))
 	l.elementwise("d_logits", M*d.V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(p.tgtP),
@@ -463,7 +439,7 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	}
 	l.elementwise("scatter_rows_add", M*d.D, ir.ArgP(dXg), ir.ArgP(p.rowsP), ir.ArgP(dX), ir.ArgI(d.D))
 	for li := c.Layers - 1; li >= 0; li-- {
-		p.blockBackward(l, li, gp, bufs)
+		bd.blockBackward(l, li, gp, bufs)
 	}
 	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
 	ge := gp(lnEmbed)
@@ -484,52 +460,6 @@ func weightGrad(l *launcher, m, n, k int, a ir.Ptr, lda int, b ir.Ptr, ldb int, 
 	if c != 0 {
 		l.gemmW(true, false, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 	}
-}
-
-// llmGradBufs are the scratch buffers of blockBackward: dX[N×D] (the residual stream's
-// gradient, updated in place) and the rest.
-type llmGradBufs struct{ dX, dT, dAct, dGU, dAO, dQKV, dP ir.Ptr }
-
-// blockBackward turns s.dX (gradient of block li's output) into the gradient of its input,
-// adding the block's tensor gradients at gp(name).
-func (p *LLMPass) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, s llmGradBufs) {
-	t, c, d, N := p.lt.t, p.lt.cfg, p.lt.dims(), p.n
-	b := t.bufs
-	nh := d.H + d.KV
-	dX, dT, dAct, dGU, dAO, dQKV, dP := s.dX, s.dT, s.dAct, s.dGU, s.dAO, s.dQKV, s.dP
-	pre, a := fmt.Sprintf("model.layers.%d.", li), fmt.Sprintf("L%d.", li)
-	act := func(name string) ir.Ptr { return b[a+name].p }
-	// MLP: x += down(silu(gate(h2))·up(h2)).
-	weightGrad(l, d.D, d.F, N, dX, d.D, act("act"), d.F, gp(pre+lnDown+".weight"), d.F)
-	l.gemm(false, false, N, d.F, d.D, 1, dX, d.D, t.wp(pre+lnDown+".weight"), d.F, 0, dAct, d.F)
-	p.lt.ad.backward(l, li, siteDown, act("act"), dX, N, dAct)
-	l.elementwise("swiglu_bwd", N*d.F, ir.ArgP(act("gu")), ir.ArgP(dAct), ir.ArgP(dGU), ir.ArgI(d.F))
-	weightGrad(l, 2*d.F, d.D, N, dGU, 2*d.F, act("h2"), d.D, gp(pre+lnGate+".weight"), d.D)
-	l.gemm(false, false, N, d.D, 2*d.F, 1, dGU, 2*d.F, t.wp(pre+lnGate+".weight"), d.D, 0, dT, d.D)
-	p.lt.ad.backward(l, li, siteGateUp, act("h2"), dGU, N, dT)
-	post := t.wp(pre + lnPost)
-	t.rmsBack(l, dT, act("postHat"), act("postRstd"), post, post, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnPost), 0)
-	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
-	weightGrad(l, d.D, d.od, N, dX, d.D, act("attOut"), d.od, gp(pre+lnO+".weight"), d.od)
-	if t.has(pre+lnO+".bias") && !p.frozen() {
-		t.colSum(l, dX, 0, N, d.D, gp(pre+lnO+".bias"))
-	}
-	l.gemm(false, false, N, d.od, d.D, 1, dX, d.D, t.wp(pre+lnO+".weight"), d.od, 0, dAO, d.od)
-	p.lt.ad.backward(l, li, siteO, act("attOut"), dX, N, dAO)
-	p.attnBackward(l, act("qkv"), act("att"), dAO, dP, dQKV)
-	l.elementwise("rope", N*nh*d.hd/2, ir.ArgP(dQKV), ir.ArgP(p.cos), ir.ArgP(p.sin), ir.ArgI(d.ld), ir.ArgI(d.hd), ir.ArgI(nh), ir.ArgF(-1))
-	if c.QKNorm {
-		qn, kn := t.wp(pre+lnQN), t.wp(pre+lnKN)
-		t.rmsBack(l, dQKV, act("qkHat"), act("qkRstd"), qn, kn, dQKV, N, nh, d.hd, d.ld, d.H, false, gp(pre+lnQN), gp(pre+lnKN))
-	}
-	weightGrad(l, d.ld, d.D, N, dQKV, d.ld, act("h1"), d.D, gp(pre+lnQKV+".weight"), d.D)
-	if t.has(pre+lnQKV+".bias") && !p.frozen() {
-		t.colSum(l, dQKV, 0, N, d.ld, gp(pre+lnQKV+".bias"))
-	}
-	l.gemm(false, false, N, d.D, d.ld, 1, dQKV, d.ld, t.wp(pre+lnQKV+".weight"), d.D, 0, dT, d.D)
-	p.lt.ad.backward(l, li, siteQKV, act("h1"), dQKV, N, dT)
-	in := t.wp(pre + lnIn)
-	t.rmsBack(l, dT, act("inHat"), act("inRstd"), in, in, dX, N, 1, d.D, d.D, 1, true, gp(pre+lnIn), 0)
 }
 
 // packed is a batch laid out as the CPU engine packs it: each sequence's rows (prompt and

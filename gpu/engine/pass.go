@@ -66,8 +66,9 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	l := t.launcher()
 	x := l.keep(t.buf("x", p.n*t.cfg.Dim))
 	l.elementwise("embed", p.n*t.cfg.Dim, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(in.tok), ir.ArgP(in.pos), ir.ArgP(x), ir.ArgI(t.cfg.Dim))
+	bd := p.block()
 	for li := 0; li < t.cfg.Layers; li++ {
-		if err := p.blockForward(l, li, x); err != nil {
+		if err := bd.blockForward(l, li, x); err != nil {
 			return nil, err
 		}
 	}
@@ -176,37 +177,36 @@ func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
 	return attTab, tabEntries
 }
 
-// blockForward launches block li on the residual stream x, keeping the activations the
-// backward reads under the layer's names.
-func (p *Pass) blockForward(l *launcher, li int, x ir.Ptr) error {
-	t, c := p.t, p.t.cfg
-	N, D, F := p.n, c.Dim, c.FFMult*c.Dim
-	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	pre := fmt.Sprintf("blocks.%d.", li)
-	a := fmt.Sprintf("L%d.", li)
-	tmp := need("tmp", N*D)
-	ln1out, ln1xhat, ln1rstd := need(a+"ln1out", N*D), need(a+"ln1xhat", N*D), need(a+"ln1rstd", N)
-	qkv, att, attOut := need(a+"qkv", N*3*D), need(a+"att", p.att), need(a+"attOut", N*D)
-	ln2out, ln2xhat, ln2rstd := need(a+"ln2out", N*D), need(a+"ln2xhat", N*D), need(a+"ln2rstd", N)
-	fcPre, fcAct := need(a+"fcPre", N*F), need(a+"fcAct", N*F)
-	if l.err != nil {
-		return l.err
-	}
-	scale := float32(1 / math.Sqrt(float64(D/c.Heads)))
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	l.launch("ln_fwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(t.wp(pre+"ln1.bias")), ir.ArgP(ln1out), ir.ArgP(ln1xhat), ir.ArgP(ln1rstd), ir.ArgI(D))
-	t.linear(l, ln1out, N, D, pre+"attn.qkv", 3*D, qkv)
+// block is the pass's description of the built-in block: LayerNorm, learned positions (added
+// with the token embedding, before the blocks), fused q|k|v, GELU.
+func (p *Pass) block() *blockDesc {
+	c := p.t.cfg
+	D := c.Dim
+	return &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
+		prefix: "blocks.%d.", norm1: "ln1", norm2: "ln2", qkv: "attn.qkv", o: "attn.proj", up: "mlp.fc", down: "mlp.proj",
+		attnFwd: p.attnForward, attnBwd: p.attnBackward}
+}
+
+// attnForward runs causal multi-head attention from qkv through the maps att into out.
+func (p *Pass) attnForward(l *launcher, qkv, att, out ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.t.cfg.Dim/p.t.cfg.Heads)))
 	l.gemmBatched(false, true, p.tabs["s"], scale, 0, qkv, qkv, att)
-	l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(p.attTb))
-	l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, attOut)
-	t.linear(l, attOut, N, D, pre+"attn.proj", D, tmp)
-	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
-	l.launch("ln_fwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(x), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(t.wp(pre+"ln2.bias")), ir.ArgP(ln2out), ir.ArgP(ln2xhat), ir.ArgP(ln2rstd), ir.ArgI(D))
-	t.linear(l, ln2out, N, D, pre+"mlp.fc", F, fcPre)
-	l.elementwise("gelu_fwd", N*F, ir.ArgP(fcPre), ir.ArgP(fcAct))
-	t.linear(l, fcAct, N, F, pre+"mlp.proj", D, tmp)
-	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
-	return l.err
+	l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.attTb))
+	l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, out)
+}
+
+// attnBackward writes into dqkv the gradient of attnForward's input given dO (dP is scratch
+// of the maps' size).
+func (p *Pass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
+	scale := float32(1 / math.Sqrt(float64(p.t.cfg.Dim/p.t.cfg.Heads)))
+	if l.err == nil {
+		l.err = p.t.dev.Zero(dqkv, p.n*3*p.t.cfg.Dim)
+	}
+	l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dO, qkv, dP)
+	l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dO, dqkv)
+	l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
+	l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dqkv)
+	l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dqkv)
 }
 
 // headForward gathers the response rows, applies the final LayerNorm and the output head, and
@@ -360,11 +360,8 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		return false, nil
 	}
 	c := t.cfg
-	D, F, V := c.Dim, c.FFMult*c.Dim, c.Vocab
-	H := c.Heads
-	hd := D / H
+	D, V := c.Dim, c.Vocab
 	N, M := p.n, p.m
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
@@ -396,7 +393,6 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 
 	dZ := need("dZ", M*V)
 	dHf, dXg, dX := need("dHf", M*D), need("dXg", M*D), need("dX", N*D)
-	dF, dT, dQKV, dP := need("dF", N*F), need("dT", N*D), need("dQKV", N*3*D), need("dP", p.att)
 	if l.err != nil {
 		return false, l.err
 	}
@@ -418,52 +414,13 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		l.err = t.dev.Zero(dX, N*D)
 	}
 	l.elementwise("scatter_rows_add", M*D, ir.ArgP(dXg), ir.ArgP(rowsP), ir.ArgP(dX), ir.ArgI(D))
+	bd := p.block()
+	s := bd.gradBufs(l, dX)
+	if l.err != nil {
+		return false, l.err
+	}
 	for li := c.Layers - 1; li >= 0; li-- {
-		pre := fmt.Sprintf("blocks.%d.", li)
-		a := fmt.Sprintf("L%d.", li)
-		act := func(name string) ir.Ptr { return b[a+name].p }
-		// MLP.
-		l.gemmW(true, false, D, F, N, 1, dX, D, act("fcAct"), F, 1, gp(pre+"mlp.proj.weight"), F)
-		if t.has(pre + "mlp.proj.bias") {
-			t.colSum(l, dX, 0, N, D, gp(pre+"mlp.proj.bias"))
-		}
-		l.gemm(false, false, N, F, D, 1, dX, D, t.wp(pre+"mlp.proj.weight"), F, 0, dF, F)
-		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("fcPre")), ir.ArgP(dF))
-		l.gemmW(true, false, F, D, N, 1, dF, F, act("ln2out"), D, 1, gp(pre+"mlp.fc.weight"), D)
-		if t.has(pre + "mlp.fc.bias") {
-			t.colSum(l, dF, 0, N, F, gp(pre+"mlp.fc.bias"))
-		}
-		l.gemm(false, false, N, D, F, 1, dF, F, t.wp(pre+"mlp.fc.weight"), D, 0, dT, D)
-		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln2xhat")), ir.ArgP(act("ln2rstd")), ir.ArgP(t.wp(pre+"ln2.weight")), ir.ArgP(dX), ir.ArgI(D))
-		t.colSum(l, dT, act("ln2xhat"), N, D, gp(pre+"ln2.weight"))
-		if t.has(pre + "ln2.bias") {
-			t.colSum(l, dT, 0, N, D, gp(pre+"ln2.bias"))
-		}
-		// Attention.
-		l.gemmW(true, false, D, D, N, 1, dX, D, act("attOut"), D, 1, gp(pre+"attn.proj.weight"), D)
-		if t.has(pre + "attn.proj.bias") {
-			t.colSum(l, dX, 0, N, D, gp(pre+"attn.proj.bias"))
-		}
-		l.gemm(false, false, N, D, D, 1, dX, D, t.wp(pre+"attn.proj.weight"), D, 0, dT, D)
-		if l.err == nil {
-			l.err = t.dev.Zero(dQKV, N*3*D)
-		}
-		qkv, att := act("qkv"), act("att")
-		l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dT, qkv, dP)
-		l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dT, dQKV)
-		l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, rowBlock, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
-		l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dQKV)
-		l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dQKV)
-		l.gemmW(true, false, 3*D, D, N, 1, dQKV, 3*D, act("ln1out"), D, 1, gp(pre+"attn.qkv.weight"), D)
-		if t.has(pre + "attn.qkv.bias") {
-			t.colSum(l, dQKV, 0, N, 3*D, gp(pre+"attn.qkv.bias"))
-		}
-		l.gemm(false, false, N, D, 3*D, 1, dQKV, 3*D, t.wp(pre+"attn.qkv.weight"), D, 0, dT, D)
-		l.launch("ln_bwd", [3]int{N, 1, 1}, rowBlock, ir.ArgP(dT), ir.ArgP(act("ln1xhat")), ir.ArgP(act("ln1rstd")), ir.ArgP(t.wp(pre+"ln1.weight")), ir.ArgP(dX), ir.ArgI(D))
-		t.colSum(l, dT, act("ln1xhat"), N, D, gp(pre+"ln1.weight"))
-		if t.has(pre + "ln1.bias") {
-			t.colSum(l, dT, 0, N, D, gp(pre+"ln1.bias"))
-		}
+		bd.blockBackward(l, li, gp, s)
 	}
 	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
 	o := len(tptr) + len(tidx)

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/drmas-dev/drmas/gpu/ir"
+	"github.com/drmas-dev/drmas/gpu/kernels"
+)
+
+// blockDesc is the GPU side of a block's description (model/arch_desc.go's netDesc): which
+// kernels its slots run (LayerNorm or RMSNorm, learned positions or RoPE, GELU or SwiGLU), its
+// tensor names and widths, and the pass's attention. Trainer and LLMTrainer each fill one per
+// pass; blockForward and blockBackward are the one block program both run.
+type blockDesc struct {
+	t                *Trainer
+	n, dim           int    // rows, residual width
+	ld, od           int    // q|k|v row width, attention output width
+	ff               int    // MLP hidden width (SwiGLU's gate|up rows are 2·ff wide)
+	heads, kvHeads   int    // query and key/value heads (for q/k norms and RoPE)
+	headDim, att     int    // head width, attention map words per layer
+	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
+	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
+	qkv, o, up, down string // the linears' tensor names, without ".weight" / ".bias"
+	rms              bool   // RMSNorm (weight only, eps) rather than LayerNorm (weight and bias)
+	eps              float32
+	qkNorm           bool   // RMSNorm over each q and k head after the q|k|v linear (Qwen3)
+	qn, kn           string // the q/k norms' weight names
+	rope             bool   // rotate q and k by the cos/sin tables (learned positions: none here)
+	cos, sin         ir.Ptr
+	swiglu           bool // silu(gate)·up rather than gelu(fc)
+	ad               *loraDev
+	// attnFwd runs causal attention from qkv through the maps att into out; attnBwd turns dO
+	// into dqkv (dP is scratch of the maps' size).
+	attnFwd func(l *launcher, qkv, att, out ir.Ptr)
+	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
+}
+
+// upWidth is the width of the MLP's first linear.
+func (bd *blockDesc) upWidth() int {
+	if bd.swiglu {
+		return 2 * bd.ff
+	}
+	return bd.ff
+}
+
+// norm runs the block's norm name over x[n×dim] into y, keeping xhat and rstd.
+func (bd *blockDesc) norm(l *launcher, pre, name string, x, y, xhat, rstd ir.Ptr) {
+	t, N, D := bd.t, bd.n, bd.dim
+	if bd.rms {
+		w := t.wp(pre + name + ".weight")
+		l.rms(x, w, w, y, xhat, rstd, N, 1, D, D, 1, bd.eps)
+		return
+	}
+	l.launch("ln_fwd", [3]int{N, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(x), ir.ArgP(t.wp(pre+name+".weight")), ir.ArgP(t.wp(pre+name+".bias")),
+		ir.ArgP(y), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgI(D))
+}
+
+// normBack adds into dX the gradient of norm name's input given dY, and its weight (and bias)
+// gradients at gp.
+func (bd *blockDesc) normBack(l *launcher, pre, name string, gp func(string) ir.Ptr, dY, xhat, rstd, dX ir.Ptr) {
+	t, N, D := bd.t, bd.n, bd.dim
+	w := t.wp(pre + name + ".weight")
+	if bd.rms {
+		t.rmsBack(l, dY, xhat, rstd, w, w, dX, N, 1, D, D, 1, true, gp(pre+name+".weight"), 0)
+		return
+	}
+	l.launch("ln_bwd", [3]int{N, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(dY), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgP(w), ir.ArgP(dX), ir.ArgI(D))
+	if g := gp(pre + name + ".weight"); g != 0 {
+		t.colSum(l, dY, xhat, N, D, g)
+	}
+	if t.has(pre + name + ".bias") {
+		if g := gp(pre + name + ".bias"); g != 0 {
+			t.colSum(l, dY, 0, N, D, g)
+		}
+	}
+}
+
+// linearBack adds the gradients of y[n×out] = x[n×in]·Wᵀ + b given dY (weight, then bias
+// when the model has one) at gp and writes the input's gradient into dX.
+func (bd *blockDesc) linearBack(l *launcher, name string, gp func(string) ir.Ptr, x, dY ir.Ptr, in, out int, dX ir.Ptr) {
+	t, N := bd.t, bd.n
+	weightGrad(l, out, in, N, dY, out, x, in, gp(name+".weight"), in)
+	if t.has(name + ".bias") {
+		if g := gp(name + ".bias"); g != 0 {
+			t.colSum(l, dY, 0, N, out, g)
+		}
+	}
+	l.gemm(false, false, N, in, out, 1, dY, out, t.wp(name+".weight"), in, 0, dX, in)
+}
+
+// blockForward runs block li on the residual stream x[n×dim] in place, keeping the
+// activations blockBackward reads in the trainer's buffers "L<li>.*".
+func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
+	t, N, D, F := bd.t, bd.n, bd.dim, bd.ff
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	pre, a := fmt.Sprintf(bd.prefix, li), fmt.Sprintf("L%d.", li)
+	nh := bd.heads + bd.kvHeads
+	tmp := need("tmp", N*D)
+	h1, n1Hat, n1Rstd := need(a+"h1", N*D), need(a+"n1Hat", N*D), need(a+"n1Rstd", N)
+	qkv, att, attOut := need(a+"qkv", N*bd.ld), need(a+"att", bd.att), need(a+"attOut", N*bd.od)
+	h2, n2Hat, n2Rstd := need(a+"h2", N*D), need(a+"n2Hat", N*D), need(a+"n2Rstd", N)
+	up, act := need(a+"up", N*bd.upWidth()), need(a+"act", N*F)
+	if l.err != nil {
+		return l.err
+	}
+	// Attention: x += o(attention(positions(qknorm(qkv(norm1(x)))))).
+	bd.norm(l, pre, bd.norm1, x, h1, n1Hat, n1Rstd)
+	t.linear(l, h1, N, D, pre+bd.qkv, bd.ld, qkv)
+	bd.ad.forward(l, li, siteQKV, h1, N, qkv)
+	if bd.qkNorm {
+		qkHat, qkRstd := need(a+"qkHat", N*nh*bd.headDim), need(a+"qkRstd", N*nh)
+		l.rms(qkv, t.wp(pre+bd.qn), t.wp(pre+bd.kn), qkv, qkHat, qkRstd, N, nh, bd.headDim, bd.ld, bd.heads, bd.eps)
+	}
+	if bd.rope {
+		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(qkv), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(1))
+	}
+	bd.attnFwd(l, qkv, att, attOut)
+	t.linear(l, attOut, N, bd.od, pre+bd.o, D, tmp)
+	bd.ad.forward(l, li, siteO, attOut, N, tmp)
+	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	// MLP: x += down(act(up(norm2(x)))).
+	bd.norm(l, pre, bd.norm2, x, h2, n2Hat, n2Rstd)
+	t.linear(l, h2, N, D, pre+bd.up, bd.upWidth(), up)
+	bd.ad.forward(l, li, siteGateUp, h2, N, up)
+	if bd.swiglu {
+		l.elementwise("swiglu_fwd", N*F, ir.ArgP(up), ir.ArgP(act), ir.ArgI(F))
+	} else {
+		l.elementwise("gelu_fwd", N*F, ir.ArgP(up), ir.ArgP(act))
+	}
+	t.linear(l, act, N, F, pre+bd.down, D, tmp)
+	bd.ad.forward(l, li, siteDown, act, N, tmp)
+	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
+	return l.err
+}
+
+// blockGradBufs are the scratch buffers of blockBackward: dX[n×dim] (the residual stream's
+// gradient, updated in place) and the rest.
+type blockGradBufs struct{ dX, dT, dAct, dUp, dAO, dQKV, dP ir.Ptr }
+
+// gradBufs takes blockBackward's scratch buffers besides dX; GELU's gradient is taken in
+// place (dUp is dAct) and, when the widths agree, dO is dT (free until the q|k|v linear's
+// backward writes it).
+func (bd *blockDesc) gradBufs(l *launcher, dX ir.Ptr) blockGradBufs {
+	t, N := bd.t, bd.n
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	s := blockGradBufs{dX: dX, dT: need("dT", N*bd.dim), dAct: need("dAct", N*bd.ff)}
+	s.dUp = s.dAct
+	if bd.swiglu {
+		s.dUp = need("dUp", N*2*bd.ff)
+	}
+	s.dAO = s.dT
+	if bd.od != bd.dim {
+		s.dAO = need("dAO", N*bd.od)
+	}
+	s.dQKV, s.dP = need("dQKV", N*bd.ld), need("dP", bd.att)
+	return s
+}
+
+// blockBackward turns s.dX (gradient of block li's output) into the gradient of its input,
+// adding the block's tensor gradients at gp(name) (0: a frozen tensor, none launched).
+func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, s blockGradBufs) {
+	t, N, D, F := bd.t, bd.n, bd.dim, bd.ff
+	b := t.bufs
+	nh := bd.heads + bd.kvHeads
+	pre, a := fmt.Sprintf(bd.prefix, li), fmt.Sprintf("L%d.", li)
+	act := func(name string) ir.Ptr { return b[a+name].p }
+	// MLP.
+	bd.linearBack(l, pre+bd.down, gp, act("act"), s.dX, F, D, s.dAct)
+	bd.ad.backward(l, li, siteDown, act("act"), s.dX, N, s.dAct)
+	if bd.swiglu {
+		l.elementwise("swiglu_bwd", N*F, ir.ArgP(act("up")), ir.ArgP(s.dAct), ir.ArgP(s.dUp), ir.ArgI(F))
+	} else {
+		l.elementwise("gelu_bwd", N*F, ir.ArgP(act("up")), ir.ArgP(s.dAct))
+	}
+	bd.linearBack(l, pre+bd.up, gp, act("h2"), s.dUp, D, bd.upWidth(), s.dT)
+	bd.ad.backward(l, li, siteGateUp, act("h2"), s.dUp, N, s.dT)
+	bd.normBack(l, pre, bd.norm2, gp, s.dT, act("n2Hat"), act("n2Rstd"), s.dX)
+	// Attention.
+	bd.linearBack(l, pre+bd.o, gp, act("attOut"), s.dX, bd.od, D, s.dAO)
+	bd.ad.backward(l, li, siteO, act("attOut"), s.dX, N, s.dAO)
+	bd.attnBwd(l, act("qkv"), act("att"), s.dAO, s.dP, s.dQKV)
+	if bd.rope {
+		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(s.dQKV), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(-1))
+	}
+	if bd.qkNorm {
+		qn, kn := t.wp(pre+bd.qn), t.wp(pre+bd.kn)
+		t.rmsBack(l, s.dQKV, act("qkHat"), act("qkRstd"), qn, kn, s.dQKV, N, nh, bd.headDim, bd.ld, bd.heads, false, gp(pre+bd.qn), gp(pre+bd.kn))
+	}
+	bd.linearBack(l, pre+bd.qkv, gp, act("h1"), s.dQKV, D, bd.ld, s.dT)
+	bd.ad.backward(l, li, siteQKV, act("h1"), s.dQKV, N, s.dT)
+	bd.normBack(l, pre, bd.norm1, gp, s.dT, act("n1Hat"), act("n1Rstd"), s.dX)
+}
