@@ -20,6 +20,7 @@ type blockDesc struct {
 	headDim, att     int    // head width, attention map words per layer
 	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
 	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
+	final, head      string // the final norm's tensor name (as norm1), the output head's weight
 	qkv, o, up, down string // the linears' tensor names, without ".weight" / ".bias"
 	rms              bool   // RMSNorm (weight only, eps) rather than LayerNorm (weight and bias)
 	eps              float32
@@ -43,34 +44,38 @@ func (bd *blockDesc) upWidth() int {
 	return bd.ff
 }
 
-// norm runs the block's norm name over x[n×dim] into y, keeping xhat and rstd.
-func (bd *blockDesc) norm(l *launcher, pre, name string, x, y, xhat, rstd ir.Ptr) {
-	t, N, D := bd.t, bd.n, bd.dim
+// norm runs the norm name (a tensor name without ".weight" / ".bias") over x[rows×dim] into
+// y, keeping xhat and rstd.
+func (bd *blockDesc) norm(l *launcher, name string, rows int, x, y, xhat, rstd ir.Ptr) {
+	t, D := bd.t, bd.dim
 	if bd.rms {
-		w := t.wp(pre + name + ".weight")
-		l.rms(x, w, w, y, xhat, rstd, N, 1, D, D, 1, bd.eps)
+		w := t.wp(name + ".weight")
+		l.rms(x, w, w, y, xhat, rstd, rows, 1, D, D, 1, bd.eps)
 		return
 	}
-	l.launch("ln_fwd", [3]int{N, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(x), ir.ArgP(t.wp(pre+name+".weight")), ir.ArgP(t.wp(pre+name+".bias")),
+	l.launch("ln_fwd", [3]int{rows, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(x), ir.ArgP(t.wp(name+".weight")), ir.ArgP(t.wp(name+".bias")),
 		ir.ArgP(y), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgI(D))
 }
 
-// normBack adds into dX the gradient of norm name's input given dY, and its weight (and bias)
-// gradients at gp.
-func (bd *blockDesc) normBack(l *launcher, pre, name string, gp func(string) ir.Ptr, dY, xhat, rstd, dX ir.Ptr) {
-	t, N, D := bd.t, bd.n, bd.dim
-	w := t.wp(pre + name + ".weight")
+// normBack writes (acc: adds) into dX the gradient of norm name's input given dY, and adds
+// its weight (and bias) gradients at gp.
+func (bd *blockDesc) normBack(l *launcher, name string, rows int, gp func(string) ir.Ptr, dY, xhat, rstd, dX ir.Ptr, acc bool) {
+	t, D := bd.t, bd.dim
+	w := t.wp(name + ".weight")
 	if bd.rms {
-		t.rmsBack(l, dY, xhat, rstd, w, w, dX, N, 1, D, D, 1, true, gp(pre+name+".weight"), 0)
+		t.rmsBack(l, dY, xhat, rstd, w, w, dX, rows, 1, D, D, 1, acc, gp(name+".weight"), 0)
 		return
 	}
-	l.launch("ln_bwd", [3]int{N, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(dY), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgP(w), ir.ArgP(dX), ir.ArgI(D))
-	if g := gp(pre + name + ".weight"); g != 0 {
-		t.colSum(l, dY, xhat, N, D, g)
+	if !acc && l.err == nil { // ln_bwd adds into dX
+		l.err = t.dev.Zero(dX, rows*D)
 	}
-	if t.has(pre + name + ".bias") {
-		if g := gp(pre + name + ".bias"); g != 0 {
-			t.colSum(l, dY, 0, N, D, g)
+	l.launch("ln_bwd", [3]int{rows, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(dY), ir.ArgP(xhat), ir.ArgP(rstd), ir.ArgP(w), ir.ArgP(dX), ir.ArgI(D))
+	if g := gp(name + ".weight"); g != 0 {
+		t.colSum(l, dY, xhat, rows, D, g)
+	}
+	if t.has(name + ".bias") {
+		if g := gp(name + ".bias"); g != 0 {
+			t.colSum(l, dY, 0, rows, D, g)
 		}
 	}
 }
@@ -104,7 +109,7 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 		return l.err
 	}
 	// Attention: x += o(attention(positions(qknorm(qkv(norm1(x)))))).
-	bd.norm(l, pre, bd.norm1, x, h1, n1Hat, n1Rstd)
+	bd.norm(l, pre+bd.norm1, N, x, h1, n1Hat, n1Rstd)
 	t.linear(l, h1, N, D, pre+bd.qkv, bd.ld, qkv)
 	bd.ad.forward(l, li, siteQKV, h1, N, qkv)
 	if bd.qkNorm {
@@ -119,7 +124,7 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 	bd.ad.forward(l, li, siteO, attOut, N, tmp)
 	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
 	// MLP: x += down(act(up(norm2(x)))).
-	bd.norm(l, pre, bd.norm2, x, h2, n2Hat, n2Rstd)
+	bd.norm(l, pre+bd.norm2, N, x, h2, n2Hat, n2Rstd)
 	t.linear(l, h2, N, D, pre+bd.up, bd.upWidth(), up)
 	bd.ad.forward(l, li, siteGateUp, h2, N, up)
 	if bd.swiglu {
@@ -174,7 +179,7 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 	}
 	bd.linearBack(l, pre+bd.up, gp, act("h2"), s.dUp, D, bd.upWidth(), s.dT)
 	bd.ad.backward(l, li, siteGateUp, act("h2"), s.dUp, N, s.dT)
-	bd.normBack(l, pre, bd.norm2, gp, s.dT, act("n2Hat"), act("n2Rstd"), s.dX)
+	bd.normBack(l, pre+bd.norm2, N, gp, s.dT, act("n2Hat"), act("n2Rstd"), s.dX, true)
 	// Attention.
 	bd.linearBack(l, pre+bd.o, gp, act("attOut"), s.dX, bd.od, D, s.dAO)
 	bd.ad.backward(l, li, siteO, act("attOut"), s.dX, N, s.dAO)
@@ -188,5 +193,47 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 	}
 	bd.linearBack(l, pre+bd.qkv, gp, act("h1"), s.dQKV, D, bd.ld, s.dT)
 	bd.ad.backward(l, li, siteQKV, act("h1"), s.dQKV, N, s.dT)
-	bd.normBack(l, pre, bd.norm1, gp, s.dT, act("n1Hat"), act("n1Rstd"), s.dX)
+	bd.normBack(l, pre+bd.norm1, N, gp, s.dT, act("n1Hat"), act("n1Rstd"), s.dX, true)
+}
+
+// headForward gathers the m scored rows of x (row indices at rows), applies the final norm and
+// the output head, and reads log softmax(logits/temp)[target] (targets at tgt) and the
+// entropies back into logp and ent.
+func (bd *blockDesc) headForward(l *launcher, x, rows, tgt ir.Ptr, m, vocab int, temp float32, logp, ent []float32) error {
+	t, D, V := bd.t, bd.dim, vocab
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	xg, nfHat, nfRstd, hf := need("xg", m*D), need("nfHat", m*D), need("nfRstd", m), need("hf", m*D)
+	logits, probs := need("logits", m*V), need("probs", m*V)
+	lse, logpP, entP := need("lse", m), need("logp", m), need("ent", m)
+	if l.err != nil {
+		return l.err
+	}
+	l.elementwise("gather_rows", m*D, ir.ArgP(x), ir.ArgP(rows), ir.ArgP(xg), ir.ArgI(D))
+	bd.norm(l, bd.final, m, xg, hf, nfHat, nfRstd)
+	l.gemm(false, true, m, V, D, 1, hf, D, t.wp(bd.head), D, 0, logits, V)
+	l.launch("log_softmax", [3]int{m, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(logits), ir.ArgP(tgt), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logpP), ir.ArgP(entP),
+		ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
+	return t.readScores(l, logp, ent, logpP, entP)
+}
+
+// headBackward writes into dX[n×dim] the gradient of headForward's input x given the
+// per-token weights dLogProb (at fb) and dEntropy (at fb+m), adding the head's and final
+// norm's gradients at gp.
+func (bd *blockDesc) headBackward(l *launcher, gp func(string) ir.Ptr, rows, tgt, fb ir.Ptr, m, vocab int, temp float32, dX ir.Ptr) {
+	t, D, V := bd.t, bd.dim, vocab
+	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
+	dZ, dHf, dXg := need("dZ", m*V), need("dHf", m*D), need("dXg", m*D)
+	if l.err != nil {
+		return
+	}
+	b := t.bufs
+	l.elementwise("d_logits", m*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgt),
+		ir.ArgP(fb), ir.ArgP(fb.Add(m)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
+	l.gemm(false, false, m, D, V, 1, dZ, V, t.wp(bd.head), D, 0, dHf, D)
+	weightGrad(l, V, D, m, dZ, V, b["hf"].p, D, gp(bd.head), D)
+	bd.normBack(l, bd.final, m, gp, dHf, b["nfHat"].p, b["nfRstd"].p, dXg, false)
+	if l.err == nil {
+		l.err = t.dev.Zero(dX, bd.n*D)
+	}
+	l.elementwise("scatter_rows_add", m*D, ir.ArgP(dXg), ir.ArgP(rows), ir.ArgP(dX), ir.ArgI(D))
 }

@@ -73,7 +73,7 @@ const (
 	lnQN, lnKN     = "self_attn.q_norm.weight", "self_attn.k_norm.weight"
 	lnGate, lnDown = "mlp.gate_proj", "mlp.down_proj"
 	lnEmbed        = "model.embed_tokens.weight"
-	lnNorm         = "model.norm.weight"
+	lnNorm         = "model.norm"
 )
 
 func (lt *LLMTrainer) headName() string {
@@ -255,24 +255,13 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	x := need("x", N*d.D)
 	l.elementwise("gather_rows", N*d.D, ir.ArgP(t.wp(lnEmbed)), ir.ArgP(p.tabs["toks"]), ir.ArgP(x), ir.ArgI(d.D))
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
 	bd := p.block()
 	for li := 0; li < c.Layers; li++ {
 		if err := bd.blockForward(l, li, x); err != nil {
 			return nil, err
 		}
 	}
-	xg, nHat, nRstd, hf := need("xg", M*d.D), need("nHat", M*d.D), need("nRstd", M), need("hf", M*d.D)
-	logits, probs := need("logits", M*d.V), need("probs", M*d.V)
-	lse, logp, ent := need("lse", M), need("logp", M), need("ent", M)
-	if l.err != nil {
-		return nil, l.err
-	}
-	l.elementwise("gather_rows", M*d.D, ir.ArgP(x), ir.ArgP(p.rowsP), ir.ArgP(xg), ir.ArgI(d.D))
-	l.rms(xg, t.wp(lnNorm), t.wp(lnNorm), hf, nHat, nRstd, M, 1, d.D, d.D, 1, d.eps)
-	l.gemm(false, true, M, d.V, d.D, 1, hf, d.D, t.wp(lt.headName()), d.D, 0, logits, d.V)
-	l.launch("log_softmax", [3]int{M, 1, 1}, rowBlock, ir.ArgP(logits), ir.ArgP(p.tgtP), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(d.V), ir.ArgF(float32(1/float64(temperature))))
-	if err := t.readScores(l, p.logp, p.ent, logp, ent); err != nil {
+	if err := bd.headForward(l, x, p.rowsP, p.tgtP, M, d.V, temperature, p.logp, p.ent); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -285,7 +274,7 @@ func (p *LLMPass) block() *blockDesc {
 	c, d := lt.cfg, lt.dims()
 	return &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
 		prefix: "model.layers.%d.", norm1: lnNorm1, norm2: lnNorm2, qkv: lnQKV, o: lnO, up: lnGate, down: lnDown,
-		rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
+		final: lnNorm, head: lt.headName(), rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
 		attnFwd: p.attnForward, attnBwd: p.attnBackward}
 }
 
@@ -418,26 +407,14 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	} else if err := t.dev.Zero(t.g, t.total); err != nil {
 		return fmt.Errorf("gpu engine: zero grads: %w", err)
 	}
-	b := t.bufs
-	dZ := need("dZ", M*d.V)
-	dHf, dXg, dX := need("dHf", M*d.D), need("dXg", M*d.D), need("dX", N*d.D)
+	dX := need("dX", N*d.D)
 	bd := p.block()
+	bd.headBackward(l, gp, p.rowsP, p.tgtP, fb, M, d.V, p.temp, dX)
 	bufs := bd.gradBufs(l, dX)
 	if l.err != nil {
 		return l.err
 	}
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	invT := float32(1 / float64(p.temp))
-	l.elementwise("d_logits", M*d.V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(p.tgtP),
-		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(d.V), ir.ArgF(invT))
-	head := lt.headName()
-	l.gemm(false, false, M, d.D, d.V, 1, dZ, d.V, t.wp(head), d.D, 0, dHf, d.D)
-	weightGrad(l, d.V, d.D, M, dZ, d.V, b["hf"].p, d.D, gp(head), d.D)
-	t.rmsBack(l, dHf, b["nHat"].p, b["nRstd"].p, t.wp(lnNorm), t.wp(lnNorm), dXg, M, 1, d.D, d.D, 1, false, gp(lnNorm), 0)
-	if l.err == nil {
-		l.err = t.dev.Zero(dX, N*d.D)
-	}
-	l.elementwise("scatter_rows_add", M*d.D, ir.ArgP(dXg), ir.ArgP(p.rowsP), ir.ArgP(dX), ir.ArgI(d.D))
 	for li := c.Layers - 1; li >= 0; li-- {
 		bd.blockBackward(l, li, gp, bufs)
 	}

@@ -72,7 +72,7 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 			return nil, err
 		}
 	}
-	if err := p.headForward(l, x, in); err != nil {
+	if err := bd.headForward(l, x, in.rows, in.tgt, p.m, t.cfg.Vocab, p.temp, p.logp, p.ent); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -184,7 +184,7 @@ func (p *Pass) block() *blockDesc {
 	D := c.Dim
 	return &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
 		prefix: "blocks.%d.", norm1: "ln1", norm2: "ln2", qkv: "attn.qkv", o: "attn.proj", up: "mlp.fc", down: "mlp.proj",
-		attnFwd: p.attnForward, attnBwd: p.attnBackward}
+		final: "ln_f", head: p.t.headName(), attnFwd: p.attnForward, attnBwd: p.attnBackward}
 }
 
 // attnForward runs causal multi-head attention from qkv through the maps att into out.
@@ -207,26 +207,6 @@ func (p *Pass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
 	l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
 	l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dqkv)
 	l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dqkv)
-}
-
-// headForward gathers the response rows, applies the final LayerNorm and the output head, and
-// reads the log-probs and entropies back into p.
-func (p *Pass) headForward(l *launcher, x ir.Ptr, in passInputs) error {
-	t, c := p.t, p.t.cfg
-	M, D, V := p.m, c.Dim, c.Vocab
-	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	xg, lnfXhat, lnfRstd, hf := need("xg", M*D), need("lnfXhat", M*D), need("lnfRstd", M), need("hf", M*D)
-	logits, probs := need("logits", M*V), need("probs", M*V)
-	lse, logp, ent := need("lse", M), need("logp", M), need("ent", M)
-	if l.err != nil {
-		return l.err
-	}
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	l.elementwise("gather_rows", M*D, ir.ArgP(x), ir.ArgP(in.rows), ir.ArgP(xg), ir.ArgI(D))
-	l.launch("ln_fwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(xg), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(t.wp("ln_f.bias")), ir.ArgP(hf), ir.ArgP(lnfXhat), ir.ArgP(lnfRstd), ir.ArgI(D))
-	l.gemm(false, true, M, V, D, 1, hf, D, t.wp(t.headName()), D, 0, logits, V)
-	l.launch("log_softmax", [3]int{M, 1, 1}, rowBlock, ir.ArgP(logits), ir.ArgP(in.tgt), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logp), ir.ArgP(ent), ir.ArgI(V), ir.ArgF(float32(1/float64(p.temp))))
-	return t.readScores(l, p.logp, p.ent, logp, ent)
 }
 
 // checkSizes refuses a batch whose activations the kernels cannot index: a buffer above
@@ -389,32 +369,9 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	}
 	rowsP, tgtP := t.bufs["ints"].p.Add(2*N), t.bufs["ints"].p.Add(2*N+M)
 	rowBlock := [3]int{kernels.RowThreads, 1, 1}
-	invT := float32(1 / float64(p.temp))
-
-	dZ := need("dZ", M*V)
-	dHf, dXg, dX := need("dHf", M*D), need("dXg", M*D), need("dX", N*D)
-	if l.err != nil {
-		return false, l.err
-	}
-	b := t.bufs
-	l.elementwise("d_logits", M*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgtP),
-		ir.ArgP(fb), ir.ArgP(fb.Add(M)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(invT))
-	head := t.headName()
-	l.gemm(false, false, M, D, V, 1, dZ, V, t.wp(head), D, 0, dHf, D)
-	l.gemmW(true, false, V, D, M, 1, dZ, V, b["hf"].p, D, 1, gp(head), D)
-	if l.err == nil {
-		l.err = t.dev.Zero(dXg, M*D)
-	}
-	l.launch("ln_bwd", [3]int{M, 1, 1}, rowBlock, ir.ArgP(dHf), ir.ArgP(b["lnfXhat"].p), ir.ArgP(b["lnfRstd"].p), ir.ArgP(t.wp("ln_f.weight")), ir.ArgP(dXg), ir.ArgI(D))
-	t.colSum(l, dHf, b["lnfXhat"].p, M, D, gp("ln_f.weight"))
-	if t.has("ln_f.bias") {
-		t.colSum(l, dHf, 0, M, D, gp("ln_f.bias"))
-	}
-	if l.err == nil {
-		l.err = t.dev.Zero(dX, N*D)
-	}
-	l.elementwise("scatter_rows_add", M*D, ir.ArgP(dXg), ir.ArgP(rowsP), ir.ArgP(dX), ir.ArgI(D))
+	dX := need("dX", N*D)
 	bd := p.block()
+	bd.headBackward(l, gp, rowsP, tgtP, fb, M, V, p.temp, dX)
 	s := bd.gradBufs(l, dX)
 	if l.err != nil {
 		return false, l.err
