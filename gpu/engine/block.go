@@ -21,6 +21,9 @@ type blockDesc struct {
 	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
 	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
 	final, head      string // the final norm's tensor name (as norm1), the output head's weight
+	embed, posEmb    string // token and (learned positions) position embeddings; posEmb "" for none
+	vocab, context   int    // embedding rows
+	chunk            int    // the most embedding rows one csr_rows_add launch covers (grid's y)
 	qkv, o, up, down string // the linears' tensor names, without ".weight" / ".bias"
 	rms              bool   // RMSNorm (weight only, eps) rather than LayerNorm (weight and bias)
 	eps              float32
@@ -236,4 +239,50 @@ func (bd *blockDesc) headBackward(l *launcher, gp func(string) ir.Ptr, rows, tgt
 		l.err = t.dev.Zero(dX, bd.n*D)
 	}
 	l.elementwise("scatter_rows_add", m*D, ir.ArgP(dXg), ir.ArgP(rows), ir.ArgP(dX), ir.ArgI(D))
+}
+
+// embedForward writes the token rows (plus, with learned positions, the position rows) of the
+// pass's n tokens (ids at tok, positions at pos) into x[n×dim].
+func (bd *blockDesc) embedForward(l *launcher, x, tok, pos ir.Ptr) {
+	t, N, D := bd.t, bd.n, bd.dim
+	if bd.posEmb != "" {
+		l.elementwise("embed", N*D, ir.ArgP(t.wp(bd.embed)), ir.ArgP(t.wp(bd.posEmb)), ir.ArgP(tok), ir.ArgP(pos), ir.ArgP(x), ir.ArgI(D))
+		return
+	}
+	l.elementwise("gather_rows", N*D, ir.ArgP(t.wp(bd.embed)), ir.ArgP(tok), ir.ArgP(x), ir.ArgI(D))
+}
+
+// embedCSR lists embedBackward's integer inputs: the token rows' CSR lists, then (learned
+// positions) the position rows'.
+func (bd *blockDesc) embedCSR(toks, pos []int32) []int32 {
+	ptr, idx := csr(toks, bd.vocab)
+	ints := append(append([]int32(nil), ptr...), idx...)
+	if bd.posEmb != "" {
+		ptr, idx = csr(pos, bd.context)
+		ints = append(append(ints, ptr...), idx...)
+	}
+	return ints
+}
+
+// embedBackward adds dX's rows into the embeddings' gradients at gp (none for a frozen
+// embedding), reading embedCSR's lists at ib.
+func (bd *blockDesc) embedBackward(l *launcher, gp func(string) ir.Ptr, dX, ib ir.Ptr) {
+	bd.csrRowsAdd(l, dX, ib, bd.vocab, gp(bd.embed))
+	if bd.posEmb != "" {
+		bd.csrRowsAdd(l, dX, ib.Add(bd.vocab+1+bd.n), bd.context, gp(bd.posEmb))
+	}
+}
+
+// csrRowsAdd adds into g[rows×dim] the rows of dX the CSR lists at ib (rows+1 pointers, then
+// the indices) name, in launches of at most bd.chunk rows.
+func (bd *blockDesc) csrRowsAdd(l *launcher, dX, ib ir.Ptr, rows int, g ir.Ptr) {
+	if g == 0 {
+		return
+	}
+	D := bd.dim
+	for r0 := 0; r0 < rows; r0 += bd.chunk {
+		r := min(bd.chunk, rows-r0)
+		l.launch("csr_rows_add", [3]int{ceil(D, kernels.RowThreads), r, 1}, [3]int{kernels.RowThreads, 1, 1},
+			ir.ArgP(dX), ir.ArgP(ib.Add(r0)), ir.ArgP(ib.Add(rows+1)), ir.ArgP(g.Add(r0*D)), ir.ArgI(D))
+	}
 }

@@ -254,8 +254,8 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	x := need("x", N*d.D)
-	l.elementwise("gather_rows", N*d.D, ir.ArgP(t.wp(lnEmbed)), ir.ArgP(p.tabs["toks"]), ir.ArgP(x), ir.ArgI(d.D))
 	bd := p.block()
+	bd.embedForward(l, x, p.tabs["toks"], 0)
 	for li := 0; li < c.Layers; li++ {
 		if err := bd.blockForward(l, li, x); err != nil {
 			return nil, err
@@ -274,7 +274,7 @@ func (p *LLMPass) block() *blockDesc {
 	c, d := lt.cfg, lt.dims()
 	return &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
 		prefix: "model.layers.%d.", norm1: lnNorm1, norm2: lnNorm2, qkv: lnQKV, o: lnO, up: lnGate, down: lnDown,
-		final: lnNorm, head: lt.headName(), rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
+		final: lnNorm, head: lt.headName(), embed: lnEmbed, vocab: d.V, context: c.Context, chunk: lt.vocabChunk, rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
 		attnFwd: p.attnForward, attnBwd: p.attnBackward}
 }
 
@@ -386,12 +386,13 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	}
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	tptr, tidx := csr(p.toks, d.V)
-	ib, fb := need("bints", len(tptr)+len(tidx)), need("bfloats", 2*M)
+	bd := p.block()
+	ints := bd.embedCSR(p.toks, nil)
+	ib, fb := need("bints", len(ints)), need("bfloats", 2*M)
 	if l.err != nil {
 		return l.err
 	}
-	if err := t.dev.WriteI32(ib, append(append([]int32(nil), tptr...), tidx...)); err != nil {
+	if err := t.dev.WriteI32(ib, ints); err != nil {
 		return fmt.Errorf("gpu engine: upload: %w", err)
 	}
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
@@ -408,23 +409,15 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 		return fmt.Errorf("gpu engine: zero grads: %w", err)
 	}
 	dX := need("dX", N*d.D)
-	bd := p.block()
 	bd.headBackward(l, gp, p.rowsP, p.tgtP, fb, M, d.V, p.temp, dX)
 	bufs := bd.gradBufs(l, dX)
 	if l.err != nil {
 		return l.err
 	}
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
 	for li := c.Layers - 1; li >= 0; li-- {
 		bd.blockBackward(l, li, gp, bufs)
 	}
-	// Embedding rows, in chunks of at most 65535 vocabulary rows (the grid's y).
-	ge := gp(lnEmbed)
-	for v0 := 0; v0 < d.V && !frozen; v0 += lt.vocabChunk {
-		rows := min(lt.vocabChunk, d.V-v0)
-		l.launch("csr_rows_add", [3]int{ceil(d.D, kernels.RowThreads), rows, 1}, rowBlock,
-			ir.ArgP(dX), ir.ArgP(ib.Add(v0)), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(ge.Add(v0*d.D)), ir.ArgI(d.D))
-	}
+	bd.embedBackward(l, gp, dX, ib)
 	return l.err
 }
 

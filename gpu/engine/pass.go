@@ -65,8 +65,8 @@ func (t *Trainer) Forward(m *model.Model, seqs []model.Sequence, temperature flo
 	}
 	l := t.launcher()
 	x := l.keep(t.buf("x", p.n*t.cfg.Dim))
-	l.elementwise("embed", p.n*t.cfg.Dim, ir.ArgP(t.wp("tok_emb.weight")), ir.ArgP(t.wp("pos_emb.weight")), ir.ArgP(in.tok), ir.ArgP(in.pos), ir.ArgP(x), ir.ArgI(t.cfg.Dim))
 	bd := p.block()
+	bd.embedForward(l, x, in.tok, in.pos)
 	for li := 0; li < t.cfg.Layers; li++ {
 		if err := bd.blockForward(l, li, x); err != nil {
 			return nil, err
@@ -184,7 +184,7 @@ func (p *Pass) block() *blockDesc {
 	D := c.Dim
 	return &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
 		prefix: "blocks.%d.", norm1: "ln1", norm2: "ln2", qkv: "attn.qkv", o: "attn.proj", up: "mlp.fc", down: "mlp.proj",
-		final: "ln_f", head: p.t.headName(), attnFwd: p.attnForward, attnBwd: p.attnBackward}
+		final: "ln_f", head: p.t.headName(), embed: "tok_emb.weight", posEmb: "pos_emb.weight", vocab: c.Vocab, context: c.Context, chunk: 65535, attnFwd: p.attnForward, attnBwd: p.attnBackward}
 }
 
 // attnForward runs causal multi-head attention from qkv through the maps att into out.
@@ -345,9 +345,8 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	l := t.launcher()
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	// Host inputs: dlp, dent as floats; CSR lists of token and position rows.
-	tptr, tidx := csr(p.toks, V)
-	pptr, pidx := csr(p.pos, c.Context)
-	ints := append(append(append(append([]int32(nil), tptr...), tidx...), pptr...), pidx...)
+	bd := p.block()
+	ints := bd.embedCSR(p.toks, p.pos)
 	ib := need("bints", len(ints))
 	fb := need("bfloats", 2*M)
 	if l.err != nil {
@@ -368,9 +367,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 		}
 	}
 	rowsP, tgtP := t.bufs["ints"].p.Add(2*N), t.bufs["ints"].p.Add(2*N+M)
-	rowBlock := [3]int{kernels.RowThreads, 1, 1}
 	dX := need("dX", N*D)
-	bd := p.block()
 	bd.headBackward(l, gp, rowsP, tgtP, fb, M, V, p.temp, dX)
 	s := bd.gradBufs(l, dX)
 	if l.err != nil {
@@ -379,10 +376,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	for li := c.Layers - 1; li >= 0; li-- {
 		bd.blockBackward(l, li, gp, s)
 	}
-	csrGrid := func(rows int) [3]int { return [3]int{ceil(D, kernels.RowThreads), rows, 1} }
-	o := len(tptr) + len(tidx)
-	l.launch("csr_rows_add", csrGrid(V), rowBlock, ir.ArgP(dX), ir.ArgP(ib), ir.ArgP(ib.Add(len(tptr))), ir.ArgP(gp("tok_emb.weight")), ir.ArgI(D))
-	l.launch("csr_rows_add", csrGrid(c.Context), rowBlock, ir.ArgP(dX), ir.ArgP(ib.Add(o)), ir.ArgP(ib.Add(o+len(pptr))), ir.ArgP(gp("pos_emb.weight")), ir.ArgI(D))
+	bd.embedBackward(l, gp, dX, ib)
 	if l.err != nil {
 		return false, l.err
 	}
