@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/model"
@@ -48,47 +45,25 @@ func TestServeHF(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
 	t.Setenv("HOME", tmp)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	root := newRootCmd()
-	var stderr bytes.Buffer
-	root.SetOut(io.Discard)
-	root.SetErr(&stderr)
-	root.SetArgs([]string{"serve", "--hf", dir, "--addr", addr, "--max-loras", "1"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runRoot(ctx, root) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := "http://" + addr
+	base, stderr := startServe(t, "--hf", dir, "--max-loras", "1")
 	var list struct {
 		Data []struct{ ID, Parent, Root string }
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(base + "/v1/models")
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&list)
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer: %v\n%s", err, stderr.String())
-		}
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(list.Data) != 1 || list.Data[0].ID != "tiny" {
 		t.Fatalf("/v1/models: %+v", list)
 	}
 	u := (&url.URL{Scheme: "file", Path: adapter}).String()
 	body, _ := json.Marshal(map[string]string{"lora_name": "tiny@step=1", "lora_path": u})
-	resp, err := http.Post(base+"/v1/load_lora_adapter", "application/json", bytes.NewReader(body))
+	resp, err = http.Post(base+"/v1/load_lora_adapter", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

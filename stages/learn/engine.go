@@ -100,43 +100,77 @@ func (g *gpuEng) Sync() error { return g.t.Sync() }
 // GPULLMEngine returns the Engine of a gpu/engine LLMTrainer: an LLM's forward and backward
 // passes on the device (or the interpreter in tests); each backward copies the gradient back
 // and AdamW runs on the host, which then marks the device's weights stale.
-func GPULLMEngine(t *gpuengine.LLMTrainer) Engine { return &gpuLLMEng{t: t} }
+func GPULLMEngine(t *gpuengine.LLMTrainer) Engine {
+	return hostOptEngine[*model.LLM, *gpuengine.LLMPass, *model.LLMGrads]{t: t, what: "an LLM"}
+}
 
-type gpuLLMEng struct{ t *gpuengine.LLMTrainer }
+// GPULoRAEngine returns the Engine of a gpu/engine LoRATrainer: a LoRA adapter's forward and
+// backward passes on the device over its frozen base; each backward copies the gradients of A
+// and B back and AdamW runs on the host, which then marks the device's adapter stale.
+func GPULoRAEngine(t *gpuengine.LoRATrainer) Engine {
+	return hostOptEngine[*model.LoRA, *gpuengine.LoRAPass, *model.LoRAGrads]{t: t, what: "a LoRA adapter"}
+}
 
-func (g *gpuLLMEng) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
-	lm, ok := m.(*model.LLM)
+// deviceTrainer is a GPU-engine trainer of models M whose passes P back-propagate into host
+// gradients G (LLMTrainer, LoRATrainer).
+type deviceTrainer[M model.Trainable, P devicePass[G], G model.GradBuf] interface {
+	Forward(m M, seqs []model.Sequence, temperature float32) (P, error)
+	MarkDirty()
+}
+
+type devicePass[G model.GradBuf] interface {
+	LogProbs() [][]float32
+	Entropy() [][]float32
+	Backward(dLogProb, dEntropy [][]float32, g G) error
+}
+
+// hostOptEngine is the Engine of a deviceTrainer with the optimizer on the host: the host
+// holds the weights and moments (Sync has nothing to do), and a step marks the device stale.
+type hostOptEngine[M model.Trainable, P devicePass[G], G model.GradBuf] struct {
+	t    deviceTrainer[M, P, G]
+	what string // the models it trains, for errors
+}
+
+func (e hostOptEngine[M, P, G]) Forward(m model.Trainable, seqs []model.Sequence, temperature float32) (Pass, error) {
+	tm, ok := m.(M)
 	if !ok {
-		return nil, fmt.Errorf("gpu engine: %T is not an LLM", m)
+		return nil, fmt.Errorf("gpu engine: %T is not %s", m, e.what)
 	}
-	p, err := g.t.Forward(lm, seqs, temperature)
+	p, err := e.t.Forward(tm, seqs, temperature)
 	if err != nil {
 		return nil, err
 	}
-	return gpuLLMPass{p}, nil
+	return hostGradPass[P, G]{p: p, what: e.what}, nil
 }
 
-func (g *gpuLLMEng) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
-	p, err := g.Forward(m, seqs, temperature)
+func (e hostOptEngine[M, P, G]) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
+	p, err := e.Forward(m, seqs, temperature)
 	if err != nil {
 		return nil, err
 	}
 	return p.LogProbs(), nil
 }
 
-func (g *gpuLLMEng) Stepped(model.Trainable) { g.t.MarkDirty() }
+func (e hostOptEngine[M, P, G]) Stepped(model.Trainable) { e.t.MarkDirty() }
 
-func (g *gpuLLMEng) Sync() error { return nil } // the host holds the weights and moments
+func (e hostOptEngine[M, P, G]) Sync() error { return nil }
 
-// gpuLLMPass is an LLMTrainer pass as a model.TrainPass.
-type gpuLLMPass struct{ *gpuengine.LLMPass }
+// hostGradPass is a device pass as a model.TrainPass.
+type hostGradPass[P devicePass[G], G model.GradBuf] struct {
+	p    P
+	what string
+}
 
-func (p gpuLLMPass) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
-	lg, ok := g.(*model.LLMGrads)
+func (h hostGradPass[P, G]) LogProbs() [][]float32 { return h.p.LogProbs() }
+
+func (h hostGradPass[P, G]) Entropy() [][]float32 { return h.p.Entropy() }
+
+func (h hostGradPass[P, G]) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
+	tg, ok := g.(G)
 	if !ok {
-		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of an LLM", g)
+		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of %s", g, h.what)
 	}
-	return p.LLMPass.Backward(dLogProb, dEntropy, lg)
+	return h.p.Backward(dLogProb, dEntropy, tg)
 }
 
 // gpuPass is a gpu/engine pass as a model.TrainPass: its host backward fills the built-in
