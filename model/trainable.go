@@ -74,7 +74,7 @@ func (m *Model) TrainForward(seqs []Sequence, temperature float32) (TrainPass, e
 	if err != nil {
 		return nil, err
 	}
-	return modelPass{p}, nil
+	return AsTrainPass[*Pass, *Grads](p, "the built-in model"), nil
 }
 
 // NewGradBuf is NewGrads as a GradBuf.
@@ -83,23 +83,13 @@ func (m *Model) NewGradBuf() GradBuf { return m.NewGrads() }
 // NewOptimizer is NewAdamW.
 func (m *Model) NewOptimizer(cfg AdamWConfig) *AdamW { return NewAdamW(m, cfg) }
 
-type modelPass struct{ *Pass }
-
-func (p modelPass) Backward(dLogProb, dEntropy [][]float32, g GradBuf) error {
-	mg, ok := g.(*Grads)
-	if !ok {
-		return fmt.Errorf("model: Backward: %T is not a gradient of the built-in model", g)
-	}
-	return p.Pass.Backward(dLogProb, dEntropy, mg)
-}
-
 // TrainForward is Forward as a TrainPass: every weight trains.
 func (m *LLM) TrainForward(seqs []Sequence, temperature float32) (TrainPass, error) {
 	p, err := m.Forward(seqs, temperature)
 	if err != nil {
 		return nil, err
 	}
-	return llmPass{p}, nil
+	return AsTrainPass[*LLMPass, *LLMGrads](p, "an LLM"), nil
 }
 
 // NewGradBuf is NewGrads as a GradBuf.
@@ -108,12 +98,32 @@ func (m *LLM) NewGradBuf() GradBuf { return m.NewGrads() }
 // NewOptimizer is NewLLMAdamW.
 func (m *LLM) NewOptimizer(cfg AdamWConfig) *AdamW { return NewLLMAdamW(m, cfg) }
 
-type llmPass struct{ *LLMPass }
+// TypedPass is a forward pass whose Backward takes one kind of gradient, G.
+type TypedPass[G GradBuf] interface {
+	LogProbs() [][]float32
+	Entropy() [][]float32
+	Backward(dLogProb, dEntropy [][]float32, g G) error
+}
 
-func (p llmPass) Backward(dLogProb, dEntropy [][]float32, g GradBuf) error {
-	lg, ok := g.(*LLMGrads)
+// AsTrainPass is p as a TrainPass: its Backward refuses a GradBuf that is not a G, naming the
+// models p's gradients belong to (what, e.g. "an LLM").
+func AsTrainPass[P TypedPass[G], G GradBuf](p P, what string) TrainPass {
+	return typedTrainPass[P, G]{p: p, what: what}
+}
+
+type typedTrainPass[P TypedPass[G], G GradBuf] struct {
+	p    P
+	what string
+}
+
+func (t typedTrainPass[P, G]) LogProbs() [][]float32 { return t.p.LogProbs() }
+
+func (t typedTrainPass[P, G]) Entropy() [][]float32 { return t.p.Entropy() }
+
+func (t typedTrainPass[P, G]) Backward(dLogProb, dEntropy [][]float32, g GradBuf) error {
+	tg, ok := g.(G)
 	if !ok {
-		return fmt.Errorf("model: Backward: %T is not a gradient of an LLM", g)
+		return fmt.Errorf("model: Backward: %T is not a gradient of %s", g, t.what)
 	}
-	return p.LLMPass.Backward(dLogProb, dEntropy, lg)
+	return t.p.Backward(dLogProb, dEntropy, tg)
 }

@@ -113,20 +113,14 @@ func GPULoRAEngine(t *gpuengine.LoRATrainer) Engine {
 
 // deviceTrainer is a GPU-engine trainer of models M whose passes P back-propagate into host
 // gradients G (LLMTrainer, LoRATrainer).
-type deviceTrainer[M model.Trainable, P devicePass[G], G model.GradBuf] interface {
+type deviceTrainer[M model.Trainable, P model.TypedPass[G], G model.GradBuf] interface {
 	Forward(m M, seqs []model.Sequence, temperature float32) (P, error)
 	MarkDirty()
 }
 
-type devicePass[G model.GradBuf] interface {
-	LogProbs() [][]float32
-	Entropy() [][]float32
-	Backward(dLogProb, dEntropy [][]float32, g G) error
-}
-
 // hostOptEngine is the Engine of a deviceTrainer with the optimizer on the host: the host
 // holds the weights and moments (Sync has nothing to do), and a step marks the device stale.
-type hostOptEngine[M model.Trainable, P devicePass[G], G model.GradBuf] struct {
+type hostOptEngine[M model.Trainable, P model.TypedPass[G], G model.GradBuf] struct {
 	t    deviceTrainer[M, P, G]
 	what string // the models it trains, for errors
 }
@@ -140,7 +134,7 @@ func (e hostOptEngine[M, P, G]) Forward(m model.Trainable, seqs []model.Sequence
 	if err != nil {
 		return nil, err
 	}
-	return hostGradPass[P, G]{p: p, what: e.what}, nil
+	return model.AsTrainPass[P, G](p, e.what), nil
 }
 
 func (e hostOptEngine[M, P, G]) Score(m model.Trainable, seqs []model.Sequence, temperature float32) ([][]float32, error) {
@@ -154,24 +148,6 @@ func (e hostOptEngine[M, P, G]) Score(m model.Trainable, seqs []model.Sequence, 
 func (e hostOptEngine[M, P, G]) Stepped(model.Trainable) { e.t.MarkDirty() }
 
 func (e hostOptEngine[M, P, G]) Sync() error { return nil }
-
-// hostGradPass is a device pass as a model.TrainPass.
-type hostGradPass[P devicePass[G], G model.GradBuf] struct {
-	p    P
-	what string
-}
-
-func (h hostGradPass[P, G]) LogProbs() [][]float32 { return h.p.LogProbs() }
-
-func (h hostGradPass[P, G]) Entropy() [][]float32 { return h.p.Entropy() }
-
-func (h hostGradPass[P, G]) Backward(dLogProb, dEntropy [][]float32, g model.GradBuf) error {
-	tg, ok := g.(G)
-	if !ok {
-		return fmt.Errorf("gpu engine: Backward: %T is not a gradient of %s", g, h.what)
-	}
-	return h.p.Backward(dLogProb, dEntropy, tg)
-}
 
 // gpuPass is a gpu/engine pass as a model.TrainPass: its host backward fills the built-in
 // model's gradients.
