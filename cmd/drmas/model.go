@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -100,11 +100,10 @@ func localModel(cmd *cobra.Command, model, cache string) (string, error) {
 		return model, nil
 	}
 	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("no cache dir (set --cache): %w", err)
+		var err error
+		if cache, err = checkpoints.BaseCacheDir(model); err != nil { // where the stages fetch bases too
+			return "", fmt.Errorf("%w (or set --cache)", err)
 		}
-		cache = filepath.Join(base, "drmas", "models", analysis.StoreHash(model))
 	}
 	cfg, err := loadConfig(cmd) // the S3 endpoint and credentials
 	if err != nil {
