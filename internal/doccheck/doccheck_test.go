@@ -10,11 +10,15 @@ import (
 // root is the repository's top folder, from this package's folder.
 var root = filepath.Join("..", "..")
 
-// pages are README.md and every Markdown file under docs/.
+// pages are README.md, the packages' README.md files and every Markdown file under docs/.
 func pages(t *testing.T) []string {
 	t.Helper()
-	files := []string{filepath.Join(root, "README.md")}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+	files, err := filepath.Glob(filepath.Join(root, "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"))
+	err = filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			files = append(files, path)
 		}
@@ -26,7 +30,7 @@ func pages(t *testing.T) []string {
 	return files
 }
 
-// TestLinksResolve fails on a relative link or image of README.md or docs/ whose file does not
+// TestLinksResolve fails on a relative link or image of a README.md or docs/ whose file does not
 // exist, or whose #anchor names no heading of its page.
 func TestLinksResolve(t *testing.T) {
 	for _, page := range pages(t) {
@@ -68,7 +72,7 @@ func resolve(page, target string) string {
 	return ""
 }
 
-// TestNoHistoryInDocs fails when README.md or docs/ cite an issue number or tell work history.
+// TestNoHistoryInDocs fails when a README.md or docs/ cites an issue number or tells work history.
 func TestNoHistoryInDocs(t *testing.T) {
 	for _, page := range pages(t) {
 		text, err := os.ReadFile(page)
