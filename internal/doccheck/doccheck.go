@@ -90,7 +90,7 @@ func External(target string) bool {
 }
 
 // historyRE finds issue citations (#12, issue 12, Issue #12) and work-history phrases.
-var historyRE = regexp.MustCompile(`(?i)(?:^|[\s(\[,;])#[0-9]+\b|\bissues?\s+#?[0-9]+\b|\bprevious VM\b|\bthis session\b|\bearlier sessions?\b|\bat a glance\b`)
+var historyRE = regexp.MustCompile(`(?i)(?:^|[\s(\[,;])#[0-9]+\b|\bissues?\s+#?[0-9]+\b|\bprevious VM\b|\bthis session\b|\bearlier sessions?\b`)
 
 // History returns the issue citations and work-history phrases of a text, one per match.
 func History(text string) []string {
