@@ -34,12 +34,13 @@ func TInterval(x []float64, level float64) Interval {
 	}
 	var ss float64
 	for _, v := range x {
-		ss += (v - iv.Mean) * (v - iv.Mean)
+		ss += float64((v - iv.Mean) * (v - iv.Mean))
 	}
 	iv.SD = math.Sqrt(ss / float64(iv.N-1))
 	iv.SE = iv.SD / math.Sqrt(float64(iv.N))
 	iv.T = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(iv.DF)}.Quantile((1 + level) / 2)
-	iv.Lo, iv.Hi = iv.Mean-iv.T*iv.SE, iv.Mean+iv.T*iv.SE
+	half := float64(iv.T * iv.SE)
+	iv.Lo, iv.Hi = iv.Mean-half, iv.Mean+half
 	return iv
 }
 
@@ -65,7 +66,7 @@ func Quantile(x []float64, q float64) float64 {
 	if lo+1 >= len(s) {
 		return s[len(s)-1]
 	}
-	return s[lo] + (h-float64(lo))*(s[lo+1]-s[lo])
+	return s[lo] + float64((h-float64(lo))*(s[lo+1]-s[lo]))
 }
 
 // Dist is the mean, p90 and max of some values (NaN for none).
@@ -142,10 +143,12 @@ func FitLine(x, y []float64) Fit {
 	f.MaxRel = 0
 	for i := range xs {
 		dx, dy := xs[i]-mx, ys[i]-my
-		sxx += dx * dx
-		sxy += dx * dy
-		syy += dy * dy
-		sres += (ys[i] - xs[i]) * (ys[i] - xs[i])
+		// Each product rounded before the sum (float64(…)): a fused multiply-add would change
+		// the last bit between GOAMD64 levels.
+		sxx += float64(dx * dx)
+		sxy += float64(dx * dy)
+		syy += float64(dy * dy)
+		sres += float64((ys[i] - xs[i]) * (ys[i] - xs[i]))
 		f.MaxRel = math.Max(f.MaxRel, math.Abs(ys[i]-xs[i])/xs[i])
 	}
 	if syy > 0 {
@@ -155,7 +158,7 @@ func FitLine(x, y []float64) Fit {
 		f.Slope = sxy / sxx
 		f.Intercept = my - f.Slope*mx
 		if syy > 0 {
-			f.R2 = sxy * sxy / (sxx * syy)
+			f.R2 = float64(sxy*sxy) / float64(sxx*syy)
 		}
 	}
 	return f
