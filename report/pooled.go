@@ -37,6 +37,9 @@ func pooledSection(ctx context.Context, s *analysis.Session, o Options, r *Repor
 	if err != nil {
 		return err
 	}
+	if len(in.Prompts) == 0 {
+		r.Notes = append(r.Notes, "the on-policy runs have no per-prompt held-out evaluations (eval/step=N/prompts.parquet; tasks.eval_size > 0 and --eval-every): the held-out tables are empty")
+	}
 	res := pooled.Analyze(in)
 	r.Tables = append(r.Tables, heldOutTable(res), pairedTable(res), spikeTable(res), ratioTable(res), inflationTable(res))
 	return pooledFigures(res, r)
