@@ -11,16 +11,28 @@ import (
 	"github.com/drmas-dev/drmas/ablate"
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/analysis/analysistest"
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/report"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
-// TestOnPolicyPooledReport runs the experiment driver end to end on the tiny math config, 2
-// seeds × {drmas, grpo} × 2 iterations from shared warm-ups, then the pooled report, and checks
-// each pooled table's rows against the summary and the output runs' own outputs.
+// TestOnPolicyPooledReport runs the experiment driver end to end on the tiny math and search
+// configs, 2 seeds × {drmas, grpo} × 2 iterations from shared warm-ups, then the pooled report,
+// and checks each pooled table's rows against the summary and the output runs' own outputs.
 func TestOnPolicyPooledReport(t *testing.T) {
+	// The search policy needs the fixture's stronger warm-up to ever score differently within a
+	// group (no group with σ > 0: no inflation, no grad norm).
+	search := stagetest.Config(t, "search")
+	search.Evaluate.Every = 1
+	search.Models = map[string]configs.Model{"m1": {Dim: 32, Layers: 1, Heads: 2, Context: 224, FFMult: 2, TiedHead: true}}
+	search.Warmup.Steps, search.Warmup.Batch, search.Warmup.LR = 150, 16, 1e-2
+	for _, cfg := range []*configs.Config{analysistest.Config(t), search} {
+		t.Run(cfg.Workflow.Name, func(t *testing.T) { checkPooledReport(t, cfg) })
+	}
+}
+
+func checkPooledReport(t *testing.T, cfg *configs.Config) {
 	ctx := context.Background()
-	cfg := analysistest.Config(t)
 	cfg.Run = "cond"
 	env := stagetest.Env(t, cfg)
 	r, _ := ablate.ParseRange("0..1")
