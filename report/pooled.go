@@ -3,8 +3,10 @@ package report
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/analysis/pooled"
@@ -95,6 +97,27 @@ func readRun(ctx context.Context, o Options, run, est string, seed uint64, in *p
 		for i := range t.Rows {
 			in.Groups = append(in.Groups, pooled.Group{Estimator: est, Seed: seed, Agent: t.String(i, "agent"),
 				Iteration: int(t.Float(i, "iteration")), Inflation: t.Float(i, "inflation")})
+		}
+	}
+	return nil
+}
+
+// WriteText prints the tables with the given titles (those the report has) as aligned text.
+func (r *Report) WriteText(w io.Writer, titles ...string) error {
+	for _, title := range titles {
+		for _, t := range r.Tables {
+			if t.Title != title {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s\n", t.Title)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, strings.Join(t.Columns, "\t"))
+			for _, row := range t.Rows {
+				fmt.Fprintln(tw, strings.Join(row, "\t"))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -35,7 +35,8 @@ onpolicy: a full 'drmas run' per estimator × seed into runs SRC-<estimator>-s<s
 Both write runs/SRC/ablations/<mode>/summary.parquet (+ _MANIFEST.json), one row per (estimator,
 seed, iteration, model, agent): loss, grad norm, reward, eval avg@k/pass@k where present, and
 print a report; --report FILE also renders 'drmas report --ablation <mode>' of it to FILE (for
-onpolicy: the statistics pooled over seeds). Use the config SRC was trained with. Same inputs and config give byte-identical
+onpolicy: the statistics pooled over seeds, whose held-out, paired-difference and spike tables
+are printed as well). Use the config SRC was trained with. Same inputs and config give byte-identical
 outputs; committed work is not redone.`,
 		Example: `  drmas ablate --run demo --iters 0..4 --estimators drmas,grpo --eval
   drmas ablate --run demo --mode onpolicy --iters 0..9 --seeds 1,2,3 --report demo-onpolicy.html`,
@@ -87,7 +88,12 @@ outputs; committed work is not redone.`,
 			if err := ablate.WriteReport(cmd.OutOrStdout(), res); err != nil || reportOut == "" {
 				return err
 			}
-			return writeReport(cmd, env, cache, nil, report.Options{Ablation: o.Mode, Params: analysis.ReportParams{SpikeK: 2, Window: 5}}, reportOut)
+			rep, err := writeReport(cmd, env, cache, nil, report.Options{Ablation: o.Mode, Params: analysis.ReportParams{SpikeK: 2, Window: 5}}, reportOut)
+			if err != nil {
+				return err
+			}
+			// The comparison itself, for a terminal or a log without the HTML.
+			return rep.WriteText(cmd.OutOrStdout(), report.TableHeldOut, report.TablePaired, report.TableSpikes)
 		},
 	}
 	f := cmd.Flags()

@@ -31,6 +31,10 @@ func TestAblateOnPolicyWritesPooledReport(t *testing.T) {
 	if !strings.Contains(stdout, "runs exp-drmas-s1, exp-drmas-s2, exp-grpo-s1, exp-grpo-s2") || !strings.Contains(stdout, out+": ") {
 		t.Fatalf("stdout:\n%s", stdout)
 	}
+	// The comparison is printed too: the paired table's avg@k row over 2 seeds.
+	if !strings.Contains(stdout, "\n"+report.TablePaired+"\n") || !regexp.MustCompile(`(?m)^grpo +avg@k +2 +`).MatchString(stdout) {
+		t.Errorf("stdout lacks the paired table:\n%s", stdout)
+	}
 	page, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,8 @@ per agent per iteration (mean, p90, max over groups).`,
 			return checkOutput(out)
 		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
-			return writeReport(cmd, env, cache, pool, o, out)
+			_, err := writeReport(cmd, env, cache, pool, o, out)
+			return err
 		}),
 	}
 	f := cmd.Flags()
@@ -70,14 +71,14 @@ per agent per iteration (mean, p90, max over groups).`,
 
 // writeReport renders the report of env's run to out (- for stdout). An on-policy ablation's
 // output runs are opened from the same store and cache as the report needs them.
-func writeReport(cmd *cobra.Command, env *stages.Env, cache string, pool []string, o report.Options, out string) error {
+func writeReport(cmd *cobra.Command, env *stages.Env, cache string, pool []string, o report.Options, out string) (*report.Report, error) {
 	s, err := openSession(cmd, env, cache)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Close()
 	if o.Pool, err = openPool(cmd, env, cache, pool); err != nil {
-		return err
+		return nil, err
 	}
 	defer closePool(o.Pool)
 	o.OpenRun = func(_ context.Context, run string) (*analysis.Session, error) {
@@ -86,20 +87,20 @@ func writeReport(cmd *cobra.Command, env *stages.Env, cache string, pool []strin
 	var buf bytes.Buffer
 	rep, err := report.Generate(cmd.Context(), s, o, &buf)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if out == "-" {
 		_, err = cmd.OutOrStdout().Write(buf.Bytes())
-		return err
+		return rep, err
 	}
 	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return nil, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d figures, %d tables, %d bytes\n", out, len(rep.Figures), len(rep.Tables), buf.Len())
 	for _, n := range rep.Notes {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
 	}
-	return nil
+	return rep, nil
 }
 
 // checkOutput rejects an -o that cannot be written: empty, a folder, or in a folder that does
