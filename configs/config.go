@@ -282,6 +282,19 @@ type Learn struct {
 	LRSchedule    string  `mapstructure:"lr_schedule" json:"lr_schedule,omitempty"`
 	LRWarmupSteps int     `mapstructure:"lr_warmup_steps" json:"lr_warmup_steps,omitempty"`
 	MinLRRatio    float64 `mapstructure:"min_lr_ratio" json:"min_lr_ratio,omitempty"`
+	// The policy loss's options (docs/objectives.md), each off at its default.
+	LossAgg       string  `mapstructure:"loss_agg" json:"loss_agg,omitempty"`
+	LossNormLen   int     `mapstructure:"loss_norm_len" json:"loss_norm_len,omitempty"`
+	ClipC         float64 `mapstructure:"clip_c" json:"clip_c,omitempty"`
+	RatioLevel    string  `mapstructure:"ratio_level" json:"ratio_level,omitempty"`
+	SeqClipLow    float64 `mapstructure:"seq_clip_low" json:"seq_clip_low,omitempty"`
+	SeqClipHigh   float64 `mapstructure:"seq_clip_high" json:"seq_clip_high,omitempty"`
+	EntropyCoef   float64 `mapstructure:"entropy_coef" json:"entropy_coef,omitempty"`
+	AgentBalance  string  `mapstructure:"agent_balance" json:"agent_balance,omitempty"`
+	KLType        string  `mapstructure:"kl_type" json:"kl_type,omitempty"`
+	RolloutIS     string  `mapstructure:"rollout_is" json:"rollout_is,omitempty"`
+	RolloutISCap  float64 `mapstructure:"rollout_is_cap" json:"rollout_is_cap,omitempty"`
+	RolloutISMode string  `mapstructure:"rollout_is_mode" json:"rollout_is_mode,omitempty"`
 }
 
 // Warmup configures the supervised warm-up that publishes checkpoint step 0.

@@ -17,7 +17,8 @@ func TestObjectiveDefaultsDigestAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"lr_schedule", "lr_warmup_steps", "min_lr_ratio"} {
+	for _, key := range []string{"lr_schedule", "lr_warmup_steps", "min_lr_ratio", "loss_agg", "loss_norm_len", "clip_c", "ratio_level",
+		"seq_clip_low", "seq_clip_high", "entropy_coef", "agent_balance", "kl_type", "rollout_is", "rollout_is_cap", "rollout_is_mode"} {
 		if strings.Contains(string(data), `"`+key+`"`) {
 			t.Errorf("default learn section digests %s: %s", key, data)
 		}
@@ -36,6 +37,18 @@ func TestObjectiveOptionsValidate(t *testing.T) {
 		{func(l *configs.Learn) { l.LRSchedule = "linear" }, `learn.lr_schedule: "linear", want constant or cosine`},
 		{func(l *configs.Learn) { l.LRWarmupSteps = -1 }, "learn.lr_warmup_steps: -1, want ≥ 0"},
 		{func(l *configs.Learn) { l.MinLRRatio = 1.5 }, "learn.min_lr_ratio: 1.5, want in [0, 1]"},
+		{func(l *configs.Learn) { l.LossAgg = "mean" }, `learn.loss_agg: "mean", want token-mean, seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm`},
+		{func(l *configs.Learn) { l.LossNormLen = -2 }, "learn.loss_norm_len: -2, want ≥ 0 (0: rollout.max_tokens)"},
+		{func(l *configs.Learn) { l.ClipC = 0.5 }, "learn.clip_c: 0.5, want 0 (off) or > 1 (verl uses 3)"},
+		{func(l *configs.Learn) { l.RatioLevel = "row" }, `learn.ratio_level: "row", want token, sequence`},
+		{func(l *configs.Learn) { l.SeqClipLow = 1 }, "learn.seq_clip_low: 1, want in [0, 1)"},
+		{func(l *configs.Learn) { l.SeqClipHigh = -1 }, "learn.seq_clip_high: -1, want ≥ 0"},
+		{func(l *configs.Learn) { l.EntropyCoef = -0.1 }, "learn.entropy_coef: -0.1, want ≥ 0"},
+		{func(l *configs.Learn) { l.AgentBalance = "count" }, `learn.agent_balance: "count", want none, inverse_count`},
+		{func(l *configs.Learn) { l.KLType = "low_var_kl" }, `learn.kl_type: "low_var_kl", want k3, k1, k2, abs`},
+		{func(l *configs.Learn) { l.RolloutIS = "row" }, `learn.rollout_is: "row", want none, token, sequence`},
+		{func(l *configs.Learn) { l.RolloutIS, l.RolloutISCap = "token", 1 }, "learn.rollout_is_cap: 1, want > 1 with rollout_is on"},
+		{func(l *configs.Learn) { l.RolloutISMode = "clip" }, `learn.rollout_is_mode: "clip", want truncate, mask`},
 	} {
 		c := configs.Default()
 		tc.set(&c.Learn)

@@ -647,7 +647,8 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	cfg := env.Config
 	agents := cfg.AgentsOf(id)
 	hp := cfg.OptimOf(agents[0])
-	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
+	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch,
+		Objective: objectiveOf(cfg.Learn, cfg.Rollout.MaxTokens)}
 	exs, behaviour, err := examplesOf(id, rows, advs)
 	if err != nil {
 		return nil, nil, err
@@ -692,6 +693,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 // examplesOf returns the training examples of model id's rows with their advantages, and the
 // stored behaviour log-probs of each, to compare with the recomputed ones.
 func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs []Example, behaviour [][]float32, err error) {
+	var uids []string
 	for i := range rows {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
@@ -700,10 +702,32 @@ func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs [
 		if len(r.ResponseLogprobs) != len(r.ResponseIDs) {
 			return nil, nil, fmt.Errorf("row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
 		}
-		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
+		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage,
+			Behaviour: r.ResponseLogprobs})
 		behaviour = append(behaviour, r.ResponseLogprobs)
+		uids = append(uids, r.UID)
 	}
+	balanceWeights(exs, uids)
 	return exs, behaviour, nil
+}
+
+// balanceWeights sets each example's Weight for agent_balance inverse_count, as the reference
+// code's balance_loss_by_agent_freq: 1/n for the n examples of its (prompt group, agent), over
+// the mean of those over all examples, so the weights average 1.
+func balanceWeights(exs []Example, uids []string) {
+	type key struct{ uid, agent string }
+	n := map[key]int{}
+	for i := range exs {
+		n[key{uids[i], exs[i].Agent}]++
+	}
+	var mean float64
+	for i := range exs {
+		mean += 1 / float64(n[key{uids[i], exs[i].Agent}])
+	}
+	mean /= float64(len(exs))
+	for i := range exs {
+		exs[i].Weight = 1 / float64(n[key{uids[i], exs[i].Agent}]) / mean
+	}
 }
 
 // scoreOld sets the old (and, with ref, reference) log-probs of exs from the pre-update policy,
