@@ -30,15 +30,15 @@ learn:
 `
 
 // stepFiles runs `drmas run` with the learn keys extra and returns the files (name and sha256)
-// of the checkpoint step it ends on.
-func stepFiles(t *testing.T, extra string) []string {
+// of the checkpoint step it ends on, and the config file and store it ran with.
+func stepFiles(t *testing.T, extra string) (files []string, cfgFile, store string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "c.yaml")
+	cfgFile = filepath.Join(dir, "c.yaml")
 	if err := os.WriteFile(cfgFile, []byte(tinyObjectiveConfig+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(dir, "store")
+	store = filepath.Join(dir, "store")
 	if _, errOut, err := execute(t, "-q", "--config", cfgFile, "--store", store, "run"); err != nil {
 		t.Fatalf("drmas run with %q: %v\n%s", extra, err, errOut)
 	}
@@ -50,20 +50,19 @@ func stepFiles(t *testing.T, extra string) []string {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	var files []string
 	for _, f := range m.Files {
 		files = append(files, f.Name+" "+f.SHA256)
 	}
 	slices.Sort(files)
-	return files
+	return files, cfgFile, store
 }
 
 // TestRunWithEachObjectiveOption: `drmas run` trains with each learner option on; where the
 // option acts on this tiny run it trains other weights than the defaults, and setting every
 // key to its default value trains exactly the default run's weights.
 func TestRunWithEachObjectiveOption(t *testing.T) {
-	def := stepFiles(t, "")
-	explicit := stepFiles(t, `  lr_schedule: constant
+	def, _, _ := stepFiles(t, "")
+	explicit, _, _ := stepFiles(t, `  lr_schedule: constant
   loss_agg: token-mean
   ratio_level: token
   agent_balance: none
@@ -90,9 +89,17 @@ func TestRunWithEachObjectiveOption(t *testing.T) {
 		{"  rollout_is: token\n", false},
 		{"  rollout_is: sequence\n  rollout_is_mode: mask\n", false},
 	} {
-		got := stepFiles(t, c.keys)
+		got, cfgFile, store := stepFiles(t, c.keys)
 		if changed := !slices.Equal(got, def); c.acts && !changed {
 			t.Errorf("%s: trained the default run's weights", strings.TrimSpace(c.keys))
+		}
+		if c.keys == "  rollout_is: token\n" {
+			// The metrics view has the objective's columns, the correction's filled.
+			out, errOut, err := execute(t, "-q", "--config", cfgFile, "--store", store, "analyze", "--sql",
+				"SELECT count(*) AS n FROM metrics WHERE rollout_is_mean IS NOT NULL AND clip_frac_low IS NOT NULL AND response_len_max > 0")
+			if err != nil || !strings.Contains(out, "\n6\n(1 rows)") {
+				t.Errorf("metrics view: %v\n%s%s", err, out, errOut)
+			}
 		}
 	}
 }

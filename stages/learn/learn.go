@@ -685,8 +685,9 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	if err := eng.Sync(); err != nil {
 		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
-	out := metricsRows(iter, est, id, agents, accs, updates)
+	out := metricsRows(iter, est, id, agents, accs, updates, h.RolloutIS != "")
 	out[0].BehaviourGap = div(behaviourGap, int64(stored))
+	addRowStats(out, id, rows, advs)
 	return out, opt, nil
 }
 
@@ -766,6 +767,9 @@ type acc struct {
 	seen                                          int64 // tokens over all epochs: the ratios' denominator
 	loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
 	ratioMax                                      float64
+	clipLow, clipHigh, dual                       float64 // tokens, as clip
+	isUnits, isCapped                             int64
+	isSum, isMax                                  float64
 }
 
 // runEpochs runs the PPO updates of one model: per epoch, a seeded permutation of exs cut into
@@ -845,6 +849,13 @@ func addUpdate(accs map[string]*acc, st Stats, firstEpoch bool) {
 			y.ent += as.SumEntropy
 			y.absAdv += as.SumAbsAdv
 			y.ratioMax = math.Max(y.ratioMax, as.MaxRatio)
+			y.clipLow += float64(as.ClipLowTokens)
+			y.clipHigh += float64(as.ClipHighTokens)
+			y.dual += float64(as.DualClipTokens)
+			y.isUnits += int64(as.ISUnits)
+			y.isCapped += int64(as.ISCapped)
+			y.isSum += as.SumIS
+			y.isMax = math.Max(y.isMax, as.MaxIS)
 		}
 	}
 }
@@ -860,7 +871,7 @@ func div(v float64, n int64) float64 {
 // metricsRows turns the sums into metrics rows: the model's ("*") first, then agents sorted.
 // An agent that the config does not give this model (an import's model column names it for
 // its rows) is trained with it, and its statistics get a row of their own too.
-func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc, updates int) []MetricsRow {
+func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc, updates int, rolloutIS bool) []MetricsRow {
 	names := slices.Clone(agents)
 	for a := range accs {
 		if a != "*" && !slices.Contains(agents, a) {
@@ -876,9 +887,50 @@ func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc
 			Loss: div(x.loss, int64(updates)), GradNorm: div(x.gn, int64(updates)), GradNormMax: x.gnMax,
 			ClipFrac: div(x.clip, x.seen), ApproxKL: div(x.kl, x.seen), RefKL: div(x.refKL, x.seen),
 			Entropy: div(x.ent, x.seen), MeanAbsAdv: div(x.absAdv, x.seen), RatioMax: x.ratioMax,
+			ClipFracLow: ptr(div(x.clipLow, x.seen)), ClipFracHigh: ptr(div(x.clipHigh, x.seen)), DualClipFrac: ptr(div(x.dual, x.seen)),
 		})
+		if rolloutIS {
+			r := &out[len(out)-1]
+			r.RolloutISMean, r.RolloutISMax, r.RolloutISCapped = ptr(div(x.isSum, x.isUnits)), ptr(x.isMax), ptr(div(float64(x.isCapped), x.isUnits))
+		}
 	}
 	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// addRowStats sets the metrics' statistics of the iteration's rows of model id: per agent and
+// for the model ("*"), the share of rows whose advantage group had zero score spread and the
+// response lengths' mean and max.
+func addRowStats(out []MetricsRow, id string, rows []shards.Row, advs []shards.AdvantageRow) {
+	type stat struct{ rows, zero, tokens, max int64 }
+	by := map[string]*stat{"*": {}}
+	for i := range rows {
+		r := &rows[i]
+		if r.Model != id || len(r.ResponseIDs) == 0 {
+			continue
+		}
+		if by[r.Agent] == nil {
+			by[r.Agent] = &stat{}
+		}
+		for _, s := range []*stat{by[r.Agent], by["*"]} {
+			s.rows++
+			s.tokens += int64(len(r.ResponseIDs))
+			s.max = max(s.max, int64(len(r.ResponseIDs)))
+			if advs[i].BaselineStd == 0 {
+				s.zero++
+			}
+		}
+	}
+	for i := range out {
+		s := by[out[i].Agent]
+		if s == nil {
+			s = &stat{}
+		}
+		out[i].ZeroStdShare = ptr(div(float64(s.zero), s.rows))
+		out[i].ResponseLenMean = ptr(div(float64(s.tokens), s.rows))
+		out[i].ResponseLenMax = ptr(s.max)
+	}
 }
 
 // checkFirstUpdate is the invariants build's check of the first mini-batch of an iteration:

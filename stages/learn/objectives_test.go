@@ -43,3 +43,37 @@ func TestLRScheduleContinuesAcrossIterations(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectiveMetrics: the metrics rows carry the objective's statistics, consistent with the
+// older columns: the clip shares split clip_frac, the response length mean is tokens/rows, the
+// rollout correction's columns are null unless it is on, and shares lie in [0, 1].
+func TestObjectiveMetrics(t *testing.T) {
+	ctx := context.Background()
+	for _, is := range []string{"", "token"} {
+		cfg := stagetest.Config(t, "math")
+		cfg.Learn.Epochs, cfg.Learn.MiniBatches = 2, 2
+		cfg.Learn.RolloutIS, cfg.Learn.RolloutISCap = is, 1.0001
+		env := prepare(t, cfg, 1)
+		res, err := learn.Run(ctx, env, learn.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Metrics {
+			if r.ClipFracLow == nil || r.ClipFracHigh == nil || r.DualClipFrac == nil || r.ZeroStdShare == nil || r.ResponseLenMean == nil || r.ResponseLenMax == nil {
+				t.Fatalf("rollout_is %q: a statistic is missing: %+v", is, r)
+			}
+			if d := *r.ClipFracLow + *r.ClipFracHigh - r.ClipFrac; math.Abs(d) > 1e-12 || *r.DualClipFrac != 0 {
+				t.Errorf("agent %s: clip low %v + high %v != clip_frac %v (dual %v)", r.Agent, *r.ClipFracLow, *r.ClipFracHigh, r.ClipFrac, *r.DualClipFrac)
+			}
+			if *r.ResponseLenMean != float64(r.Tokens)/float64(r.Rows) || *r.ResponseLenMax < int64(math.Ceil(*r.ResponseLenMean)) || *r.ZeroStdShare < 0 || *r.ZeroStdShare > 1 {
+				t.Errorf("agent %s: response length mean %v max %v for %d tokens in %d rows, zero-std share %v", r.Agent, *r.ResponseLenMean, *r.ResponseLenMax, r.Tokens, r.Rows, *r.ZeroStdShare)
+			}
+			switch on := r.RolloutISMean != nil && r.RolloutISMax != nil && r.RolloutISCapped != nil; {
+			case on != (is != ""):
+				t.Errorf("rollout_is %q: correction statistics %v, %v, %v", is, r.RolloutISMean, r.RolloutISMax, r.RolloutISCapped)
+			case on && (*r.RolloutISMax < *r.RolloutISMean || *r.RolloutISCapped < 0 || *r.RolloutISCapped > 1 || *r.RolloutISMean <= 0):
+				t.Errorf("agent %s: IS mean %v max %v capped %v", r.Agent, *r.RolloutISMean, *r.RolloutISMax, *r.RolloutISCapped)
+			}
+		}
+	}
+}
