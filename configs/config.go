@@ -292,6 +292,7 @@ type Learn struct {
 	EntropyCoef   float64 `mapstructure:"entropy_coef" json:"entropy_coef,omitempty"`
 	AgentBalance  string  `mapstructure:"agent_balance" json:"agent_balance,omitempty"`
 	KLType        string  `mapstructure:"kl_type" json:"kl_type,omitempty"`
+	KLRef         string  `mapstructure:"kl_ref" json:"kl_ref,omitempty"`
 	RolloutIS     string  `mapstructure:"rollout_is" json:"rollout_is,omitempty"`
 	RolloutISCap  float64 `mapstructure:"rollout_is_cap" json:"rollout_is_cap,omitempty"`
 	RolloutISMode string  `mapstructure:"rollout_is_mode" json:"rollout_is_mode,omitempty"`

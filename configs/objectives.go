@@ -17,6 +17,7 @@ var (
 	RatioLevels    = []string{"token", "sequence"}
 	AgentBalances  = []string{"none", "inverse_count"}
 	KLTypes        = []string{"k3", "k1", "k2", "abs"}
+	KLRefs         = []string{"step0", "base"}
 	RolloutISs     = []string{"none", "token", "sequence"}
 	RolloutISModes = []string{"truncate", "mask"}
 )
@@ -41,6 +42,7 @@ func (l Learn) Canonical() Learn {
 	blank(&l.RatioLevel, RatioLevels)
 	blank(&l.AgentBalance, AgentBalances)
 	blank(&l.KLType, KLTypes)
+	blank(&l.KLRef, KLRefs)
 	blank(&l.RolloutIS, RolloutISs)
 	if l.LossAgg != "seq-mean-token-sum-norm" {
 		l.LossNormLen = 0
@@ -52,13 +54,14 @@ func (l Learn) Canonical() Learn {
 		l.RolloutISCap, l.RolloutISMode = 0, ""
 	}
 	if l.KLCoef == 0 {
-		l.KLType = ""
+		l.KLType, l.KLRef = "", ""
 	}
 	return l
 }
 
-// validateObjective checks the policy loss's options (need as in Validate).
-func validateObjective(l Learn, need func(fail bool, key string, v any, want string)) {
+// validateObjective checks the policy loss's options (need as in Validate); models are the
+// config's.
+func validateObjective(l Learn, models map[string]Model, need func(fail bool, key string, v any, want string)) {
 	enum := func(key, v string, values []string) {
 		need(!oneOf(v, values), "learn."+key, excerpt.Quote(v), strings.Join(values, ", "))
 	}
@@ -66,6 +69,7 @@ func validateObjective(l Learn, need func(fail bool, key string, v any, want str
 	enum("ratio_level", l.RatioLevel, RatioLevels)
 	enum("agent_balance", l.AgentBalance, AgentBalances)
 	enum("kl_type", l.KLType, KLTypes)
+	enum("kl_ref", l.KLRef, KLRefs)
 	enum("rollout_is", l.RolloutIS, RolloutISs)
 	enum("rollout_is_mode", l.RolloutISMode, RolloutISModes)
 	need(l.LossNormLen < 0, "learn.loss_norm_len", l.LossNormLen, "≥ 0 (0: rollout.max_tokens)")
@@ -73,5 +77,23 @@ func validateObjective(l Learn, need func(fail bool, key string, v any, want str
 	need(l.SeqClipLow < 0 || l.SeqClipLow >= 1, "learn.seq_clip_low", l.SeqClipLow, "in [0, 1)")
 	need(l.SeqClipHigh < 0, "learn.seq_clip_high", l.SeqClipHigh, "≥ 0")
 	need(l.EntropyCoef < 0, "learn.entropy_coef", l.EntropyCoef, "≥ 0")
+	checkKLRef(l, models, need)
 	need(l.RolloutIS != "" && l.RolloutIS != RolloutISs[0] && l.RolloutISCap <= 1, "learn.rollout_is_cap", l.RolloutISCap, "> 1 with rollout_is on")
+}
+
+// checkKLRef requires kl_ref base to have a base to turn to: every model trained here must be
+// a LoRA adapter (a full fine-tune's reference is its frozen step 0).
+func checkKLRef(l Learn, models map[string]Model, need func(fail bool, key string, v any, want string)) {
+	if l.KLRef != "base" || l.KLCoef == 0 {
+		return
+	}
+	names := make([]string, 0, len(models))
+	for n := range models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		m := models[n]
+		need(!m.External() && m.LoRA == nil, "learn.kl_ref", "base", "step0: model "+n+" trains every weight, so its reference is step 0 (base is the base with the adapter off, for LoRA models)")
+	}
 }

@@ -18,7 +18,7 @@ func TestObjectiveDefaultsDigestAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"lr_schedule", "lr_warmup_steps", "min_lr_ratio", "loss_agg", "loss_norm_len", "clip_c", "ratio_level",
-		"seq_clip_low", "seq_clip_high", "entropy_coef", "agent_balance", "kl_type", "rollout_is", "rollout_is_cap", "rollout_is_mode"} {
+		"seq_clip_low", "seq_clip_high", "entropy_coef", "agent_balance", "kl_type", "kl_ref", "rollout_is", "rollout_is_cap", "rollout_is_mode"} {
 		if strings.Contains(string(data), `"`+key+`"`) {
 			t.Errorf("default learn section digests %s: %s", key, data)
 		}
@@ -46,6 +46,8 @@ func TestObjectiveOptionsValidate(t *testing.T) {
 		{func(l *configs.Learn) { l.EntropyCoef = -0.1 }, "learn.entropy_coef: -0.1, want ≥ 0"},
 		{func(l *configs.Learn) { l.AgentBalance = "count" }, `learn.agent_balance: "count", want none, inverse_count`},
 		{func(l *configs.Learn) { l.KLType = "low_var_kl" }, `learn.kl_type: "low_var_kl", want k3, k1, k2, abs`},
+		{func(l *configs.Learn) { l.KLRef = "init" }, `learn.kl_ref: "init", want step0, base`},
+		{func(l *configs.Learn) { l.KLCoef, l.KLRef = 0.1, "base" }, "learn.kl_ref: base, want step0: model m1 trains every weight, so its reference is step 0 (base is the base with the adapter off, for LoRA models)"},
 		{func(l *configs.Learn) { l.RolloutIS = "row" }, `learn.rollout_is: "row", want none, token, sequence`},
 		{func(l *configs.Learn) { l.RolloutIS, l.RolloutISCap = "token", 1 }, "learn.rollout_is_cap: 1, want > 1 with rollout_is on"},
 		{func(l *configs.Learn) { l.RolloutISMode = "clip" }, `learn.rollout_is_mode: "clip", want truncate, mask`},

@@ -38,3 +38,6 @@ func ObjectiveTerms(h Hyper, batch []Example, lps, ents [][]float32) (loss float
 
 // BalanceWeights exposes balanceWeights.
 var BalanceWeights = balanceWeights
+
+// AdapterOff exposes adapterOff.
+var AdapterOff = adapterOff

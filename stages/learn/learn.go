@@ -377,7 +377,7 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 		return nil, nil, err
 	}
 	var ref *checkpoints.Set
-	if cfg.Learn.KLCoef > 0 {
+	if cfg.Learn.KLCoef > 0 && cfg.Learn.KLRef != "base" {
 		if ref, err = stages.LoadPolicy(ctx, l.env, 0, false); err != nil {
 			return nil, nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
@@ -393,9 +393,14 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 			return nil, nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
 		}
 		var refModel model.Trainable
-		if ref != nil {
+		switch {
+		case ref != nil:
 			if refModel, ok = ref.Trainable(id); !ok {
 				return nil, nil, fmt.Errorf("the reference policy (step 0) has no model %s", id)
+			}
+		case cfg.Learn.KLCoef > 0:
+			if refModel, err = adapterOff(id, m); err != nil {
+				return nil, nil, err
 			}
 		}
 		mrows, opt, err := trainModel(ctx, l.env, l.iter, l.est, id, m, set.Optims[id], refModel, rows, advs)

@@ -1,9 +1,11 @@
 package learn
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/model"
 )
 
 // Objective holds the policy loss's options (docs/objectives.md), named after verl's. The zero
@@ -210,4 +212,19 @@ func (h Hyper) isWeights(as *AgentStats, ex *Example) []float64 {
 		w[t] = v
 	}
 	return w
+}
+
+// adapterOff returns the reference of learn.kl_ref base for model id, a LoRA adapter m: an
+// adapter with B = 0 over m's own base, which scores as the base with the adapter switched off,
+// with no second copy of the base in memory, on whichever engine scores m.
+func adapterOff(id string, m model.Trainable) (model.Trainable, error) {
+	l, ok := m.(*model.LoRA)
+	if !ok {
+		return nil, fmt.Errorf("learn.kl_ref base: model %s is a %T, not a LoRA adapter: its reference is step 0 (learn.kl_ref step0)", id, m)
+	}
+	off, err := model.NewLoRA(l.Base(), l.Config(), 0)
+	if err != nil {
+		return nil, fmt.Errorf("learn.kl_ref base: model %s: %w", id, err)
+	}
+	return off, nil
 }

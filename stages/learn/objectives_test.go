@@ -3,9 +3,12 @@ package learn_test
 import (
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
@@ -75,5 +78,56 @@ func TestObjectiveMetrics(t *testing.T) {
 				t.Errorf("agent %s: IS mean %v max %v capped %v", r.Agent, *r.RolloutISMean, *r.RolloutISMax, *r.RolloutISCapped)
 			}
 		}
+	}
+}
+
+// TestKLRefBaseIsTheAdapterOff: learn.kl_ref base scores a LoRA model's rows as its base model
+// does (the adapter switched off), bit for bit, after the adapter has moved away from it; and it
+// is refused, naming step0, for a model that trains every weight.
+func TestKLRefBaseIsTheAdapterOff(t *testing.T) {
+	base := tinyLLM(t)
+	l, err := model.NewLoRA(base, model.LoRAConfig{R: 2, Alpha: 4, Targets: []string{"q_proj", "v_proj"}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exs := batchOf(t, l, 6, 40)
+	opt := l.NewOptimizer(model.DefaultAdamWConfig())
+	for range 2 { // B = 0 at first: the second update moves the adapter's output
+		if _, err := learn.Update(l, opt, exs, hyper, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := learn.AdapterOff("m", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]model.Sequence, len(exs))
+	for i := range exs {
+		seqs[i] = exs[i].Seq
+	}
+	want, _, err := base.Score(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := ref.Score(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _, err := l.Score(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := false
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("row %d: the adapter switched off scores %v, the base %v", i, got[i], want[i])
+		}
+		moved = moved || !slices.Equal(adapted[i], want[i])
+	}
+	if !moved {
+		t.Fatal("the adapter still scores as its base: the test checks nothing")
+	}
+	if _, err := learn.AdapterOff("m", base); err == nil || !strings.Contains(err.Error(), "learn.kl_ref step0") {
+		t.Fatalf("kl_ref base of a full model: %v", err)
 	}
 }
