@@ -97,3 +97,18 @@ func checkKLRef(l Learn, models map[string]Model, need func(fail bool, key strin
 		need(!m.External() && m.LoRA == nil, "learn.kl_ref", "base", "step0: model "+n+" trains every weight, so its reference is step 0 (base is the base with the adapter off, for LoRA models)")
 	}
 }
+
+// ObjectiveTag names the learn section's objective options when any is off its default: "o"
+// and 8 hex digits of their digest; "" at the defaults. Replays that learn the same rows under
+// other options write runs named apart by it.
+func (l Learn) ObjectiveTag() string {
+	c := l.Canonical()
+	o := Learn{LRSchedule: c.LRSchedule, LRWarmupSteps: c.LRWarmupSteps, MinLRRatio: c.MinLRRatio, LossAgg: c.LossAgg,
+		LossNormLen: c.LossNormLen, ClipC: c.ClipC, RatioLevel: c.RatioLevel, SeqClipLow: c.SeqClipLow, SeqClipHigh: c.SeqClipHigh,
+		EntropyCoef: c.EntropyCoef, AgentBalance: c.AgentBalance, KLType: c.KLType, KLRef: c.KLRef, RolloutIS: c.RolloutIS,
+		RolloutISCap: c.RolloutISCap, RolloutISMode: c.RolloutISMode}
+	if o == (Learn{}) {
+		return ""
+	}
+	return "o" + Digest(o)[:8]
+}
