@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -87,12 +88,7 @@ func checkKLRef(l Learn, models map[string]Model, need func(fail bool, key strin
 	if l.KLRef != "base" || l.KLCoef == 0 {
 		return
 	}
-	names := make([]string, 0, len(models))
-	for n := range models {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(models)) {
 		m := models[n]
 		need(!m.External() && m.LoRA == nil, "learn.kl_ref", "base", "step0: model "+n+" trains every weight, so its reference is step 0 (base is the base with the adapter off, for LoRA models)")
 	}
