@@ -254,6 +254,21 @@ type Rollout struct {
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
 	MaxTokens   int     `mapstructure:"max_tokens" json:"max_tokens"`
+	// FilterGroups keeps only prompt groups whose rows carry a learning signal (scores not all
+	// equal; per agent when learn.estimator normalizes per agent), refilling each part from
+	// extra prompts until it has its share or has played MaxOversample times it (DAPO's
+	// dynamic sampling). Off, neither enters any digest.
+	FilterGroups  bool `mapstructure:"filter_groups" json:"filter_groups,omitempty"`
+	MaxOversample int  `mapstructure:"max_oversample" json:"max_oversample,omitempty"`
+}
+
+// Canonical returns r with the keys that its options leave unused blanked (max_oversample
+// without filter_groups), as digests take it.
+func (r Rollout) Canonical() Rollout {
+	if !r.FilterGroups {
+		r.MaxOversample = 0
+	}
+	return r
 }
 
 // Normalize lists the advantage estimators to compute.

@@ -71,3 +71,21 @@ func TestObjectiveOptionsValidate(t *testing.T) {
 		t.Errorf("a valid cosine schedule: %v", err)
 	}
 }
+
+// TestFilterGroupsKeys: rollout.filter_groups off digests as before (neither key in the
+// canonical rollout section), and max_oversample below 1 with it on is one line.
+func TestFilterGroupsKeys(t *testing.T) {
+	c := configs.Default()
+	data, err := json.Marshal(c.Rollout.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "filter_groups") || strings.Contains(string(data), "max_oversample") {
+		t.Errorf("default rollout section digests the filter: %s", data)
+	}
+	c.Rollout.FilterGroups, c.Rollout.MaxOversample = true, 0
+	want := "rollout.max_oversample: 0, want ≥ 1 with rollout.filter_groups (1: no extra prompts)"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

@@ -102,4 +102,8 @@ func TestRunWithEachObjectiveOption(t *testing.T) {
 			}
 		}
 	}
+	// Dynamic sampling, from the environment (the config's rollout section is the base's).
+	t.Setenv("DRMAS_ROLLOUT_FILTER_GROUPS", "true")
+	t.Setenv("DRMAS_ROLLOUT_MAX_OVERSAMPLE", "3")
+	stepFiles(t, "")
 }
