@@ -114,25 +114,7 @@ func (h Hyper) row(as *AgentStats, ex *Example, lps, ents []float32, den float64
 		if is != nil {
 			wt = w * is[t]
 		}
-		rc := math.Min(math.Max(ratio, 1-lo), 1+hi)
-		unclipped, clipped := -adv*ratio, -adv*rc
-		pg, grad := unclipped, 0.0
-		if unclipped >= clipped {
-			grad = wt * -adv * dRatio / den
-		} else {
-			pg = clipped
-			as.ClipTokens++
-			if ratio < 1 {
-				as.ClipLowTokens++
-			} else {
-				as.ClipHighTokens++
-			}
-		}
-		if h.ClipC > 0 && adv < 0 && -adv*h.ClipC < pg {
-			pg, grad = -adv*h.ClipC, 0
-			as.DualClipTokens++
-		}
-		as.Loss += wt * pg / den
+		grad := h.policy(as, adv, ratio, dRatio, lo, hi, wt, den)
 		if h.KLCoef > 0 {
 			kl, dkl := klTerm(h.KLType, float64(lp), float64(ex.Ref[t]))
 			as.Loss += h.KLCoef * kl / den
@@ -151,6 +133,31 @@ func (h Hyper) row(as *AgentStats, ex *Example, lps, ents []float32, den float64
 		as.SumAbsAdv += math.Abs(adv)
 	}
 	return d, de
+}
+
+// policy adds one token's clipped policy term, weighted by wt and divided by den, to as and
+// returns its derivative with respect to the token's log-prob (dRatio: the ratio's).
+func (h Hyper) policy(as *AgentStats, adv, ratio, dRatio, lo, hi, wt, den float64) float64 {
+	rc := math.Min(math.Max(ratio, 1-lo), 1+hi)
+	unclipped, clipped := -adv*ratio, -adv*rc
+	pg, grad := unclipped, 0.0
+	if unclipped >= clipped {
+		grad = wt * -adv * dRatio / den
+	} else {
+		pg = clipped
+		as.ClipTokens++
+		if ratio < 1 {
+			as.ClipLowTokens++
+		} else {
+			as.ClipHighTokens++
+		}
+	}
+	if h.ClipC > 0 && adv < 0 && -adv*h.ClipC < pg {
+		pg, grad = -adv*h.ClipC, 0
+		as.DualClipTokens++
+	}
+	as.Loss += wt * pg / den
+	return grad
 }
 
 // klTerm is the estimate of KL(π‖π_ref) at one token of log-probs lp (the policy's) and ref,
