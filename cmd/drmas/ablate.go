@@ -28,6 +28,9 @@ same rollouts and runs the learner from that same checkpoint: the only differenc
 estimators is the estimator. Each iteration's checkpoints live in runs/SRC-ablate-<est>/iter=N/
 checkpoints/ (step N copied, step N+1 produced). --eval also evaluates every produced checkpoint.
 Iterations whose checkpoint was deleted by learn.keep_checkpoints are skipped (and listed).
+The learner runs with the config's learn section: set learn objective options (docs/objectives.md,
+e.g. DRMAS_LEARN_LOSS_AGG=seq-mean-token-mean) to learn the same rows under them; such a replay
+writes runs SRC-ablate-<est>-o<8 hex> named by the options, beside the defaults' runs.
 
 onpolicy: a full 'drmas run' per estimator × seed into runs SRC-<estimator>-s<seed>, for --iters
 0..b iterations (default: the config's iterations).
