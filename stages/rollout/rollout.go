@@ -57,6 +57,8 @@ type Result struct {
 	// MeanReward is the mean episode reward; AgentScore the mean row score per agent.
 	MeanReward float64
 	AgentScore map[string]float64
+	// Dropped counts an agent program's failed episodes dropped (workflow.failure_reward unset).
+	Dropped int
 }
 
 // partStats are the statistics a part's receipt carries, merged at finalize.
@@ -66,12 +68,15 @@ type partStats struct {
 	RewardSum  float64            `json:"reward_sum"`
 	AgentSum   map[string]float64 `json:"agent_sum"`
 	AgentCount map[string]int64   `json:"agent_count"`
+	// Dropped counts an agent program's failed episodes dropped (no failure reward).
+	Dropped int `json:"dropped,omitempty"`
 }
 
 func (p *partStats) add(o partStats) {
 	p.Episodes += o.Episodes
 	p.Tokens += o.Tokens
 	p.RewardSum += o.RewardSum
+	p.Dropped += o.Dropped
 	if p.AgentSum == nil {
 		p.AgentSum, p.AgentCount = map[string]float64{}, map[string]int64{}
 	}
@@ -158,6 +163,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	rate := fmt.Sprintf("%d tokens in %s (%.0f tokens/s)", mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9))
 	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
 		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
+	}
+	if res.Dropped > 0 {
+		what += fmt.Sprintf("; %d failed episodes dropped", res.Dropped)
 	}
 	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %s, mean reward %.3f", r.iter, what, res.Episodes, res.Rows, rate, res.MeanReward)
 	return res, nil
@@ -277,7 +285,7 @@ func (r *stageRun) writeParts(ctx context.Context, todo []int, todoTasks []workf
 	}
 	bar := progress.New(r.env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", r.iter), "episodes")
 	var tokens int64
-	eps, err := Play(ctx, r.wf, todoTasks, r.backends, PlayOptions{
+	eps, err := playerOf(r.wf, r.env.Logf)(ctx, r.wf, todoTasks, r.backends, PlayOptions{
 		Samples:  G,
 		Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
 		Seed: func(t workflows.Task, sample, turn int) uint64 {
@@ -328,7 +336,7 @@ func (r *stageRun) finalize(ctx context.Context) (all partStats, done bool, err 
 // result summarises st, the folder's totals when committed, else this worker's.
 func (r *stageRun) result(st partStats, committed bool) *Result {
 	res := &Result{PolicyVersion: r.set.Step, AgentScore: map[string]float64{}, Committed: committed}
-	res.Episodes, res.Tokens = st.Episodes, st.Tokens
+	res.Episodes, res.Tokens, res.Dropped = st.Episodes, st.Tokens, st.Dropped
 	for a, sum := range st.AgentSum {
 		res.AgentScore[a] = sum / float64(st.AgentCount[a])
 		res.Rows += st.AgentCount[a]
@@ -363,6 +371,10 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 		st.Tokens += int64(len(rows[i].ResponseIDs))
 	}
 	for _, ep := range eps {
+		if ep.Dropped {
+			st.Episodes--
+			st.Dropped++
+		}
 		st.RewardSum += ep.Reward
 	}
 	var buf bytes.Buffer
