@@ -101,9 +101,7 @@ func (g *Gateway) Close() error {
 	for _, e := range eps {
 		e.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return g.srv.Shutdown(ctx)
+	return g.srv.Close()
 }
 
 // Open opens an episode whose call i samples with seed(i).

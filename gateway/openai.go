@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drmas-dev/drmas/actors"
 )
@@ -137,7 +138,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, e *Episode, c
 		writeError(w, &apiError{status: status, Type: "server_error", Message: err.Error()})
 		return
 	}
-	text := actors.TokenizerOf(be).ResponseText(resp.Tokens)
+	text := jsonText(actors.TokenizerOf(be).ResponseText(resp.Tokens))
 	e.record(Call{Index: idx, Agent: req.Model, Model: be.Model(), Version: be.Version(), PromptText: promptText,
 		PromptIDs: ids, Response: resp, Text: text})
 	a := answer{id: fmt.Sprintf("%s-%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], e.id, idx),
@@ -277,4 +278,23 @@ func (a answer) stream(w http.ResponseWriter, chat, usage bool) {
 		chunk([]any{}, map[string]any{"usage": a.usage()})
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// jsonText is s as a JSON string carries it: each byte of an invalid UTF-8 sequence becomes
+// U+FFFD (as encoding/json writes it), so a call's recorded text is the text its client reads.
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

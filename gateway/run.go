@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -187,8 +186,8 @@ func rewardLine(stdout []byte) (rewardOut, error) {
 	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	var r rewardOut
-	if last == "" {
-		return r, errors.New(`printed no reward: the last line of stdout must be {"reward": <number>}`)
+	if !strings.HasPrefix(last, "{") {
+		return r, fmt.Errorf(`printed no reward: the last line of stdout is %q, want {"reward": <number>}`, cut(last, 120))
 	}
 	if err := json.Unmarshal([]byte(last), &r); err != nil || r.Reward == nil || math.IsNaN(*r.Reward) || math.IsInf(*r.Reward, 0) {
 		return r, fmt.Errorf(`malformed reward line %q: want {"reward": <number>} (optionally "penalties": [<number per call>])`, cut(last, 120))
