@@ -109,6 +109,22 @@ func Qwen3TokenizerDir(t testing.TB) string {
 	return found
 }
 
+// OpenAIClients returns the node_modules folder that holds the official openai npm client and
+// the OpenAI Agents SDK (@openai/agents), or skips (fails on CI). Node must be on PATH.
+func OpenAIClients(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		missing(t, "node", err)
+	}
+	dir := filepath.Join(toolsDir(), "npm", "node_modules")
+	for _, pkg := range []string{"openai", "@openai/agents", "zod"} {
+		if _, err := os.Stat(filepath.Join(dir, pkg, "package.json")); err != nil {
+			missing(t, "npm package "+pkg, err)
+		}
+	}
+	return dir
+}
+
 func toolsDir() string {
 	if d := os.Getenv("DRMAS_TOOLS"); d != "" {
 		return d

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/checkpoints"
+	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/shards"
+	"github.com/drmas-dev/drmas/storage/filestore"
+	"github.com/drmas-dev/drmas/tokenizer"
+)
+
+// programRunConfig trains examples/math-team's program with two models: the solver's in full,
+// the verifier's as a LoRA adapter; %[1]s is the base folder.
+const programRunConfig = `run: team
+seed: 3
+iterations: 2
+workflow:
+  name: program
+  command: [node, team.mjs, --log, received.jsonl]
+  reward: math
+  timeout: 60s
+  concurrency: 2
+  max_calls: 4
+models:
+  solver_m: {hf: %[1]s}
+  verifier_m: {hf: %[1]s, lora: {r: 4}}
+agents:
+  solver: {model: solver_m, lr: 1.0e-3}
+  verifier: {model: verifier_m, lr: 1.0e-2}
+tasks: {per_iteration: 2, eval_size: 0}
+rollout: {group_size: 2, parts: 1, max_tokens: 8}
+warmup: {steps: 0}
+evaluate: {every: 0}
+learn: {micro_batch: 4}
+`
+
+// exampleFolder copies examples/<name>/team.mjs into a new folder beside a node_modules link
+// to the oracles' openai packages, as `npm install` in the example's folder would leave it.
+func exampleFolder(t *testing.T, name string) string {
+	t.Helper()
+	nm := oracles.OpenAIClients(t)
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", name, "team.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "team.mjs"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRunProgram is the end-to-end smoke of an agent program: examples/math-team (the official
+// openai client, a streamed call among them) run by `drmas run --iters 2` against a tiny random
+// Qwen3, one model per agent (full and LoRA). Rows of both agents are written, one per call; the
+// text each client received is the decoded response ids of a row; each row scores the math
+// grade of its episode's last answer; the advantages are per agent; the published steps load.
+func TestRunProgram(t *testing.T) {
+	tok := oracles.Qwen3TokenizerDir(t)
+	dir := exampleFolder(t, "math-team")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	base := filepath.Join(t.TempDir(), "base")
+	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "1", "--out", base); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	if out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2"); err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	}
+	ctx := context.Background()
+	b, err := filestore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := checkpoints.Steps(ctx, b, "team"); err != nil || !slices.Equal(steps, []int64{0, 1, 2}) {
+		t.Fatalf("steps %v %v, want 0..2", steps, err)
+	}
+	set, err := checkpoints.LoadStep(ctx, b, "team", 2, true)
+	if err != nil || len(set.HF) != 2 {
+		t.Fatalf("load step 2: %v", err)
+	}
+	bpe, err := tokenizer.LoadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the clients received, as a multiset of (agent, text).
+	received := map[string]int{}
+	f, err := os.Open(filepath.Join(dir, "received.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var r struct{ Agent, Text string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		received[r.Agent+"\x00"+r.Text]++
+	}
+	agents := map[string]int{}
+	for iter := range 2 {
+		rows := readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("team", iter))))
+		byTraj := map[string][]shards.Row{}
+		for _, r := range rows {
+			agents[r.Agent]++
+			byTraj[r.TrajUID] = append(byTraj[r.TrajUID], r)
+			key := r.Agent + "\x00" + strings.ToValidUTF8(actors.Chat{BPE: bpe}.ResponseText(r.ResponseIDs), "\uFFFD")
+			if received[key] == 0 {
+				t.Errorf("iteration %d: row %s %q was not received by a client", iter, r.Agent, r.ResponseText)
+			}
+			received[key]--
+			if len(r.ResponseLogprobs) != len(r.ResponseIDs) || r.PolicyVersion != int64(iter) {
+				t.Errorf("row %d: %d log-probs for %d ids, policy version %d", r.RowID, len(r.ResponseLogprobs), len(r.ResponseIDs), r.PolicyVersion)
+			}
+		}
+		if len(byTraj) != 4 {
+			t.Errorf("iteration %d: %d episodes, want 2 tasks × 2 samples", iter, len(byTraj))
+		}
+		for traj, rs := range byTraj {
+			sort.Slice(rs, func(i, j int) bool { return rs[i].Step < rs[j].Step })
+			got := []string{}
+			for _, r := range rs {
+				got = append(got, r.Agent)
+				if r.Score != r.EpisodeReward || (r.Score != 0 && r.Score != 1) {
+					t.Errorf("%s: row score %v, episode reward %v, want the math grade of the last answer", traj, r.Score, r.EpisodeReward)
+				}
+			}
+			if !slices.Equal(got, []string{"solver", "verifier", "solver"}) {
+				t.Errorf("%s: calls by %v, want solver, verifier, solver", traj, got)
+			}
+		}
+		adv := readAdvantages(t, filepath.Join(store, filepath.FromSlash(commit.AdvantageDir("team", iter, "drmas"))))
+		perAgent := map[string]int{}
+		for _, a := range adv {
+			perAgent[a.Agent]++
+		}
+		if perAgent["solver"] != 8 || perAgent["verifier"] != 4 {
+			t.Errorf("iteration %d: advantages per agent %v, want solver 8, verifier 4", iter, perAgent)
+		}
+	}
+	for k, n := range received {
+		if n != 0 {
+			t.Errorf("a client received %q %d times more than rows hold", k, n)
+		}
+	}
+	if agents["solver"] != 16 || agents["verifier"] != 8 {
+		t.Errorf("rows per agent %v", agents)
+	}
+}
+
+// readTable reads every Parquet file of a committed folder.
+func readTable[T any](t *testing.T, dir string, read func(f *os.File, size int64, name string) ([]T, error)) []T {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.parquet"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Parquet files in %s (%v)", dir, err)
+	}
+	var out []T
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		rows, err := read(f, st.Size(), name)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
+
+func readRows(t *testing.T, dir string) []shards.Row {
+	return readTable(t, dir, func(f *os.File, n int64, name string) ([]shards.Row, error) {
+		return shards.ReadTrajectories(f, n, name)
+	})
+}
+
+func readAdvantages(t *testing.T, dir string) []shards.AdvantageRow {
+	return readTable(t, dir, func(f *os.File, n int64, name string) ([]shards.AdvantageRow, error) {
+		return shards.ReadAdvantages(f, n, name)
+	})
+}
