@@ -203,3 +203,106 @@ func readAdvantages(t *testing.T, dir string) []shards.AdvantageRow {
 		return shards.ReadAdvantages(f, n, name)
 	})
 }
+
+// exampleRolloutConfig rolls out one iteration of an example's program with one tiny model
+// for both agents; %[1]s is the base folder, %[2]s and %[3]s the agents, %[4]s the reward.
+const exampleRolloutConfig = `run: ex
+seed: 5
+workflow:
+  name: program
+  command: [node, team.mjs, --log, received.jsonl]
+  reward: %[4]s
+  timeout: 60s
+  concurrency: 2
+models:
+  m: {hf: %[1]s}
+agents:
+  %[2]s: {model: m}
+  %[3]s: {model: m}
+tasks: {per_iteration: 2, eval_size: 0}
+rollout: {group_size: 1, parts: 1, max_tokens: 8}
+warmup: {steps: 0}
+evaluate: {every: 0}
+learn: {micro_batch: 2}
+`
+
+// rolloutExample rolls out iteration 0 of examples/<name> with a tiny random Qwen3 and returns
+// its rows and the texts its clients received, by agent.
+func rolloutExample(t *testing.T, name, a1, a2, reward string) ([]shards.Row, map[string][]string) {
+	t.Helper()
+	tok := oracles.Qwen3TokenizerDir(t)
+	dir := exampleFolder(t, name)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	base := filepath.Join(t.TempDir(), "base")
+	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "2", "--out", base); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, exampleRolloutConfig, base, a1, a2, reward), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	for _, stage := range [][]string{{"warmup"}, {"rollout", "--iter", "0"}} {
+		args := append([]string{"--config", cfgFile, "--store", store, "run-stage"}, stage...)
+		if out, errOut, err := execute(t, args...); err != nil || strings.Contains(out+errOut, "dropped") {
+			t.Fatalf("%s: %v\n%s\n%s", stage[0], err, out, errOut)
+		}
+	}
+	received := map[string][]string{}
+	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct{ Agent, Text string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		received[r.Agent] = append(received[r.Agent], r.Text)
+	}
+	return readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("ex", 0)))), received
+}
+
+// TestRunSearchTeamTools: examples/search-team's searcher calls carry the search tool, which
+// reaches the model as Qwen's template renders tools; the answerer answers last; the texts the
+// client received are the rows' decoded texts.
+func TestRunSearchTeamTools(t *testing.T) {
+	rows, received := rolloutExample(t, "search-team", "searcher", "answerer", "search")
+	got := map[string][]string{}
+	for _, r := range rows {
+		got[r.Agent] = append(got[r.Agent], r.ResponseText)
+		if r.Agent == "searcher" && !strings.Contains(r.PromptText, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"search\", ") {
+			t.Errorf("searcher prompt without the search tool:\n%s", r.PromptText)
+		}
+	}
+	for _, a := range []string{"searcher", "answerer"} {
+		g, w := slices.Sorted(slices.Values(got[a])), slices.Sorted(slices.Values(received[a]))
+		if len(g) == 0 || !slices.Equal(g, w) {
+			t.Errorf("%s: rows %q, client received %q", a, g, w)
+		}
+	}
+}
+
+// TestRunAgentsSDK: examples/agents-sdk on @openai/agents with a chat-completions model: its
+// calls reach the gateway with the handoff to the verifier as a tool, and every reply the SDK
+// received is a row's decoded text.
+func TestRunAgentsSDK(t *testing.T) {
+	rows, received := rolloutExample(t, "agents-sdk", "solver", "verifier", "math")
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.ResponseText)
+		if r.Agent == "solver" && !strings.Contains(r.PromptText, `"name": "transfer_to_verifier"`) {
+			t.Errorf("solver prompt without the handoff tool:\n%s", r.PromptText)
+		}
+	}
+	var want []string
+	for _, a := range []string{"solver", "verifier"} {
+		want = append(want, received[a]...)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(got) == 0 || !slices.Equal(got, want) {
+		t.Errorf("rows %q, the SDK received %q", got, want)
+	}
+}
