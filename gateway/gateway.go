@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -49,6 +48,8 @@ type Config struct {
 	// MaxInFlight bounds the calls being served at once over all episodes; 0: 256. A call past
 	// it waits.
 	MaxInFlight int
+	// MaxBatch bounds the calls a model generates together; 0: 64.
+	MaxBatch int
 }
 
 // Gateway serves episodes' calls on 127.0.0.1.
@@ -57,7 +58,7 @@ type Gateway struct {
 	srv      *http.Server
 	ln       net.Listener
 	agents   []string
-	modelMu  map[string]*sync.Mutex // a backend generates one batch at a time
+	batchers map[string]*batcher // by model id: a backend generates one batch at a time
 	inFlight chan struct{}
 
 	mu       sync.Mutex
@@ -72,16 +73,19 @@ func Start(cfg Config) (*Gateway, error) {
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 256
 	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 64
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("gateway: listen: %w", err)
 	}
-	g := &Gateway{cfg: cfg, ln: ln, modelMu: map[string]*sync.Mutex{}, episodes: map[string]*Episode{},
+	g := &Gateway{cfg: cfg, ln: ln, batchers: map[string]*batcher{}, episodes: map[string]*Episode{},
 		inFlight: make(chan struct{}, cfg.MaxInFlight)}
 	for a, be := range cfg.Agents {
 		g.agents = append(g.agents, a)
-		if g.modelMu[be.Model()] == nil {
-			g.modelMu[be.Model()] = &sync.Mutex{}
+		if g.batchers[be.Model()] == nil {
+			g.batchers[be.Model()] = &batcher{be: be, max: cfg.MaxBatch, queue: map[actors.Sampling][]*pending{}}
 		}
 	}
 	sort.Strings(g.agents)
@@ -206,20 +210,8 @@ func errInvalidKey() *apiError {
 		Message: "Incorrect API key provided: the key is valid for one running episode only"}
 }
 
-// generate samples one call with the agent's backend, one batch at a time per model.
+// generate samples one call with the agent's backend, batched with the other calls waiting
+// for the same model.
 func (g *Gateway) generate(ctx context.Context, be actors.Backend, req actors.Request, s actors.Sampling) (actors.Response, error) {
-	mu := g.modelMu[be.Model()]
-	mu.Lock()
-	defer mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return actors.Response{}, err
-	}
-	resps, err := be.Generate(ctx, []actors.Request{req}, s)
-	if err != nil {
-		return actors.Response{}, err
-	}
-	if len(resps) != 1 {
-		return actors.Response{}, errors.New("backend returned no response")
-	}
-	return resps[0], nil
+	return g.batchers[be.Model()].generate(ctx, req, s)
 }

@@ -98,12 +98,29 @@ func TestBadClients(t *testing.T) {
 	}
 }
 
+// counting counts the batches a backend generates.
+type counting struct {
+	actors.Backend
+	mu      sync.Mutex
+	batches int
+}
+
+func (c *counting) Generate(ctx context.Context, reqs []actors.Request, s actors.Sampling) ([]actors.Response, error) {
+	c.mu.Lock()
+	c.batches++
+	c.mu.Unlock()
+	return c.Backend.Generate(ctx, reqs, s)
+}
+
 // TestConcurrentCalls: 100 calls of one episode at once are each served and recorded once,
-// with indices 0..99, and each equals the sequential sampling of its prompt with its call's
-// seed (no dependence on arrival order or batching); nothing is left running after Close.
+// with indices 0..99, in fewer batches than calls, and each equals the sequential sampling of
+// its prompt with its call's seed (no dependence on arrival order or batching); nothing is left
+// running after Close.
 func TestConcurrentCalls(t *testing.T) {
 	before := runtime.NumGoroutine()
 	agents := tinyAgents(t)
+	be := &counting{Backend: agents["solver"]}
+	agents = map[string]actors.Backend{"solver": be, "verifier": be}
 	g, err := Start(Config{Agents: agents, Sampling: sampling, MaxCalls: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +152,10 @@ func TestConcurrentCalls(t *testing.T) {
 	if len(calls) != 100 || !overflow {
 		t.Fatalf("%d calls recorded (overflow %v), want 100 and the 101st refused", len(calls), overflow)
 	}
+	if be.batches >= 100 || be.batches < 1 {
+		t.Errorf("100 calls in %d batches, want fewer batches than calls", be.batches)
+	}
+	t.Logf("100 concurrent calls in %d batches", be.batches)
 	got := map[string]bool{}
 	for i, c := range calls {
 		if c.Index != i {
@@ -300,4 +321,80 @@ func alive(pid int) bool {
 	}
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestCompletionsStreamModels: /v1/completions answers with the recorded text and honours a
+// lower max_tokens; a streamed chat call's deltas add up to the recorded text, with a usage
+// chunk and [DONE]; /v1/models lists the agents; a body over the cap is refused unrecorded.
+func TestCompletionsStreamModels(t *testing.T) {
+	g, err := Start(Config{Agents: tinyAgents(t), Sampling: sampling, MaxCalls: 8, MaxBody: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ep := g.Open(func(i int) uint64 { return uint64(i) })
+	status, body := post(t, ep.BaseURL()+"/completions", ep.Token(), `{"model": "verifier", "prompt": "abc", "max_tokens": 3}`)
+	if status != 200 || body["object"] != "text_completion" {
+		t.Fatalf("completions: %d %v", status, body)
+	}
+	text := body["choices"].([]any)[0].(map[string]any)["text"].(string)
+
+	req, _ := http.NewRequest(http.MethodPost, ep.BaseURL()+"/chat/completions", strings.NewReader(
+		`{"model": "solver", "stream": true, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}`))
+	req.Header.Set("Authorization", "Bearer "+ep.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var streamed string
+	var usage, done bool
+	for _, ev := range strings.Split(strings.TrimSpace(string(raw)), "\n\n") {
+		data, ok := strings.CutPrefix(ev, "data: ")
+		if !ok {
+			t.Fatalf("event %q", ev)
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+			Usage *struct{ CompletionTokens int } `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			streamed += ch.Delta.Content
+		}
+		usage = usage || c.Usage != nil
+	}
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !usage || !done {
+		t.Errorf("stream: %s usage %v done %v:\n%s", resp.Header.Get("Content-Type"), usage, done, raw)
+	}
+	if status, _ := post(t, ep.BaseURL()+"/chat/completions", ep.Token(), `{"model": "solver", "messages": [{"role": "user", "content": "`+strings.Repeat("x", 2000)+`"}]}`); status != 400 {
+		t.Errorf("body over MaxBody: status %d", status)
+	}
+	r, err := http.NewRequest(http.MethodGet, ep.BaseURL()+"/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Authorization", "Bearer "+ep.Token())
+	mr, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, _ := io.ReadAll(mr.Body)
+	mr.Body.Close()
+	if !strings.Contains(string(models), `"id":"solver"`) || !strings.Contains(string(models), `"id":"verifier"`) {
+		t.Errorf("models: %s", models)
+	}
+	calls, _ := ep.Close()
+	if len(calls) != 2 || calls[0].Text != text || len(calls[0].Response.Tokens) > 3 || calls[0].PromptText != "abc" || calls[1].Text != streamed {
+		t.Fatalf("calls %+v; completions text %q, streamed %q", calls, text, streamed)
+	}
 }
