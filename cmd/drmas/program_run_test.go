@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,7 +229,8 @@ learn: {micro_batch: 2}
 
 // rolloutExample rolls out iteration 0 of examples/<name> with a tiny random Qwen3 and returns
 // its rows and the texts its clients received, by agent.
-func rolloutExample(t *testing.T, name, a1, a2, reward string) ([]shards.Row, map[string][]string) {
+// With twice, it rolls out again into another store and checks that the parts are the same bytes.
+func rolloutExample(t *testing.T, name, a1, a2, reward string, twice bool) ([]shards.Row, map[string][]string) {
 	t.Helper()
 	tok := oracles.Qwen3TokenizerDir(t)
 	dir := exampleFolder(t, name)
@@ -242,13 +244,17 @@ func rolloutExample(t *testing.T, name, a1, a2, reward string) ([]shards.Row, ma
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, exampleRolloutConfig, base, a1, a2, reward), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(t.TempDir(), "store")
-	for _, stage := range [][]string{{"warmup"}, {"rollout", "--iter", "0"}} {
-		args := append([]string{"--config", cfgFile, "--store", store, "run-stage"}, stage...)
-		if out, errOut, err := execute(t, args...); err != nil || strings.Contains(out+errOut, "dropped") {
-			t.Fatalf("%s: %v\n%s\n%s", stage[0], err, out, errOut)
+	rollout := func() string {
+		store := filepath.Join(t.TempDir(), "store")
+		for _, stage := range [][]string{{"warmup"}, {"rollout", "--iter", "0"}} {
+			args := append([]string{"--config", cfgFile, "--store", store, "run-stage"}, stage...)
+			if out, errOut, err := execute(t, args...); err != nil || strings.Contains(out+errOut, "dropped") {
+				t.Fatalf("%s: %v\n%s\n%s", stage[0], err, out, errOut)
+			}
 		}
+		return filepath.Join(store, filepath.FromSlash(commit.RolloutDir("ex", 0)))
 	}
+	first := rollout()
 	received := map[string][]string{}
 	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
 	if err != nil {
@@ -261,14 +267,19 @@ func rolloutExample(t *testing.T, name, a1, a2, reward string) ([]shards.Row, ma
 		}
 		received[r.Agent] = append(received[r.Agent], r.Text)
 	}
-	return readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("ex", 0)))), received
+	if twice { // the same program, seed and checkpoint: the same bytes
+		if a, b := folderDigests(t, first), folderDigests(t, rollout()); !maps.Equal(a, b) {
+			t.Errorf("two rollouts of one iteration differ: %v and %v", a, b)
+		}
+	}
+	return readRows(t, first), received
 }
 
 // TestRunSearchTeamTools: examples/search-team's searcher calls carry the search tool, which
 // reaches the model as Qwen's template renders tools; the answerer answers last; the texts the
-// client received are the rows' decoded texts.
+// client received are the rows' decoded texts; a second rollout writes the same bytes.
 func TestRunSearchTeamTools(t *testing.T) {
-	rows, received := rolloutExample(t, "search-team", "searcher", "answerer", "search")
+	rows, received := rolloutExample(t, "search-team", "searcher", "answerer", "search", true)
 	got := map[string][]string{}
 	for _, r := range rows {
 		got[r.Agent] = append(got[r.Agent], r.ResponseText)
@@ -288,7 +299,7 @@ func TestRunSearchTeamTools(t *testing.T) {
 // calls reach the gateway with the handoff to the verifier as a tool, and every reply the SDK
 // received is a row's decoded text.
 func TestRunAgentsSDK(t *testing.T) {
-	rows, received := rolloutExample(t, "agents-sdk", "solver", "verifier", "math")
+	rows, received := rolloutExample(t, "agents-sdk", "solver", "verifier", "math", false)
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.ResponseText)
