@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,20 +38,9 @@ func (s scripted) Generate(_ context.Context, reqs []actors.Request, _ actors.Sa
 // SDK hands off, and the verifier's call carries the handoff's tool turn; the verifier's
 // \boxed{4} is the final answer, graded 1 by the math grader.
 func TestAgentsSDKHandoff(t *testing.T) {
-	nm := oracles.OpenAIClients(t)
+	dir := oracles.NodeProgram(t, filepath.Join("..", "examples", "agents-sdk", "team.mjs"))
 	bpe, err := tokenizer.LoadDir(oracles.Qwen3TokenizerDir(t))
 	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join("..", "examples", "agents-sdk", "team.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "team.mjs"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
 	agents := map[string]actors.Backend{

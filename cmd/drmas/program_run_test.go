@@ -47,23 +47,21 @@ evaluate: {every: 0}
 learn: {micro_batch: 4}
 `
 
-// exampleFolder copies examples/<name>/team.mjs into a new folder beside a node_modules link
-// to the oracles' openai packages, as `npm install` in the example's folder would leave it.
+// exampleFolder is a folder holding examples/<name>/team.mjs, ready to run with node.
 func exampleFolder(t *testing.T, name string) string {
+	return oracles.NodeProgram(t, filepath.Join("..", "..", "examples", name, "team.mjs"))
+}
+
+// tinyQwen3 makes a tiny random Qwen3 with the real Qwen3 tokenizer and returns its folder.
+func tinyQwen3(t *testing.T, seed string) string {
 	t.Helper()
-	nm := oracles.OpenAIClients(t)
-	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join("..", "..", "examples", name, "team.mjs"))
-	if err != nil {
+	tok := oracles.Qwen3TokenizerDir(t)
+	base := filepath.Join(t.TempDir(), "base")
+	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", seed, "--out", base); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "team.mjs"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return base
 }
 
 // TestRunProgram is the end-to-end smoke of an agent program: examples/math-team (the official
@@ -72,14 +70,9 @@ func exampleFolder(t *testing.T, name string) string {
 // text each client received is the decoded response ids of a row; each row scores the math
 // grade of its episode's last answer; the advantages are per agent; the published steps load.
 func TestRunProgram(t *testing.T) {
-	tok := oracles.Qwen3TokenizerDir(t)
 	dir := exampleFolder(t, "math-team")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := filepath.Join(t.TempDir(), "base")
-	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
-		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "1", "--out", base); err != nil {
-		t.Fatal(err)
-	}
+	base := tinyQwen3(t, "1")
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base), 0o644); err != nil {
 		t.Fatal(err)
@@ -232,14 +225,9 @@ learn: {micro_batch: 2}
 // With twice, it rolls out again into another store and checks that the parts are the same bytes.
 func rolloutExample(t *testing.T, name, a1, a2, reward string, twice bool) ([]shards.Row, map[string][]string) {
 	t.Helper()
-	tok := oracles.Qwen3TokenizerDir(t)
 	dir := exampleFolder(t, name)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := filepath.Join(t.TempDir(), "base")
-	if _, _, err := execute(t, "model", "init", "--arch", "qwen3", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
-		"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", tok, "--seed", "2", "--out", base); err != nil {
-		t.Fatal(err)
-	}
+	base := tinyQwen3(t, "2")
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, exampleRolloutConfig, base, a1, a2, reward), 0o644); err != nil {
 		t.Fatal(err)
