@@ -305,3 +305,84 @@ func TestRunAgentsSDK(t *testing.T) {
 		t.Errorf("rows %q, the SDK received %q", got, want)
 	}
 }
+
+// programServeConfig is examples/math-team with the verifier's LoRA model sampled on `drmas
+// serve` (token ids, the step's adapter hot-swapped); %[1]s is the base, %[2]s the server.
+const programServeConfig = `run: teamserve
+seed: 3
+workflow:
+  name: program
+  command: [node, team.mjs, --log, received.jsonl]
+  reward: math
+  timeout: 60s
+  concurrency: 2
+models:
+  solver_m: {hf: %[1]s}
+  verifier_m:
+    hf: %[1]s
+    lora: {r: 4}
+    backend: openai
+    openai: {endpoint: %[2]s, version_wait: 30s}
+agents:
+  solver: {model: solver_m}
+  verifier: {model: verifier_m, lr: 1.0e-2}
+tasks: {per_iteration: 2, eval_size: 0}
+rollout: {group_size: 2, parts: 1, max_tokens: 8}
+warmup: {steps: 0}
+evaluate: {every: 0}
+learn: {micro_batch: 4}
+`
+
+// TestRunProgramThroughServe: the gateway samples an agent on an openai backend server (drmas
+// serve with the LoRA adapter of each step) beside an in-process one; the texts the client
+// received are the rows' decoded ids, which carry the server's log-probs.
+func TestRunProgramThroughServe(t *testing.T) {
+	dir := exampleFolder(t, "math-team")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	base := tinyQwen3(t, "1")
+	url, serveLog := startServe(t, "--hf", base, "--served-model-name", "verifier_m")
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programServeConfig, base, url), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2")
+	if err != nil || strings.Contains(out+errOut, "dropped") {
+		t.Fatalf("run: %v\n%s\n%s\nserve:\n%s", err, out, errOut, serveLog.String())
+	}
+	for _, want := range []string{"loaded LoRA adapter verifier_m@step=0", "loaded LoRA adapter verifier_m@step=1"} {
+		if !strings.Contains(serveLog.String(), want) {
+			t.Errorf("the server's log has no %q:\n%s", want, serveLog.String())
+		}
+	}
+	bpe, err := tokenizer.LoadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct{ Agent, Text string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		received[r.Agent+"\x00"+r.Text]++
+	}
+	perAgent := map[string]int{}
+	for iter := range 2 {
+		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("teamserve", iter)))) {
+			perAgent[r.Agent]++
+			key := r.Agent + "\x00" + actors.Chat{BPE: bpe}.ResponseText(r.ResponseIDs)
+			if received[key] == 0 || len(r.ResponseLogprobs) != len(r.ResponseIDs) || r.PolicyVersion != int64(iter) {
+				t.Errorf("row %s %q (policy %d, %d log-probs) is not a reply a client received", r.Agent, r.ResponseText, r.PolicyVersion, len(r.ResponseLogprobs))
+			}
+			received[key]--
+		}
+	}
+	if perAgent["solver"] != 16 || perAgent["verifier"] != 8 {
+		t.Errorf("rows per agent %v", perAgent)
+	}
+}
