@@ -74,7 +74,14 @@ func Run(ctx context.Context, o RunOptions) ([]Outcome, error) {
 	}
 	defer gw.Close()
 	out := make([]Outcome, len(o.Tasks)*o.Samples)
-	var mu sync.Mutex // serializes Done
+	var mu sync.Mutex // serializes Done and Logf
+	if logf := o.Logf; logf != nil {
+		o.Logf = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logf(format, args...)
+		}
+	}
 	sem := make(chan struct{}, p.Concurrency)
 	var wg sync.WaitGroup
 	for i := range out {

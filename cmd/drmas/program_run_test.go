@@ -16,6 +16,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/oracles"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -384,5 +385,28 @@ func TestRunProgramThroughServe(t *testing.T) {
 	}
 	if perAgent["solver"] != 16 || perAgent["verifier"] != 8 {
 		t.Errorf("rows per agent %v", perAgent)
+	}
+}
+
+// TestExampleConfigsLoad: each example's config loads as a program run of its team.mjs, in
+// its folder, with a model per agent (one of them a LoRA adapter).
+func TestExampleConfigsLoad(t *testing.T) {
+	for _, name := range []string{"math-team", "search-team", "agents-sdk"} {
+		file := filepath.Join("..", "..", "examples", name, "config.yaml")
+		c, err := configs.Load(configs.LoadOptions{File: file, LookupEnv: func(string) (string, bool) { return "", false }})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		abs, _ := filepath.Abs(filepath.Dir(file))
+		lora := 0
+		for _, m := range c.Models {
+			if m.LoRA != nil {
+				lora++
+			}
+		}
+		if c.Workflow.Name != "program" || !slices.Equal(c.Workflow.Command, []string{"node", "team.mjs"}) || c.Dir != abs ||
+			len(c.Agents) != 2 || len(c.Models) != 2 || lora != 1 {
+			t.Errorf("%s: workflow %+v, folder %s, agents %v, %d models (%d LoRA)", name, c.Workflow, c.Dir, c.AgentNames(), len(c.Models), lora)
+		}
 	}
 }
