@@ -31,7 +31,8 @@ type Call struct {
 	PromptText string
 	PromptIDs  []int32
 	Response   actors.Response
-	// Text is what the client received: the decoded response ids (special tokens dropped).
+	// Text is what the client received: the decoded response ids (special tokens dropped), each
+	// byte of an invalid UTF-8 sequence as U+FFFD, as the JSON answer carries it.
 	Text string
 }
 
