@@ -398,3 +398,15 @@ func TestCompletionsStreamModels(t *testing.T) {
 		t.Fatalf("calls %+v; completions text %q, streamed %q", calls, text, streamed)
 	}
 }
+
+// TestRunMissingProgram: a program that is not there fails Run before any episode, naming the
+// key.
+func TestRunMissingProgram(t *testing.T) {
+	for _, cmd := range []string{"no-such-program-x", "./team.mjs"} {
+		_, err := Run(context.Background(), RunOptions{Program: workflows.ProgramOptions{Command: []string{cmd}, Dir: t.TempDir()},
+			Agents: tinyAgents(t), Tasks: []workflows.Task{{ID: "t"}}, Samples: 1})
+		if err == nil || !strings.Contains(err.Error(), "workflow.command") {
+			t.Errorf("%s: %v", cmd, err)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +70,9 @@ const (
 // is an outcome, not an error; Run fails only when ctx ends or the gateway cannot start.
 func Run(ctx context.Context, o RunOptions) ([]Outcome, error) {
 	p := o.Program.WithDefaults()
+	if err := findProgram(p); err != nil {
+		return nil, err
+	}
 	gw, err := Start(Config{Agents: o.Agents, Sampling: o.Sampling, MaxCalls: p.MaxCalls})
 	if err != nil {
 		return nil, err
@@ -113,6 +118,28 @@ func Run(ctx context.Context, o RunOptions) ([]Outcome, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// findProgram checks that the program exists before any episode runs: a missing one is the
+// config's mistake, not the episodes' outcome.
+func findProgram(p workflows.ProgramOptions) error {
+	if len(p.Command) == 0 {
+		return errors.New("workflow.command is empty: give the agent program's argv")
+	}
+	name := p.Command[0]
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if _, err := exec.LookPath(name); err != nil {
+			return fmt.Errorf("workflow.command: %s is not on PATH: %w", name, err)
+		}
+		return nil
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(p.Dir, name)
+	}
+	if _, err := os.Stat(name); err != nil {
+		return fmt.Errorf("workflow.command: %w (a relative path is relative to the config file's folder)", err)
+	}
+	return nil
 }
 
 // episode runs one episode and judges its outcome.
