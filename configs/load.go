@@ -233,6 +233,9 @@ func checkValue(key, val string) error {
 		return nil
 	}
 	t := fixedFields()[key].Type
+	if t.Kind() == reflect.Pointer { // an optional value (workflow.failure_reward)
+		t = t.Elem()
+	}
 	switch {
 	case t == durationType:
 		return errors.New("not a duration (e.g. 30s)")
