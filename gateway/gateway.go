@@ -175,7 +175,8 @@ func (e *Episode) begin() (int, *apiError) {
 	}
 	if e.next >= e.g.cfg.MaxCalls {
 		e.overflow = true
-		return 0, &apiError{status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "max_calls",
+		// 400, not 429: clients retry a 429, and no retry can succeed.
+		return 0, &apiError{status: http.StatusBadRequest, Type: "invalid_request_error", Code: "max_calls",
 			Message: fmt.Sprintf("the episode made more than workflow.max_calls (%d) calls", e.g.cfg.MaxCalls)}
 	}
 	e.wg.Add(1)
