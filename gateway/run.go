@@ -271,69 +271,90 @@ func runProcess(ctx context.Context, p workflows.ProgramOptions, ep *Episode, ta
 	cmd.Env = []string{"OPENAI_BASE_URL=" + ep.BaseURL(), "OPENAI_API_KEY=" + ep.Token(), "DRMAS_TASK=" + task,
 		"OPENAI_AGENTS_DISABLE_TRACING=1", "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	outR, outW, err := os.Pipe()
+	stdout, err := capture(stdoutTail)
 	if err != nil {
 		res.err = fmt.Errorf("start %s: %w", p.Command[0], err)
 		return res
 	}
-	errR, errW, err := os.Pipe()
+	stderr, err := capture(stderrTail)
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		stdout.close(0)
 		res.err = fmt.Errorf("start %s: %w", p.Command[0], err)
 		return res
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	stdout, stderr := &tail{max: stdoutTail}, &tail{max: stderrTail}
-	var drained sync.WaitGroup
-	drained.Add(2)
-	go func() { _, _ = io.Copy(stdout, outR); drained.Done() }()
-	go func() { _, _ = io.Copy(stderr, errR); drained.Done() }()
+	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
 	err = cmd.Start()
-	outW.Close()
-	errW.Close()
+	stdout.w.Close() // the child holds its own copies
+	stderr.w.Close()
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		drained.Wait()
 		res.err = fmt.Errorf("start %s: %w (workflow.command)", p.Command[0], err)
-		return res
+	} else {
+		res.timedOut, res.err = waitOrKill(ctx, cmd, p.Timeout)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	timer := time.NewTimer(p.Timeout)
-	defer timer.Stop()
-	select {
-	case err = <-exited:
-	case <-timer.C:
-		res.timedOut = true
-	case <-ctx.Done():
-		res.err = ctx.Err()
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the group: the program and what it forked
-	if res.timedOut || res.err != nil {
-		err = <-exited
-	}
-	if !res.timedOut && res.err == nil && err != nil {
-		res.err = fmt.Errorf("exited with %w", err)
-	}
-	done := make(chan struct{})
-	go func() { drained.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(drainWait):
-		outR.Close()
-		errR.Close()
-		<-done
-	}
-	outR.Close()
-	errR.Close()
-	res.stdout = stdout.bytes()
-	res.stderr = strings.Join(strings.Fields(strings.ToValidUTF8(string(stderr.bytes()), "\uFFFD")), " ")
+	res.stdout = stdout.close(drainWait)
+	res.stderr = strings.Join(strings.Fields(strings.ToValidUTF8(string(stderr.close(drainWait)), "\uFFFD")), " ")
 	if res.stderr == "" {
 		res.stderr = "(empty)"
 	}
 	return res
+}
+
+// waitOrKill waits for the started cmd until it exits, the timeout passes or ctx ends, then
+// kills its process group (the program and what it forked). err is a non-zero exit or ctx's
+// error.
+func waitOrKill(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut bool, err error) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var exit error
+	waited := false
+	select {
+	case exit = <-exited:
+		waited = true
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if !waited {
+		<-exited
+	} else if exit != nil {
+		err = fmt.Errorf("exited with %w", exit)
+	}
+	return timedOut, err
+}
+
+// captured is a pipe whose read end is copied into a bounded tail.
+type captured struct {
+	r, w *os.File
+	t    *tail
+	done chan struct{}
+}
+
+// capture opens a pipe for a child's output, keeping its last max bytes.
+func capture(max int) (*captured, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &captured{r: r, w: w, t: &tail{max: max}, done: make(chan struct{})}
+	go func() { _, _ = io.Copy(c.t, r); close(c.done) }()
+	return c, nil
+}
+
+// close waits up to wait for the writers to close the pipe (a process that left the group may
+// still hold it), closes it, and returns what was kept.
+func (c *captured) close(wait time.Duration) []byte {
+	c.w.Close()
+	select {
+	case <-c.done:
+	case <-time.After(wait):
+	}
+	c.r.Close()
+	<-c.done
+	return c.t.bytes()
 }
 
 // tail is an io.Writer that keeps the last max bytes written.
