@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -23,9 +22,10 @@ import (
 	"github.com/drmas-dev/drmas/tokenizer"
 )
 
-// programRunConfig trains examples/math-team's program with two models: the solver's in full,
-// the verifier's as a LoRA adapter; %[1]s is the base folder.
-const programRunConfig = `run: team
+// programRunConfig trains examples/math-team's program with two models: the solver's in full
+// in process, the verifier's as a LoRA adapter; %[1]s is the base folder, %[2]s the run, %[3]s
+// the verifier model's further keys (a server to sample it on).
+const programRunConfig = `run: %[2]s
 seed: 3
 iterations: 2
 workflow:
@@ -37,7 +37,7 @@ workflow:
   max_calls: 4
 models:
   solver_m: {hf: %[1]s}
-  verifier_m: {hf: %[1]s, lora: {r: 4}}
+  verifier_m: {hf: %[1]s, lora: {r: 4}%[3]s}
 agents:
   solver: {model: solver_m, lr: 1.0e-3}
   verifier: {model: verifier_m, lr: 1.0e-2}
@@ -47,6 +47,91 @@ warmup: {steps: 0}
 evaluate: {every: 0}
 learn: {micro_batch: 4}
 `
+
+// runMathTeam runs `drmas run --iters 2` of examples/math-team (programRunConfig) and returns
+// the program's folder, the store and the base model's folder.
+func runMathTeam(t *testing.T, run string, verifierKeys func(base string) string) (dir, store, base string) {
+	t.Helper()
+	dir = exampleFolder(t, "math-team")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	base = tinyQwen3(t, "1")
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base, run, verifierKeys(base)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store = filepath.Join(t.TempDir(), "store")
+	if out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2"); err != nil || strings.Contains(out+errOut, "dropped") {
+		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	}
+	return dir, store, base
+}
+
+// reply is a reply a program's client received, as team.mjs --log writes it.
+type reply struct{ Agent, Text string }
+
+// readReplies reads the replies logged in dir/received.jsonl.
+func readReplies(t *testing.T, dir string) []reply {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []reply
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r reply
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkMathTeamRows checks both iterations' rows of runMathTeam: per iteration 2 tasks × 2
+// samples of solver, verifier, solver, each row the decoded text of a reply a client received
+// (each reply one row), with its log-probs and the step it was sampled from; it returns the
+// rows by iteration.
+func checkMathTeamRows(t *testing.T, dir, store, run, base string) [2][]shards.Row {
+	t.Helper()
+	bpe, err := tokenizer.LoadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := map[reply]int{}
+	for _, r := range readReplies(t, dir) {
+		received[r]++
+	}
+	var out [2][]shards.Row
+	for iter := range 2 {
+		out[iter] = readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir(run, iter))))
+		byTraj := map[string][]string{}
+		for _, r := range out[iter] {
+			byTraj[r.TrajUID] = append(byTraj[r.TrajUID], r.Agent) // rows are in step order
+			key := reply{r.Agent, strings.ToValidUTF8(actors.Chat{BPE: bpe}.ResponseText(r.ResponseIDs), "\uFFFD")}
+			if received[key] == 0 {
+				t.Errorf("iteration %d: row %s %q is not a reply a client received", iter, r.Agent, r.ResponseText)
+			}
+			received[key]--
+			if len(r.ResponseLogprobs) != len(r.ResponseIDs) || r.PolicyVersion != int64(iter) {
+				t.Errorf("row %d: %d log-probs for %d ids, policy version %d", r.RowID, len(r.ResponseLogprobs), len(r.ResponseIDs), r.PolicyVersion)
+			}
+		}
+		if len(byTraj) != 4 {
+			t.Errorf("iteration %d: %d episodes, want 2 tasks × 2 samples", iter, len(byTraj))
+		}
+		for traj, agents := range byTraj {
+			if !slices.Equal(agents, []string{"solver", "verifier", "solver"}) {
+				t.Errorf("%s: calls by %v, want solver, verifier, solver", traj, agents)
+			}
+		}
+	}
+	for k, n := range received {
+		if n != 0 {
+			t.Errorf("a client received %q %d times more than rows hold", k, n)
+		}
+	}
+	return out
+}
 
 // exampleFolder is a folder holding examples/<name>/team.mjs, ready to run with node.
 func exampleFolder(t *testing.T, name string) string {
@@ -71,17 +156,7 @@ func tinyQwen3(t *testing.T, seed string) string {
 // text each client received is the decoded response ids of a row; each row scores the math
 // grade of its episode's last answer; the advantages are per agent; the published steps load.
 func TestRunProgram(t *testing.T) {
-	dir := exampleFolder(t, "math-team")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := tinyQwen3(t, "1")
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(t.TempDir(), "store")
-	if out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2"); err != nil {
-		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
-	}
+	dir, store, base := runMathTeam(t, "team", func(string) string { return "" })
 	ctx := context.Background()
 	b, err := filestore.New(store)
 	if err != nil {
@@ -90,76 +165,23 @@ func TestRunProgram(t *testing.T) {
 	if steps, err := checkpoints.Steps(ctx, b, "team"); err != nil || !slices.Equal(steps, []int64{0, 1, 2}) {
 		t.Fatalf("steps %v %v, want 0..2", steps, err)
 	}
-	set, err := checkpoints.LoadStep(ctx, b, "team", 2, true)
-	if err != nil || len(set.HF) != 2 {
+	if set, err := checkpoints.LoadStep(ctx, b, "team", 2, true); err != nil || len(set.HF) != 2 {
 		t.Fatalf("load step 2: %v", err)
 	}
-	bpe, err := tokenizer.LoadDir(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What the clients received, as a multiset of (agent, text).
-	received := map[string]int{}
-	f, err := os.Open(filepath.Join(dir, "received.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var r struct{ Agent, Text string }
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		received[r.Agent+"\x00"+r.Text]++
-	}
-	agents := map[string]int{}
+	rows := checkMathTeamRows(t, dir, store, "team", base)
 	for iter := range 2 {
-		rows := readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("team", iter))))
-		byTraj := map[string][]shards.Row{}
-		for _, r := range rows {
-			agents[r.Agent]++
-			byTraj[r.TrajUID] = append(byTraj[r.TrajUID], r)
-			key := r.Agent + "\x00" + strings.ToValidUTF8(actors.Chat{BPE: bpe}.ResponseText(r.ResponseIDs), "\uFFFD")
-			if received[key] == 0 {
-				t.Errorf("iteration %d: row %s %q was not received by a client", iter, r.Agent, r.ResponseText)
-			}
-			received[key]--
-			if len(r.ResponseLogprobs) != len(r.ResponseIDs) || r.PolicyVersion != int64(iter) {
-				t.Errorf("row %d: %d log-probs for %d ids, policy version %d", r.RowID, len(r.ResponseLogprobs), len(r.ResponseIDs), r.PolicyVersion)
+		for _, r := range rows[iter] {
+			if r.Score != r.EpisodeReward || (r.Score != 0 && r.Score != 1) {
+				t.Errorf("%s: row score %v, episode reward %v, want the math grade of the last answer", r.TrajUID, r.Score, r.EpisodeReward)
 			}
 		}
-		if len(byTraj) != 4 {
-			t.Errorf("iteration %d: %d episodes, want 2 tasks × 2 samples", iter, len(byTraj))
-		}
-		for traj, rs := range byTraj {
-			sort.Slice(rs, func(i, j int) bool { return rs[i].Step < rs[j].Step })
-			got := []string{}
-			for _, r := range rs {
-				got = append(got, r.Agent)
-				if r.Score != r.EpisodeReward || (r.Score != 0 && r.Score != 1) {
-					t.Errorf("%s: row score %v, episode reward %v, want the math grade of the last answer", traj, r.Score, r.EpisodeReward)
-				}
-			}
-			if !slices.Equal(got, []string{"solver", "verifier", "solver"}) {
-				t.Errorf("%s: calls by %v, want solver, verifier, solver", traj, got)
-			}
-		}
-		adv := readAdvantages(t, filepath.Join(store, filepath.FromSlash(commit.AdvantageDir("team", iter, "drmas"))))
 		perAgent := map[string]int{}
-		for _, a := range adv {
+		for _, a := range readAdvantages(t, filepath.Join(store, filepath.FromSlash(commit.AdvantageDir("team", iter, "drmas")))) {
 			perAgent[a.Agent]++
 		}
 		if perAgent["solver"] != 8 || perAgent["verifier"] != 4 {
 			t.Errorf("iteration %d: advantages per agent %v, want solver 8, verifier 4", iter, perAgent)
 		}
-	}
-	for k, n := range received {
-		if n != 0 {
-			t.Errorf("a client received %q %d times more than rows hold", k, n)
-		}
-	}
-	if agents["solver"] != 16 || agents["verifier"] != 8 {
-		t.Errorf("rows per agent %v", agents)
 	}
 }
 
@@ -245,15 +267,7 @@ func rolloutExample(t *testing.T, name, a1, a2, reward string, twice bool) ([]sh
 	}
 	first := rollout()
 	received := map[string][]string{}
-	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r struct{ Agent, Text string }
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range readReplies(t, dir) {
 		received[r.Agent] = append(received[r.Agent], r.Text)
 	}
 	if twice { // the same program, seed and checkpoint: the same bytes
@@ -307,85 +321,22 @@ func TestRunAgentsSDK(t *testing.T) {
 	}
 }
 
-// programServeConfig is examples/math-team with the verifier's LoRA model sampled on `drmas
-// serve` (token ids, the step's adapter hot-swapped); %[1]s is the base, %[2]s the server.
-const programServeConfig = `run: teamserve
-seed: 3
-workflow:
-  name: program
-  command: [node, team.mjs, --log, received.jsonl]
-  reward: math
-  timeout: 60s
-  concurrency: 2
-models:
-  solver_m: {hf: %[1]s}
-  verifier_m:
-    hf: %[1]s
-    lora: {r: 4}
-    backend: openai
-    openai: {endpoint: %[2]s, version_wait: 30s}
-agents:
-  solver: {model: solver_m}
-  verifier: {model: verifier_m, lr: 1.0e-2}
-tasks: {per_iteration: 2, eval_size: 0}
-rollout: {group_size: 2, parts: 1, max_tokens: 8}
-warmup: {steps: 0}
-evaluate: {every: 0}
-learn: {micro_batch: 4}
-`
-
 // TestRunProgramThroughServe: the gateway samples an agent on an openai backend server (drmas
-// serve with the LoRA adapter of each step) beside an in-process one; the texts the client
-// received are the rows' decoded ids, which carry the server's log-probs.
+// serve, loading each step's LoRA adapter) beside an in-process one; every reply a client
+// received is a row's decoded ids, which carry the server's log-probs.
 func TestRunProgramThroughServe(t *testing.T) {
-	dir := exampleFolder(t, "math-team")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := tinyQwen3(t, "1")
-	url, serveLog := startServe(t, "--hf", base, "--served-model-name", "verifier_m")
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programServeConfig, base, url), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(t.TempDir(), "store")
-	out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2")
-	if err != nil || strings.Contains(out+errOut, "dropped") {
-		t.Fatalf("run: %v\n%s\n%s\nserve:\n%s", err, out, errOut, serveLog.String())
-	}
+	var url string
+	var serveLog *bytes.Buffer
+	dir, store, base := runMathTeam(t, "teamserve", func(base string) string {
+		url, serveLog = startServe(t, "--hf", base, "--served-model-name", "verifier_m")
+		return ", backend: openai, openai: {endpoint: " + url + ", version_wait: 30s}"
+	})
 	for _, want := range []string{"loaded LoRA adapter verifier_m@step=0", "loaded LoRA adapter verifier_m@step=1"} {
 		if !strings.Contains(serveLog.String(), want) {
 			t.Errorf("the server's log has no %q:\n%s", want, serveLog.String())
 		}
 	}
-	bpe, err := tokenizer.LoadDir(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "received.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	received := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r struct{ Agent, Text string }
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatal(err)
-		}
-		received[r.Agent+"\x00"+r.Text]++
-	}
-	perAgent := map[string]int{}
-	for iter := range 2 {
-		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("teamserve", iter)))) {
-			perAgent[r.Agent]++
-			key := r.Agent + "\x00" + actors.Chat{BPE: bpe}.ResponseText(r.ResponseIDs)
-			if received[key] == 0 || len(r.ResponseLogprobs) != len(r.ResponseIDs) || r.PolicyVersion != int64(iter) {
-				t.Errorf("row %s %q (policy %d, %d log-probs) is not a reply a client received", r.Agent, r.ResponseText, r.PolicyVersion, len(r.ResponseLogprobs))
-			}
-			received[key]--
-		}
-	}
-	if perAgent["solver"] != 16 || perAgent["verifier"] != 8 {
-		t.Errorf("rows per agent %v", perAgent)
-	}
+	checkMathTeamRows(t, dir, store, "teamserve", base)
 }
 
 // TestExampleConfigsLoad: each example's config loads as a program run of its team.mjs, in
