@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/jobs"
-	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
@@ -76,25 +76,16 @@ func TestProgramRollout(t *testing.T) {
 	if err != nil || !res.Committed || res.Episodes != 8 || res.Rows != 16 || res.Dropped != 0 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	m, sum, err := commit.Read(ctx, whole.Bucket, commit.RolloutDir("t", 0))
+	_, sum, err := commit.Read(ctx, whole.Bucket, commit.RolloutDir("t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range m.Files {
-		data, err := commit.ReadFile(ctx, whole.Bucket, commit.RolloutDir("t", 0), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := shards.ReadTrajectories(bytes.NewReader(data), int64(len(data)), f.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			want := map[string]float64{"solver": r.EpisodeReward, "verifier": r.EpisodeReward - 0.5}[r.Agent]
-			step := map[string]int32{"solver": 0, "verifier": 1}[r.Agent]
-			if r.Score != want || r.Valid != (r.Agent == "solver") || r.Step != step || len(r.ResponseLogprobs) != len(r.ResponseIDs) {
-				t.Errorf("row %s step %d: score %v (reward %v) valid %v", r.Agent, r.Step, r.Score, r.EpisodeReward, r.Valid)
-			}
+	_, parts := stagetest.ReadRollout(t, whole, 0)
+	for _, r := range slices.Concat(parts...) {
+		want := map[string]float64{"solver": r.EpisodeReward, "verifier": r.EpisodeReward - 0.5}[r.Agent]
+		step := map[string]int32{"solver": 0, "verifier": 1}[r.Agent]
+		if r.Score != want || r.Valid != (r.Agent == "solver") || r.Step != step || len(r.ResponseLogprobs) != len(r.ResponseIDs) {
+			t.Errorf("row %s step %d: score %v (reward %v) valid %v", r.Agent, r.Step, r.Score, r.EpisodeReward, r.Valid)
 		}
 	}
 	resumed := programEnv(t)
