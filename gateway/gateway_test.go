@@ -23,7 +23,7 @@ import (
 )
 
 // tinyAgents serves agents solver and verifier with one small random built-in model.
-func tinyAgents(t *testing.T) map[string]actors.Backend {
+func tinyAgents(t testing.TB) map[string]actors.Backend {
 	t.Helper()
 	m, err := model.New(model.Config{Vocab: model.VocabSize, Context: 256, Dim: 16, Layers: 1, Heads: 2, FFMult: 2, TiedHead: true}, 7)
 	if err != nil {
