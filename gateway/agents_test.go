@@ -109,10 +109,10 @@ func TestSearchTeamToolCalls(t *testing.T) {
 	if !slices.Equal(agentsOf(oc), []string{"searcher", "searcher", "searcher", "answerer"}) || oc.Reward != 1 {
 		t.Fatalf("calls by %v, reward %v", agentsOf(oc), oc.Reward)
 	}
-	if p := oc.Calls[2].PromptText; strings.Count(p, "<tool_response>\nLisbon is in Portugal.") != 2 || strings.Count(p, `{"name": "search", "arguments": {"query": "Lisbon"}}`) != 2 {
+	if p := oc.Calls[2].PromptText; strings.Count(p, "<tool_response>\nLisbon is the capital of Portugal.") != 2 || strings.Count(p, `{"name": "search", "arguments": {"query": "Lisbon"}}`) != 2 {
 		t.Errorf("the third search prompt lacks the two earlier calls and results:\n%s", p)
 	}
-	if p := oc.Calls[3].PromptText; !strings.Contains(p, "Passages:\nLisbon is in Portugal.") {
+	if p := oc.Calls[3].PromptText; !strings.Contains(p, "Passages:\nLisbon is the capital of Portugal.") {
 		t.Errorf("the answerer's prompt lacks the passages:\n%s", p)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage/filestore"
 	"github.com/drmas-dev/drmas/tokenizer"
+	"github.com/drmas-dev/drmas/workflows"
 )
 
 // programRunConfig trains examples/math-team's program with two models: the solver's in full
@@ -358,6 +359,12 @@ func TestExampleConfigsLoad(t *testing.T) {
 		if c.Workflow.Name != "program" || !slices.Equal(c.Workflow.Command, []string{"node", "team.mjs"}) || c.Dir != abs ||
 			len(c.Agents) != 2 || len(c.Models) != 2 || lora != 1 {
 			t.Errorf("%s: workflow %+v, folder %s, agents %v, %d models (%d LoRA)", name, c.Workflow, c.Dir, c.AgentNames(), len(c.Models), lora)
+		}
+		if c.Tasks.Source != "generator" { // a tasks file beside the config, read from the example's folder
+			tasks, err := workflows.LoadTasksFormat(filepath.Join(c.Dir, c.Tasks.Source), c.Tasks.Format)
+			if err != nil || len(tasks) < c.Tasks.PerIteration {
+				t.Errorf("%s: %d tasks in %s (%v), want ≥ %d", name, len(tasks), c.Tasks.Source, err, c.Tasks.PerIteration)
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // A search team on the official openai client: the searcher calls the retriever as a function
 // tool (search) until it has what it needs, then the answerer answers in <answer>…</answer>,
 // which drmas grades (workflow.reward: search). The retriever here is a keyword match over a
-// small corpus in this file: put your own behind the same tool.
+// small corpus in this file (tasks.jsonl asks about it): put your own behind the same tool.
 // --log FILE appends each reply the client received, as {"agent", "text"} lines.
 import OpenAI from 'openai';
 import { appendFileSync } from 'node:fs';
@@ -13,8 +13,12 @@ const task = JSON.parse(process.env.DRMAS_TASK);
 const corpus = [
   'Paris is the capital of France.',
   'Berlin is the capital of Germany.',
-  'Lisbon is in Portugal.',
+  'Lisbon is the capital of Portugal.',
   'Mount Everest is the highest mountain on Earth.',
+  'The Nile flows into the Mediterranean Sea.',
+  'Ada Lovelace wrote the first published computer program.',
+  'Canberra is the capital of Australia.',
+  'Water boils at 100 degrees Celsius at sea level.',
 ];
 
 function search({ query }) {
