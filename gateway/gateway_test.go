@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -408,5 +409,27 @@ func TestRunMissingProgram(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "workflow.command") {
 			t.Errorf("%s: %v", cmd, err)
 		}
+	}
+}
+
+// TestRunEscapedChild: a child that left the program's process group (setsid) and holds its
+// stdout does not hold the episode: the pipes are closed after drainWait and the reward read.
+func TestRunEscapedChild(t *testing.T) {
+	start := time.Now()
+	outs, _, dir := runMode(t, "escape", func(p *workflows.ProgramOptions) { p.Concurrency = 1 })
+	data, err := os.ReadFile(filepath.Join(dir, "children.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(line); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // escaped the group: the test cleans up
+		}
+	}
+	if outs[0].Failed || outs[0].Reward != 0.5 || outs[1].Reward != 0.5 {
+		t.Errorf("outcomes %+v", outs)
+	}
+	if d := time.Since(start); d < drainWait || d > 4*drainWait+5*time.Second {
+		t.Errorf("two episodes took %v, want about 2 × drainWait (%v)", d, drainWait)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,6 +102,20 @@ func helperProgram(mode string) int {
 			return 1
 		}
 		fmt.Println(`{"reward": 1}`)
+	case "escape": // a child that leaves the process group and holds stdout, then a reward
+		child := exec.Command(os.Args[0], "program", "sleep")
+		child.Stdout = os.Stdout
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			return 1
+		}
+		f, err := os.OpenFile("children.pid", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return 1
+		}
+		fmt.Fprintln(f, child.Process.Pid)
+		f.Close()
+		fmt.Println(`{"reward": 0.5}`)
 	default:
 		return 9
 	}
