@@ -156,6 +156,17 @@ func RunName(mode, src, est string, seed uint64) string {
 	return src + "-ablate-" + est
 }
 
+// outputRun is RunName of cfg's ablation: a replay under learn objective options off their
+// defaults (docs/objectives.md) gets their tag too, so the same rows learned under other
+// options are runs of their own.
+func outputRun(cfg *configs.Config, mode, src, est string, seed uint64) string {
+	run := RunName(mode, src, est, seed)
+	if tag := cfg.Learn.ObjectiveTag(); mode == Replay && tag != "" {
+		run += "-" + tag
+	}
+	return run
+}
+
 // SummaryDir is the folder of a mode's summary.
 func SummaryDir(src, mode string) string { return path.Join(commit.RunDir(src), "ablations", mode) }
 
@@ -200,7 +211,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (_ *Result, err error)
 	for _, s := range specs {
 		ests = append(ests, s.Name())
 		for _, seed := range seeds {
-			if err := commit.ValidateRunName(RunName(o.Mode, cfg.Run, s.Name(), seed)); err != nil {
+			if err := commit.ValidateRunName(outputRun(cfg, o.Mode, cfg.Run, s.Name(), seed)); err != nil {
 				return nil, fmt.Errorf("ablate: output run: %w", err)
 			}
 		}
@@ -295,7 +306,7 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 	var inputs []commit.Input
 	skipped := map[int]bool{}
 	for _, est := range ests {
-		run := RunName(Replay, src, est, cfg.Seed)
+		run := outputRun(cfg, Replay, src, est, cfg.Seed)
 		res.Runs = append(res.Runs, run)
 		acfg := withRun(cfg, run, est, cfg.Seed)
 		for _, it := range iters {

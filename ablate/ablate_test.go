@@ -575,3 +575,40 @@ func TestOnPolicyOrderIndependent(t *testing.T) {
 		t.Fatalf("%d and %d objects: the stores differ", len(stores[0]), len(stores[1]))
 	}
 }
+
+// TestReplayVariesObjectiveOptions: a replay under learn objective options learns the same
+// stored rows into runs of its own, named by the options, beside the defaults' replay (whose
+// names and bytes are unchanged), and its update differs.
+func TestReplayVariesObjectiveOptions(t *testing.T) {
+	ctx := context.Background()
+	env, _ := analysistest.Env(t)
+	r, _ := ablate.ParseRange("0..0")
+	src := analysistest.Run
+	def, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas"}, Iterations: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ablate.RunName(ablate.Replay, src, "drmas", env.Config.Seed); !slices.Equal(def.Runs, []string{want}) {
+		t.Fatalf("default replay runs %v, want [%s]", def.Runs, want)
+	}
+	env.Config.Learn.LossAgg, env.Config.Learn.EntropyCoef = "seq-mean-token-mean", 0.01
+	alt, err := ablate.Run(ctx, env, ablate.Options{Estimators: []string{"drmas"}, Iterations: r})
+	if err != nil {
+		t.Fatalf("replay under other objective options: %v", err)
+	}
+	tag := env.Config.Learn.ObjectiveTag()
+	if want := def.Runs[0] + "-" + tag; len(tag) != 9 || !slices.Equal(alt.Runs, []string{want}) {
+		t.Fatalf("replay under options: runs %v, want [%s]", alt.Runs, want)
+	}
+	model := func(run string) string {
+		k := path.Join(commit.IterDir(run, 0), "checkpoints", checkpointEl(1), "m1", "model.safetensors")
+		h := hashes(t, env.Bucket, k)[k]
+		if h == "" {
+			t.Fatalf("%s is missing", k)
+		}
+		return h
+	}
+	if model(def.Runs[0]) == model(alt.Runs[0]) {
+		t.Error("the replay under other objective options trained the default's weights")
+	}
+}

@@ -267,6 +267,21 @@ type Rollout struct {
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
 	MaxTokens   int     `mapstructure:"max_tokens" json:"max_tokens"`
+	// FilterGroups keeps only prompt groups whose rows carry a learning signal (scores not all
+	// equal; per agent when learn.estimator normalizes per agent), refilling each part from
+	// extra prompts until it has its share or has played MaxOversample times it (DAPO's
+	// dynamic sampling). Off, neither enters any digest.
+	FilterGroups  bool `mapstructure:"filter_groups" json:"filter_groups,omitempty"`
+	MaxOversample int  `mapstructure:"max_oversample" json:"max_oversample,omitempty"`
+}
+
+// Canonical returns r with the keys that its options leave unused blanked (max_oversample
+// without filter_groups), as digests take it.
+func (r Rollout) Canonical() Rollout {
+	if !r.FilterGroups {
+		r.MaxOversample = 0
+	}
+	return r
 }
 
 // Normalize lists the advantage estimators to compute.
@@ -288,6 +303,27 @@ type Learn struct {
 	GradClip        float64 `mapstructure:"grad_clip" json:"grad_clip"`
 	KLCoef          float64 `mapstructure:"kl_coef" json:"kl_coef"`
 	KeepCheckpoints int     `mapstructure:"keep_checkpoints" json:"keep_checkpoints"`
+	// LRSchedule is constant or cosine; LRWarmupSteps ramps the rate linearly from 0 over
+	// the first updates of a fresh optimizer; MinLRRatio is where cosine ends, × lr. The
+	// position is the optimizer's step count, saved with its state, so a resume continues.
+	// Empty or zero is the default (constant, no warm-up), which digests as before.
+	LRSchedule    string  `mapstructure:"lr_schedule" json:"lr_schedule,omitempty"`
+	LRWarmupSteps int     `mapstructure:"lr_warmup_steps" json:"lr_warmup_steps,omitempty"`
+	MinLRRatio    float64 `mapstructure:"min_lr_ratio" json:"min_lr_ratio,omitempty"`
+	// The policy loss's options (docs/objectives.md), each off at its default.
+	LossAgg       string  `mapstructure:"loss_agg" json:"loss_agg,omitempty"`
+	LossNormLen   int     `mapstructure:"loss_norm_len" json:"loss_norm_len,omitempty"`
+	ClipC         float64 `mapstructure:"clip_c" json:"clip_c,omitempty"`
+	RatioLevel    string  `mapstructure:"ratio_level" json:"ratio_level,omitempty"`
+	SeqClipLow    float64 `mapstructure:"seq_clip_low" json:"seq_clip_low,omitempty"`
+	SeqClipHigh   float64 `mapstructure:"seq_clip_high" json:"seq_clip_high,omitempty"`
+	EntropyCoef   float64 `mapstructure:"entropy_coef" json:"entropy_coef,omitempty"`
+	AgentBalance  string  `mapstructure:"agent_balance" json:"agent_balance,omitempty"`
+	KLType        string  `mapstructure:"kl_type" json:"kl_type,omitempty"`
+	KLRef         string  `mapstructure:"kl_ref" json:"kl_ref,omitempty"`
+	RolloutIS     string  `mapstructure:"rollout_is" json:"rollout_is,omitempty"`
+	RolloutISCap  float64 `mapstructure:"rollout_is_cap" json:"rollout_is_cap,omitempty"`
+	RolloutISMode string  `mapstructure:"rollout_is_mode" json:"rollout_is_mode,omitempty"`
 }
 
 // Warmup configures the supervised warm-up that publishes checkpoint step 0.

@@ -117,6 +117,7 @@ func (c *Config) Validate() error {
 	// Sampling runs in float32: a temperature must not round to 0 (greedy) or overflow to +Inf.
 	need(float32(r.Temperature) <= 0 || r.Temperature > math.MaxFloat32 && !math.IsInf(r.Temperature, 1), "rollout.temperature", r.Temperature, "> 0 and within float32 (1.4e-45 … 3.4e38), as sampling runs in float32")
 	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
+	need(r.FilterGroups && r.MaxOversample < 1, "rollout.max_oversample", r.MaxOversample, "≥ 1 with rollout.filter_groups (1: no extra prompts)")
 	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
 	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
 	need(badTaskFormat(c.Tasks.Format), "tasks.format", c.Tasks.Format, taskFormats())
@@ -144,6 +145,10 @@ func (c *Config) Validate() error {
 	need(l.KeepCheckpoints < 1, "learn.keep_checkpoints", l.KeepCheckpoints, "≥ 1")
 	need(l.KLCoef < 0, "learn.kl_coef", l.KLCoef, "≥ 0")
 	need(l.WeightDecay < 0, "learn.weight_decay", l.WeightDecay, "≥ 0")
+	need(!oneOf(l.LRSchedule, LRSchedules), "learn.lr_schedule", excerpt.Quote(l.LRSchedule), strings.Join(LRSchedules, " or "))
+	need(l.LRWarmupSteps < 0, "learn.lr_warmup_steps", l.LRWarmupSteps, "≥ 0")
+	need(l.MinLRRatio < 0 || l.MinLRRatio > 1, "learn.min_lr_ratio", l.MinLRRatio, "in [0, 1]")
+	validateObjective(l, c.Models, need)
 	w := c.Warmup
 	need(w.Steps < 0, "warmup.steps", w.Steps, "≥ 0")
 	need(w.Batch < 1, "warmup.batch", w.Batch, "≥ 1")

@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/analysis/pooled"
 )
 
 // ConditionPoint is one agent at one replayed iteration: the condition of its rollout (from the
@@ -69,59 +70,11 @@ func (p ConditionPoint) Ratio(est string) float64 {
 	return g / d
 }
 
-// Fit is an ordinary least-squares line measured = Intercept + Slope·predicted over N points,
-// with its R², and R2Identity: the share of the measured ratios' variance that the prediction
-// itself (measured = predicted, no fitted line) explains, 1 − Σ(m − p)² / Σ(m − m̄)² (negative
-// when the prediction is worse than the mean).
-type Fit struct {
-	N                                   int
-	Slope, Intercept, R2, R2Identity    float64
-	MeanPredicted, MeanMeasured, MaxRel float64 // MaxRel: the largest |m − p| / p
-}
+// Fit is a least-squares fit of measured on predicted ratios (pooled.Fit).
+type Fit = pooled.Fit
 
 // FitLine fits measured y on predicted x, skipping pairs where either is not finite.
-func FitLine(x, y []float64) Fit {
-	var xs, ys []float64
-	for i := range x {
-		if finite(x[i]) && finite(y[i]) {
-			xs, ys = append(xs, x[i]), append(ys, y[i])
-		}
-	}
-	f := Fit{N: len(xs), Slope: math.NaN(), Intercept: math.NaN(), R2: math.NaN(), R2Identity: math.NaN(),
-		MeanPredicted: math.NaN(), MeanMeasured: math.NaN(), MaxRel: math.NaN()}
-	if f.N == 0 {
-		return f
-	}
-	var mx, my float64
-	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
-	}
-	mx /= float64(f.N)
-	my /= float64(f.N)
-	f.MeanPredicted, f.MeanMeasured = mx, my
-	var sxx, sxy, syy, sres float64
-	f.MaxRel = 0
-	for i := range xs {
-		dx, dy := xs[i]-mx, ys[i]-my
-		sxx += float64(dx * dx)
-		sxy += float64(dx * dy)
-		syy += float64(dy * dy)
-		sres += float64((ys[i] - xs[i]) * (ys[i] - xs[i]))
-		f.MaxRel = math.Max(f.MaxRel, math.Abs(ys[i]-xs[i])/xs[i])
-	}
-	if syy > 0 {
-		f.R2Identity = 1 - sres/syy
-	}
-	if f.N >= 2 && sxx > 0 {
-		f.Slope = sxy / sxx
-		f.Intercept = my - f.Slope*mx
-		if syy > 0 {
-			f.R2 = float64(sxy*sxy) / float64(sxx*syy)
-		}
-	}
-	return f
-}
+func FitLine(x, y []float64) Fit { return pooled.FitLine(x, y) }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 

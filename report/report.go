@@ -27,6 +27,9 @@ type Options struct {
 	// Pool are sessions of more runs with a replay ablation whose points join this run's in the
 	// predicted-vs-measured figures (condition.go).
 	Pool []*analysis.Session
+	// OpenRun opens a session of another run of the store: the on-policy ablation's output runs
+	// (pooled.go). The report closes what it opens.
+	OpenRun func(ctx context.Context, run string) (*analysis.Session, error)
 }
 
 // Figure is one PNG.
@@ -64,7 +67,7 @@ func Build(ctx context.Context, s *analysis.Session, o Options) (*Report, error)
 		r.Summary = append(r.Summary, fmt.Sprintf("%s: %d committed files", v, s.Counts[v]))
 	}
 	steps := []func(context.Context, *analysis.Session, Options, *Report) error{
-		keyNumbers, gradNormFigure, rewardFigure, successFigure, histograms, inflationSection, ablationSection, conditionSection,
+		keyNumbers, gradNormFigure, rewardFigure, successFigure, histograms, inflationSection, ablationSection, conditionSection, pooledSection,
 	}
 	for _, f := range steps {
 		if err := f(ctx, s, o, r); err != nil {

@@ -64,6 +64,21 @@ type MetricsRow struct {
 	// byte-identical; on a GPU machine these two columns are measurements, not deterministic.
 	GPUMemoryUsed  int64 `parquet:"gpu_memory_used"`
 	GPUUtilization int32 `parquet:"gpu_utilization"`
+	// The learner objective's statistics (docs/objectives.md), optional so that metrics written
+	// before them still read: shares of tokens clipped below 1−ε_low and above 1+ε_high and
+	// bounded by the dual clip; the rollout correction's weight π_old/π_sampler before capping,
+	// mean and max per unit, and the share capped or masked (null with learn.rollout_is none);
+	// the share of rows whose advantage group had zero score spread (no signal); and the rows'
+	// response lengths.
+	ClipFracLow     *float64 `parquet:"clip_frac_low,optional"`
+	ClipFracHigh    *float64 `parquet:"clip_frac_high,optional"`
+	DualClipFrac    *float64 `parquet:"dual_clip_frac,optional"`
+	RolloutISMean   *float64 `parquet:"rollout_is_mean,optional"`
+	RolloutISMax    *float64 `parquet:"rollout_is_max,optional"`
+	RolloutISCapped *float64 `parquet:"rollout_is_capped,optional"`
+	ZeroStdShare    *float64 `parquet:"zero_std_share,optional"`
+	ResponseLenMean *float64 `parquet:"response_len_mean,optional"`
+	ResponseLenMax  *int64   `parquet:"response_len_max,optional"`
 }
 
 // ResultRow is one row of eval/step=N/results.parquet. DataSource "all" aggregates every

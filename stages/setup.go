@@ -189,12 +189,55 @@ func TrainTasks(cfg *configs.Config, wf workflows.Workflow, iter int) ([]workflo
 		return nil, err
 	}
 	out := make([]workflows.Task, n)
-	start := (iter % len(all)) * (n % len(all)) % len(all) // iter*n mod len(all), without overflow
+	start := windowStart(iter, n, len(all))
 	for i := range out {
 		out[i] = all[(start+i)%len(all)]
 	}
 	return out, nil
 }
+
+// ReserveTasks returns up to n extra training prompts of iteration iter for dynamic sampling
+// (rollout.filter_groups), none of them among TrainTasks': from the workflow's generator under
+// a seed of their own, or the dataset's tasks after the iteration's window (refused when the
+// dataset cannot hold both without repeating a task).
+func ReserveTasks(cfg *configs.Config, wf workflows.Workflow, iter, n int) ([]workflows.Task, error) {
+	main, err := TrainTasks(cfg, wf, iter)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	if generated(cfg) {
+		seen := map[string]bool{}
+		for _, t := range main {
+			seen[t.ID] = true
+		}
+		var out []workflows.Task
+		for _, t := range wf.Tasks(seeds.Derive(cfg.Seed, "train-tasks-reserve", iter), workflows.Train, n) {
+			if !seen[t.ID] {
+				out = append(out, t)
+			}
+		}
+		return out, nil
+	}
+	all, err := workflows.LoadTasksFormat(cfg.Tasks.Source, cfg.Tasks.Format)
+	if err != nil {
+		return nil, err
+	}
+	if k := cfg.Tasks.PerIteration; k+n > len(all) {
+		return nil, fmt.Errorf("rollout.filter_groups: tasks.per_iteration %d and %d reserve prompts (rollout.max_oversample) need %d distinct tasks, but %s holds %d: lower rollout.max_oversample",
+			k, n, k+n, cfg.Tasks.Source, len(all))
+	}
+	k := cfg.Tasks.PerIteration
+	start := windowStart(iter, k, len(all))
+	out := make([]workflows.Task, n)
+	for i := range out {
+		out[i] = all[(start+k+i)%len(all)]
+	}
+	return out, nil
+}
+
+// windowStart is where iteration iter's window of n tasks starts in a dataset of size tasks:
+// iter·n mod size, without overflow.
+func windowStart(iter, n, size int) int { return (iter % size) * (n % size) % size }
 
 // fitsDataset checks that an iteration's window of a dataset of n tasks holds no task twice: a
 // repeated task has the same group id and seeds, so its samples would be the same episodes

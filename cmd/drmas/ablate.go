@@ -7,13 +7,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/ablate"
+	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/report"
 )
 
 func newAblateCmd() *cobra.Command {
 	var (
 		o                 ablate.Options
 		estimators, iters string
-		seeds             string
+		seeds, reportOut  string
+		cache             string
 	)
 	cmd := &cobra.Command{
 		Use:   "ablate --run SRC [--mode replay|onpolicy]",
@@ -25,16 +28,21 @@ same rollouts and runs the learner from that same checkpoint: the only differenc
 estimators is the estimator. Each iteration's checkpoints live in runs/SRC-ablate-<est>/iter=N/
 checkpoints/ (step N copied, step N+1 produced). --eval also evaluates every produced checkpoint.
 Iterations whose checkpoint was deleted by learn.keep_checkpoints are skipped (and listed).
+The learner runs with the config's learn section: set learn objective options (docs/objectives.md,
+e.g. DRMAS_LEARN_LOSS_AGG=seq-mean-token-mean) to learn the same rows under them; such a replay
+writes runs SRC-ablate-<est>-o<8 hex> named by the options, beside the defaults' runs.
 
 onpolicy: a full 'drmas run' per estimator × seed into runs SRC-<estimator>-s<seed>, for --iters
 0..b iterations (default: the config's iterations).
 
 Both write runs/SRC/ablations/<mode>/summary.parquet (+ _MANIFEST.json), one row per (estimator,
 seed, iteration, model, agent): loss, grad norm, reward, eval avg@k/pass@k where present, and
-print a report. Use the config SRC was trained with. Same inputs and config give byte-identical
+print a report; --report FILE also renders 'drmas report --ablation <mode>' of it to FILE (for
+onpolicy: the statistics pooled over seeds, whose held-out, paired-difference and spike tables
+are printed as well). Use the config SRC was trained with. Same inputs and config give byte-identical
 outputs; committed work is not redone.`,
 		Example: `  drmas ablate --run demo --iters 0..4 --estimators drmas,grpo --eval
-  drmas ablate --run demo --mode onpolicy --iters 0..9 --seeds 1,2,3`,
+  drmas ablate --run demo --mode onpolicy --iters 0..9 --seeds 1,2,3 --report demo-onpolicy.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -66,6 +74,11 @@ outputs; committed work is not redone.`,
 			if len(o.Estimators) == 0 {
 				return fmt.Errorf("ablate: --estimators %q names no estimator (default %s)", estimators, strings.Join(ablate.DefaultEstimators, ","))
 			}
+			if reportOut != "" {
+				if err := checkOutput(reportOut); err != nil {
+					return err
+				}
+			}
 			env, done, err := openEnv(cmd)
 			if err != nil {
 				return err
@@ -75,7 +88,15 @@ outputs; committed work is not redone.`,
 			if err != nil {
 				return err
 			}
-			return ablate.WriteReport(cmd.OutOrStdout(), res)
+			if err := ablate.WriteReport(cmd.OutOrStdout(), res); err != nil || reportOut == "" {
+				return err
+			}
+			rep, err := writeReport(cmd, env, cache, nil, report.Options{Ablation: o.Mode, Params: analysis.ReportParams{SpikeK: 2, Window: 5}}, reportOut)
+			if err != nil {
+				return err
+			}
+			// The comparison itself, for a terminal or a log without the HTML.
+			return rep.WriteText(cmd.OutOrStdout(), report.TableHeldOut, report.TablePaired, report.TableSpikes)
 		},
 	}
 	f := cmd.Flags()
@@ -85,5 +106,7 @@ outputs; committed work is not redone.`,
 	f.StringVar(&seeds, "seeds", "", "onpolicy seeds, e.g. 1,2,3 (default: the config's seed)")
 	f.BoolVar(&o.Eval, "eval", false, "replay: evaluate every checkpoint the ablation produces")
 	f.IntVar(&o.EvalEvery, "eval-every", 0, "onpolicy: evaluate every N iterations (default: evaluate.every)")
+	f.StringVar(&reportOut, "report", "", "also render the ablation's HTML report (drmas report --ablation <mode>) to this file")
+	f.StringVar(&cache, "cache", "", "--report: local cache folder (default: ~/.cache/drmas/<hash of the store URL>)")
 	return cmd
 }

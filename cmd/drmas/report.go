@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/ablate"
+	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/report"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -30,10 +32,16 @@ PNGs, embedded as data URIs), with tables of the key numbers. --ablation adds th
 estimator, and a per-estimator table. Every report plots the Lemma 4.2 inflation factor per agent
 per iteration (mean and p90 over groups) and tables it per agent; --ablation replay adds the
 measured grad-norm ratio (grpo, grpo_step over drmas, same rollouts) against the ratio the
-rollouts' condition predicts, with the fit, pooled over the runs given to --pool.`,
+rollouts' condition predicts, with the fit, pooled over the runs given to --pool; --ablation
+onpolicy adds the statistics pooled over the ablation's output runs (one per estimator × seed):
+held-out avg@k/pass@k per estimator and the paired difference drmas − estimator per seed with a
+95 % t-interval over seeds, grad-norm spikes per agent (steps above 2× and 5× the run's median),
+the grad-norm ratio estimator / drmas against √(inflation) with its fit, and the inflation factor
+per agent per iteration (mean, p90, max over groups).`,
 		Example: `  drmas report --run demo -o demo.html
   drmas report --run demo --ablation replay -o ablation.html
-  drmas report --run sweep-a --ablation replay --pool sweep-b,sweep-c -o condition.html`,
+  drmas report --run sweep-a --ablation replay --pool sweep-b,sweep-c -o condition.html
+  drmas report --run cond --ablation onpolicy -o pooled.html`,
 		Args: cobra.NoArgs,
 		// What would fail after the run is synced and the report drawn is refused first.
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,33 +54,8 @@ rollouts' condition predicts, with the fit, pooled over the runs given to --pool
 			return checkOutput(out)
 		},
 		RunE: withEnv(func(cmd *cobra.Command, env *stages.Env) error {
-			var err error
-			s, err := openSession(cmd, env, cache)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if o.Pool, err = openPool(cmd, env, cache, pool); err != nil {
-				return err
-			}
-			defer closePool(o.Pool)
-			var buf bytes.Buffer
-			rep, err := report.Generate(cmd.Context(), s, o, &buf)
-			if err != nil {
-				return err
-			}
-			if out == "-" {
-				_, err = cmd.OutOrStdout().Write(buf.Bytes())
-				return err
-			}
-			if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d figures, %d tables, %d bytes\n", out, len(rep.Figures), len(rep.Tables), buf.Len())
-			for _, n := range rep.Notes {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
-			}
-			return nil
+			_, err := writeReport(cmd, env, cache, pool, o, out)
+			return err
 		}),
 	}
 	f := cmd.Flags()
@@ -84,6 +67,40 @@ rollouts' condition predicts, with the fit, pooled over the runs given to --pool
 	f.Float64Var(&o.Params.SpikeK, "k", 2, "grad-norm spike threshold: k × the rolling median")
 	f.IntVar(&o.Params.Window, "window", 5, "grad-norm rolling-median window, in iterations")
 	return cmd
+}
+
+// writeReport renders the report of env's run to out (- for stdout). An on-policy ablation's
+// output runs are opened from the same store and cache as the report needs them.
+func writeReport(cmd *cobra.Command, env *stages.Env, cache string, pool []string, o report.Options, out string) (*report.Report, error) {
+	s, err := openSession(cmd, env, cache)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if o.Pool, err = openPool(cmd, env, cache, pool); err != nil {
+		return nil, err
+	}
+	defer closePool(o.Pool)
+	o.OpenRun = func(_ context.Context, run string) (*analysis.Session, error) {
+		return openRun(cmd, env, cache, run)
+	}
+	var buf bytes.Buffer
+	rep, err := report.Generate(cmd.Context(), s, o, &buf)
+	if err != nil {
+		return nil, err
+	}
+	if out == "-" {
+		_, err = cmd.OutOrStdout().Write(buf.Bytes())
+		return rep, err
+	}
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d figures, %d tables, %d bytes\n", out, len(rep.Figures), len(rep.Tables), buf.Len())
+	for _, n := range rep.Notes {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
+	}
+	return rep, nil
 }
 
 // checkOutput rejects an -o that cannot be written: empty, a folder, or in a folder that does

@@ -13,9 +13,7 @@ import (
 func openPool(cmd *cobra.Command, env *stages.Env, cache string, runs []string) ([]*analysis.Session, error) {
 	var out []*analysis.Session
 	for _, run := range runs {
-		cfg := *env.Config
-		cfg.Run = run
-		s, err := openSession(cmd, &stages.Env{Bucket: env.Bucket, Config: &cfg, Log: env.Log, Progress: env.Progress}, cache)
+		s, err := openRun(cmd, env, cache, run)
 		if err != nil {
 			closePool(out)
 			return nil, fmt.Errorf("report --pool %s: %w", run, err)
@@ -23,6 +21,13 @@ func openPool(cmd *cobra.Command, env *stages.Env, cache string, runs []string) 
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// openRun opens a session of another run of env's store, in the same cache.
+func openRun(cmd *cobra.Command, env *stages.Env, cache, run string) (*analysis.Session, error) {
+	cfg := *env.Config
+	cfg.Run = run
+	return openSession(cmd, &stages.Env{Bucket: env.Bucket, Config: &cfg, Log: env.Log, Progress: env.Progress}, cache)
 }
 
 func closePool(ss []*analysis.Session) {

@@ -195,12 +195,12 @@ type gpuGrads struct {
 
 func (g *gpuGrads) begin() error { return g.cur.Zero() }
 
-func (g *gpuGrads) backward(p Pass, d [][]float32) error {
+func (g *gpuGrads) backward(p Pass, d, de [][]float32) error {
 	gp, ok := p.(gpuPass)
 	if !ok {
 		return fmt.Errorf("gpu engine: a %T pass in a device update", p)
 	}
-	return gp.BackwardInto(d, nil, g.cur)
+	return gp.BackwardInto(d, de, g.cur)
 }
 
 func (g *gpuGrads) end(string) (float64, error) {

@@ -30,8 +30,21 @@ import (
 // micro-batches, and a clip norm below the gradient's, so accumulation, the agents' sum and
 // clipping all run.
 func TestGPUEngineSeam(t *testing.T) {
-	for _, hostOpt := range []bool{false, true} {
-		t.Run(map[bool]string{false: "device optimizer", true: "host optimizer"}[hostOpt], func(t *testing.T) {
+	// The objective's options reach the engines as per-token weights of the log-probs and, with
+	// an entropy bonus, of the entropies: the device's entropy backward runs too.
+	withEntropy := hyper
+	withEntropy.Objective = learn.Objective{LossAgg: "seq-mean-token-mean", EntropyCoef: 0.05, ClipC: 3}
+	for _, c := range []struct {
+		name    string
+		hostOpt bool
+		hyper   learn.Hyper
+	}{
+		{"device optimizer", false, hyper},
+		{"host optimizer", true, hyper},
+		{"device optimizer, entropy bonus", false, withEntropy},
+	} {
+		hostOpt, hyper := c.hostOpt, c.hyper
+		t.Run(c.name, func(t *testing.T) {
 			mc := tinyModel(t)
 			mg := mc.Clone()
 			m0 := mc.Clone()

@@ -10,3 +10,34 @@ func SetTestDevice(t interface{ Cleanup(func()) }, f func() gpuengine.Device) {
 	testDevice = f
 	t.Cleanup(func() { testDevice = nil })
 }
+
+// ObjectiveTerms runs the objective over batch with the given log-probs and entropies in place
+// of a model's forward pass: the loss, its gradient with respect to each log-prob and entropy
+// (nil rows without an entropy bonus), and the statistics per agent.
+func ObjectiveTerms(h Hyper, batch []Example, lps, ents [][]float32) (loss float64, d, de [][]float32, st map[string]*AgentStats) {
+	tokens := 0
+	for i := range batch {
+		tokens += len(batch[i].Seq.Response)
+	}
+	den := h.denominators(batch, tokens)
+	st = map[string]*AgentStats{}
+	d, de = make([][]float32, len(batch)), make([][]float32, len(batch))
+	for i := range batch {
+		as := st[batch[i].Agent]
+		if as == nil {
+			as = &AgentStats{}
+			st[batch[i].Agent] = as
+		}
+		d[i], de[i] = h.row(as, &batch[i], lps[i], ents[i], den[i])
+	}
+	for _, as := range st {
+		loss += as.Loss
+	}
+	return loss, d, de, st
+}
+
+// BalanceWeights exposes balanceWeights.
+var BalanceWeights = balanceWeights
+
+// AdapterOff exposes adapterOff.
+var AdapterOff = adapterOff

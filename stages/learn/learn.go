@@ -77,7 +77,7 @@ type Result struct {
 // computes. learn.keep_checkpoints (retention) does not, nor learn.estimator, which estimator
 // replaces.
 func Digest(cfg *configs.Config, estimator string) string {
-	l := cfg.Learn
+	l := cfg.Learn.Canonical()
 	l.KeepCheckpoints, l.Estimator = 0, ""
 	return digestOf(cfg, l, estimator)
 }
@@ -377,7 +377,7 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 		return nil, nil, err
 	}
 	var ref *checkpoints.Set
-	if cfg.Learn.KLCoef > 0 {
+	if cfg.Learn.KLCoef > 0 && cfg.Learn.KLRef != "base" {
 		if ref, err = stages.LoadPolicy(ctx, l.env, 0, false); err != nil {
 			return nil, nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
@@ -393,9 +393,14 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 			return nil, nil, fmt.Errorf("checkpoint step %d has no model %s", version, id)
 		}
 		var refModel model.Trainable
-		if ref != nil {
+		switch {
+		case ref != nil:
 			if refModel, ok = ref.Trainable(id); !ok {
 				return nil, nil, fmt.Errorf("the reference policy (step 0) has no model %s", id)
+			}
+		case cfg.Learn.KLCoef > 0:
+			if refModel, err = adapterOff(id, m); err != nil {
+				return nil, nil, err
 			}
 		}
 		mrows, opt, err := trainModel(ctx, l.env, l.iter, l.est, id, m, set.Optims[id], refModel, rows, advs)
@@ -647,7 +652,8 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	cfg := env.Config
 	agents := cfg.AgentsOf(id)
 	hp := cfg.OptimOf(agents[0])
-	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch}
+	h := Hyper{ClipLow: hp.ClipLow, ClipHigh: hp.ClipHigh, KLCoef: cfg.Learn.KLCoef, Temperature: float32(cfg.Rollout.Temperature), MicroBatch: hp.MicroBatch,
+		Objective: objectiveOf(cfg.Learn, cfg.Rollout.MaxTokens)}
 	exs, behaviour, err := examplesOf(id, rows, advs)
 	if err != nil {
 		return nil, nil, err
@@ -675,7 +681,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	}
 	opt.LR = hp.LR
 	opt.WeightDecay = cfg.Learn.WeightDecay
-	accs, updates, err := runEpochs(ctx, env, iter, id, eng, m, opt, exs, h, hp.GradClip, agents)
+	accs, updates, err := runEpochs(ctx, env, iter, id, eng, m, opt, exs, h, hp, agents)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -684,14 +690,16 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	if err := eng.Sync(); err != nil {
 		return nil, nil, fmt.Errorf("model %s: %w", id, err)
 	}
-	out := metricsRows(iter, est, id, agents, accs, updates)
+	out := metricsRows(iter, est, id, agents, accs, updates, h.RolloutIS != "")
 	out[0].BehaviourGap = div(behaviourGap, int64(stored))
+	addRowStats(out, id, rows, advs)
 	return out, opt, nil
 }
 
 // examplesOf returns the training examples of model id's rows with their advantages, and the
 // stored behaviour log-probs of each, to compare with the recomputed ones.
 func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs []Example, behaviour [][]float32, err error) {
+	var uids []string
 	for i := range rows {
 		r := &rows[i]
 		if r.Model != id || len(r.ResponseIDs) == 0 {
@@ -700,10 +708,32 @@ func examplesOf(id string, rows []shards.Row, advs []shards.AdvantageRow) (exs [
 		if len(r.ResponseLogprobs) != len(r.ResponseIDs) {
 			return nil, nil, fmt.Errorf("row %d (agent %s) has no behaviour log-probs: its backend did not return them (an openai backend in chat mode has none: use mode completions), so it cannot be trained with PPO", r.RowID, r.Agent)
 		}
-		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage})
+		exs = append(exs, Example{Agent: r.Agent, Seq: model.Sequence{Prompt: r.PromptIDs, Response: r.ResponseIDs}, Advantage: advs[i].Advantage,
+			Behaviour: r.ResponseLogprobs})
 		behaviour = append(behaviour, r.ResponseLogprobs)
+		uids = append(uids, r.UID)
 	}
+	balanceWeights(exs, uids)
 	return exs, behaviour, nil
+}
+
+// balanceWeights sets each example's Weight for agent_balance inverse_count, as the reference
+// code's balance_loss_by_agent_freq: 1/n for the n examples of its (prompt group, agent), over
+// the mean of those over all examples, so the weights average 1.
+func balanceWeights(exs []Example, uids []string) {
+	type key struct{ uid, agent string }
+	n := map[key]int{}
+	for i := range exs {
+		n[key{uids[i], exs[i].Agent}]++
+	}
+	var mean float64
+	for i := range exs {
+		mean += 1 / float64(n[key{uids[i], exs[i].Agent}])
+	}
+	mean /= float64(len(exs))
+	for i := range exs {
+		exs[i].Weight = 1 / float64(n[key{uids[i], exs[i].Agent}]) / mean
+	}
 }
 
 // scoreOld sets the old (and, with ref, reference) log-probs of exs from the pre-update policy,
@@ -742,13 +772,18 @@ type acc struct {
 	seen                                          int64 // tokens over all epochs: the ratios' denominator
 	loss, gn, gnMax, clip, kl, refKL, ent, absAdv float64
 	ratioMax                                      float64
+	clipLow, clipHigh, dual                       float64 // tokens, as clip
+	isUnits, isCapped                             int64
+	isSum, isMax                                  float64
 }
 
 // runEpochs runs the PPO updates of one model: per epoch, a seeded permutation of exs cut into
-// learn.mini_batches. It returns the statistics per agent ("*": the model) and the number of
-// updates that saw tokens.
-func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m model.Trainable, opt *model.AdamW, exs []Example, h Hyper, gradClip float64, agents []string) (map[string]*acc, int, error) {
+// learn.mini_batches, each update at the learning rate learn.lr_schedule gives the optimizer's
+// step. It returns the statistics per agent ("*": the model) and the number of updates that saw
+// tokens.
+func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m model.Trainable, opt *model.AdamW, exs []Example, h Hyper, hp configs.Optim, agents []string) (map[string]*acc, int, error) {
 	cfg := env.Config
+	sched := scheduleOf(cfg, hp.LR)
 	accs := map[string]*acc{"*": {}}
 	for _, a := range agents {
 		accs[a] = &acc{}
@@ -768,7 +803,8 @@ func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng En
 			for _, i := range perm[lo:hi] {
 				batch = append(batch, exs[i])
 			}
-			st, err := UpdateOn(eng, m, opt, batch, h, gradClip)
+			opt.LR = sched.at(opt.Steps)
+			st, err := UpdateOn(eng, m, opt, batch, h, hp.GradClip)
 			if err != nil {
 				return nil, 0, fmt.Errorf("model %s: %w", id, err)
 			}
@@ -818,6 +854,13 @@ func addUpdate(accs map[string]*acc, st Stats, firstEpoch bool) {
 			y.ent += as.SumEntropy
 			y.absAdv += as.SumAbsAdv
 			y.ratioMax = math.Max(y.ratioMax, as.MaxRatio)
+			y.clipLow += float64(as.ClipLowTokens)
+			y.clipHigh += float64(as.ClipHighTokens)
+			y.dual += float64(as.DualClipTokens)
+			y.isUnits += int64(as.ISUnits)
+			y.isCapped += int64(as.ISCapped)
+			y.isSum += as.SumIS
+			y.isMax = math.Max(y.isMax, as.MaxIS)
 		}
 	}
 }
@@ -833,7 +876,7 @@ func div(v float64, n int64) float64 {
 // metricsRows turns the sums into metrics rows: the model's ("*") first, then agents sorted.
 // An agent that the config does not give this model (an import's model column names it for
 // its rows) is trained with it, and its statistics get a row of their own too.
-func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc, updates int) []MetricsRow {
+func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc, updates int, rolloutIS bool) []MetricsRow {
 	names := slices.Clone(agents)
 	for a := range accs {
 		if a != "*" && !slices.Contains(agents, a) {
@@ -849,9 +892,50 @@ func metricsRows(iter int, est, id string, agents []string, accs map[string]*acc
 			Loss: div(x.loss, int64(updates)), GradNorm: div(x.gn, int64(updates)), GradNormMax: x.gnMax,
 			ClipFrac: div(x.clip, x.seen), ApproxKL: div(x.kl, x.seen), RefKL: div(x.refKL, x.seen),
 			Entropy: div(x.ent, x.seen), MeanAbsAdv: div(x.absAdv, x.seen), RatioMax: x.ratioMax,
+			ClipFracLow: ptr(div(x.clipLow, x.seen)), ClipFracHigh: ptr(div(x.clipHigh, x.seen)), DualClipFrac: ptr(div(x.dual, x.seen)),
 		})
+		if rolloutIS {
+			r := &out[len(out)-1]
+			r.RolloutISMean, r.RolloutISMax, r.RolloutISCapped = ptr(div(x.isSum, x.isUnits)), ptr(x.isMax), ptr(div(float64(x.isCapped), x.isUnits))
+		}
 	}
 	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// addRowStats sets the metrics' statistics of the iteration's rows of model id: per agent and
+// for the model ("*"), the share of rows whose advantage group had zero score spread and the
+// response lengths' mean and max.
+func addRowStats(out []MetricsRow, id string, rows []shards.Row, advs []shards.AdvantageRow) {
+	type stat struct{ rows, zero, tokens, max int64 }
+	by := map[string]*stat{"*": {}}
+	for i := range rows {
+		r := &rows[i]
+		if r.Model != id || len(r.ResponseIDs) == 0 {
+			continue
+		}
+		if by[r.Agent] == nil {
+			by[r.Agent] = &stat{}
+		}
+		for _, s := range []*stat{by[r.Agent], by["*"]} {
+			s.rows++
+			s.tokens += int64(len(r.ResponseIDs))
+			s.max = max(s.max, int64(len(r.ResponseIDs)))
+			if advs[i].BaselineStd == 0 {
+				s.zero++
+			}
+		}
+	}
+	for i := range out {
+		s := by[out[i].Agent]
+		if s == nil {
+			s = &stat{}
+		}
+		out[i].ZeroStdShare = ptr(div(float64(s.zero), s.rows))
+		out[i].ResponseLenMean = ptr(div(float64(s.tokens), s.rows))
+		out[i].ResponseLenMax = ptr(s.max)
+	}
 }
 
 // checkFirstUpdate is the invariants build's check of the first mini-batch of an iteration:

@@ -17,6 +17,8 @@ type Example struct {
 	Advantage float32
 	Old       []float32 // log-probs before this iteration's first update
 	Ref       []float32 // reference-policy log-probs; nil unless KLCoef > 0
+	Behaviour []float32 // the sampler's log-probs (rows' response_logprobs); for RolloutIS
+	Weight    float64   // the policy term's weight under Objective.AgentBalance
 }
 
 // Hyper are the PPO settings of one model.
@@ -25,6 +27,7 @@ type Hyper struct {
 	KLCoef            float64 // weight of the k3 KL estimate to the reference
 	Temperature       float32 // the sampling temperature the rows were generated at
 	MicroBatch        int     // rows per forward/backward
+	Objective
 }
 
 // AgentStats are the statistics of one agent's share of a mini-batch.
@@ -38,6 +41,13 @@ type AgentStats struct {
 	ClipTokens                        int
 	SumKL, SumEntropy, SumAbsAdv      float64
 	SumRatio, MaxRatio, SumLogRatioSq float64
+	// ClipLowTokens and ClipHighTokens split ClipTokens by the side clipped; DualClipTokens
+	// were bounded by Objective.ClipC (clipped or not).
+	ClipLowTokens, ClipHighTokens, DualClipTokens int
+	// The rollout correction's weights before capping, per unit (token or row): count, sum,
+	// max, and how many were capped or masked.
+	ISUnits, ISCapped int
+	SumIS, MaxIS      float64
 }
 
 // Stats are the statistics of one mini-batch update.
@@ -76,8 +86,9 @@ func GradientsOn(eng Engine, m *model.Model, batch []Example, h Hyper) (total *m
 type gradStore interface {
 	// begin starts the next agent's gradient at zero.
 	begin() error
-	// backward adds pass's gradient of Σ dLogProb·logprob into the current agent's.
-	backward(p Pass, dLogProb [][]float32) error
+	// backward adds pass's gradient of Σ dLogProb·logprob + Σ dEntropy·entropy (dEntropy
+	// may be nil) into the current agent's.
+	backward(p Pass, dLogProb, dEntropy [][]float32) error
 	// end adds the current agent's gradient into the total and returns the agent's norm.
 	end(agent string) (float64, error)
 	// totalNorm is the norm of the total.
@@ -106,7 +117,7 @@ func (g *hostGrads) begin() error {
 	return nil
 }
 
-func (g *hostGrads) backward(p Pass, d [][]float32) error { return p.Backward(d, nil, g.cur) }
+func (g *hostGrads) backward(p Pass, d, de [][]float32) error { return p.Backward(d, de, g.cur) }
 
 func (g *hostGrads) end(agent string) (float64, error) {
 	if err := model.AddGrads(g.total, g.cur); err != nil {
@@ -138,7 +149,7 @@ func gradients(eng Engine, m model.Trainable, batch []Example, h Hyper, store gr
 	}
 	byAgent := map[string][]int{}
 	for i, ex := range batch {
-		if len(ex.Old) != len(ex.Seq.Response) || (h.KLCoef > 0 && len(ex.Ref) != len(ex.Seq.Response)) {
+		if len(ex.Old) != len(ex.Seq.Response) || (h.KLCoef > 0 && len(ex.Ref) != len(ex.Seq.Response)) || (h.RolloutIS != "" && len(ex.Behaviour) != len(ex.Seq.Response)) {
 			return st, fmt.Errorf("example %d (agent %s): %d old log-probs for %d response tokens", i, ex.Agent, len(ex.Old), len(ex.Seq.Response))
 		}
 		if a := float64(ex.Advantage); math.IsNaN(a) || math.IsInf(a, 0) {
@@ -151,7 +162,7 @@ func gradients(eng Engine, m model.Trainable, batch []Example, h Hyper, store gr
 	if st.Tokens == 0 {
 		return st, nil
 	}
-	n := float64(st.Tokens)
+	den := h.denominators(batch, st.Tokens)
 	agents := make([]string, 0, len(byAgent))
 	for a := range byAgent {
 		agents = append(agents, a)
@@ -175,41 +186,20 @@ func gradients(eng Engine, m model.Trainable, batch []Example, h Hyper, store gr
 			}
 			lps, ents := pass.LogProbs(), pass.Entropy()
 			d := make([][]float32, len(mb))
+			var de [][]float32
+			if h.EntropyCoef != 0 {
+				de = make([][]float32, len(mb))
+			}
 			for j, i := range mb {
-				ex := &batch[i]
-				adv := float64(ex.Advantage)
-				d[j] = make([]float32, len(lps[j]))
-				for t, lp := range lps[j] {
-					logRatio := float64(lp) - float64(ex.Old[t])
-					r := math.Exp(logRatio)
-					rc := math.Min(math.Max(r, 1-h.ClipLow), 1+h.ClipHigh)
-					unclipped, clipped := -adv*r, -adv*rc
-					var grad float64
-					if unclipped >= clipped {
-						as.Loss += unclipped / n
-						grad = -adv * r / n
-					} else {
-						as.Loss += clipped / n
-						as.ClipTokens++
-					}
-					if h.KLCoef > 0 {
-						diff := float64(ex.Ref[t]) - float64(lp)
-						kl := math.Exp(diff) - diff - 1
-						as.Loss += h.KLCoef * kl / n
-						grad += h.KLCoef * (1 - math.Exp(diff)) / n
-						as.SumKL += kl
-					}
-					d[j][t] = float32(grad)
-					as.SumRatio += r
-					as.MaxRatio = math.Max(as.MaxRatio, r)
-					as.SumLogRatioSq += logRatio * logRatio
-					as.SumEntropy += float64(ents[j][t])
-					as.SumAbsAdv += math.Abs(adv)
+				dj, dej := h.row(as, &batch[i], lps[j], ents[j], den[i])
+				d[j] = dj
+				if de != nil {
+					de[j] = dej
 				}
 				as.Tokens += len(lps[j])
 				as.Rows++
 			}
-			if err := store.backward(pass, d); err != nil {
+			if err := store.backward(pass, d, de); err != nil {
 				return st, fmt.Errorf("backward: %w", err)
 			}
 		}

@@ -73,7 +73,7 @@ func TestProgramRollout(t *testing.T) {
 	ctx := context.Background()
 	whole := programEnv(t)
 	res, err := rollout.Run(ctx, whole, rollout.Options{Step: stages.LatestStep})
-	if err != nil || !res.Committed || res.Episodes != 8 || res.Rows != 16 || res.Dropped != 0 {
+	if err != nil || !res.Committed || res.Episodes != 8 || res.Rows != 16 || res.EpisodesDropped != 0 {
 		t.Fatalf("%+v %v", res, err)
 	}
 	_, sum, err := commit.Read(ctx, whole.Bucket, commit.RolloutDir("t", 0))

@@ -57,8 +57,12 @@ type Result struct {
 	// MeanReward is the mean episode reward; AgentScore the mean row score per agent.
 	MeanReward float64
 	AgentScore map[string]float64
-	// Dropped counts an agent program's failed episodes dropped (workflow.failure_reward unset).
-	Dropped int
+	// EpisodesDropped counts an agent program's failed episodes dropped (workflow.failure_reward
+	// unset).
+	EpisodesDropped int
+	// GroupsKept and GroupsDropped count rollout.filter_groups' prompt groups with and without
+	// a signal (0 when off).
+	GroupsKept, GroupsDropped int
 }
 
 // partStats are the statistics a part's receipt carries, merged at finalize.
@@ -68,15 +72,20 @@ type partStats struct {
 	RewardSum  float64            `json:"reward_sum"`
 	AgentSum   map[string]float64 `json:"agent_sum"`
 	AgentCount map[string]int64   `json:"agent_count"`
-	// Dropped counts an agent program's failed episodes dropped (no failure reward).
-	Dropped int `json:"dropped,omitempty"`
+	// EpisodesDropped counts an agent program's failed episodes dropped (no failure reward).
+	EpisodesDropped int `json:"episodes_dropped,omitempty"`
+	// rollout.filter_groups: groups kept and dropped (no signal); absent when off.
+	GroupsKept    int `json:"groups_kept,omitempty"`
+	GroupsDropped int `json:"groups_dropped,omitempty"`
 }
 
 func (p *partStats) add(o partStats) {
 	p.Episodes += o.Episodes
 	p.Tokens += o.Tokens
 	p.RewardSum += o.RewardSum
-	p.Dropped += o.Dropped
+	p.EpisodesDropped += o.EpisodesDropped
+	p.GroupsKept += o.GroupsKept
+	p.GroupsDropped += o.GroupsDropped
 	if p.AgentSum == nil {
 		p.AgentSum, p.AgentCount = map[string]float64{}, map[string]int64{}
 	}
@@ -102,7 +111,7 @@ func Digest(cfg *configs.Config, tasks []workflows.Task) string {
 		Rollout  configs.Rollout
 		Agents   map[string]configs.Agent
 		Models   map[string]configs.Model
-	}{cfg.Seed, cfg.Workflow, workflows.TasksDigest(tasks), cfg.Rollout, cfg.Agents, cfg.Models})
+	}{cfg.Seed, cfg.Workflow, workflows.TasksDigest(tasks), cfg.Rollout.Canonical(), cfg.Agents, cfg.Models})
 }
 
 // Run rolls out this worker's parts of one iteration and commits the folder if every part is
@@ -164,8 +173,11 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
 		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
 	}
-	if res.Dropped > 0 {
-		what += fmt.Sprintf("; %d failed episodes dropped", res.Dropped)
+	if res.EpisodesDropped > 0 {
+		what += fmt.Sprintf("; %d failed episodes dropped", res.EpisodesDropped)
+	}
+	if r.filter != nil {
+		rate += fmt.Sprintf(", filter_groups kept %d groups and dropped %d", res.GroupsKept, res.GroupsDropped)
 	}
 	env.Logf("rollout iter %d: %s; %d episodes, %d rows, %s, mean reward %.3f", r.iter, what, res.Episodes, res.Rows, rate, res.MeanReward)
 	return res, nil
@@ -202,6 +214,7 @@ type stageRun struct {
 	// and are never committed together with these (Finalize refuses a mixed set).
 	manifest *commit.Manifest
 	writer   string
+	filter   *filter // rollout.filter_groups; nil when off
 }
 
 // plan loads the workflow and the policy the iteration samples from (refusing any other step:
@@ -246,6 +259,13 @@ func plan(ctx context.Context, env *stages.Env, o Options, dir string) (*stageRu
 			"tasks": strconv.Itoa(len(r.tasks)), "group_size": strconv.Itoa(G),
 		},
 	}
+	if r.filter, err = newFilter(cfg, r.wf, o.Iteration, len(r.tasks)); err != nil {
+		return nil, err
+	}
+	if r.filter != nil {
+		r.manifest.Params["filter_groups"] = "true"
+		r.manifest.Params["max_oversample"] = strconv.Itoa(cfg.Rollout.MaxOversample)
+	}
 	r.writer = commit.Writer(r.manifest)
 	return r, nil
 }
@@ -285,33 +305,42 @@ func (r *stageRun) writeParts(ctx context.Context, todo []int, todoTasks []workf
 	}
 	bar := progress.New(r.env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", r.iter), "episodes")
 	var tokens int64
-	eps, err := playerOf(r.wf, r.env.Logf)(ctx, r.wf, todoTasks, r.backends, PlayOptions{
-		Samples:  G,
-		Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
-		Seed: func(t workflows.Task, sample, turn int) uint64 {
-			return seeds.Derive(cfg.Seed, "rollout", r.iter, t.ID, sample, turn)
-		},
-		Done: func(n, tok int) {
-			bar.Add(n)
-			tokens += int64(tok)
-			bar.Describe(fmt.Sprintf("rollout iter %d (%d tokens)", r.iter, tokens))
-		},
-	})
+	play := func(ctx context.Context, tasks []workflows.Task) ([]*Episode, error) {
+		return playerOf(r.wf, r.env.Logf)(ctx, r.wf, tasks, r.backends, PlayOptions{
+			Samples:  G,
+			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+			Seed: func(t workflows.Task, sample, turn int) uint64 {
+				return seeds.Derive(cfg.Seed, "rollout", r.iter, t.ID, sample, turn)
+			},
+			Done: func(n, tok int) {
+				bar.Add(n)
+				tokens += int64(tok)
+				bar.Describe(fmt.Sprintf("rollout iter %d (%d tokens)", r.iter, tokens))
+			},
+		})
+	}
+	eps, err := play(ctx, todoTasks)
 	if err != nil {
 		return mine, 0, err
 	}
-	elapsed = bar.Finish()
 	off := 0
 	for _, p := range todo {
-		n := len(r.partTasks(p)) * G
-		st, err := writePart(ctx, r.env, r.wf, r.iter, p, r.names[p], r.writer, eps[off:off+n], G)
+		want := len(r.partTasks(p))
+		part := eps[off : off+want*G]
+		off += want * G
+		var kept, dropped int
+		if r.filter != nil {
+			if part, kept, dropped, err = r.filter.refill(ctx, r, p, part, want, play); err != nil {
+				return mine, 0, err
+			}
+		}
+		st, err := writePart(ctx, r.env, r.wf, r.iter, p, r.names[p], r.writer, part, G, kept, dropped)
 		if err != nil {
 			return mine, 0, err
 		}
-		off += n
 		mine.add(st)
 	}
-	return mine, elapsed, nil
+	return mine, bar.Finish(), nil
 }
 
 // finalize commits the folder if every part's receipt is there, and returns the folder's
@@ -336,7 +365,8 @@ func (r *stageRun) finalize(ctx context.Context) (all partStats, done bool, err 
 // result summarises st, the folder's totals when committed, else this worker's.
 func (r *stageRun) result(st partStats, committed bool) *Result {
 	res := &Result{PolicyVersion: r.set.Step, AgentScore: map[string]float64{}, Committed: committed}
-	res.Episodes, res.Tokens, res.Dropped = st.Episodes, st.Tokens, st.Dropped
+	res.Episodes, res.Tokens, res.EpisodesDropped = st.Episodes, st.Tokens, st.EpisodesDropped
+	res.GroupsKept, res.GroupsDropped = st.GroupsKept, st.GroupsDropped
 	for a, sum := range st.AgentSum {
 		res.AgentScore[a] = sum / float64(st.AgentCount[a])
 		res.Rows += st.AgentCount[a]
@@ -348,7 +378,8 @@ func (r *stageRun) result(st partStats, committed bool) *Result {
 }
 
 // writePart writes part p (episodes of its tasks, task-major) and its receipt.
-func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter, p int, name, writer string, eps []*Episode, G int) (partStats, error) {
+// kept and dropped are rollout.filter_groups' counts of groups (0 when off).
+func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter, p int, name, writer string, eps []*Episode, G, kept, dropped int) (partStats, error) {
 	cfg := env.Config
 	type group struct {
 		uid string
@@ -363,7 +394,7 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 	for _, g := range groups {
 		rows = append(rows, Rows(cfg.Run, iter, g.uid, wf, g.eps)...)
 	}
-	st := partStats{Episodes: len(eps), AgentSum: map[string]float64{}, AgentCount: map[string]int64{}}
+	st := partStats{Episodes: len(eps), AgentSum: map[string]float64{}, AgentCount: map[string]int64{}, GroupsKept: kept, GroupsDropped: dropped}
 	for i := range rows {
 		rows[i].RowID = shards.RowID(p, i)
 		st.AgentSum[rows[i].Agent] += rows[i].Score
@@ -373,7 +404,7 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 	for _, ep := range eps {
 		if ep.Dropped {
 			st.Episodes--
-			st.Dropped++
+			st.EpisodesDropped++
 		}
 		st.RewardSum += ep.Reward
 	}
