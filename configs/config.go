@@ -52,6 +52,9 @@ type Config struct {
 	Warmup     Warmup           `mapstructure:"warmup" json:"warmup"`
 	Evaluate   Evaluate         `mapstructure:"evaluate" json:"evaluate"`
 	Analyze    Analyze          `mapstructure:"analyze" json:"analyze"`
+	// Dir is the config file's folder (absolute; the working folder without a file), where an
+	// agent program (workflow.command) runs. Not a key: set by Load.
+	Dir string `mapstructure:"-" json:"-"`
 }
 
 // S3 configures s3:// stores.
@@ -87,6 +90,16 @@ type Workflow struct {
 	VerdictShare   float64            `mapstructure:"verdict_share" json:"verdict_share,omitempty"`
 	FormatPenalty  map[string]float64 `mapstructure:"format_penalty" json:"format_penalty,omitempty"`
 	StepCost       float64            `mapstructure:"step_cost" json:"step_cost,omitempty"`
+	// The program workflow (workflows.ProgramOptions, docs/agent-programs.md): the agent
+	// program's argv, run once per episode in the config file's folder, and its limits. Unset
+	// (zero: the documented defaults) for the other workflows, and omitted from digests then.
+	Command       []string      `mapstructure:"command" json:"command,omitempty"`
+	Timeout       time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+	Concurrency   int           `mapstructure:"concurrency" json:"concurrency,omitempty"`
+	MaxCalls      int           `mapstructure:"max_calls" json:"max_calls,omitempty"`
+	FailureReward *float64      `mapstructure:"failure_reward" json:"failure_reward,omitempty"`
+	RevealAnswer  bool          `mapstructure:"reveal_answer" json:"reveal_answer,omitempty"`
+	Reward        string        `mapstructure:"reward" json:"reward,omitempty"`
 }
 
 // Tasks selects where prompts come from.

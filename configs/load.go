@@ -211,6 +211,7 @@ func load(o LoadOptions) (*Config, error) {
 			}
 		}
 	}
+	cfg.Dir = configDir(o.File)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config %s: %w", source, err))
 	}
@@ -232,6 +233,9 @@ func checkValue(key, val string) error {
 		return nil
 	}
 	t := fixedFields()[key].Type
+	if t.Kind() == reflect.Pointer { // an optional value (workflow.failure_reward)
+		t = t.Elem()
+	}
 	switch {
 	case t == durationType:
 		return errors.New("not a duration (e.g. 30s)")
@@ -293,6 +297,9 @@ func walkFixed(f func(key string, field reflect.StructField)) {
 		for i := 0; i < t.NumField(); i++ {
 			sf := t.Field(i)
 			tag := sf.Tag.Get("mapstructure")
+			if tag == "-" {
+				continue
+			}
 			switch sf.Type.Kind() {
 			case reflect.Struct:
 				walk(sf.Type, prefix+tag+".")
@@ -342,4 +349,17 @@ func isSecretKey(key string) bool { return fixedFields()[key].Tag.Get("secret") 
 func isFixedKey(k string) bool {
 	_, ok := fixedFields()[k]
 	return ok
+}
+
+// configDir is the absolute folder of the config file (the working folder without one), where
+// an agent program (workflow.command) runs.
+func configDir(file string) string {
+	dir := "."
+	if file != "" {
+		dir = filepath.Dir(file)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }

@@ -26,7 +26,7 @@ func checkKeys(m map[string]any, t reflect.Type, prefix string, bad map[string]r
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if tag := f.Tag.Get("mapstructure"); tag != "" {
+		if tag := f.Tag.Get("mapstructure"); tag != "" && tag != "-" {
 			fields[tag] = f.Type
 			names = append(names, tag)
 		}

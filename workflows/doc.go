@@ -60,7 +60,9 @@
 // # Workflows
 //
 // "math" (agents solver, verifier): see [NewMath]. "search" (agents router,
-// searcher, answerer): see [NewSearch]. The BM25 retriever and the synthetic
+// searcher, answerer): see [NewSearch]. "program" (the config's agents; package
+// workflows/program, options [ProgramOptions]) is a user's agent program, whose episodes the
+// rollout stage runs as processes against package gateway rather than as an [Episode]. The BM25 retriever and the synthetic
 // fact corpus live in package workflows/retriever.
 //
 // # Adding a workflow

@@ -167,6 +167,8 @@ type Options struct {
 	// (paper.go), the format for Hugging Face models; the others keep the compact format of the
 	// built-in model. Empty: every agent is compact.
 	PaperAgents []string `json:"paper_agents,omitempty"`
+	// Program configures the "program" workflow (program.go); unset for the others.
+	Program ProgramOptions `json:"program,omitzero"`
 }
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -208,6 +210,7 @@ func (o Options) Problems() []error {
 	}
 	errs = append(errs, o.Retriever.problems()...)
 	errs = append(errs, o.paperProblems()...)
+	errs = append(errs, o.Program.problems()...)
 	return append(errs, o.Rewards.problems()...)
 }
 

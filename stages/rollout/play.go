@@ -35,6 +35,9 @@ type Episode struct {
 	Scores []float64
 	// F1 is the answer's token F1 (workflows.EpisodeF1), nil for a workflow without one.
 	F1 *float64
+	// Dropped: an agent program's episode that failed without a failure reward; it has no
+	// turns and counts in no mean.
+	Dropped bool
 }
 
 // PlayOptions configure Play.

@@ -57,6 +57,9 @@ type Result struct {
 	// MeanReward is the mean episode reward; AgentScore the mean row score per agent.
 	MeanReward float64
 	AgentScore map[string]float64
+	// EpisodesDropped counts an agent program's failed episodes dropped (workflow.failure_reward
+	// unset).
+	EpisodesDropped int
 	// GroupsKept and GroupsDropped count rollout.filter_groups' prompt groups with and without
 	// a signal (0 when off).
 	GroupsKept, GroupsDropped int
@@ -69,6 +72,8 @@ type partStats struct {
 	RewardSum  float64            `json:"reward_sum"`
 	AgentSum   map[string]float64 `json:"agent_sum"`
 	AgentCount map[string]int64   `json:"agent_count"`
+	// EpisodesDropped counts an agent program's failed episodes dropped (no failure reward).
+	EpisodesDropped int `json:"episodes_dropped,omitempty"`
 	// rollout.filter_groups: groups kept and dropped (no signal); absent when off.
 	GroupsKept    int `json:"groups_kept,omitempty"`
 	GroupsDropped int `json:"groups_dropped,omitempty"`
@@ -78,6 +83,7 @@ func (p *partStats) add(o partStats) {
 	p.Episodes += o.Episodes
 	p.Tokens += o.Tokens
 	p.RewardSum += o.RewardSum
+	p.EpisodesDropped += o.EpisodesDropped
 	p.GroupsKept += o.GroupsKept
 	p.GroupsDropped += o.GroupsDropped
 	if p.AgentSum == nil {
@@ -166,6 +172,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	rate := fmt.Sprintf("%d tokens in %s (%.0f tokens/s)", mine.Tokens, elapsed.Round(1e7), float64(mine.Tokens)/max(elapsed.Seconds(), 1e-9))
 	if st.Tokens != mine.Tokens { // the folder's totals, then what this worker sampled
 		rate = fmt.Sprintf("%d tokens; this shard %s", st.Tokens, rate)
+	}
+	if res.EpisodesDropped > 0 {
+		what += fmt.Sprintf("; %d failed episodes dropped", res.EpisodesDropped)
 	}
 	if r.filter != nil {
 		rate += fmt.Sprintf(", filter_groups kept %d groups and dropped %d", res.GroupsKept, res.GroupsDropped)
@@ -297,7 +306,7 @@ func (r *stageRun) writeParts(ctx context.Context, todo []int, todoTasks []workf
 	bar := progress.New(r.env.Progress, int64(len(todoTasks)*G), fmt.Sprintf("rollout iter %d", r.iter), "episodes")
 	var tokens int64
 	play := func(ctx context.Context, tasks []workflows.Task) ([]*Episode, error) {
-		return Play(ctx, r.wf, tasks, r.backends, PlayOptions{
+		return playerOf(r.wf, r.env.Logf)(ctx, r.wf, tasks, r.backends, PlayOptions{
 			Samples:  G,
 			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
 			Seed: func(t workflows.Task, sample, turn int) uint64 {
@@ -356,7 +365,7 @@ func (r *stageRun) finalize(ctx context.Context) (all partStats, done bool, err 
 // result summarises st, the folder's totals when committed, else this worker's.
 func (r *stageRun) result(st partStats, committed bool) *Result {
 	res := &Result{PolicyVersion: r.set.Step, AgentScore: map[string]float64{}, Committed: committed}
-	res.Episodes, res.Tokens = st.Episodes, st.Tokens
+	res.Episodes, res.Tokens, res.EpisodesDropped = st.Episodes, st.Tokens, st.EpisodesDropped
 	res.GroupsKept, res.GroupsDropped = st.GroupsKept, st.GroupsDropped
 	for a, sum := range st.AgentSum {
 		res.AgentScore[a] = sum / float64(st.AgentCount[a])
@@ -393,6 +402,10 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 		st.Tokens += int64(len(rows[i].ResponseIDs))
 	}
 	for _, ep := range eps {
+		if ep.Dropped {
+			st.Episodes--
+			st.EpisodesDropped++
+		}
 		st.RewardSum += ep.Reward
 	}
 	var buf bytes.Buffer

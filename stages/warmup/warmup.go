@@ -113,7 +113,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 		for _, a := range cfg.AgentsOf(id) {
 			seqs = append(seqs, demos[a]...)
 		}
-		if len(seqs) == 0 {
+		if len(seqs) == 0 && cfg.Warmup.Steps != 0 { // with none, the model is published as it is
 			return nil, fmt.Errorf("model %s serves no agent of workflow %s", id, wf.Name())
 		}
 		var loss float64
