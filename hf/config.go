@@ -2,11 +2,11 @@ package hf
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -63,19 +63,14 @@ func (c Config) OBias() bool { return c.ModelType != "qwen2" && c.AttentionBias 
 func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
 
 // ReadConfig reads and checks dir/config.json.
-func ReadConfig(dir string) (Config, error) {
+func ReadConfig(dir string) (Config, error) { return ReadConfigContext(context.Background(), dir) }
+
+// ReadConfigContext is ReadConfig with reads that ctx cancels.
+func ReadConfigContext(ctx context.Context, dir string) (Config, error) {
 	name := filepath.Join(dir, ConfigFile)
-	f, err := os.Open(name)
+	data, err := readBounded(ctx, name, maxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("read model config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("read model config %s: %w", name, err)
-	}
-	if len(data) > maxConfigBytes {
-		return Config{}, formatErr(name, fmt.Sprintf("more than %d bytes: not a model config", maxConfigBytes))
 	}
 	return ParseConfig(data, name)
 }

@@ -374,7 +374,7 @@ func TestLoRAEndpointsAnswerAsVLLM(t *testing.T) {
 	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", MaxLoRAs: 2})
 	a := writeAdapter(t, 1)
 	bad := writeAdapter(t, 3)
-	if err := os.WriteFile(filepath.Join(bad, hf.AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": 4}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, hf.AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": 4, "target_modules": "all-linear"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

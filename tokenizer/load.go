@@ -2,19 +2,26 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/drmas-dev/drmas/internal/regular"
 )
 
 // ErrUnsupported marks a tokenizer.json whose shape this package does not implement; the
 // error's text names the field.
 var ErrUnsupported = errors.New("unsupported tokenizer")
+
+// MaxAddedBytes bounds the content of added_tokens, all together: matching them builds a trie
+// of a few tens of bytes per content byte, so this bounds the memory a tokenizer.json's added
+// tokens can cost. Qwen's hold about 4 KiB, Llama 3's about 8 KiB.
+const MaxAddedBytes = 1 << 20
 
 // maxFileBytes bounds what LoadDir reads; real tokenizer.json files are ~10 MB.
 const maxFileBytes = 256 << 20
@@ -86,12 +93,16 @@ type component struct {
 // LoadDir reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. A chat
 // template in DIR/chat_template.jinja (where newer transformers save it) is used when the
 // config has none.
-func LoadDir(dir string) (*BPE, error) {
-	tok, err := readBounded(filepath.Join(dir, "tokenizer.json"))
+func LoadDir(dir string) (*BPE, error) { return LoadDirContext(context.Background(), dir) }
+
+// LoadDirContext is LoadDir with reads that ctx cancels. Each file must be a regular file (or
+// a symlink to one): a named pipe or a directory in its place is an error naming it.
+func LoadDirContext(ctx context.Context, dir string) (*BPE, error) {
+	tok, err := readBounded(ctx, filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := readOptional(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readOptional(ctx, filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +110,7 @@ func LoadDir(dir string) (*BPE, error) {
 	if err != nil || t.chat.present {
 		return t, err
 	}
-	tmpl, err := readOptional(filepath.Join(dir, "chat_template.jinja"))
+	tmpl, err := readOptional(ctx, filepath.Join(dir, "chat_template.jinja"))
 	if err != nil {
 		return nil, err
 	}
@@ -108,26 +119,22 @@ func LoadDir(dir string) (*BPE, error) {
 }
 
 // readOptional is readBounded with a missing file read as nil.
-func readOptional(path string) ([]byte, error) {
-	b, err := readBounded(path)
+func readOptional(ctx context.Context, path string) ([]byte, error) {
+	b, err := readBounded(ctx, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	return b, err
 }
 
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readBounded(ctx context.Context, path string) ([]byte, error) {
+	b, err := regular.ReadFile(ctx, path, maxFileBytes)
+	var tl *regular.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, fmt.Errorf("tokenizer: %s is larger than %d MiB", path, maxFileBytes>>20)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: read %s: %w", path, err)
-	}
-	if len(b) > maxFileBytes {
-		return nil, fmt.Errorf("tokenizer: %s is larger than %d MiB", path, maxFileBytes>>20)
 	}
 	return b, nil
 }
@@ -323,8 +330,12 @@ func isNull(raw json.RawMessage) bool {
 func (t *BPE) loadAdded(list []jsonAddedToken) error {
 	t.added = make(map[string]int32, len(list))
 	var raw, normed []addedToken
+	total := 0
 	for i, a := range list {
+		total += len(a.Content)
 		switch {
+		case total > MaxAddedBytes:
+			return fmt.Errorf("tokenizer.json: added_tokens: %d bytes of content by added_tokens[%d] (%d bytes); at most %d in all are supported (real tokenizers have a few KiB)", total, i, len(a.Content), MaxAddedBytes)
 		case a.ID == nil || *a.ID < 0 || *a.ID > maxID:
 			return fmt.Errorf("tokenizer.json: added_tokens[%d]: id missing or outside 0..%d", i, maxID)
 		case a.Content == "":
