@@ -8,10 +8,16 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-gpu gpu-check lint demo clean
+.PHONY: build docs test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-gpu gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
+
+## docs: rewrites the generated reference pages, docs/cli.md (every command's --help) and
+## docs/configuration.md (every config key), from the binary and the config sources. Run it after
+## changing a flag, a command or a config key; TestReferenceDocsCurrent fails until you do.
+docs:
+	$(GO) run ./cmd/drmas docs
 
 ## test: short fuzz runs of every fuzz target, the race detector on the storage, shard, commit,
 ## config and checkpoint packages, the packages with internal invariant checks built with

@@ -42,7 +42,7 @@ func newGradeMathCmd() *cobra.Command {
 </think> when there is one), normalizes it and the truth as the MATH grader does, and prints
 1 when they are equivalent (equal strings, or the same number or simple expression; tuples
 and intervals element by element), else 0. No boxed answer is a format error: 0. The rules
-and an example of each are in README.md ("Math grading").`,
+and an example of each are in docs/tasks.md ("Math grading").`,
 		Args: cobra.NoArgs,
 	}
 	resp, truth := gradeFlags(cmd, `the ground truth, e.g. \frac{1}{2}`)

@@ -86,5 +86,6 @@ so each can run alone, be rerun, or resume. Configuration precedence: flags > DR
 	root.AddCommand(newGradeCmd())
 	root.AddCommand(newRetrieverCmd())
 	root.AddCommand(newModelCmd())
+	root.AddCommand(newDocsCmd())
 	return root
 }
