@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // ConfigFile is the name of a model folder's configuration.
@@ -114,7 +116,7 @@ func (p *cfgParser) parse() Config {
 	c := Config{Raw: p.raw}
 	c.ModelType = p.str("model_type", "")
 	if p.err == nil && !slices.Contains(SupportedTypes, c.ModelType) {
-		p.fail(unsupported(p.name, fmt.Sprintf("model_type %q is not supported (supported: %s)", c.ModelType, strings.Join(SupportedTypes, ", "))))
+		p.fail(unsupported(p.name, fmt.Sprintf("model_type %s is not supported (supported: %s)", excerpt.Quote(c.ModelType), strings.Join(SupportedTypes, ", "))))
 		return c
 	}
 	c.Hidden = p.size("hidden_size", -1)
@@ -153,7 +155,7 @@ func (p *cfgParser) parse() Config {
 // implement, by name, instead of computing something else.
 func (p *cfgParser) refuseUnsupported() {
 	if act := p.str("hidden_act", "silu"); act != "silu" {
-		p.fail(unsupported(p.name, fmt.Sprintf("hidden_act %q is not supported (only silu)", act)))
+		p.fail(unsupported(p.name, fmt.Sprintf("hidden_act %s is not supported (only silu)", excerpt.Quote(act))))
 	}
 	if p.boolean("use_sliding_window", false) {
 		p.fail(unsupported(p.name, "use_sliding_window true is not supported"))

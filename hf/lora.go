@@ -148,13 +148,13 @@ func ParseAdapterConfig(data []byte, name string) (AdapterConfig, error) {
 	}
 	switch {
 	case p.PeftType != "" && p.PeftType != "LORA":
-		return refuse(fmt.Sprintf("peft_type %q", p.PeftType))
+		return refuse("peft_type " + excerpt.Quote(p.PeftType))
 	case p.DoRA:
 		return refuse("use_dora true")
 	case p.FanInFanOut:
 		return refuse("fan_in_fan_out true")
 	case p.Bias != "" && p.Bias != "none":
-		return refuse(fmt.Sprintf("bias %q", p.Bias))
+		return refuse("bias " + excerpt.Quote(p.Bias))
 	case len(p.ModulesToSave) > 0:
 		return refuse("modules_to_save")
 	case len(p.RankPattern) > 0 || len(p.AlphaPattern) > 0:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/internal/regular"
 )
 
@@ -69,14 +70,14 @@ func ReadTokenizerInfoContext(ctx context.Context, dir string) (TokenizerInfo, e
 	ids := make(map[int]bool, len(tj.Model.Vocab))
 	for tok, id := range tj.Model.Vocab {
 		if id < 0 || ids[id] {
-			return info, formatErr(name, fmt.Sprintf("model.vocab gives %q the id %d, negative or taken", tok, id))
+			return info, formatErr(name, fmt.Sprintf("model.vocab gives %s the id %d, negative or taken", excerpt.Quote(tok), id))
 		}
 		ids[id] = true
 		info.MaxID = max(info.MaxID, id)
 	}
 	for _, t := range tj.AddedTokens {
 		if t.ID < 0 {
-			return info, formatErr(name, fmt.Sprintf("added token %q has the id %d", t.Content, t.ID))
+			return info, formatErr(name, fmt.Sprintf("added token %s has the id %d", excerpt.Quote(t.Content), t.ID))
 		}
 		info.Tokens[t.Content] = t.ID
 		info.MaxID = max(info.MaxID, t.ID)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/internal/regular"
 )
 
@@ -173,13 +174,13 @@ func unsupported(format string, args ...any) error {
 func (t *BPE) loadModel(m *jsonModel) error {
 	switch {
 	case m.Type != "BPE":
-		return unsupported("model.type %q (only BPE)", m.Type)
+		return unsupported("model.type %s (only BPE)", excerpt.Quote(m.Type))
 	case m.Dropout != nil && *m.Dropout != 0:
 		return unsupported("model.dropout %v (only null or 0)", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
-		return unsupported("model.continuing_subword_prefix %q (only empty)", *m.ContinuingSubwordPrefix)
+		return unsupported("model.continuing_subword_prefix %s (only empty)", excerpt.Quote(*m.ContinuingSubwordPrefix))
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return unsupported("model.end_of_word_suffix %q (only empty)", *m.EndOfWordSuffix)
+		return unsupported("model.end_of_word_suffix %s (only empty)", excerpt.Quote(*m.EndOfWordSuffix))
 	case m.ByteFallback:
 		return unsupported("model.byte_fallback true (only false)")
 	case len(m.Vocab) == 0:
@@ -189,7 +190,7 @@ func (t *BPE) loadModel(m *jsonModel) error {
 	t.vocab = make(map[string]int32, len(m.Vocab))
 	for s, id := range m.Vocab {
 		if id < 0 || id > maxID {
-			return fmt.Errorf("tokenizer.json: model.vocab[%q] = %d is outside 0..%d", s, id, maxID)
+			return fmt.Errorf("tokenizer.json: model.vocab[%s] = %d is outside 0..%d", excerpt.Quote(s), id, maxID)
 		}
 		t.vocab[s] = int32(id)
 	}
@@ -201,7 +202,7 @@ func (t *BPE) loadModel(m *jsonModel) error {
 		t.byteID[b] = id
 		if !ok && m.UnkToken != nil {
 			// Hugging Face would emit unk_token for the byte: not implemented.
-			return unsupported("model.unk_token %q with no symbol for byte 0x%02x in model.vocab", *m.UnkToken, b)
+			return unsupported("model.unk_token %s with no symbol for byte 0x%02x in model.vocab", excerpt.Quote(*m.UnkToken), b)
 		}
 	}
 	return t.loadMerges(m.Merges)
@@ -221,7 +222,7 @@ func (t *BPE) loadMerges(raw []json.RawMessage) error {
 		idb, okb := t.vocab[b]
 		idm, okm := t.vocab[a+b]
 		if !oka || !okb || !okm {
-			return fmt.Errorf("tokenizer.json: model.merges[%d] (%q, %q): a token is not in model.vocab", rank, a, b)
+			return fmt.Errorf("tokenizer.json: model.merges[%d] (%s, %s): a token is not in model.vocab", rank, excerpt.Quote(a), excerpt.Quote(b))
 		}
 		// A pair listed twice keeps its last rank, as Hugging Face's map does.
 		t.merges[pairKey(ida, idb)] = uint64(rank)<<32 | uint64(idm)
@@ -241,7 +242,7 @@ func parseMerge(r json.RawMessage) (string, string, error) {
 		}
 		a, b, ok := strings.Cut(s, " ")
 		if !ok || strings.Contains(b, " ") {
-			return "", "", fmt.Errorf("%q is not two tokens separated by one space", s)
+			return "", "", fmt.Errorf("%s is not two tokens separated by one space", excerpt.Quote(s))
 		}
 		return a, b, nil
 	}
@@ -272,7 +273,7 @@ func (t *BPE) loadNormalizer(raw json.RawMessage, field string) error {
 		}
 		return nil
 	}
-	return unsupported("%s.type %q (only NFC)", field, c.Type)
+	return unsupported("%s.type %s (only NFC)", field, excerpt.Quote(c.Type))
 }
 
 // qwenPattern is the Split regex of Qwen2/2.5/3's tokenizer.json, which splitWord implements.
@@ -287,7 +288,7 @@ func checkPreTokenizer(raw json.RawMessage, field string) error {
 		return fmt.Errorf("tokenizer.json: %s: %w", field, err)
 	}
 	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
-		return unsupported("%s.type %q (only a Sequence of Qwen's Split and ByteLevel)", field, c.Type)
+		return unsupported("%s.type %s (only a Sequence of Qwen's Split and ByteLevel)", field, excerpt.Quote(c.Type))
 	}
 	var split, bl component
 	if json.Unmarshal(c.Pretokenizers[0], &split) != nil || json.Unmarshal(c.Pretokenizers[1], &bl) != nil {
@@ -297,9 +298,9 @@ func checkPreTokenizer(raw json.RawMessage, field string) error {
 	case split.Type != "Split" || split.Pattern["Regex"] != qwenPattern:
 		return unsupported("%s.pretokenizers[0] (only Split with Qwen's regex)", field)
 	case split.Behavior != "Isolated" || split.Invert:
-		return unsupported("%s.pretokenizers[0].behavior %q invert %v (only Isolated, false)", field, split.Behavior, split.Invert)
+		return unsupported("%s.pretokenizers[0].behavior %s invert %v (only Isolated, false)", field, excerpt.Quote(split.Behavior), split.Invert)
 	case bl.Type != "ByteLevel":
-		return unsupported("%s.pretokenizers[1].type %q (only ByteLevel)", field, bl.Type)
+		return unsupported("%s.pretokenizers[1].type %s (only ByteLevel)", field, excerpt.Quote(bl.Type))
 	case bl.AddPrefixSpace:
 		return unsupported("%s.pretokenizers[1].add_prefix_space true (only false)", field)
 	case bl.UseRegex == nil || *bl.UseRegex:
@@ -317,7 +318,7 @@ func checkDecoder(raw json.RawMessage) error {
 		return fmt.Errorf("tokenizer.json: decoder: %w", err)
 	}
 	if c.Type != "ByteLevel" {
-		return unsupported("decoder.type %q (only ByteLevel)", c.Type)
+		return unsupported("decoder.type %s (only ByteLevel)", excerpt.Quote(c.Type))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -112,7 +113,7 @@ func parseIDs(flag, s string) ([]int32, error) {
 	for i, p := range parts {
 		v, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
 		if err != nil || v < 0 {
-			return nil, fmt.Errorf("--%s: item %d %q is not a token id (want comma-separated integers ≥ 0, e.g. 1,2,3)", flag, i+1, strings.TrimSpace(p))
+			return nil, fmt.Errorf("--%s: item %d %s is not a token id (want comma-separated integers ≥ 0, e.g. 1,2,3)", flag, i+1, excerpt.Quote(strings.TrimSpace(p)))
 		}
 		ids[i] = int32(v)
 	}
