@@ -3,6 +3,7 @@
 package hf
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -216,5 +217,19 @@ func TestHostileTensorNames(t *testing.T) {
 		if err == nil || strings.ContainsAny(msg, "\n\x1b") || len(msg) > 512 {
 			t.Errorf("%d-byte name: %d-byte message %q", len(name), len(msg), msg[:min(len(msg), 200)])
 		}
+	}
+}
+
+// TestLoadLLMContextCancelled: a cancelled load stops with the context's error.
+func TestLoadLLMContextCancelled(t *testing.T) {
+	cfg := tinyConfig(t, "qwen2", false)
+	dir := writeTestFolder(t, cfg, F32, RandomTensors(cfg, 1))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, _, err := LoadLLMContext(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v", err)
+	}
+	if _, _, err := LoadLLMContext(t.Context(), dir); err != nil {
+		t.Fatal(err)
 	}
 }

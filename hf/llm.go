@@ -42,11 +42,19 @@ func (c Config) EngineCheck() error { return checkArch(c.ArchConfig(), ConfigFil
 
 // NewLLM builds the engine's model from open weights, converting each tensor to float32 once
 // (the model holds the only full copy; the mapped file is read tensor by tensor).
-func (w *Weights) NewLLM() (*model.LLM, error) {
+func (w *Weights) NewLLM() (*model.LLM, error) { return w.newLLM(context.Background()) }
+
+// newLLM is NewLLM stopping between tensors when ctx is cancelled.
+func (w *Weights) newLLM(ctx context.Context) (*model.LLM, error) {
 	if err := w.Config.EngineCheck(); err != nil {
 		return nil, err
 	}
-	m, err := model.NewLLM(w.Config.ArchConfig(), w.finiteFloat32)
+	m, err := model.NewLLM(w.Config.ArchConfig(), func(name string, dst []float32) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return w.finiteFloat32(name, dst)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -88,7 +96,7 @@ func LoadLLMContext(ctx context.Context, dir string) (*model.LLM, Config, error)
 	if err != nil {
 		return nil, Config{}, err
 	}
-	m, err := w.NewLLM()
+	m, err := w.newLLM(ctx)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("load model: %w", cerr)
 	}

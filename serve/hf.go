@@ -79,12 +79,12 @@ type hfState struct {
 }
 
 // newHF serves the HF model folder o.HF (config.json, safetensors weights, tokenizer.json).
-func newHF(o Options) (*Server, error) {
-	m, cfg, err := hf.LoadLLM(o.HF)
+func newHF(ctx context.Context, o Options) (*Server, error) {
+	m, cfg, err := hf.LoadLLMContext(ctx, o.HF)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
 	}
-	bpe, err := tokenizer.LoadDir(o.HF)
+	bpe, err := tokenizer.LoadDirContext(ctx, o.HF)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
 	}

@@ -209,7 +209,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.HF != "" {
-		return newHF(o)
+		return newHF(ctx, o)
 	}
 	set, err := checkpoints.Load(ctx, o.Bucket, o.Run, false, func(msg string) { o.Logf("serve: warning: %s", msg) })
 	if err != nil {
