@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/excerpt"
 )
@@ -59,7 +60,7 @@ func (l location) String() string {
 }
 
 // under reports whether l is root or below it; with checkpoints, l must also be below a run's
-// checkpoints folder there (<root>/<run>/checkpoints/…).
+// checkpoints folder there (<root>/runs/<run>/checkpoints/…).
 func (l location) under(root location, checkpoints bool) bool {
 	if l.scheme != root.scheme {
 		return false
@@ -82,8 +83,9 @@ func (l location) under(root location, checkpoints bool) bool {
 	if !checkpoints {
 		return true
 	}
-	parts := strings.Split(rel, sep)
-	return len(parts) >= 3 && parts[1] == "checkpoints"
+	rel = strings.ReplaceAll(rel, sep, "/")
+	parts := strings.Split(rel, "/")
+	return len(parts) >= 4 && strings.HasPrefix(rel, commit.CheckpointsDir(parts[1])+"/")
 }
 
 // adapterDir is the local folder to read lora_path's adapter from, and what to call once it is
@@ -157,7 +159,7 @@ func (s *Server) checkRoot(loc location, loraPath string) *httpError {
 	if err != nil || !loc.under(root, s.o.AdapterCheckpoints) {
 		where := "under " + excerpt.Name(s.o.AdapterRoot)
 		if s.o.AdapterCheckpoints {
-			where = "a run's checkpoint folder under " + excerpt.Name(s.o.AdapterRoot) + " (<run>/checkpoints/…)"
+			where = "a run's checkpoint folder under " + excerpt.Name(s.o.AdapterRoot) + " (runs/<run>/checkpoints/…)"
 		}
 		return &httpError{http.StatusForbidden, "PermissionDeniedError", fmt.Sprintf("lora_path %s: this server loads adapters only from %s (--adapter-root)", excerpt.Name(loraPath), where)}
 	}

@@ -89,12 +89,12 @@ func postCtx(ctx context.Context, c *http.Client, url string, body any) (int, st
 func TestHostileClients(t *testing.T) {
 	dir := hostileModel(t)
 	root := t.TempDir()
-	adapter := filepath.Join(root, "r1", "checkpoints", "step=000001", "m")
+	adapter := filepath.Join(root, "runs", "r1", "checkpoints", "step=000001", "m")
 	if err := os.MkdirAll(adapter, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeHostileAdapter(t, adapter)
-	fifo := filepath.Join(root, "r1", "checkpoints", "step=000002", "m")
+	fifo := filepath.Join(root, "runs", "r1", "checkpoints", "step=000002", "m")
 	if err := os.MkdirAll(fifo, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestHostileClients(t *testing.T) {
 	do("ok spelt file://…/./", "/v1/load_lora_adapter", map[string]string{"lora_name": "a2", "lora_path": "file://" + filepath.Dir(adapter) + "/./m"})
 	do("fifo", "/v1/load_lora_adapter", map[string]string{"lora_name": "f", "lora_path": fifo})
 	do("outside", "/v1/load_lora_adapter", map[string]string{"lora_name": "o", "lora_path": outside})
-	do("dotdot", "/v1/load_lora_adapter", map[string]string{"lora_name": "d", "lora_path": adapter + "/../../../../../" + filepath.Base(outside)})
+	do("dotdot", "/v1/load_lora_adapter", map[string]string{"lora_name": "d", "lora_path": adapter + "/../../../../../../" + filepath.Base(outside)})
 	do("huge name", "/v1/load_lora_adapter", map[string]string{"lora_name": strings.Repeat("\x1b[31m", 1<<18), "lora_path": adapter})
 	for i := range 4 {
 		do("completion", "/v1/completions", map[string]any{"prompt": []int{1, 2, i + 3}, "max_tokens": 8})

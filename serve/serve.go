@@ -113,7 +113,7 @@ type Options struct {
 	MaxLoRAs int
 	// AdapterRoot bounds lora_path: adapters are read only from a folder under it, a local
 	// folder or a store URL prefix ("": anywhere). With AdapterCheckpoints the folder must
-	// also be a run's checkpoint there (<root>/<run>/checkpoints/…), as drmas serve's default
+	// also be a run's checkpoint there (<root>/runs/<run>/checkpoints/…), as drmas serve's default
 	// (the store's checkpoints). A path outside gets a 403.
 	AdapterRoot        string
 	AdapterCheckpoints bool

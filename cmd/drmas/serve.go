@@ -47,7 +47,7 @@ implements vLLM's dynamic LoRA API:
   POST /v1/unload_lora_adapter  {"lora_name"}
 
 An adapter is read only from under --adapter-root (default: a run's checkpoint folder in the
-store, <store>/<run>/checkpoints/…; a folder or a store URL prefix when given): a local folder in
+store, <store>/runs/<run>/checkpoints/…; a folder or a store URL prefix when given): a local folder in
 place, a store folder by fetching its adapter_config.json and adapter_model.safetensors, and
 nothing else, into a temporary folder removed once the adapter is merged or refused.
 
@@ -115,7 +115,7 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 	f.IntVar(&o.MaxPromptBytes, "max-prompt-bytes", 0, fmt.Sprintf("most bytes of text prompts in one request, checked before tokenizing (413 over it); 0: %d × --max-prompt-tokens", serve.PromptBytesPerToken))
 	f.DurationVar(&o.RequestTimeout, "request-timeout", serve.DefaultRequestTimeout, "longest a completion request may take (504 past it, its sampling stopped); negative: none")
 	f.IntVar(&o.MaxConcurrent, "max-concurrent", serve.DefaultMaxConcurrent, "most sampling calls running at once; requests arriving while they run wait for one to end")
-	f.StringVar(&adapterRoot, "adapter-root", "", "with --hf: load LoRA adapters only from under this folder or store URL prefix (default: a run's checkpoints in the store, <store>/<run>/checkpoints/…)")
+	f.StringVar(&adapterRoot, "adapter-root", "", "with --hf: load LoRA adapters only from under this folder or store URL prefix (default: a run's checkpoints in the store, <store>/runs/<run>/checkpoints/…)")
 	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
 }

@@ -25,7 +25,7 @@ func TestServeHF(t *testing.T) {
 	if _, _, err := execute(t, initArgs("qwen3", tinyTokenizer, dir, "1")...); err != nil {
 		t.Fatal(err)
 	}
-	adapter := filepath.Join(tmp, "store", "r1", "checkpoints", "step=000001", "tiny")
+	adapter := filepath.Join(tmp, "store", "runs", "r1", "checkpoints", "step=000001", "tiny")
 	if err := os.MkdirAll(adapter, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestServeHF(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
 	t.Setenv("HOME", tmp)
 
-	outside := filepath.Join(tmp, "store", "r1", "rollouts")
+	outside := filepath.Join(tmp, "store", "runs", "r1", "rollouts")
 	if err := os.CopyFS(outside, os.DirFS(adapter)); err != nil {
 		t.Fatal(err)
 	}
