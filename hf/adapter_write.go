@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -82,7 +84,7 @@ func WriteAdapter(dir string, baseName string, l *model.LoRA) error {
 // dtype PEFT writes). Adapters drmas cannot train are refused in one line: use_rslora, target
 // modules given as a regular expression, or modules missing (layers_to_transform).
 func ReadAdapter(dir string, base *model.LLM) (*model.LoRA, error) {
-	ad, err := openAdapter(base, dir)
+	ad, err := openAdapter(context.Background(), base, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func ReadAdapter(dir string, base *model.LLM) (*model.LoRA, error) {
 	if len(ad.pairs) != len(mods) {
 		for _, mod := range mods {
 			if ad.pairs[mod] == nil {
-				return nil, unsupported(wname, fmt.Sprintf("module %s has no lora_A/lora_B: adapters of some layers only are not supported for training", mod))
+				return nil, unsupported(wname, fmt.Sprintf("module %s has no lora_A/lora_B: adapters of some layers only are not supported for training", excerpt.Name(mod)))
 			}
 		}
 	}
@@ -124,7 +126,7 @@ func ReadAdapter(dir string, base *model.LLM) (*model.LoRA, error) {
 			return nil, err
 		}
 		if !slices.Equal(t.Shape, p.Shape) {
-			return nil, formatErr(wname, fmt.Sprintf("tensor %s has shape %v, want %v", t.Name, t.Shape, p.Shape))
+			return nil, formatErr(wname, fmt.Sprintf("tensor %s has shape %v, want %v", excerpt.Name(t.Name), t.Shape, p.Shape))
 		}
 		copy(p.Data, vals)
 	}

@@ -2,16 +2,18 @@ package hf
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // ConfigFile is the name of a model folder's configuration.
@@ -63,19 +65,14 @@ func (c Config) OBias() bool { return c.ModelType != "qwen2" && c.AttentionBias 
 func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
 
 // ReadConfig reads and checks dir/config.json.
-func ReadConfig(dir string) (Config, error) {
+func ReadConfig(dir string) (Config, error) { return ReadConfigContext(context.Background(), dir) }
+
+// ReadConfigContext is ReadConfig with reads that ctx cancels.
+func ReadConfigContext(ctx context.Context, dir string) (Config, error) {
 	name := filepath.Join(dir, ConfigFile)
-	f, err := os.Open(name)
+	data, err := readBounded(ctx, name, maxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("read model config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("read model config %s: %w", name, err)
-	}
-	if len(data) > maxConfigBytes {
-		return Config{}, formatErr(name, fmt.Sprintf("more than %d bytes: not a model config", maxConfigBytes))
 	}
 	return ParseConfig(data, name)
 }
@@ -119,7 +116,7 @@ func (p *cfgParser) parse() Config {
 	c := Config{Raw: p.raw}
 	c.ModelType = p.str("model_type", "")
 	if p.err == nil && !slices.Contains(SupportedTypes, c.ModelType) {
-		p.fail(unsupported(p.name, fmt.Sprintf("model_type %q is not supported (supported: %s)", c.ModelType, strings.Join(SupportedTypes, ", "))))
+		p.fail(unsupported(p.name, fmt.Sprintf("model_type %s is not supported (supported: %s)", excerpt.Quote(c.ModelType), strings.Join(SupportedTypes, ", "))))
 		return c
 	}
 	c.Hidden = p.size("hidden_size", -1)
@@ -158,7 +155,7 @@ func (p *cfgParser) parse() Config {
 // implement, by name, instead of computing something else.
 func (p *cfgParser) refuseUnsupported() {
 	if act := p.str("hidden_act", "silu"); act != "silu" {
-		p.fail(unsupported(p.name, fmt.Sprintf("hidden_act %q is not supported (only silu)", act)))
+		p.fail(unsupported(p.name, fmt.Sprintf("hidden_act %s is not supported (only silu)", excerpt.Quote(act))))
 	}
 	if p.boolean("use_sliding_window", false) {
 		p.fail(unsupported(p.name, "use_sliding_window true is not supported"))

@@ -221,3 +221,42 @@ func hashFile(name string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// FetchFiles downloads only the named files at the root of b into the local folder dst (which
+// must exist), each verified as Fetch verifies it (against the folder's _MANIFEST.json when it
+// has one); a file b does not have is an error naming it. Nothing else of the folder is listed
+// or copied, and nothing is recorded: the caller owns dst and removes it.
+func FetchFiles(ctx context.Context, b storage.Bucket, dst string, names ...string) error {
+	manifest := map[string]cached{}
+	if _, err := b.Stat(ctx, commit.ManifestName); err == nil {
+		m, _, err := commit.Read(ctx, b, "")
+		if err != nil {
+			return err
+		}
+		for _, f := range m.Files {
+			manifest[f.Name] = cached{Bytes: f.Bytes, SHA256: f.SHA256}
+		}
+	} else if !storage.IsNotFound(err) {
+		return fmt.Errorf("fetch from %s: %w", b.Name(), err)
+	}
+	for _, name := range names {
+		attr, err := b.Stat(ctx, name)
+		if storage.IsNotFound(err) {
+			return fmt.Errorf("%s has no %s: %w", b.Name(), name, os.ErrNotExist)
+		}
+		if err != nil {
+			return fmt.Errorf("fetch %s from %s: %w", name, b.Name(), err)
+		}
+		w, ok := manifest[name]
+		if !ok {
+			if len(manifest) > 0 {
+				return fmt.Errorf("%s: %s is not in its %s", b.Name(), name, commit.ManifestName)
+			}
+			w = cached{Bytes: attr.Size, ETag: attr.ETag}
+		}
+		if _, err := download(ctx, b, name, w, filepath.Join(dst, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package hf
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,5 +133,31 @@ func TestFetchCommitted(t *testing.T) {
 	// The cache that had the right bytes keeps them: nothing to download.
 	if st, err := Fetch(ctx, b, cache); err != nil || st.Cached != 4 {
 		t.Fatalf("cached: %+v %v", st, err)
+	}
+}
+
+// TestFetchFilesOnlyThose: FetchFiles copies the named files and nothing else of the folder,
+// and names a file the folder lacks.
+func TestFetchFilesOnlyThose(t *testing.T) {
+	src := t.TempDir()
+	for name, body := range map[string]string{AdapterConfigFile: `{"r": 1}`, AdapterWeightsFile: "w", "big.bin": strings.Repeat("x", 1<<20)} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := filestore.New(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := FetchFiles(t.Context(), b, dst, AdapterConfigFile, AdapterWeightsFile); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadDir(dst)
+	if len(got) != 2 || got[0].Name() != AdapterConfigFile || got[1].Name() != AdapterWeightsFile {
+		t.Fatalf("fetched %v", got)
+	}
+	if err := FetchFiles(t.Context(), b, t.TempDir(), "none.json"); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "none.json") {
+		t.Fatalf("a missing file: %v", err)
 	}
 }

@@ -18,7 +18,11 @@
 // source dtype; ApplyAdapter merges a PEFT LoRA adapter into a loaded model.
 package hf
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
+)
 
 // ErrFormat is matched (errors.Is) by every error about a malformed or inconsistent file:
 // a config.json, safetensors header or index that is not what the format or the architecture
@@ -36,7 +40,8 @@ type Error struct {
 	Err  error // ErrFormat, ErrUnsupported or an I/O error
 }
 
-func (e *Error) Error() string { return e.File + ": " + e.Msg }
+// Error escapes control characters: the path and the names in Msg come from files.
+func (e *Error) Error() string { return excerpt.Escape(e.File) + ": " + excerpt.Escape(e.Msg) }
 func (e *Error) Unwrap() error { return e.Err }
 
 func formatErr(file, msg string) error { return &Error{File: file, Msg: msg, Err: ErrFormat} }

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -41,26 +42,61 @@ func (c Config) EngineCheck() error { return checkArch(c.ArchConfig(), ConfigFil
 
 // NewLLM builds the engine's model from open weights, converting each tensor to float32 once
 // (the model holds the only full copy; the mapped file is read tensor by tensor).
-func (w *Weights) NewLLM() (*model.LLM, error) {
+func (w *Weights) NewLLM() (*model.LLM, error) { return w.newLLM(context.Background()) }
+
+// newLLM is NewLLM stopping between tensors when ctx is cancelled.
+func (w *Weights) newLLM(ctx context.Context) (*model.LLM, error) {
 	if err := w.Config.EngineCheck(); err != nil {
 		return nil, err
 	}
-	m, err := model.NewLLM(w.Config.ArchConfig(), w.Float32)
+	m, err := model.NewLLM(w.Config.ArchConfig(), func(name string, dst []float32) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return w.finiteFloat32(name, dst)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
 	return m, nil
 }
 
+// finiteFloat32 is Float32 refusing a tensor with a NaN or an infinity: the engine would
+// sample from it without an error, every log-probability NaN.
+func (w *Weights) finiteFloat32(name string, dst []float32) error {
+	if err := w.Float32(name, dst); err != nil {
+		return err
+	}
+	if i := nonFinite(dst); i >= 0 {
+		return formatErr(w.tensors[name].Source, fmt.Sprintf("tensor %s has %v at index %d: weights must be finite", name, dst[i], i))
+	}
+	return nil
+}
+
+// nonFinite is the index of v's first NaN or infinity, or -1.
+func nonFinite(v []float32) int {
+	for i, x := range v {
+		if x-x != 0 { // NaN - NaN and Inf - Inf are NaN; finite x - x is 0
+			return i
+		}
+	}
+	return -1
+}
+
 // LoadLLM reads the model folder dir into the engine: its config.json and weights (checked as
 // OpenWeights checks them) as a model.LLM, and the config, whose TorchDtype is the dtype
 // WriteLLM writes back by default.
 func LoadLLM(dir string) (*model.LLM, Config, error) {
-	w, err := OpenWeights(dir)
+	return LoadLLMContext(context.Background(), dir)
+}
+
+// LoadLLMContext is LoadLLM with reads that ctx cancels.
+func LoadLLMContext(ctx context.Context, dir string) (*model.LLM, Config, error) {
+	w, err := OpenWeightsContext(ctx, dir)
 	if err != nil {
 		return nil, Config{}, err
 	}
-	m, err := w.NewLLM()
+	m, err := w.newLLM(ctx)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("load model: %w", cerr)
 	}

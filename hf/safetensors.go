@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/bits"
 	"sort"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // maxHeaderBytes bounds a safetensors header (the format's own limit): a header lists tensors,
@@ -82,7 +84,7 @@ func decodeHeader(hdr []byte, name string) (*stHeader, error) {
 		}
 		key, _ := tok.(string)
 		if seen[key] {
-			return nil, formatErr(name, fmt.Sprintf("header lists %q twice", key))
+			return nil, formatErr(name, fmt.Sprintf("header lists %s twice", excerpt.Quote(key)))
 		}
 		seen[key] = true
 		if key == "__metadata__" {
@@ -93,7 +95,7 @@ func decodeHeader(hdr []byte, name string) (*stHeader, error) {
 		}
 		var rt rawTensor
 		if err := dec.Decode(&rt); err != nil {
-			return nil, formatErr(name, fmt.Sprintf("header entry %q: %v", key, err))
+			return nil, formatErr(name, fmt.Sprintf("header entry %s: %v", excerpt.Quote(key), err))
 		}
 		t, err := tensorOf(key, rt, name)
 		if err != nil {
@@ -115,26 +117,26 @@ func decodeHeader(hdr []byte, name string) (*stHeader, error) {
 func tensorOf(key string, rt rawTensor, name string) (tensorInfo, error) {
 	size, ok := dtypeSize[rt.Dtype]
 	if !ok {
-		return tensorInfo{}, unsupported(name, fmt.Sprintf("tensor %s has dtype %q (supported: BF16, F16, F32)", key, rt.Dtype))
+		return tensorInfo{}, unsupported(name, fmt.Sprintf("tensor %s has dtype %s (supported: BF16, F16, F32)", excerpt.Name(key), excerpt.Quote(rt.Dtype)))
 	}
 	if len(rt.DataOffsets) != 2 || rt.DataOffsets[0] > rt.DataOffsets[1] {
-		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: data_offsets %v are not [begin, end]", key, rt.DataOffsets))
+		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: data_offsets %v are not [begin, end]", excerpt.Name(key), rt.DataOffsets))
 	}
 	bytes := uint64(size)
 	shape := make([]int, len(rt.Shape))
 	for i, d := range rt.Shape {
 		hi, lo := bits.Mul64(bytes, d)
 		if hi != 0 || lo > 1<<62 {
-			return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: shape %v is too large", key, rt.Shape))
+			return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: shape %v is too large", excerpt.Name(key), rt.Shape))
 		}
 		bytes = lo
 		shape[i] = int(d)
 	}
 	if got := rt.DataOffsets[1] - rt.DataOffsets[0]; got != bytes {
-		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: shape %v of %s needs %d bytes, data_offsets give %d", key, rt.Shape, rt.Dtype, bytes, got))
+		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: shape %v of %s needs %d bytes, data_offsets give %d", excerpt.Name(key), rt.Shape, rt.Dtype, bytes, got))
 	}
 	if rt.DataOffsets[1] > 1<<62 {
-		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: data_offsets %v are past any file", key, rt.DataOffsets))
+		return tensorInfo{}, formatErr(name, fmt.Sprintf("tensor %s: data_offsets %v are past any file", excerpt.Name(key), rt.DataOffsets))
 	}
 	return tensorInfo{Name: key, Dtype: rt.Dtype, Shape: shape, Begin: int64(rt.DataOffsets[0]), End: int64(rt.DataOffsets[1]), Source: name}, nil
 }
@@ -150,11 +152,11 @@ func checkLayout(h *stHeader, start, size int64, name string) error {
 		t := &h.Tensors[i]
 		switch {
 		case t.Begin < pos:
-			return formatErr(name, fmt.Sprintf("tensor %s overlaps the tensor before it (data_offsets [%d, %d])", t.Name, t.Begin, t.End))
+			return formatErr(name, fmt.Sprintf("tensor %s overlaps the tensor before it (data_offsets [%d, %d])", excerpt.Name(t.Name), t.Begin, t.End))
 		case t.Begin > pos:
-			return formatErr(name, fmt.Sprintf("tensor %s starts at %d, leaving a gap after %d", t.Name, t.Begin, pos))
+			return formatErr(name, fmt.Sprintf("tensor %s starts at %d, leaving a gap after %d", excerpt.Name(t.Name), t.Begin, pos))
 		case t.End > size-start:
-			return formatErr(name, fmt.Sprintf("tensor %s ends at %d, past the %d data bytes of the file", t.Name, t.End, size-start))
+			return formatErr(name, fmt.Sprintf("tensor %s ends at %d, past the %d data bytes of the file", excerpt.Name(t.Name), t.End, size-start))
 		}
 		pos = t.End
 		t.Begin += start

@@ -1,11 +1,15 @@
 package hf
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/internal/regular"
 )
 
 // maxTokenizerBytes bounds tokenizer.json (Qwen's is 11 MB).
@@ -26,14 +30,23 @@ func (t TokenizerInfo) Size() int { return t.Vocab + t.Added }
 
 // ReadTokenizerInfo reads dir's tokenizer.json (if any) and lists the tokenizer files present.
 func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
+	return ReadTokenizerInfoContext(context.Background(), dir)
+}
+
+// ReadTokenizerInfoContext is ReadTokenizerInfo with reads that ctx cancels. A tokenizer file
+// that is there but is not a regular file is an error naming it.
+func ReadTokenizerInfoContext(ctx context.Context, dir string) (TokenizerInfo, error) {
 	info := TokenizerInfo{MaxID: -1, Tokens: map[string]int{}}
 	for _, name := range TokenizerFiles {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		err := regular.Check(filepath.Join(dir, name))
+		if err == nil {
 			info.Files = append(info.Files, name)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return info, fileErr(filepath.Join(dir, name), err)
 		}
 	}
 	name := filepath.Join(dir, "tokenizer.json")
-	data, err := readBounded(name, maxTokenizerBytes)
+	data, err := readBounded(ctx, name, maxTokenizerBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return info, nil
 	}
@@ -57,14 +70,14 @@ func ReadTokenizerInfo(dir string) (TokenizerInfo, error) {
 	ids := make(map[int]bool, len(tj.Model.Vocab))
 	for tok, id := range tj.Model.Vocab {
 		if id < 0 || ids[id] {
-			return info, formatErr(name, fmt.Sprintf("model.vocab gives %q the id %d, negative or taken", tok, id))
+			return info, formatErr(name, fmt.Sprintf("model.vocab gives %s the id %d, negative or taken", excerpt.Quote(tok), id))
 		}
 		ids[id] = true
 		info.MaxID = max(info.MaxID, id)
 	}
 	for _, t := range tj.AddedTokens {
 		if t.ID < 0 {
-			return info, formatErr(name, fmt.Sprintf("added token %q has the id %d", t.Content, t.ID))
+			return info, formatErr(name, fmt.Sprintf("added token %s has the id %d", excerpt.Quote(t.Content), t.ID))
 		}
 		info.Tokens[t.Content] = t.ID
 		info.MaxID = max(info.MaxID, t.ID)

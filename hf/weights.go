@@ -2,15 +2,18 @@ package hf
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/internal/regular"
 )
 
 // Weight file names of a Hugging Face folder.
@@ -36,14 +39,19 @@ type Weights struct {
 // exactly those of the config's architecture (Config.Tensors) with their shapes; a tied model's
 // checkpoint may also hold lm_head.weight of the embedding's shape, which is ignored.
 func OpenWeights(dir string) (*Weights, error) {
-	cfg, err := ReadConfig(dir)
+	return OpenWeightsContext(context.Background(), dir)
+}
+
+// OpenWeightsContext is OpenWeights with reads that ctx cancels.
+func OpenWeightsContext(ctx context.Context, dir string) (*Weights, error) {
+	cfg, err := ReadConfigContext(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	w := &Weights{Config: cfg, tensors: map[string]tensorInfo{}, maps: map[string][]byte{}}
-	files, index, err := weightFiles(dir)
+	files, index, err := weightFiles(ctx, dir)
 	if err == nil {
-		err = w.openFiles(dir, files, index)
+		err = w.openFiles(ctx, dir, files, index)
 	}
 	if err == nil {
 		err = w.checkArchitecture(filepath.Join(dir, files[0]))
@@ -57,12 +65,15 @@ func OpenWeights(dir string) (*Weights, error) {
 
 // weightFiles returns the safetensors files of dir and, for a sharded folder, the index's map
 // of tensor → file.
-func weightFiles(dir string) ([]string, map[string]string, error) {
-	if _, err := os.Stat(filepath.Join(dir, SingleFile)); err == nil {
+func weightFiles(ctx context.Context, dir string) ([]string, map[string]string, error) {
+	single := filepath.Join(dir, SingleFile)
+	if err := regular.Check(single); err == nil {
 		return []string{SingleFile}, nil, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fileErr(single, err)
 	}
 	name := filepath.Join(dir, IndexFile)
-	data, err := readBounded(name, maxIndexBytes)
+	data, err := readBounded(ctx, name, maxIndexBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, formatErr(dir, fmt.Sprintf("no %s or %s", SingleFile, IndexFile))
 	}
@@ -79,11 +90,13 @@ func weightFiles(dir string) ([]string, map[string]string, error) {
 		return nil, nil, formatErr(name, "weight_map is missing or empty")
 	}
 	var files []string
+	seen := map[string]bool{} // a set: the index may have 100,000s of entries
 	for tensor, file := range idx.WeightMap {
 		if file != filepath.Base(file) || strings.ContainsAny(file, `/\`) || !strings.HasSuffix(file, ".safetensors") || file == ".safetensors" {
-			return nil, nil, formatErr(name, fmt.Sprintf("tensor %s is in %q, not a .safetensors file of the folder", tensor, file))
+			return nil, nil, formatErr(name, fmt.Sprintf("tensor %s is in %s, not a .safetensors file of the folder", excerpt.Quote(tensor), excerpt.Quote(file)))
 		}
-		if !slices.Contains(files, file) {
+		if !seen[file] {
+			seen[file] = true
 			files = append(files, file)
 		}
 	}
@@ -91,44 +104,56 @@ func weightFiles(dir string) ([]string, map[string]string, error) {
 	return files, idx.WeightMap, nil
 }
 
-func readBounded(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
+// readBounded reads the regular file name, at most limit bytes, in reads ctx cancels.
+func readBounded(ctx context.Context, name string, limit int64) ([]byte, error) {
+	data, err := regular.ReadFile(ctx, name, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, formatErr(name, fmt.Sprintf("more than %d bytes", limit))
+		return nil, fileErr(name, err)
 	}
 	return data, nil
 }
 
+// fileErr is the error for reading name: a file too large or not a regular file is a format
+// error naming it (matching ErrFormat); other errors keep their own (os.ErrNotExist, ctx's).
+func fileErr(name string, err error) error {
+	var nr *regular.NotRegularError
+	var tl *regular.TooLargeError
+	switch {
+	case errors.As(err, &nr):
+		return &Error{File: name, Msg: nr.Kind + ", not a regular file", Err: ErrFormat}
+	case errors.As(err, &tl):
+		return formatErr(name, fmt.Sprintf("more than %d bytes", tl.Limit))
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):
+		return err // a *PathError: it names the file
+	}
+	return fmt.Errorf("read %s: %w", name, err)
+}
+
 // openFiles maps and validates each file; with an index, each tensor must be in the file the
 // index names.
-func (w *Weights) openFiles(dir string, files []string, index map[string]string) error {
+func (w *Weights) openFiles(ctx context.Context, dir string, files []string, index map[string]string) error {
 	for _, file := range files {
 		name := filepath.Join(dir, file)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		h, err := w.mapOne(name, file)
 		if err != nil {
 			return err
 		}
 		for _, t := range h.Tensors {
 			if index != nil && index[t.Name] != file {
-				return formatErr(name, fmt.Sprintf("tensor %s is here, but %s puts it in %q", t.Name, IndexFile, index[t.Name]))
+				return formatErr(name, fmt.Sprintf("tensor %s is here, but %s puts it in %s", excerpt.Name(t.Name), IndexFile, excerpt.Quote(index[t.Name])))
 			}
 			if old, dup := w.tensors[t.Name]; dup {
-				return formatErr(name, fmt.Sprintf("tensor %s is also in %s", t.Name, filepath.Base(old.Source)))
+				return formatErr(name, fmt.Sprintf("tensor %s is also in %s", excerpt.Name(t.Name), filepath.Base(old.Source)))
 			}
 			w.tensors[t.Name] = t
 		}
 	}
 	for tensor, file := range index {
 		if _, ok := w.tensors[tensor]; !ok {
-			return formatErr(filepath.Join(dir, file), fmt.Sprintf("tensor %s is missing (%s puts it here)", tensor, IndexFile))
+			return formatErr(filepath.Join(dir, file), fmt.Sprintf("tensor %s is missing (%s puts it here)", excerpt.Name(tensor), IndexFile))
 		}
 	}
 	w.Files = files
@@ -136,9 +161,9 @@ func (w *Weights) openFiles(dir string, files []string, index map[string]string)
 }
 
 func (w *Weights) mapOne(name, file string) (*stHeader, error) {
-	f, err := os.Open(name)
+	f, err := regular.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("open weights: %w", err)
+		return nil, fileErr(name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -168,10 +193,10 @@ func (w *Weights) checkArchitecture(where string) error {
 	for _, t := range w.Config.Tensors() {
 		got, ok := w.tensors[t.Name]
 		if !ok {
-			return formatErr(filepath.Dir(where), fmt.Sprintf("tensor %s is missing (%s %s has it, shape %v)", t.Name, w.Config.ModelType, ConfigFile, t.Shape))
+			return formatErr(filepath.Dir(where), fmt.Sprintf("tensor %s is missing (%s %s has it, shape %v)", excerpt.Name(t.Name), w.Config.ModelType, ConfigFile, t.Shape))
 		}
 		if !slices.Equal(got.Shape, t.Shape) {
-			return formatErr(got.Source, fmt.Sprintf("tensor %s has shape %v, %s says %v", t.Name, got.Shape, ConfigFile, t.Shape))
+			return formatErr(got.Source, fmt.Sprintf("tensor %s has shape %v, %s says %v", excerpt.Name(t.Name), got.Shape, ConfigFile, t.Shape))
 		}
 	}
 	var extra []string
@@ -183,7 +208,7 @@ func (w *Weights) checkArchitecture(where string) error {
 	if len(extra) > 0 {
 		sort.Strings(extra)
 		t := w.tensors[extra[0]]
-		return formatErr(t.Source, fmt.Sprintf("tensor %s is not part of a %s model with this %s (%d unexpected tensors)", t.Name, w.Config.ModelType, ConfigFile, len(extra)))
+		return formatErr(t.Source, fmt.Sprintf("tensor %s is not part of a %s model with this %s (%d unexpected tensors)", excerpt.Name(t.Name), w.Config.ModelType, ConfigFile, len(extra)))
 	}
 	return nil
 }

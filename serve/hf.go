@@ -79,12 +79,12 @@ type hfState struct {
 }
 
 // newHF serves the HF model folder o.HF (config.json, safetensors weights, tokenizer.json).
-func newHF(o Options) (*Server, error) {
-	m, cfg, err := hf.LoadLLM(o.HF)
+func newHF(ctx context.Context, o Options) (*Server, error) {
+	m, cfg, err := hf.LoadLLMContext(ctx, o.HF)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
 	}
-	bpe, err := tokenizer.LoadDir(o.HF)
+	bpe, err := tokenizer.LoadDirContext(ctx, o.HF)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --hf %s: %w", o.HF, err)
 	}
@@ -118,7 +118,7 @@ func StopIDs(bpe *tokenizer.BPE, cfg hf.Config) []int32 {
 
 // notFound is vLLM's answer to a request naming a model it does not serve.
 func (s *Server) notFound(name string) *httpError {
-	return &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %s", excerpt.Cut(name), strings.Join(s.names(), ", "))}
+	return &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist: this server serves %s", excerpt.Name(name), strings.Join(s.names(), ", "))}
 }
 
 // lookup is the policy a request's "model" names: the base (also when empty) or an adapter.
@@ -198,6 +198,10 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput")
 		return
 	}
+	if herr := checkLoRAName(req.LoRAName); herr != nil {
+		writeError(w, herr.status, herr.msg, herr.typ)
+		return
+	}
 	if herr := s.hf.reserve(req.LoRAName, s.cur.Load().name, s.o.MaxLoRAs); herr != nil {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
@@ -208,7 +212,7 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
-	s.o.Logf("serve: loaded LoRA adapter %s from %s", req.LoRAName, req.LoRAPath)
+	s.o.Logf("serve: loaded LoRA adapter %s from %s", req.LoRAName, excerpt.Name(req.LoRAPath))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoRAName)
 }
@@ -219,9 +223,9 @@ func (h *hfState) reserve(name, base string, max int) *httpError {
 	defer h.mu.Unlock()
 	switch {
 	case name == base || h.adapters[name] != nil || h.loading[name]:
-		return &httpError{http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded.", excerpt.Cut(name))}
+		return &httpError{http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded.", excerpt.Name(name))}
 	case len(h.adapters)+len(h.loading) >= max:
-		return &httpError{http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("cannot load LoRA adapter '%s': %d adapters are loaded or loading, the most this server holds (--max-loras %d): unload one first (POST /v1/unload_lora_adapter)", excerpt.Cut(name), len(h.adapters)+len(h.loading), max)}
+		return &httpError{http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf("cannot load LoRA adapter '%s': %d adapters are loaded or loading, the most this server holds (--max-loras %d): unload one first (POST /v1/unload_lora_adapter)", excerpt.Name(name), len(h.adapters)+len(h.loading), max)}
 	}
 	h.loading[name] = true
 	return nil
@@ -239,29 +243,27 @@ func (h *hfState) install(name string, p *policy) {
 }
 
 // mergeAdapter builds the policy of an adapter: a copy of the base with the adapter merged in.
+// A load whose client leaves stops between modules.
 func (s *Server) mergeAdapter(ctx context.Context, req openai.LoadLoRAAdapterRequest) (*policy, *httpError) {
-	dir := req.LoRAPath
-	if strings.Contains(dir, "://") {
-		if s.o.Resolve == nil {
-			return nil, badRequest("lora_path %s: this server reads local folders only", excerpt.Cut(dir))
-		}
-		var err error
-		if dir, err = s.o.Resolve(ctx, req.LoRAPath); err != nil {
-			return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("No adapter found for %s: %v", excerpt.Cut(req.LoRAPath), err)}
-		}
+	dir, cleanup, herr := s.adapterDir(ctx, req.LoRAPath)
+	if herr != nil {
+		return nil, herr
 	}
-	if _, err := hf.ReadAdapterConfig(dir); err != nil {
+	defer cleanup()
+	where := excerpt.Name(req.LoRAPath)
+	if _, err := hf.ReadAdapterConfigContext(ctx, dir); err != nil {
+		msg := hideDir(err.Error(), dir, req.LoRAPath)
 		if errors.Is(err, hf.ErrFormat) || errors.Is(err, hf.ErrUnsupported) {
-			return nil, badRequest("lora_path %s: %v", excerpt.Cut(req.LoRAPath), err)
+			return nil, badRequest("lora_path %s: %s", where, msg)
 		}
-		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("No adapter found for %s: %v", excerpt.Cut(req.LoRAPath), err)}
+		return nil, &httpError{http.StatusNotFound, "NotFoundError", fmt.Sprintf("No adapter found for %s: %s", where, msg)}
 	}
 	m, err := cloneLLM(s.hf.baseModel())
 	if err != nil {
 		return nil, &httpError{http.StatusInternalServerError, "InternalServerError", err.Error()}
 	}
-	if err := hf.ApplyAdapter(m, dir); err != nil {
-		return nil, badRequest("lora_path %s: %v", excerpt.Cut(req.LoRAPath), err)
+	if err := hf.ApplyAdapterContext(ctx, m, dir); err != nil {
+		return nil, badRequest("lora_path %s: %s", where, hideDir(err.Error(), dir, req.LoRAPath))
 	}
 	base := s.cur.Load()
 	return &policy{name: req.LoRAName, m: m, context: base.context, vocab: base.vocab, stop: base.stop, parent: base.name, root: req.LoRAPath}, nil
@@ -307,10 +309,10 @@ func (s *Server) unloadAdapter(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("The lora adapter '%s' cannot be found.", excerpt.Cut(req.LoRAName)), "NotFoundError")
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The lora adapter '%s' cannot be found.", excerpt.Name(req.LoRAName)), "NotFoundError")
 		return
 	}
-	s.o.Logf("serve: unloaded LoRA adapter %s", req.LoRAName)
+	s.o.Logf("serve: unloaded LoRA adapter %s", excerpt.Name(req.LoRAName))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoRAName)
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", excerpt.Name(req.LoRAName))
 }

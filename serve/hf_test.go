@@ -374,7 +374,7 @@ func TestLoRAEndpointsAnswerAsVLLM(t *testing.T) {
 	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", MaxLoRAs: 2})
 	a := writeAdapter(t, 1)
 	bad := writeAdapter(t, 3)
-	if err := os.WriteFile(filepath.Join(bad, hf.AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": 4}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, hf.AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": 4, "target_modules": "all-linear"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -418,19 +418,19 @@ func TestLoRAEndpointsAnswerAsVLLM(t *testing.T) {
 	}
 }
 
-// TestLoadDoesNotBlockServing: while an adapter is being fetched (Resolve blocks), the base
+// TestLoadDoesNotBlockServing: while an adapter is being fetched (FetchAdapter blocks), the base
 // and the loaded adapters keep answering.
 func TestLoadDoesNotBlockServing(t *testing.T) {
 	dir, _ := tinyQwen3(t)
 	release := make(chan struct{})
 	a := writeAdapter(t, 1)
-	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", Resolve: func(ctx context.Context, p string) (string, error) {
+	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", FetchAdapter: func(ctx context.Context, u, dst string) error {
 		<-release
-		return a, nil
+		return os.CopyFS(dst, os.DirFS(a))
 	}})
 	done := make(chan int, 1)
 	go func() {
-		status, _ := postRaw(t, url+"/v1/load_lora_adapter", map[string]string{"lora_name": "slow", "lora_path": "file:///slow"})
+		status, _ := postRaw(t, url+"/v1/load_lora_adapter", map[string]string{"lora_name": "slow", "lora_path": "s3://bucket/slow"})
 		done <- status
 	}()
 	time.Sleep(50 * time.Millisecond)

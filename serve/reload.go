@@ -46,17 +46,17 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	defer s.hf.reload.Unlock()
 	dir, err := s.resolve(r.Context(), req.ModelPath)
 	if err != nil {
-		fail("model_path %s: %v", excerpt.Cut(req.ModelPath), err)
+		fail("model_path %s: %v", excerpt.Name(req.ModelPath), err)
 		return
 	}
-	m, _, err := hf.LoadLLM(dir)
+	m, _, err := hf.LoadLLMContext(r.Context(), dir)
 	if err != nil {
-		fail("model_path %s: %v", excerpt.Cut(req.ModelPath), err)
+		fail("model_path %s: %v", excerpt.Name(req.ModelPath), err)
 		return
 	}
 	cur := s.cur.Load()
 	if got, want := m.Config(), s.hf.baseModel().Config(); got != want {
-		fail("model_path %s: a model of config %+v, but this server serves %+v: start a server for it", excerpt.Cut(req.ModelPath), got, want)
+		fail("model_path %s: a model of config %+v, but this server serves %+v: start a server for it", excerpt.Name(req.ModelPath), got, want)
 		return
 	}
 	next := *cur
@@ -65,7 +65,7 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	s.hf.base = m
 	s.hf.mu.Unlock()
 	s.cur.Store(&next)
-	s.o.Logf("serve: serving the weights of %s", req.ModelPath)
+	s.o.Logf("serve: serving the weights of %s", excerpt.Name(req.ModelPath))
 	writeJSON(w, http.StatusOK, openai.UpdateWeightsResponse{Success: true, Message: "Succeeded to update model weights."})
 }
 

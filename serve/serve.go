@@ -59,6 +59,15 @@ const (
 	// rollout sends at most models.<m>.openai.max_batch prompts (default 64) a request.
 	DefaultMaxPrompts      = 1024
 	DefaultMaxPromptTokens = 1 << 18
+	// PromptBytesPerToken sets MaxPromptBytes' default: MaxPromptTokens × 16, far above the
+	// 3 to 5 bytes a token of text averages, so that a text prompt refused for its bytes would
+	// have been refused for its tokens too, without tokenizing it first.
+	PromptBytesPerToken = 16
+	// DefaultRequestTimeout bounds one completion request from its arrival to its answer.
+	DefaultRequestTimeout = 10 * time.Minute
+	// DefaultMaxConcurrent is how many sampling calls run at once: a long generation holds
+	// one, and the requests that arrive meanwhile are sampled beside it.
+	DefaultMaxConcurrent = 4
 )
 
 // Options configure a Server.
@@ -84,6 +93,16 @@ type Options struct {
 	// MaxPrompts caps the prompts of one request (400 over it) and MaxPromptTokens their
 	// tokens in all (413 over it); defaults DefaultMaxPrompts and DefaultMaxPromptTokens.
 	MaxPrompts, MaxPromptTokens int
+	// MaxPromptBytes caps the bytes of a request's text prompts, all together, checked before
+	// any is tokenized (413 over it); default MaxPromptTokens × PromptBytesPerToken.
+	MaxPromptBytes int
+	// RequestTimeout bounds a completion request from its arrival (default
+	// DefaultRequestTimeout; < 0: none): past it, its sampling stops and it gets a 504.
+	RequestTimeout time.Duration
+	// MaxConcurrent is how many sampling calls run at once (default DefaultMaxConcurrent):
+	// a window's requests are sampled beside the calls already running, so a short
+	// completion is not queued behind a long one.
+	MaxConcurrent int
 	// HF, when set, is a local Hugging Face model folder (config.json, safetensors,
 	// tokenizer.json) to serve instead of a run's checkpoint (Bucket, Run, Model and Poll are
 	// then unused): Name defaults to the folder's base name, text prompts are encoded with its
@@ -92,7 +111,17 @@ type Options struct {
 	// a time (default DefaultMaxLoRAs; each is a merged copy of the weights).
 	HF       string
 	MaxLoRAs int
-	// Resolve turns a lora_path that is a store URL (s3://…, file://…) into a local folder
+	// AdapterRoot bounds lora_path: adapters are read only from a folder under it, a local
+	// folder or a store URL prefix ("": anywhere). With AdapterCheckpoints the folder must
+	// also be a run's checkpoint there (<root>/runs/<run>/checkpoints/…), as drmas serve's default
+	// (the store's checkpoints). A path outside gets a 403.
+	AdapterRoot        string
+	AdapterCheckpoints bool
+	// FetchAdapter downloads the two files of a PEFT adapter (adapter_config.json,
+	// adapter_model.safetensors) of a store folder url into the local folder dst, and nothing
+	// else (nil: a lora_path that is a store URL is refused).
+	FetchAdapter func(ctx context.Context, url, dst string) error
+	// Resolve turns a model_path that is a store URL (s3://…, file://…) into a local folder
 	// (nil: only local folders are accepted).
 	Resolve func(ctx context.Context, path string) (string, error)
 	// Logf receives one-line notices (nil: discarded).
@@ -106,6 +135,7 @@ type Stats struct {
 	Batches  int64 // model.Sample calls
 	MaxBatch int64 // most prompts in one Sample call
 	Reloads  int64 // checkpoint swaps after the first load
+	Stopped  int64 // sampling calls stopped early: every request they sampled for had left or timed out
 }
 
 // policy is one servable model: the built-in checkpoint, an HF model, or an HF model with a
@@ -134,11 +164,12 @@ type Server struct {
 	codec   codec
 	hf      *hfState // nil in the checkpoint mode
 	queue   chan *item
+	slots   chan struct{} // one per sampling call running
 	stopped chan struct{}
 	created int64
 	ids     atomic.Int64
 
-	requests, prompts, batches, maxBatch, reloads atomic.Int64
+	requests, prompts, batches, maxBatch, reloads, stoppedCalls atomic.Int64
 }
 
 // New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
@@ -165,11 +196,20 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.MaxPromptTokens <= 0 {
 		o.MaxPromptTokens = DefaultMaxPromptTokens
 	}
+	if o.MaxPromptBytes <= 0 {
+		o.MaxPromptBytes = min(o.MaxPromptTokens*PromptBytesPerToken, maxRequestBody)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.HF != "" {
-		return newHF(o)
+		return newHF(ctx, o)
 	}
 	set, err := checkpoints.Load(ctx, o.Bucket, o.Run, false, func(msg string) { o.Logf("serve: warning: %s", msg) })
 	if err != nil {
@@ -192,7 +232,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 func newServer(o Options, c codec) *Server {
-	return &Server{o: o, codec: c, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix()}
+	return &Server{o: o, codec: c, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix(),
+		slots: make(chan struct{}, max(1, o.MaxConcurrent))}
 }
 
 func (s *Server) install(set *checkpoints.Set) error {
@@ -216,7 +257,7 @@ func (s *Server) Version() int64 { return s.cur.Load().step }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load()}
+	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load()}
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
@@ -272,6 +313,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = srv.Shutdown(sctx)
 		cancel()
+		if err != nil { // handlers still writing to clients that do not read: drop them
+			_ = srv.Close()
+		}
 	case err = <-errc:
 	}
 	bcancel()
@@ -338,6 +382,9 @@ func (s *Server) Handler() http.Handler {
 
 // item is one HTTP request's prompts waiting for a Sample call.
 type item struct {
+	// ctx is the request's: done when its client leaves or its deadline passes. A sampling
+	// call stops when every request it samples for is done.
+	ctx  context.Context
 	pol  *policy
 	reqs []model.SampleRequest
 	opts model.SampleOptions
@@ -351,6 +398,8 @@ type result struct {
 }
 
 func (s *Server) batcher(ctx context.Context) {
+	var calls sync.WaitGroup
+	defer calls.Wait()
 	for {
 		var batch []*item
 		select {
@@ -374,7 +423,7 @@ func (s *Server) batcher(ctx context.Context) {
 			}
 		}
 		t.Stop()
-		s.run(ctx, batch)
+		s.run(ctx, batch, &calls)
 	}
 }
 
@@ -387,12 +436,17 @@ type optsKey struct {
 	stop string
 }
 
-// run samples a window's items: one Sample call per policy and distinct set of sampling
-// options.
-func (s *Server) run(ctx context.Context, batch []*item) {
+// run starts a window's sampling: one call per policy and distinct set of sampling options,
+// each in its own goroutine once one of MaxConcurrent slots is free, so that it runs beside
+// the calls already running (a long generation does not hold the requests that arrive after
+// it). Requests whose client left while queued are dropped.
+func (s *Server) run(ctx context.Context, batch []*item, calls *sync.WaitGroup) {
 	groups := map[optsKey][]*item{}
 	var order []optsKey
 	for _, it := range batch {
+		if it.ctx.Err() != nil {
+			continue // its handler has answered or left
+		}
 		k := optsKey{it.pol, it.opts.Temperature, it.opts.TopP, it.opts.MaxTokens, fmt.Sprint(it.opts.Stop)}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
@@ -400,38 +454,83 @@ func (s *Server) run(ctx context.Context, batch []*item) {
 		groups[k] = append(groups[k], it)
 	}
 	for _, k := range order {
-		items, p := groups[k], k.pol
-		var all []model.SampleRequest
-		for _, it := range items {
-			all = append(all, it.reqs...)
+		items := groups[k]
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			for _, it := range items {
+				it.done <- result{err: ctx.Err()}
+			}
+			continue
 		}
-		// At most MaxBatch prompts a call: the window may overshoot it by the last request,
-		// and one request may hold any number of prompts.
-		var res []model.SampleResult
-		var err error
-		for lo := 0; lo < len(all) && err == nil; lo += s.o.MaxBatch {
-			chunk := all[lo:min(lo+s.o.MaxBatch, len(all))]
-			var r []model.SampleResult
-			r, err = p.m.Sample(ctx, chunk, items[0].opts)
-			res = append(res, r...)
-			s.batches.Add(1)
-			s.prompts.Add(int64(len(chunk)))
-			for {
-				cur := s.maxBatch.Load()
-				if int64(len(chunk)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(chunk))) {
-					break
-				}
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			defer func() { <-s.slots }()
+			s.sample(ctx, k.pol, items)
+		}()
+	}
+}
+
+// sample runs one group's Sample calls, at most MaxBatch prompts a call (the window may
+// overshoot it by the last request, and one request may hold any number of prompts), and
+// answers each item. The calls stop when every item's request is done.
+func (s *Server) sample(ctx context.Context, p *policy, items []*item) {
+	callCtx, stop := whenAllDone(ctx, items)
+	defer stop()
+	var all []model.SampleRequest
+	for _, it := range items {
+		all = append(all, it.reqs...)
+	}
+	var res []model.SampleResult
+	var err error
+	for lo := 0; lo < len(all) && err == nil; lo += s.o.MaxBatch {
+		chunk := all[lo:min(lo+s.o.MaxBatch, len(all))]
+		var r []model.SampleResult
+		r, err = p.m.Sample(callCtx, chunk, items[0].opts)
+		res = append(res, r...)
+		s.batches.Add(1)
+		s.prompts.Add(int64(len(chunk)))
+		for {
+			cur := s.maxBatch.Load()
+			if int64(len(chunk)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(chunk))) {
+				break
 			}
 		}
-		off := 0
-		for _, it := range items {
-			r := result{pol: p, err: err}
-			if err == nil {
-				r.res = res[off : off+len(it.reqs)]
-			}
-			off += len(it.reqs)
-			it.done <- r
+	}
+	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
+		s.stoppedCalls.Add(1)
+	}
+	off := 0
+	for _, it := range items {
+		r := result{pol: p, err: err}
+		if err == nil {
+			r.res = res[off : off+len(it.reqs)]
 		}
+		off += len(it.reqs)
+		it.done <- r
+	}
+}
+
+// whenAllDone is a context under parent that is also cancelled once every item's context is
+// done; stop releases it.
+func whenAllDone(parent context.Context, items []*item) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	var left atomic.Int64
+	left.Store(int64(len(items)))
+	stops := make([]func() bool, len(items))
+	for i, it := range items {
+		stops[i] = context.AfterFunc(it.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, st := range stops {
+			st()
+		}
+		cancel()
 	}
 }
 
@@ -486,9 +585,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	it.ctx = ctx
 	select {
 	case s.queue <- it:
-	case <-r.Context().Done():
+	case <-ctx.Done():
+		s.ended(w, ctx)
 		return
 	case <-s.stopped:
 		writeError(w, http.StatusServiceUnavailable, "server is shutting down", "ServiceUnavailableError")
@@ -497,7 +600,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var res result
 	select {
 	case res = <-it.done:
-	case <-r.Context().Done():
+	case <-ctx.Done():
+		s.ended(w, ctx)
 		return
 	case <-s.stopped:
 		writeError(w, http.StatusServiceUnavailable, "server is shutting down", "ServiceUnavailableError")
@@ -505,6 +609,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.err != nil {
 		writeError(w, http.StatusInternalServerError, "sample: "+res.err.Error(), "InternalServerError")
+		return
+	}
+	if herr := finite(res.res); herr != nil {
+		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
 	s.requests.Add(1)
@@ -548,6 +656,36 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// requestContext is r's context (cancelled when the client leaves) bounded by RequestTimeout.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if s.o.RequestTimeout < 0 {
+		return context.WithCancel(r.Context())
+	}
+	return context.WithTimeout(r.Context(), s.o.RequestTimeout)
+}
+
+// ended answers a request whose context is done: a 504 past its deadline; nothing when its
+// client left (no one reads the answer).
+func (s *Server) ended(w http.ResponseWriter, ctx context.Context) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("the completion did not finish within %s (--request-timeout): ask for fewer max_tokens or raise it", s.o.RequestTimeout), "TimeoutError")
+	}
+}
+
+// finite refuses to answer with a NaN or infinite log-probability (weights that overflow):
+// a 200 would hand a client numbers it cannot use.
+func finite(res []model.SampleResult) *httpError {
+	for i, sr := range res {
+		for j, lp := range sr.LogProbs {
+			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 1) {
+				return &httpError{http.StatusInternalServerError, "InternalServerError",
+					fmt.Sprintf("prompt %d: token %d has the log-probability %v: the model's computation is not finite (its weights overflow)", i, j, lp)}
+			}
+		}
+	}
+	return nil
+}
+
 // parse validates a completion request and turns it into a queue item.
 func (s *Server) parse(req *openai.CompletionRequest) (*item, *httpError) {
 	pol, herr := s.lookup(req.Model)
@@ -566,7 +704,12 @@ func (s *Server) parse(req *openai.CompletionRequest) (*item, *httpError) {
 	if req.Logprobs != nil && *req.Logprobs < 0 {
 		return nil, badRequest("logprobs must be ≥ 0")
 	}
-	prompts, err := parsePrompt(req.Prompt, s.codec.encode)
+	prompts, err := parsePrompt(req.Prompt, s.codec.encode, s.o.MaxPromptBytes)
+	var tb *promptBytesError
+	if errors.As(err, &tb) {
+		return nil, &httpError{http.StatusRequestEntityTooLarge, "BadRequestError",
+			fmt.Sprintf("this request's text prompts have %d bytes in all; this server takes at most %d per request (--max-prompt-bytes): send them in several requests", tb.n, s.o.MaxPromptBytes)}
+	}
 	if err != nil {
 		return nil, badRequest("prompt: %v", err)
 	}
@@ -672,15 +815,23 @@ func (s *Server) checkWork(prompts [][]int32) *httpError {
 	return nil
 }
 
+// promptBytesError is parsePrompt's error for text prompts over its byte budget.
+type promptBytesError struct{ n int }
+
+func (e *promptBytesError) Error() string { return fmt.Sprintf("%d bytes of text", e.n) }
+
 // parsePrompt accepts a string, a list of strings, a list of token ids or a list of token-id
 // lists. Text is encoded with encode (the served model's tokenizer; special-token names
-// recognised).
-func parsePrompt(raw json.RawMessage, encode func(string) []int32) ([][]int32, error) {
+// recognised), once its bytes, all prompts together, are known to be at most maxBytes.
+func parsePrompt(raw json.RawMessage, encode func(string) []int32, maxBytes int) ([][]int32, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("missing")
 	}
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
+		if len(str) > maxBytes {
+			return nil, &promptBytesError{len(str)}
+		}
 		return [][]int32{encode(str)}, nil
 	}
 	var ids []int32
@@ -692,6 +843,13 @@ func parsePrompt(raw json.RawMessage, encode func(string) []int32) ([][]int32, e
 	}
 	var strs []string
 	if json.Unmarshal(raw, &strs) == nil {
+		n := 0
+		for _, s := range strs {
+			n += len(s)
+		}
+		if n > maxBytes {
+			return nil, &promptBytesError{n}
+		}
 		out := make([][]int32, len(strs))
 		for i, s := range strs {
 			out[i] = encode(s)

@@ -15,40 +15,34 @@ type addedToken struct {
 
 // matcher finds added tokens in text, leftmost first and longest first among those starting
 // at the same place (Hugging Face's aho-corasick LeftmostLongest), with a byte trie: the cost
-// per text byte is bounded by the longest token.
+// per text byte is bounded by the longest token. The trie's edges are one map keyed by (node,
+// byte), a few tens of bytes per byte of token content (a map per node would cost hundreds).
 type matcher struct {
 	first [256]bool
-	nodes []trieNode
+	edges map[uint64]int32 // node<<8 | byte → child node
+	tok   []int32          // per node: index in toks, -1 when no token ends here
 	toks  []addedToken
-}
-
-type trieNode struct {
-	next map[byte]int32
-	tok  int32 // index in toks, -1 when no token ends here
 }
 
 func newMatcher(toks []addedToken) *matcher {
 	if len(toks) == 0 {
 		return nil
 	}
-	m := &matcher{nodes: []trieNode{{tok: -1}}, toks: toks}
+	m := &matcher{edges: map[uint64]int32{}, tok: []int32{-1}, toks: toks}
 	for i, a := range toks {
 		m.first[a.content[0]] = true
 		n := int32(0)
 		for j := 0; j < len(a.content); j++ {
-			c := a.content[j]
-			nx, ok := m.nodes[n].next[c]
+			key := uint64(n)<<8 | uint64(a.content[j])
+			nx, ok := m.edges[key]
 			if !ok {
-				if m.nodes[n].next == nil {
-					m.nodes[n].next = map[byte]int32{}
-				}
-				nx = int32(len(m.nodes))
-				m.nodes[n].next[c] = nx
-				m.nodes = append(m.nodes, trieNode{tok: -1})
+				nx = int32(len(m.tok))
+				m.edges[key] = nx
+				m.tok = append(m.tok, -1)
 			}
 			n = nx
 		}
-		m.nodes[n].tok = int32(i) // a content listed twice keeps its last entry
+		m.tok[n] = int32(i) // a content listed twice keeps its last entry
 	}
 	return m
 }
@@ -57,12 +51,12 @@ func newMatcher(toks []addedToken) *matcher {
 func (m *matcher) longest(text string, i int) (tok, end int) {
 	tok, n := -1, int32(0)
 	for j := i; j < len(text); j++ {
-		nx, ok := m.nodes[n].next[text[j]]
+		nx, ok := m.edges[uint64(n)<<8|uint64(text[j])]
 		if !ok {
 			break
 		}
 		n = nx
-		if t := m.nodes[n].tok; t >= 0 {
+		if t := m.tok[n]; t >= 0 {
 			tok, end = int(t), j+1
 		}
 	}

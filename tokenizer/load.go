@@ -2,19 +2,27 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/internal/regular"
 )
 
 // ErrUnsupported marks a tokenizer.json whose shape this package does not implement; the
 // error's text names the field.
 var ErrUnsupported = errors.New("unsupported tokenizer")
+
+// MaxAddedBytes bounds the content of added_tokens, all together: matching them builds a trie
+// of a few tens of bytes per content byte, so this bounds the memory a tokenizer.json's added
+// tokens can cost. Qwen's hold about 4 KiB, Llama 3's about 8 KiB.
+const MaxAddedBytes = 1 << 20
 
 // maxFileBytes bounds what LoadDir reads; real tokenizer.json files are ~10 MB.
 const maxFileBytes = 256 << 20
@@ -86,12 +94,16 @@ type component struct {
 // LoadDir reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. A chat
 // template in DIR/chat_template.jinja (where newer transformers save it) is used when the
 // config has none.
-func LoadDir(dir string) (*BPE, error) {
-	tok, err := readBounded(filepath.Join(dir, "tokenizer.json"))
+func LoadDir(dir string) (*BPE, error) { return LoadDirContext(context.Background(), dir) }
+
+// LoadDirContext is LoadDir with reads that ctx cancels. Each file must be a regular file (or
+// a symlink to one): a named pipe or a directory in its place is an error naming it.
+func LoadDirContext(ctx context.Context, dir string) (*BPE, error) {
+	tok, err := readBounded(ctx, filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := readOptional(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readOptional(ctx, filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +111,7 @@ func LoadDir(dir string) (*BPE, error) {
 	if err != nil || t.chat.present {
 		return t, err
 	}
-	tmpl, err := readOptional(filepath.Join(dir, "chat_template.jinja"))
+	tmpl, err := readOptional(ctx, filepath.Join(dir, "chat_template.jinja"))
 	if err != nil {
 		return nil, err
 	}
@@ -108,26 +120,22 @@ func LoadDir(dir string) (*BPE, error) {
 }
 
 // readOptional is readBounded with a missing file read as nil.
-func readOptional(path string) ([]byte, error) {
-	b, err := readBounded(path)
+func readOptional(ctx context.Context, path string) ([]byte, error) {
+	b, err := readBounded(ctx, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	return b, err
 }
 
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readBounded(ctx context.Context, path string) ([]byte, error) {
+	b, err := regular.ReadFile(ctx, path, maxFileBytes)
+	var tl *regular.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, fmt.Errorf("tokenizer: %s is larger than %d MiB", path, maxFileBytes>>20)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: read %s: %w", path, err)
-	}
-	if len(b) > maxFileBytes {
-		return nil, fmt.Errorf("tokenizer: %s is larger than %d MiB", path, maxFileBytes>>20)
 	}
 	return b, nil
 }
@@ -166,13 +174,13 @@ func unsupported(format string, args ...any) error {
 func (t *BPE) loadModel(m *jsonModel) error {
 	switch {
 	case m.Type != "BPE":
-		return unsupported("model.type %q (only BPE)", m.Type)
+		return unsupported("model.type %s (only BPE)", excerpt.Quote(m.Type))
 	case m.Dropout != nil && *m.Dropout != 0:
 		return unsupported("model.dropout %v (only null or 0)", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
-		return unsupported("model.continuing_subword_prefix %q (only empty)", *m.ContinuingSubwordPrefix)
+		return unsupported("model.continuing_subword_prefix %s (only empty)", excerpt.Quote(*m.ContinuingSubwordPrefix))
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return unsupported("model.end_of_word_suffix %q (only empty)", *m.EndOfWordSuffix)
+		return unsupported("model.end_of_word_suffix %s (only empty)", excerpt.Quote(*m.EndOfWordSuffix))
 	case m.ByteFallback:
 		return unsupported("model.byte_fallback true (only false)")
 	case len(m.Vocab) == 0:
@@ -182,7 +190,7 @@ func (t *BPE) loadModel(m *jsonModel) error {
 	t.vocab = make(map[string]int32, len(m.Vocab))
 	for s, id := range m.Vocab {
 		if id < 0 || id > maxID {
-			return fmt.Errorf("tokenizer.json: model.vocab[%q] = %d is outside 0..%d", s, id, maxID)
+			return fmt.Errorf("tokenizer.json: model.vocab[%s] = %d is outside 0..%d", excerpt.Quote(s), id, maxID)
 		}
 		t.vocab[s] = int32(id)
 	}
@@ -194,7 +202,7 @@ func (t *BPE) loadModel(m *jsonModel) error {
 		t.byteID[b] = id
 		if !ok && m.UnkToken != nil {
 			// Hugging Face would emit unk_token for the byte: not implemented.
-			return unsupported("model.unk_token %q with no symbol for byte 0x%02x in model.vocab", *m.UnkToken, b)
+			return unsupported("model.unk_token %s with no symbol for byte 0x%02x in model.vocab", excerpt.Quote(*m.UnkToken), b)
 		}
 	}
 	return t.loadMerges(m.Merges)
@@ -214,7 +222,7 @@ func (t *BPE) loadMerges(raw []json.RawMessage) error {
 		idb, okb := t.vocab[b]
 		idm, okm := t.vocab[a+b]
 		if !oka || !okb || !okm {
-			return fmt.Errorf("tokenizer.json: model.merges[%d] (%q, %q): a token is not in model.vocab", rank, a, b)
+			return fmt.Errorf("tokenizer.json: model.merges[%d] (%s, %s): a token is not in model.vocab", rank, excerpt.Quote(a), excerpt.Quote(b))
 		}
 		// A pair listed twice keeps its last rank, as Hugging Face's map does.
 		t.merges[pairKey(ida, idb)] = uint64(rank)<<32 | uint64(idm)
@@ -234,7 +242,7 @@ func parseMerge(r json.RawMessage) (string, string, error) {
 		}
 		a, b, ok := strings.Cut(s, " ")
 		if !ok || strings.Contains(b, " ") {
-			return "", "", fmt.Errorf("%q is not two tokens separated by one space", s)
+			return "", "", fmt.Errorf("%s is not two tokens separated by one space", excerpt.Quote(s))
 		}
 		return a, b, nil
 	}
@@ -265,7 +273,7 @@ func (t *BPE) loadNormalizer(raw json.RawMessage, field string) error {
 		}
 		return nil
 	}
-	return unsupported("%s.type %q (only NFC)", field, c.Type)
+	return unsupported("%s.type %s (only NFC)", field, excerpt.Quote(c.Type))
 }
 
 // qwenPattern is the Split regex of Qwen2/2.5/3's tokenizer.json, which splitWord implements.
@@ -280,7 +288,7 @@ func checkPreTokenizer(raw json.RawMessage, field string) error {
 		return fmt.Errorf("tokenizer.json: %s: %w", field, err)
 	}
 	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
-		return unsupported("%s.type %q (only a Sequence of Qwen's Split and ByteLevel)", field, c.Type)
+		return unsupported("%s.type %s (only a Sequence of Qwen's Split and ByteLevel)", field, excerpt.Quote(c.Type))
 	}
 	var split, bl component
 	if json.Unmarshal(c.Pretokenizers[0], &split) != nil || json.Unmarshal(c.Pretokenizers[1], &bl) != nil {
@@ -290,9 +298,9 @@ func checkPreTokenizer(raw json.RawMessage, field string) error {
 	case split.Type != "Split" || split.Pattern["Regex"] != qwenPattern:
 		return unsupported("%s.pretokenizers[0] (only Split with Qwen's regex)", field)
 	case split.Behavior != "Isolated" || split.Invert:
-		return unsupported("%s.pretokenizers[0].behavior %q invert %v (only Isolated, false)", field, split.Behavior, split.Invert)
+		return unsupported("%s.pretokenizers[0].behavior %s invert %v (only Isolated, false)", field, excerpt.Quote(split.Behavior), split.Invert)
 	case bl.Type != "ByteLevel":
-		return unsupported("%s.pretokenizers[1].type %q (only ByteLevel)", field, bl.Type)
+		return unsupported("%s.pretokenizers[1].type %s (only ByteLevel)", field, excerpt.Quote(bl.Type))
 	case bl.AddPrefixSpace:
 		return unsupported("%s.pretokenizers[1].add_prefix_space true (only false)", field)
 	case bl.UseRegex == nil || *bl.UseRegex:
@@ -310,7 +318,7 @@ func checkDecoder(raw json.RawMessage) error {
 		return fmt.Errorf("tokenizer.json: decoder: %w", err)
 	}
 	if c.Type != "ByteLevel" {
-		return unsupported("decoder.type %q (only ByteLevel)", c.Type)
+		return unsupported("decoder.type %s (only ByteLevel)", excerpt.Quote(c.Type))
 	}
 	return nil
 }
@@ -323,8 +331,12 @@ func isNull(raw json.RawMessage) bool {
 func (t *BPE) loadAdded(list []jsonAddedToken) error {
 	t.added = make(map[string]int32, len(list))
 	var raw, normed []addedToken
+	total := 0
 	for i, a := range list {
+		total += len(a.Content)
 		switch {
+		case total > MaxAddedBytes:
+			return fmt.Errorf("tokenizer.json: added_tokens: %d bytes of content by added_tokens[%d] (%d bytes); at most %d in all are supported (real tokenizers have a few KiB)", total, i, len(a.Content), MaxAddedBytes)
 		case a.ID == nil || *a.ID < 0 || *a.ID > maxID:
 			return fmt.Errorf("tokenizer.json: added_tokens[%d]: id missing or outside 0..%d", i, maxID)
 		case a.Content == "":

@@ -115,12 +115,12 @@ func runOnServe(t *testing.T, extra, lr string, warm bool) (store, log, url stri
 			t.Fatal(err)
 		}
 	}
-	url, serveLog := startServe(t, "--hf", base, "--served-model-name", "m")
+	store = filepath.Join(tmp, "store")
+	url, serveLog := startServe(t, "--hf", base, "--served-model-name", "m", "--store", store)
 	cfgFile := filepath.Join(tmp, "hf.yaml")
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, hfServeRunConfig, base, extra, url, lr), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store = filepath.Join(tmp, "store")
 	out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2")
 	return store, out + errOut + "\nserve:\n" + serveLog.String(), url, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/drmas-dev/drmas/configs"
 )
 
@@ -15,19 +17,40 @@ func loadInterruptibly(ctx context.Context, o configs.LoadOptions) (*configs.Con
 		ctx = context.Background()
 	}
 	o.Context = ctx
-	type loaded struct {
-		cfg *configs.Config
+	return interruptibly(ctx, "loading the config", func() (*configs.Config, error) { return configs.Load(o) })
+}
+
+// interruptibly runs work and returns its result, or returns at once when ctx is cancelled
+// with an error saying what was interrupted (main exits 130 on it). The work is abandoned
+// with the process; it gets ctx too where it reads, so it usually stops by itself.
+func interruptibly[T any](ctx context.Context, what string, work func() (T, error)) (T, error) {
+	type result struct {
+		v   T
 		err error
 	}
-	done := make(chan loaded, 1) // the load may finish after nobody waits: it must not block
+	done := make(chan result, 1) // the work may finish after nobody waits: it must not block
 	go func() {
-		cfg, err := configs.Load(o)
-		done <- loaded{cfg, err}
+		v, err := work()
+		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
-		return r.cfg, r.err
+		return r.v, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("loading the config: interrupted: %w", ctx.Err())
+		var zero T
+		return zero, fmt.Errorf("%s: interrupted: %w", what, ctx.Err())
+	}
+}
+
+// interruptibleRunE is run as a command's RunE that Ctrl-C and SIGTERM end at once, exit 130
+// and one line, even while it reads a file or computes.
+func interruptibleRunE(run func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		_, err := interruptibly(ctx, cmd.CommandPath(), func() (struct{}, error) { return struct{}{}, run(cmd, args) })
+		return err
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/configs"
 )
@@ -20,5 +23,31 @@ func TestLoadInterruptibly(t *testing.T) {
 	cfg, err := loadInterruptibly(context.Background(), configs.LoadOptions{LookupEnv: noEnv})
 	if err != nil || cfg.Run == "" {
 		t.Fatalf("%v %v", cfg, err)
+	}
+}
+
+// TestInterruptibleRunE: a command blocked in its work (a read that never returns) ends as soon
+// as its context is cancelled, with one line that matches context.Canceled (exit 130).
+func TestInterruptibleRunE(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	cmd := &cobra.Command{Use: "inspect", RunE: interruptibleRunE(func(*cobra.Command, []string) error { <-block; return nil })}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd.SetContext(ctx)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() { done <- cmd.RunE(cmd, nil) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || err.Error() != "inspect: interrupted: context canceled" {
+			t.Fatalf("%v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not return when its context was cancelled")
+	}
+	cmd.SetContext(context.Background())
+	want := errors.New("refused")
+	if err := interruptibleRunE(func(*cobra.Command, []string) error { return want })(cmd, nil); err != want {
+		t.Fatalf("the work's own error: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/tokenizer"
 )
 
 func newModelCmd() *cobra.Command {
@@ -51,7 +53,7 @@ error naming it.`,
 		Example: `  drmas model inspect --model ~/models/Qwen2.5-0.5B-Instruct
   drmas model inspect --model s3://models/qwen3-0.6b --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: interruptibleRunE(func(cmd *cobra.Command, _ []string) error {
 			if err := noTilde(cmd, "model", "cache"); err != nil {
 				return err
 			}
@@ -59,7 +61,7 @@ error naming it.`,
 			if err != nil {
 				return err
 			}
-			r, err := inspectModel(dir, rank, tokens)
+			r, err := inspectModel(cmd.Context(), dir, rank, tokens)
 			if err != nil {
 				return err
 			}
@@ -70,7 +72,7 @@ error naming it.`,
 			}
 			printInspect(cmd.OutOrStdout(), r)
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&model, "model", "", "model folder: a local path, or s3://… / file://… in the store (required)")
@@ -158,18 +160,23 @@ type inspectReport struct {
 	LoRAAdapterParams int64    `json:"lora_adapter_parameters"`
 }
 
-func inspectModel(dir string, rank, tokens int) (*inspectReport, error) {
+func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectReport, error) {
 	if rank < 1 || tokens < 1 {
 		return nil, fmt.Errorf("--lora-rank and --tokens must be at least 1")
 	}
-	w, err := hf.OpenWeights(dir)
+	w, err := openModel(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	tok, err := hf.ReadTokenizerInfo(dir)
+	tok, err := hf.ReadTokenizerInfoContext(ctx, dir)
 	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(tok.Files, "tokenizer.json") { // refused as tokenize and serve refuse it
+		if _, err := tokenizer.LoadDirContext(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	c := w.Config
 	full, lora := hf.StepMemory(c, rank, tokens)

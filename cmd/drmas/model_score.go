@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -50,7 +52,7 @@ the in-process rollout compute it (bit for bit), rather than merged as --adapter
   drmas model score --model s3://models/qwen3-0.6b --prompt-ids "$(drmas model tokenize --model DIR --text Hi | tr -d '[]')" --response-ids 0
   drmas model score --model s3://bucket/runs/r1/checkpoints/step=000002/solver_m --prompt-ids 9707,11 --response-ids 1879,0`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: interruptibleRunE(func(cmd *cobra.Command, _ []string) error {
 			if err := noTilde(cmd, "model", "cache", "adapter", "base"); err != nil {
 				return err
 			}
@@ -75,12 +77,12 @@ the in-process rollout compute it (bit for bit), rather than merged as --adapter
 					return err
 				}
 			}
-			lp, err := scoreIDs(dir, adapter, lora, prompt, resp)
+			lp, err := scoreIDs(cmd.Context(), dir, adapter, lora, prompt, resp)
 			if err != nil {
 				return err
 			}
 			return printLogProbs(cmd.OutOrStdout(), lp)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&modelDir, "model", "", "model folder: a local path, or s3://… / file://… in the store (required)")
@@ -111,7 +113,7 @@ func parseIDs(flag, s string) ([]int32, error) {
 	for i, p := range parts {
 		v, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
 		if err != nil || v < 0 {
-			return nil, fmt.Errorf("--%s: item %d %q is not a token id (want comma-separated integers ≥ 0, e.g. 1,2,3)", flag, i+1, strings.TrimSpace(p))
+			return nil, fmt.Errorf("--%s: item %d %s is not a token id (want comma-separated integers ≥ 0, e.g. 1,2,3)", flag, i+1, excerpt.Quote(strings.TrimSpace(p)))
 		}
 		ids[i] = int32(v)
 	}
@@ -120,8 +122,8 @@ func parseIDs(flag, s string) ([]int32, error) {
 
 // scoreIDs loads dir (with the adapter merged, unless "", and with the LoRA adapter folder
 // lora unmerged, unless "") and returns log p of each response token at temperature 1.
-func scoreIDs(dir, adapter, lora string, prompt, resp []int32) ([]float32, error) {
-	w, err := hf.OpenWeights(dir)
+func scoreIDs(ctx context.Context, dir, adapter, lora string, prompt, resp []int32) ([]float32, error) {
+	w, err := openModel(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +148,7 @@ func scoreIDs(dir, adapter, lora string, prompt, resp []int32) ([]float32, error
 		return nil, err
 	}
 	if adapter != "" {
-		if err := hf.ApplyAdapter(m, adapter); err != nil {
+		if err := hf.ApplyAdapterContext(ctx, m, adapter); err != nil {
 			return nil, fmt.Errorf("--adapter: %w", err)
 		}
 	}
@@ -163,6 +165,20 @@ func scoreIDs(dir, adapter, lora string, prompt, resp []int32) ([]float32, error
 		return nil, fmt.Errorf("score: %w", err)
 	}
 	return lp[0], nil
+}
+
+// openModel opens a model folder's weights and checks that the engine runs its architecture:
+// what every model subcommand validates, so that inspect accepts only what score runs.
+func openModel(ctx context.Context, dir string) (*hf.Weights, error) {
+	w, err := hf.OpenWeightsContext(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Config.EngineCheck(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
 }
 
 // printLogProbs writes one log-probability a line: the shortest decimal that reads back to

@@ -8,13 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 )
 
 func newServeCmd() *cobra.Command {
 	var o serve.Options
-	var addr, cache string
+	var addr, cache, adapterRoot string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the run's LATEST checkpoint over the OpenAI completions API (as vLLM does)",
@@ -45,6 +46,16 @@ implements vLLM's dynamic LoRA API:
                                 store), merged into a copy of the weights, served as lora_name
   POST /v1/unload_lora_adapter  {"lora_name"}
 
+An adapter is read only from under --adapter-root (default: a run's checkpoint folder in the
+store, <store>/runs/<run>/checkpoints/…; a folder or a store URL prefix when given): a local folder in
+place, a store folder by fetching its adapter_config.json and adapter_model.safetensors, and
+nothing else, into a temporary folder removed once the adapter is merged or refused.
+
+Bounds (hostile clients): a request's text prompts have at most --max-prompt-bytes bytes (413,
+checked before tokenizing); a completion is answered within --request-timeout (504 past it, its
+sampling stopped); a client that disconnects stops its sampling; up to --max-concurrent sampling
+calls run at once, so a short completion is sampled beside a long one instead of after it.
+
 A request whose "model" is an adapter's name samples with it; GET /v1/models lists the base and
 the adapters (with "parent"). At most --max-loras adapters are loaded at a time. It also
 implements SGLang's weight reload, which a run with models.<id>.openai.reload: sglang drives:
@@ -70,6 +81,12 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 				return fmt.Errorf("--max-prompts %d: must be ≥ 1", o.MaxPrompts)
 			case o.MaxPromptTokens < 1:
 				return fmt.Errorf("--max-prompt-tokens %d: must be ≥ 1", o.MaxPromptTokens)
+			case o.MaxPromptBytes < 0:
+				return fmt.Errorf("--max-prompt-bytes %d: must be ≥ 1, or 0 for %d × --max-prompt-tokens", o.MaxPromptBytes, serve.PromptBytesPerToken)
+			case o.MaxConcurrent < 1:
+				return fmt.Errorf("--max-concurrent %d: must be ≥ 1", o.MaxConcurrent)
+			case o.RequestTimeout == 0:
+				return fmt.Errorf("--request-timeout 0: must be > 0, or negative for none")
 			case o.MaxLoRAs < 1:
 				return fmt.Errorf("--max-loras %d: must be ≥ 1", o.MaxLoRAs)
 			case o.HF != "" && o.Model != "":
@@ -79,7 +96,7 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.HF != "" {
-				return serveHF(cmd, o, addr, cache)
+				return serveHF(cmd, o, addr, cache, adapterRoot)
 			}
 			return serveRun(cmd, args, o, addr)
 		},
@@ -95,6 +112,10 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
 	f.IntVar(&o.MaxPrompts, "max-prompts", serve.DefaultMaxPrompts, "most prompts in one request (400 over it); a rollout sends at most openai.max_batch")
 	f.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", serve.DefaultMaxPromptTokens, "most prompt tokens in one request, all its prompts together (413 over it)")
+	f.IntVar(&o.MaxPromptBytes, "max-prompt-bytes", 0, fmt.Sprintf("most bytes of text prompts in one request, checked before tokenizing (413 over it); 0: %d × --max-prompt-tokens", serve.PromptBytesPerToken))
+	f.DurationVar(&o.RequestTimeout, "request-timeout", serve.DefaultRequestTimeout, "longest a completion request may take (504 past it, its sampling stopped); negative: none")
+	f.IntVar(&o.MaxConcurrent, "max-concurrent", serve.DefaultMaxConcurrent, "most sampling calls running at once; requests arriving while they run wait for one to end")
+	f.StringVar(&adapterRoot, "adapter-root", "", "with --hf: load LoRA adapters only from under this folder or store URL prefix (default: a run's checkpoints in the store, <store>/runs/<run>/checkpoints/…)")
 	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
 }
@@ -113,7 +134,7 @@ func serveRun(cmd *cobra.Command, args []string, o serve.Options, addr string) e
 
 // serveHF serves the --hf folder, fetching a store folder first; adapters given as store paths
 // are fetched the same way.
-func serveHF(cmd *cobra.Command, o serve.Options, addr, cache string) error {
+func serveHF(cmd *cobra.Command, o serve.Options, addr, cache, adapterRoot string) error {
 	if err := noTilde(cmd, "hf", "cache"); err != nil {
 		return err
 	}
@@ -127,6 +148,24 @@ func serveHF(cmd *cobra.Command, o serve.Options, addr, cache string) error {
 	o.HF = dir
 	o.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 	o.Resolve = func(_ context.Context, p string) (string, error) { return localModel(cmd, p, "") }
+	cfg, err := loadConfig(cmd) // the store, and its S3 endpoint and credentials
+	if err != nil {
+		return err
+	}
+	o.AdapterRoot = adapterRoot
+	if adapterRoot == "" {
+		o.AdapterRoot, o.AdapterCheckpoints = cfg.Store, true
+	}
+	o.FetchAdapter = func(ctx context.Context, url, dst string) error {
+		c := *cfg
+		c.Store = url
+		b, err := stages.OpenStore(ctx, &c)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return hf.FetchFiles(ctx, b, dst, hf.AdapterConfigFile, hf.AdapterWeightsFile)
+	}
 	s, err := serve.New(cmd.Context(), o)
 	if err != nil {
 		return err

@@ -16,14 +16,16 @@ import (
 )
 
 // TestServeHF: `drmas serve --hf DIR` serves a `model init` folder under its base name and
-// loads a LoRA adapter given as a store path (file://…), fetched into the cache first.
+// loads a LoRA adapter given as a store path (file://…) from a run's checkpoints in --store
+// (the default --adapter-root), read in place: nothing is copied into the cache. An adapter
+// outside the store's checkpoints is refused.
 func TestServeHF(t *testing.T) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "tiny")
 	if _, _, err := execute(t, initArgs("qwen3", tinyTokenizer, dir, "1")...); err != nil {
 		t.Fatal(err)
 	}
-	adapter := filepath.Join(tmp, "store", "step=1")
+	adapter := filepath.Join(tmp, "store", "runs", "r1", "checkpoints", "step=000001", "tiny")
 	if err := os.MkdirAll(adapter, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,15 @@ func TestServeHF(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
 	t.Setenv("HOME", tmp)
 
-	base, stderr := startServe(t, "--hf", dir, "--max-loras", "1")
+	outside := filepath.Join(tmp, "store", "runs", "r1", "rollouts")
+	if err := os.CopyFS(outside, os.DirFS(adapter)); err != nil {
+		t.Fatal(err)
+	}
+	base, stderr := startServe(t, "--hf", dir, "--max-loras", "1", "--store", filepath.Join(tmp, "store"))
+	ob, _ := json.Marshal(map[string]string{"lora_name": "x", "lora_path": outside})
+	if resp, err := http.Post(base+"/v1/load_lora_adapter", "application/json", bytes.NewReader(ob)); err != nil || resp.StatusCode != 403 {
+		t.Fatalf("an adapter outside the store's checkpoints: %v %v", resp, err)
+	}
 	var list struct {
 		Data []struct{ ID, Parent, Root string }
 	}
@@ -81,6 +91,9 @@ func TestServeHF(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"model":"tiny@step=1"`) {
 		t.Fatalf("completion with the adapter: %d %s", resp.StatusCode, raw)
+	}
+	if cached, _ := filepath.Glob(filepath.Join(tmp, "cache", "drmas", "*", "*", hf.AdapterWeightsFile)); len(cached) > 0 {
+		t.Fatalf("the adapter was copied into the cache: %v", cached)
 	}
 }
 

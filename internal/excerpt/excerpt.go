@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -91,4 +92,45 @@ func Message(err error) error {
 		n--
 	}
 	return &linesError{err: err, msg: fmt.Sprintf("%s… (message of %d bytes cut)", msg[:n], len(msg))}
+}
+
+// Name is s for a log line or message where it is not quoted (a tensor name, a path, a model
+// name): cut as Cut cuts it, with control characters (ANSI escapes, newlines, tabs) and
+// invalid UTF-8 written as Go escapes (\x1b, \n, \xff), so that a name cannot forge a line or
+// drive a terminal.
+func Name(s string) string { return Escape(Cut(s)) }
+
+// Escape is s with control characters and invalid UTF-8 written as Go escapes, not cut: for a
+// path, which the system bounds.
+func Escape(cut string) string {
+	if !needsEscape(cut) {
+		return cut
+	}
+	var b strings.Builder
+	for i := 0; i < len(cut); {
+		r, size := utf8.DecodeRuneInString(cut[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, cut[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(cut[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func needsEscape(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
 }

@@ -65,3 +65,19 @@ func TestMessage(t *testing.T) {
 		t.Fatal("the cut error no longer matches what it wraps")
 	}
 }
+
+func TestName(t *testing.T) {
+	for in, want := range map[string]string{
+		"model.layers.0.q_proj":  "model.layers.0.q_proj",
+		"a\x1b[31mred\n\tb\xffc": `a\x1b[31mred\n\tb\xffc`,
+		"é\u0085":                `é\u0085`,
+	} {
+		if got := Name(in); got != want {
+			t.Errorf("Name(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := strings.Repeat("\n", 1<<20)
+	if got := Name(long); len(got) > 4*MaxBytes || !strings.HasSuffix(got, "… (1048576 bytes)") || strings.Contains(got, "\n") {
+		t.Errorf("Name of 1 MiB of newlines: %d bytes, %q", len(got), got)
+	}
+}
