@@ -24,7 +24,7 @@ func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Samp
 		if err != nil {
 			return nil, err
 		}
-		return p.logits, nil
+		return p.rawLogits(), nil
 	}))
 }
 

@@ -57,7 +57,7 @@ func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Sa
 		if err != nil {
 			return nil, err
 		}
-		return p.logits, nil
+		return p.rawLogits(), nil
 	}))
 }
 
