@@ -11,7 +11,7 @@ import (
 // headTestModel is a Qwen3 with a vocabulary large beside its width, so that the head's
 // [tokens × Vocab] arrays would dominate a step's memory.
 func headTestModel(t *testing.T, vocab int) *LLM {
-	c := ArchConfig{Arch: "qwen3", Hidden: 8, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 16, Vocab: vocab, Context: 512,
+	c := ArchConfig{Arch: "qwen3", Hidden: 8, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 16, Vocab: vocab, Context: 1024,
 		RopeTheta: 1e4}.WithDefaults()
 	m, err := InitLLM(c, 3)
 	if err != nil {
@@ -103,5 +103,57 @@ func TestHeadNeverHoldsTokensTimesVocab(t *testing.T) {
 	full := uint64(p.M) * V * 4
 	if got := after.TotalAlloc - before.TotalAlloc; got >= full {
 		t.Errorf("forward+backward of %d rows allocated %d MiB, not less than one [rows × Vocab] array (%d MiB)", p.M, got>>20, full>>20)
+	}
+}
+
+// TestAttentionBlocksMatchWholeMaps: attention forward and backward holding 256 query rows at
+// a time (sequences of 600 and 300 rows: three and two blocks, the last ragged) give the
+// log-probs, entropies and every gradient of the whole-map computation, value for value.
+func TestAttentionBlocksMatchWholeMaps(t *testing.T) {
+	m := headTestModel(t, 50)
+	r := rand.New(rand.NewPCG(11, 12))
+	seqs := archSeqs(50, r, [2]int{100, 500}, [2]int{7, 293}, [2]int{3, 9})
+	old := attnBlock
+	defer func() { attnBlock = old }()
+	attnBlock = 1 << 20
+	lp1, ent1, g1 := headStep(t, m, seqs, 256)
+	attnBlock = 256
+	lpB, entB, gB := headStep(t, m, seqs, 256)
+	for i := range lp1 {
+		if !slices.Equal(lpB[i], lp1[i]) || !slices.Equal(entB[i], ent1[i]) {
+			t.Fatalf("sequence %d: blocked attention's log-probs or entropies differ", i)
+		}
+	}
+	for j := range g1 {
+		if gB[j] != g1[j] {
+			t.Fatalf("gradient element %d: blocked %v, whole maps %v", j, gB[j], g1[j])
+		}
+	}
+}
+
+// TestAttentionMemoryLinear: forward and backward of one 8,192-token sequence allocate less
+// than one 8,192 × 8,192 float32 map (256 MiB) in all.
+func TestAttentionMemoryLinear(t *testing.T) {
+	c := ArchConfig{Arch: "qwen3", Hidden: 8, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 16, Vocab: 50, Context: 8192,
+		RopeTheta: 1e4}.WithDefaults()
+	m, err := InitLLM(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const L = 8192
+	seqs := archSeqs(50, rand.New(rand.NewPCG(13, 14)), [2]int{1, L - 1})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	p, err := m.Forward(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= L*L*4 {
+		t.Errorf("forward+backward of %d tokens allocated %d MiB, not less than one %d² map (%d MiB)", L, got>>20, L, L*L*4>>20)
 	}
 }
