@@ -18,14 +18,20 @@ var headRows = func(V int) int { return 256 * max(1, headBudget/(256*V)) }
 func (m *LLM) scoreHead(p *LLMPass) {
 	V, rows := m.d.vocab, headRows(m.d.vocab)
 	n := min(rows, p.M)
-	z, pr := make([]float32, n*V), make([]float32, n*V)
+	if p.M <= rows { // kept for the backward
+		p.logits, p.probs = make([]float32, n*V), make([]float32, n*V)
+		m.headLogits(p.hf, 0, p.M, p.logits)
+		scoreRows(p.logits, p.probs, V, p.temp, p.targets, p.lse, p.logp, p.ent)
+		return
+	}
+	zb, pb := getScratch(n*V), getScratch(n*V)
+	defer putScratch(zb)
+	defer putScratch(pb)
+	z, pr := *zb, *pb
 	for lo := 0; lo < p.M; lo += rows {
 		hi := min(p.M, lo+rows)
 		m.headLogits(p.hf, lo, hi, z)
 		scoreRows(z, pr, V, p.temp, p.targets[lo:hi], p.lse[lo:hi], p.logp[lo:hi], p.ent[lo:hi])
-	}
-	if p.M <= rows {
-		p.logits, p.probs = z, pr
 	}
 }
 
@@ -53,10 +59,14 @@ func (p *LLMPass) headBackward(dlps, des, dHf, gHead []float32) {
 	m := p.m
 	D, V, rows := m.d.D, m.d.vocab, headRows(m.d.vocab)
 	n := min(rows, p.M)
-	dZ := make([]float32, n*V)
+	dZb := getScratch(n * V)
+	defer putScratch(dZb)
+	dZ := (*dZb)[:n*V]
 	var z, pr []float32
 	if p.logits == nil {
-		z, pr = make([]float32, n*V), dZ // the gradient overwrites the probabilities in place
+		zb := getScratch(n * V)
+		defer putScratch(zb)
+		z, pr = (*zb)[:n*V], dZ // the gradient overwrites the probabilities in place
 	}
 	invT := 1 / float64(p.temp)
 	for lo := 0; lo < p.M; lo += rows {
@@ -84,3 +94,11 @@ func sliceOrNil(v []float32, lo, hi int) []float32 {
 	}
 	return v[lo:hi]
 }
+
+// HeadRows is how many response rows the output head of a vocabulary of vocab tokens holds at
+// once (for memory estimates).
+func HeadRows(vocab int) int { return headRows(vocab) }
+
+// AttentionBlock is how many query rows of a head's attention map a worker holds at once (for
+// memory estimates).
+func AttentionBlock() int { return attnBlock }

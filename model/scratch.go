@@ -11,10 +11,20 @@ import (
 // A buffer from getScratch has undefined contents.
 var scratchPools [64]sync.Pool
 
-// scratchPoolMax is the largest pooled buffer (floats, 64 MiB): a larger
-// one (a large vocabulary's logit gradients) is allocated at its size, as a
-// size class could waste up to half of it, and left to the GC.
+// scratchPoolMax is the largest buffer pooled by size class (floats, 64 MiB):
+// a larger one (a chunk of a large vocabulary's logits) is pooled by its exact
+// size, as a size class could waste up to half of it; a step asks for few
+// such sizes, so a chunk's buffers serve the next chunk, the backward and the
+// next step instead of waiting for the collector.
 const scratchPoolMax = 1 << 24
+
+// bigPools holds the buffers over scratchPoolMax, one pool per exact size.
+var bigPools sync.Map // int → *sync.Pool
+
+func bigPool(n int) *sync.Pool {
+	p, _ := bigPools.LoadOrStore(n, new(sync.Pool))
+	return p.(*sync.Pool)
+}
 
 // sizeClass is the smallest c with 1<<c ≥ n.
 func sizeClass(n int) int {
@@ -26,6 +36,9 @@ func sizeClass(n int) int {
 
 func getScratch(n int) *[]float32 {
 	if n > scratchPoolMax {
+		if v := bigPool(n).Get(); v != nil {
+			return v.(*[]float32)
+		}
 		s := make([]float32, n)
 		return &s
 	}
@@ -40,7 +53,12 @@ func getScratch(n int) *[]float32 {
 }
 
 func putScratch(p *[]float32) {
-	if p == nil || cap(*p) == 0 || cap(*p) > scratchPoolMax {
+	if p == nil || cap(*p) == 0 {
+		return
+	}
+	if c := cap(*p); c > scratchPoolMax {
+		*p = (*p)[:c]
+		bigPool(c).Put(p)
 		return
 	}
 	scratchPools[sizeClass(cap(*p))].Put(p)
