@@ -2,7 +2,9 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
+	"sync/atomic"
 )
 
 // Sample continues every request with a batched forward over a KV cache
@@ -34,30 +36,86 @@ type llmDecoder struct {
 	maxTokens int
 }
 
+// next feeds each active request what its cache has not seen. New requests with the same
+// history (a group's samples of one prompt) share one prefill: the first runs it, the others
+// fork its cache and take its logits, the same bits as their own prefill (every row and each
+// request's attention are computed independently of the batch).
 func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
-	c := d.m.d
-	cs := make([]*kvCache, len(active))
-	chunks := make([][]int32, len(active))
+	var run []int               // positions in active that go through the model
+	forks := map[int]int{}      // position of a sharing request → position of the one that runs
+	leaders := map[string]int{} // history of a new request → its position
 	for a, i := range active {
 		if d.caches[i] == nil {
-			// Room for the prompt and up to 256 (or maxTokens) more
-			// positions; append grows it beyond.
-			n := len(hist[i]) + 256
-			if d.maxTokens > 0 {
-				n = len(hist[i]) + d.maxTokens
+			key := histKey(hist[i])
+			if l, ok := leaders[key]; ok && sharePrefixes {
+				forks[a] = l
+				continue
 			}
-			n = min(n, c.context)
-			kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
-			for l := range kc.k {
-				kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
-				kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
-			}
-			d.caches[i] = kc
+			leaders[key] = a
+			d.caches[i] = d.newCache(len(hist[i]))
 		}
-		cs[a] = d.caches[i]
-		chunks[a] = hist[i][cs[a].n:]
+		run = append(run, a)
 	}
-	return d.m.cachedStep(cs, chunks), nil
+	cs := make([]*kvCache, len(run))
+	chunks := make([][]int32, len(run))
+	for r, a := range run {
+		i := active[a]
+		cs[r], chunks[r] = d.caches[i], hist[i][d.caches[i].n:]
+	}
+	z := d.m.cachedStep(cs, chunks)
+	if len(forks) == 0 {
+		return z, nil
+	}
+	V := d.m.d.vocab
+	out := make([]float32, len(active)*V)
+	for r, a := range run {
+		copy(out[a*V:(a+1)*V], z[r*V:(r+1)*V])
+	}
+	for a, l := range forks {
+		d.caches[active[a]] = d.caches[active[l]].fork()
+		copy(out[a*V:(a+1)*V], out[l*V:(l+1)*V])
+	}
+	return out, nil
+}
+
+// sharePrefixes turns the shared prefill of identical histories on (off only to measure it).
+var sharePrefixes = true
+
+// newCache is a request's cache with room for its n-token history and up to 256 (or
+// maxTokens) more positions; append grows it beyond.
+func (d *llmDecoder) newCache(n int) *kvCache {
+	c := d.m.d
+	if d.maxTokens > 0 {
+		n += d.maxTokens
+	} else {
+		n += 256
+	}
+	n = min(n, c.context)
+	kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
+	for l := range kc.k {
+		kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
+		kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
+	}
+	return kc
+}
+
+// fork is a copy of c with the same room.
+func (c *kvCache) fork() *kvCache {
+	f := &kvCache{k: make([][]float32, len(c.k)), v: make([][]float32, len(c.v)), n: c.n}
+	for l := range c.k {
+		f.k[l] = append(make([]float32, 0, cap(c.k[l])), c.k[l]...)
+		f.v[l] = append(make([]float32, 0, cap(c.v[l])), c.v[l]...)
+	}
+	return f
+}
+
+// histKey is a map key of a token history.
+func histKey(h []int32) string {
+	b := make([]byte, 4*len(h))
+	for i, t := range h {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(t))
+	}
+	return string(b)
 }
 
 // cachedStep feeds chunks[i] to request i (positions continue from its
@@ -81,6 +139,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 		maxLen = max(maxLen, cs[i].n+len(ch))
 	}
 	b.embed(&m.w, toks, pos, x)
+	cachedRows.Add(int64(R))
 	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
 		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
 		gu: make([]float32, R*b.up()), act: make([]float32, R*b.F)}
@@ -100,6 +159,9 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	b.normRows(last, A, m.w.norm, m.w.normB, hf, nil, nil)
 	return m.head(hf, A)
 }
+
+// cachedRows counts the rows cachedStep has run (for tests of the shared prefill).
+var cachedRows atomic.Int64
 
 // decodeStep is the state of one cachedStep shared by its blocks.
 type decodeStep struct {
