@@ -32,6 +32,7 @@ func main() {
 	tokens := flag.Int("tokens", 4096, "tokens of the micro-batch (one sequence)")
 	rank := flag.Int("lora", 0, "LoRA rank on every linear layer of the blocks (0: full fine-tuning)")
 	threads := flag.Int("threads", 2, "threads")
+	only := flag.Bool("estimate", false, "print the estimate only (no step)")
 	flag.Parse()
 	runtime.GOMAXPROCS(*threads)
 	if os.Getenv("GOGC") == "" {
@@ -40,6 +41,10 @@ func main() {
 	cfg, err := hf.NewConfig(spec)
 	must(err)
 	est := hf.StepOf(cfg, *rank, 1, *tokens)
+	if *only {
+		terms(est)
+		return
+	}
 	base := status("VmRSS:")
 	llm, err := model.InitLLM(cfg.ArchConfig(), 1)
 	must(err)
@@ -67,8 +72,12 @@ func main() {
 	}
 	fmt.Printf("%s, %d tokens, %d layers, vocab %d, %d threads: step %.0f s\n", what, *tokens, spec.Layers, spec.Vocab, *threads, time.Since(t0).Seconds())
 	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (hf.StepOf) %.2f GiB: ratio %.2f\n", gib(peak), gib(est.Total()), float64(peak)/float64(est.Total()))
-	fmt.Printf("estimate by term (GiB): weights %.2f, optimizer %.2f, activations %.2f, scratch %.2f, head %.2f, attention %.2f\n",
-		gib(est.Weights), gib(est.Optimizer), gib(est.Activations), gib(est.Scratch), gib(est.Head), gib(est.Attention))
+	terms(est)
+}
+
+func terms(est hf.Step) {
+	fmt.Printf("estimate %.2f GiB by term: weights %.2f, optimizer %.2f, activations %.2f, scratch %.2f, head %.2f, attention %.2f\n",
+		gib(est.Total()), gib(est.Weights), gib(est.Optimizer), gib(est.Activations), gib(est.Scratch), gib(est.Head), gib(est.Attention))
 }
 
 func gib(n int64) float64 { return float64(n) / (1 << 30) }
