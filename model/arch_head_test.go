@@ -80,28 +80,20 @@ func TestHeadNeverHoldsTokensTimesVocab(t *testing.T) {
 		lens = append(lens, [2]int{4, 256})
 	}
 	seqs := archSeqs(V, r, lens...)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	p, err := m.Forward(seqs, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.logits != nil || p.probs != nil {
-		t.Fatalf("a pass of %d rows keeps [rows × Vocab] logits", p.M)
-	}
-	lp := p.LogProbs()
-	for i := range lp {
-		for j := range lp[i] {
-			lp[i][j] = 1
+	var p *LLMPass
+	got := allocated(func() {
+		var err error
+		if p, err = m.Forward(seqs, 1); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := p.Backward(lp, nil, m.NewGrads()); err != nil {
-		t.Fatal(err)
-	}
-	runtime.ReadMemStats(&after)
-	full := uint64(p.M) * V * 4
-	if got := after.TotalAlloc - before.TotalAlloc; got >= full {
+		if p.logits != nil || p.probs != nil {
+			t.Fatalf("a pass of %d rows keeps [rows × Vocab] logits", p.M)
+		}
+		if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if full := uint64(p.M) * V * 4; got >= full {
 		t.Errorf("forward+backward of %d rows allocated %d MiB, not less than one [rows × Vocab] array (%d MiB)", p.M, got>>20, full>>20)
 	}
 }
@@ -142,18 +134,26 @@ func TestAttentionMemoryLinear(t *testing.T) {
 	}
 	const L = 8192
 	seqs := archSeqs(50, rand.New(rand.NewPCG(13, 14)), [2]int{1, L - 1})
+	got := allocated(func() {
+		p, err := m.Forward(seqs, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got >= L*L*4 {
+		t.Errorf("forward+backward of %d tokens allocated %d MiB, not less than one %d² map (%d MiB)", L, got>>20, L, L*L*4>>20)
+	}
+}
+
+// allocated is the bytes fn allocates in all.
+func allocated(fn func()) uint64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	p, err := m.Forward(seqs, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Backward(p.LogProbs(), nil, m.NewGrads()); err != nil {
-		t.Fatal(err)
-	}
+	fn()
 	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got >= L*L*4 {
-		t.Errorf("forward+backward of %d tokens allocated %d MiB, not less than one %d² map (%d MiB)", L, got>>20, L, L*L*4>>20)
-	}
+	return after.TotalAlloc - before.TotalAlloc
 }
