@@ -15,7 +15,7 @@ type Step struct {
 	Optimizer   int64 // gradients and AdamW's two moments of what trains
 	Activations int64 // what the forward keeps for the backward
 	Scratch     int64 // the backward's per-token buffers and the GEMMs' packed operands
-	Head        int64 // one chunk of the output head's logits, probabilities and gradient, and its packed weight
+	Head        int64 // the output head's chunk buffers and its packed weight
 	Attention   int64 // each worker's block of attention rows, forward and backward
 }
 
@@ -44,12 +44,18 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 	// dX, dHf, dXg, dT, dAct, dAO, dQKV, dGU; the largest weight gradient packs gate|up's
 	// gradient and its input; the largest projection packs its weight.
 	s.Scratch = 4 * (t*(4*D+3*F+od+ld) + t*(2*F+D) + 2*F*D)
+	// The head holds three chunk buffers (logits, probabilities or their gradient, the GEMM's
+	// transposed copy); a fourth counts the one its pool may be allocating again while the
+	// collector recycles another (measured: the peak of a head-dominated step exceeds three).
 	rows := min(t, int64(model.HeadRows(a.Vocab)))
-	s.Head = 4 * (3*rows*V + V*D)
+	s.Head = 4 * (4*scratch(rows*V) + scratch(V*D))
 	L := int64(seqLen)
 	s.Attention = 4 * 3 * int64(runtime.GOMAXPROCS(0)) * min(L, int64(model.AttentionBlock())) * L
 	return s
 }
+
+// scratch is the floats the engine's scratch pools hold for a request of n.
+func scratch(n int64) int64 { return int64(model.ScratchFloats(int(n))) }
 
 // StepMemory estimates the bytes of one training step on a micro-batch of microBatchTokens
 // tokens (one sequence), in full and with a LoRA adapter of rank lora (StepOf's totals).

@@ -60,11 +60,18 @@ func main() {
 	}
 	opt := m.NewOptimizer(model.DefaultAdamWConfig())
 	g := m.NewGradBuf()
+	phase := func(name string) {
+		fmt.Printf("  %-22s resident %.2f GiB, peak %.2f GiB (above the start)\n", name, gib(status("VmRSS:")-base), gib(status("VmHWM:")-base))
+	}
+	phase("model, gradients, AdamW")
 	t0 := time.Now()
 	p, err := m.TrainForward([]model.Sequence{seq}, 1)
 	must(err)
+	phase("forward")
 	must(p.Backward(d, nil, g))
+	phase("backward")
 	must(opt.Apply(g))
+	phase("optimizer step")
 	peak := status("VmHWM:") - base
 	what := "full AdamW"
 	if *rank > 0 {
