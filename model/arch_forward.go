@@ -191,14 +191,6 @@ func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float3
 	})
 }
 
-// head returns the logits [n×Vocab] of the final-norm rows hf.
-func (m *LLM) head(hf []float32, n int) []float32 {
-	V, D := m.d.vocab, m.d.D
-	z := make([]float32, n*V)
-	m.linear(hf, n, D, m.w.head, nil, V, z)
-	return z
-}
-
 // scoreRows fills, per row k of logits[M×V], the softmax of logits/temp
 // into probs, its log-sum-exp, the log-prob of targets[k] and the entropy.
 func scoreRows(logits, probs []float32, V int, temp float32, targets []int32, lse []float64, logp, ent []float32) {

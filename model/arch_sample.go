@@ -36,11 +36,12 @@ type llmDecoder struct {
 	maxTokens int
 }
 
-// next feeds each active request what its cache has not seen. New requests with the same
-// history (a group's samples of one prompt) share one prefill: the first runs it, the others
-// fork its cache and take its logits, the same bits as their own prefill (every row and each
-// request's attention are computed independently of the batch).
-func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
+// next feeds each active request what its cache has not seen and returns its rows' logits a
+// chunk at a time. New requests with the same history (a group's samples of one prompt) share
+// one prefill: the first runs it, the others fork its cache and take its final-norm row, the
+// same bits as their own prefill (every row and each request's attention are computed
+// independently of the batch).
+func (d *llmDecoder) next(active []int, hist [][]int32) (stepLogits, error) {
 	var run []int               // positions in active that go through the model
 	forks := map[int]int{}      // position of a sharing request → position of the one that runs
 	leaders := map[string]int{} // history of a new request → its position
@@ -62,20 +63,20 @@ func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
 		i := active[a]
 		cs[r], chunks[r] = d.caches[i], hist[i][d.caches[i].n:]
 	}
-	z := d.m.cachedStep(cs, chunks)
-	if len(forks) == 0 {
-		return z, nil
+	hf := d.m.cachedStep(cs, chunks)
+	D := d.m.d.D
+	if len(forks) > 0 {
+		all := make([]float32, len(active)*D)
+		for r, a := range run {
+			copy(all[a*D:(a+1)*D], hf[r*D:(r+1)*D])
+		}
+		for a, l := range forks {
+			d.caches[active[a]] = d.caches[active[l]].fork()
+			copy(all[a*D:(a+1)*D], all[l*D:(l+1)*D])
+		}
+		hf = all
 	}
-	V := d.m.d.vocab
-	out := make([]float32, len(active)*V)
-	for r, a := range run {
-		copy(out[a*V:(a+1)*V], z[r*V:(r+1)*V])
-	}
-	for a, l := range forks {
-		d.caches[active[a]] = d.caches[active[l]].fork()
-		copy(out[a*V:(a+1)*V], out[l*V:(l+1)*V])
-	}
-	return out, nil
+	return func(lo, hi int, z []float32) { d.m.headLogits(hf, lo, hi, z) }, nil
 }
 
 // sharePrefixes turns the shared prefill of identical histories on (off only to measure it).
@@ -120,7 +121,8 @@ func histKey(h []int32) string {
 
 // cachedStep feeds chunks[i] to request i (positions continue from its
 // cache), appends their keys (after norm and RoPE) and values to the caches
-// and returns the logits of each chunk's last position [len(chunks)×Vocab].
+// and returns the final-norm output of each chunk's last position
+// [len(chunks)×D].
 func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	b := m.d
 	D := b.D
@@ -157,7 +159,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	}
 	hf := make([]float32, A*D)
 	b.normRows(last, A, m.w.norm, m.w.normB, hf, nil, nil)
-	return m.head(hf, A)
+	return hf
 }
 
 // cachedRows counts the rows cachedStep has run (for tests of the shared prefill).

@@ -82,3 +82,36 @@ func BenchmarkGroupRollout(b *testing.B) {
 		})
 	}
 }
+
+// TestSampleHeadInChunks: a decoding step reading its rows' logits three rows at a time (the
+// head's chunks) draws what it draws with all rows at once.
+func TestSampleHeadInChunks(t *testing.T) {
+	c := tinyArchs()["qwen2_tied_gqa"]
+	m, err := InitLLM(c, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeLLM(m, 6, 0.4)
+	prompts := archSeqs(c.Vocab, rand.New(rand.NewPCG(8, 9)), [2]int{3, 0}, [2]int{5, 0}, [2]int{2, 0}, [2]int{7, 0}, [2]int{4, 0}, [2]int{6, 0}, [2]int{1, 0})
+	var reqs []SampleRequest
+	for i, p := range prompts {
+		reqs = append(reqs, SampleRequest{Prompt: p.Prompt, Seed: uint64(i)})
+	}
+	opts := SampleOptions{Temperature: 0.8, TopP: 0.95, MaxTokens: 9}
+	whole, err := m.Sample(context.Background(), reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := headRows
+	headRows = func(int) int { return 3 }
+	defer func() { headRows = old }()
+	chunked, err := m.Sample(context.Background(), reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range whole {
+		if !slices.Equal(whole[i].Tokens, chunked[i].Tokens) || !slices.Equal(whole[i].LogProbs, chunked[i].LogProbs) {
+			t.Fatalf("request %d: chunked %v, whole %v", i, chunked[i].Tokens, whole[i].Tokens)
+		}
+	}
+}

@@ -61,9 +61,13 @@ func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Sa
 	}))
 }
 
-// nextFn returns the logits [len(active)×Vocab] of the next token of each
-// active request given its full history.
-type nextFn func(active []int, hist [][]int32) ([]float32, error)
+// nextFn advances every active request given its full history and returns
+// the logits of their next tokens, to be read a chunk of rows at a time.
+type nextFn func(active []int, hist [][]int32) (stepLogits, error)
+
+// stepLogits writes into z the logits [(hi−lo)×Vocab] of the next token of
+// active requests lo..hi−1.
+type stepLogits func(lo, hi int, z []float32)
 
 func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, next nextFn) ([]SampleResult, error) {
 	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, []int32{EOS}, next)
@@ -123,12 +127,7 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 		if err != nil {
 			return nil, err
 		}
-		toks, lps := make([]int32, len(active)), make([]float32, len(active))
-		parallelRows(len(active), 1, func(lo, hi int) {
-			for a := lo; a < hi; a++ {
-				toks[a], lps[a] = pickToken(logits[a*V:(a+1)*V], opts, rngs[active[a]])
-			}
-		})
+		toks, lps := pickTokens(logits, len(active), V, opts, func(a int) *rng { return rngs[active[a]] })
 		still := active[:0]
 		for a, i := range active {
 			tok, lp := toks[a], lps[a]
@@ -147,6 +146,26 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 		active = still
 	}
 	return res, nil
+}
+
+// pickTokens draws the next token of n requests whose logits come a head chunk of rows at a
+// time (no [n × V] array), the rows of a chunk in parallel; rngOf(a) is request a's stream.
+func pickTokens(logits stepLogits, n, V int, opts SampleOptions, rngOf func(a int) *rng) ([]int32, []float32) {
+	toks, lps := make([]int32, n), make([]float32, n)
+	rows := min(n, headRows(V))
+	zb := getScratch(rows * V)
+	defer putScratch(zb)
+	for lo := 0; lo < n; lo += rows {
+		hi := min(n, lo+rows)
+		z := (*zb)[:(hi-lo)*V]
+		logits(lo, hi, z)
+		parallelRows(hi-lo, 1, func(a0, a1 int) {
+			for a := lo + a0; a < lo+a1; a++ {
+				toks[a], lps[a] = pickToken(z[(a-lo)*V:(a-lo+1)*V], opts, rngOf(a))
+			}
+		})
+	}
+	return toks, lps
 }
 
 // pickToken draws the next token from one logits row and returns it with its
@@ -203,12 +222,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 // at temperature 1 returning the raw logits of each sequence's one response
 // token, on the full history of every active request.
 func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
-	return func(active []int, hist [][]int32) ([]float32, error) {
+	return func(active []int, hist [][]int32) (stepLogits, error) {
 		seqs := make([]Sequence, len(active))
 		for a, i := range active {
 			seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
 		}
-		return logits(seqs)
+		z, err := logits(seqs)
+		if err != nil {
+			return nil, err
+		}
+		V := len(z) / max(len(active), 1)
+		return func(lo, hi int, out []float32) { copy(out, z[lo*V:hi*V]) }, nil
 	}
 }
 
