@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -61,15 +62,36 @@ func (c *Config) turnTokens() (float64, string) {
 	return n, key
 }
 
-// weights is what the local models' parameters take, times copies, and the keys sizing them.
-func (c *Config) weights(copies float64) MemoryTerm {
+// HFConfigs are the Hugging Face models' configs by model id (read from their folders), for
+// the estimates to size them with; an HF model missing here (its folder in a store, not yet
+// fetched) counts nothing: the warm-up checks it once fetched (stages.CheckHFMemory).
+type HFConfigs map[string]hf.Config
+
+// weights is what the local models' parameters take, times copies, and the keys sizing them:
+// for an HF model with copies > 1 (learning), its float32 weights, gradients, moments and a
+// reference in full, or its frozen weights and a LoRA adapter's weights, gradients and moments.
+func (c *Config) weights(copies float64, hfs HFConfigs) MemoryTerm {
 	var b float64
 	var names []string
 	for _, name := range c.ModelNames() {
-		if m := c.Models[name]; !m.External() {
+		m := c.Models[name]
+		switch {
+		case m.External():
+			continue
+		case m.IsHF():
+			hc, ok := hfs[name]
+			if !ok {
+				continue
+			}
+			p := float64(hc.Params())
+			b += 4 * p * copies
+			if l := m.LoRA; l != nil && copies > 1 {
+				b = b - 4*p*copies + 4*p + 16*float64(hf.LoRAParams(hc, l.R))
+			}
+		default:
 			b += float64(m.Engine().NumParams()) * 4 * copies
-			names = append(names, name)
 		}
+		names = append(names, name)
 	}
 	what := "model weights"
 	if copies > 1 {
@@ -77,6 +99,10 @@ func (c *Config) weights(copies float64) MemoryTerm {
 	}
 	keys := []string{}
 	for _, n := range names {
+		if c.Models[n].IsHF() {
+			keys = append(keys, "models."+n+".hf", "models."+n+".lora")
+			continue
+		}
 		keys = append(keys, "models."+n+".dim", "models."+n+".layers")
 	}
 	return MemoryTerm{What: fmt.Sprintf("%s of %s", what, strings.Join(names, ", ")), Bytes: b, Keys: keys}
@@ -93,11 +119,24 @@ func (c *Config) episodes(what string, tasks, samples float64, keys ...string) M
 	}
 }
 
-// activations is what learning holds per micro-batch of batch sequences.
-func (c *Config) activations(batch float64, key string) MemoryTerm {
+// activations is what learning holds per micro-batch of batch sequences. An HF model's step
+// is hf.StepOf's on one sequence of rollout.max_tokens and a 512-token prompt: its learner
+// splits a micro-batch that does not fit into accumulation chunks.
+func (c *Config) activations(batch float64, key string, hfs HFConfigs) MemoryTerm {
 	var b float64
-	for _, m := range c.Models {
-		if !m.External() {
+	for name, m := range c.Models {
+		switch {
+		case m.External():
+		case m.IsHF():
+			if hc, ok := hfs[name]; ok {
+				r := 0
+				if m.LoRA != nil {
+					r = m.LoRA.R
+				}
+				s := hf.StepOf(hc, r, 1, min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context))
+				b = max(b, float64(s.Total()-s.Weights-s.Optimizer))
+			}
+		default:
 			perToken := float64(m.Layers)*float64(m.Dim)*float64(activationMult+2*m.FFMult) + 2*float64(model.DefaultConfig().Vocab)
 			b = max(b, batch*float64(m.Context)*perToken*4)
 		}
@@ -105,22 +144,25 @@ func (c *Config) activations(batch float64, key string) MemoryTerm {
 	return MemoryTerm{What: fmt.Sprintf("activations of a batch of %.0f sequences", batch), Bytes: b, Keys: []string{key}}
 }
 
-// Memory estimates what stage (one of MemoryStages) holds at most at once.
-func (c *Config) Memory(stage string) MemoryEstimate {
+// Memory estimates what stage (one of MemoryStages) holds at most at once, sizing no HF model.
+func (c *Config) Memory(stage string) MemoryEstimate { return c.MemoryOf(stage, nil) }
+
+// MemoryOf is Memory sizing the HF models of hfs.
+func (c *Config) MemoryOf(stage string, hfs HFConfigs) MemoryEstimate {
 	tasks, group := float64(c.Tasks.PerIteration), float64(c.Rollout.GroupSize)
 	var terms []MemoryTerm
 	switch stage {
 	case "warmup":
 		terms = []MemoryTerm{
-			c.weights(optimizerCopies),
-			c.activations(float64(c.Warmup.Batch), "warmup.batch"),
+			c.weights(optimizerCopies, hfs),
+			c.activations(float64(c.Warmup.Batch), "warmup.batch", hfs),
 			c.episodes("demonstrations", float64(c.Warmup.Demos), 1, "warmup.demos"),
 		}
 	case "rollout":
 		terms = []MemoryTerm{
-			c.weights(1),
+			c.weights(1, hfs),
 			c.episodes("episodes held until written", tasks, group, "tasks.per_iteration", "rollout.group_size"),
-			c.kvCache(tasks*group, "tasks.per_iteration", "rollout.group_size"), // one batch: every episode's turn at once
+			c.kvCache(tasks*group, hfs, "tasks.per_iteration", "rollout.group_size"), // one batch: every episode's turn at once
 		}
 	case "normalize":
 		rows := tasks * group * c.turns()
@@ -131,15 +173,15 @@ func (c *Config) Memory(stage string) MemoryEstimate {
 		}}
 	case "learn":
 		terms = []MemoryTerm{
-			c.weights(optimizerCopies),
+			c.weights(optimizerCopies, hfs),
 			c.episodes("rows of the iteration", tasks, group, "tasks.per_iteration", "rollout.group_size"),
-			c.activations(float64(c.maxMicroBatch()), "learn.micro_batch"),
+			c.activations(float64(c.maxMicroBatch()), "learn.micro_batch", hfs),
 		}
 	case "evaluate":
 		terms = []MemoryTerm{
-			c.weights(1),
+			c.weights(1, hfs),
 			c.episodes("evaluation episodes", float64(c.Tasks.EvalSize), float64(c.Evaluate.K), "tasks.eval_size", "evaluate.k"),
-			c.kvCache(float64(c.Tasks.EvalSize)*float64(c.Evaluate.K), "tasks.eval_size", "evaluate.k"),
+			c.kvCache(float64(c.Tasks.EvalSize)*float64(c.Evaluate.K), hfs, "tasks.eval_size", "evaluate.k"),
 		}
 	}
 	terms = slices.DeleteFunc(terms, func(t MemoryTerm) bool { return t.Bytes == 0 })
@@ -162,10 +204,17 @@ func (c *Config) Memory(stage string) MemoryEstimate {
 
 // kvCache is what the local models' attention caches take for seqs sequences at once (a local
 // model generates the turns of all live episodes as one batch).
-func (c *Config) kvCache(seqs float64, keys ...string) MemoryTerm {
+func (c *Config) kvCache(seqs float64, hfs HFConfigs, keys ...string) MemoryTerm {
 	var b float64
-	for _, m := range c.Models {
-		if !m.External() {
+	for name, m := range c.Models {
+		switch {
+		case m.External():
+		case m.IsHF():
+			if hc, ok := hfs[name]; ok {
+				t := min(c.Rollout.MaxTokens+4096, hc.ArchConfig().Context)
+				b = max(b, 2*float64(hc.Layers)*float64(t)*float64(hc.KVHeads*hc.HeadDim)*4*seqs)
+			}
+		default:
 			b = max(b, 2*float64(m.Layers)*float64(m.Context)*float64(m.Dim)*4*seqs)
 		}
 	}
@@ -199,10 +248,15 @@ func (e *FitError) Error() string {
 }
 
 // CheckMemory returns a *FitError for the first of stages whose estimate is over limit bytes
-// (set by limitBy), or nil.
+// (set by limitBy), or nil, sizing no HF model.
 func (c *Config) CheckMemory(stages []string, limit float64, limitBy string) error {
+	return c.CheckMemoryOf(stages, limit, limitBy, nil)
+}
+
+// CheckMemoryOf is CheckMemory sizing the HF models of hfs.
+func (c *Config) CheckMemoryOf(stages []string, limit float64, limitBy string, hfs HFConfigs) error {
 	for _, s := range stages {
-		if e := c.Memory(s); e.Bytes > limit && len(e.Terms) > 0 {
+		if e := c.MemoryOf(s, hfs); e.Bytes > limit && len(e.Terms) > 0 {
 			return &FitError{Estimate: e, Limit: limit, LimitBy: limitBy}
 		}
 	}

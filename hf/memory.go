@@ -1,34 +1,92 @@
 package hf
 
+import (
+	"runtime"
+
+	"github.com/drmas-dev/drmas/model"
+)
+
+// Step is one training step's memory on the CPU engine, in bytes, by what holds it: the
+// tensors a step has live at its peak (the start of the backward), not an allocator's or a
+// collector's overhead. Every term is linear in the micro-batch's tokens except Attention
+// (each worker's block of rows of one sequence's map) and Head (one chunk of rows).
+type Step struct {
+	Weights     int64 // float32 weights (with LoRA: the frozen base and the adapter)
+	Optimizer   int64 // gradients and AdamW's two moments of what trains
+	Activations int64 // what the forward keeps for the backward
+	Scratch     int64 // the backward's per-token buffers and the GEMMs' packed operands
+	Head        int64 // the output head's chunk buffers and its packed weight
+	Attention   int64 // each worker's block of attention rows, forward and backward
+}
+
+// Total is the sum of the terms.
+func (s Step) Total() int64 {
+	return s.Weights + s.Optimizer + s.Activations + s.Scratch + s.Head + s.Attention
+}
+
+// StepOf estimates a training step on a micro-batch of seqs sequences of seqLen tokens, in
+// full (lora 0) or of a LoRA adapter of rank lora on every linear layer of the blocks.
+func StepOf(cfg Config, lora, seqs, seqLen int) Step {
+	return StepOfArch(cfg.ArchConfig(), cfg.Params(), lora, seqs, seqLen)
+}
+
+// StepOfArch is StepOf for the engine's description of a model of params parameters.
+func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
+	t := int64(seqs) * int64(seqLen)
+	s := Step{Weights: 4 * params, Optimizer: 12 * params, Activations: activations(a, t)}
+	if lora > 0 {
+		ap := loraParams(a, lora)
+		s.Weights, s.Optimizer = 4*params+4*ap, 12*ap
+		s.Activations += 4 * t * 7 * int64(lora) * int64(a.Layers) // x·Aᵀ of each adapted layer
+	}
+	D, F, V := int64(a.Hidden), int64(a.Intermediate), int64(a.Vocab)
+	ld, od := int64((a.Heads+2*a.KVHeads)*a.HeadDim), int64(a.Heads*a.HeadDim)
+	// dX, dHf, dXg, dT, dAct, dAO, dQKV, dGU; the largest weight gradient packs gate|up's
+	// gradient and its input; the largest projection packs its weight.
+	s.Scratch = 4 * (t*(4*D+3*F+od+ld) + t*(2*F+D) + 2*F*D)
+	// The head holds three chunk buffers (logits, probabilities or their gradient, the GEMM's
+	// transposed copy); a fourth counts the one its pool may be allocating again while the
+	// collector recycles another (measured: the peak of a head-dominated step exceeds three).
+	rows := min(t, int64(model.HeadRows(a.Vocab)))
+	s.Head = 4 * (4*scratch(rows*V) + scratch(V*D))
+	L := int64(seqLen)
+	s.Attention = 4 * 3 * int64(runtime.GOMAXPROCS(0)) * min(L, int64(model.AttentionBlock())) * L
+	return s
+}
+
+// scratch is the floats the engine's scratch pools hold for a request of n.
+func scratch(n int64) int64 { return int64(model.ScratchFloats(int(n))) }
+
 // StepMemory estimates the bytes of one training step on a micro-batch of microBatchTokens
-// tokens (one sequence): full fine-tuning keeps float32 weights, gradients and the two AdamW
-// moments (16 bytes a parameter); LoRA of rank lora on every linear layer keeps the frozen
-// float32 weights and 16 bytes per adapter parameter. Both add the activations the backward
-// pass reads (Activations). It is an estimate of the tensors, not of an allocator's overhead.
+// tokens (one sequence), in full and with a LoRA adapter of rank lora (StepOf's totals).
 func StepMemory(cfg Config, lora int, microBatchTokens int) (full, loraBytes int64) {
-	p := cfg.Params()
-	act := Activations(cfg, microBatchTokens)
-	full = 16*p + act
-	loraBytes = 4*p + 16*LoRAParams(cfg, lora) + act
-	return full, loraBytes
+	return StepOf(cfg, 0, 1, microBatchTokens).Total(), StepOf(cfg, lora, 1, microBatchTokens).Total()
 }
 
 // LoRAParams is the number of adapter parameters of rank r on every linear layer of the blocks
 // (q, k, v, o, gate, up, down): r × (in + out) each.
-func LoRAParams(cfg Config, r int) int64 {
-	h, q, kv, in := int64(cfg.Hidden), int64(cfg.Heads*cfg.HeadDim), int64(cfg.KVHeads*cfg.HeadDim), int64(cfg.Intermediate)
+func LoRAParams(cfg Config, r int) int64 { return loraParams(cfg.ArchConfig(), r) }
+
+func loraParams(a model.ArchConfig, r int) int64 {
+	h, q, kv, in := int64(a.Hidden), int64(a.Heads*a.HeadDim), int64(a.KVHeads*a.HeadDim), int64(a.Intermediate)
 	perLayer := (h + q) + 2*(h+kv) + (q + h) + 2*(h+in) + (in + h)
-	return int64(r) * perLayer * int64(cfg.Layers)
+	return int64(r) * perLayer * int64(a.Layers)
 }
 
-// Activations estimates the float32 values a backward pass reads for t tokens: per block the
-// residual input, both norm outputs, q, k, v and the attention output, the attention
-// probabilities (heads × t per token), gate, up and their product; then the final norm and
-// the logits with their gradient.
-func Activations(cfg Config, t int) int64 {
-	h, q, kv, in := int64(cfg.Hidden), int64(cfg.Heads*cfg.HeadDim), int64(cfg.KVHeads*cfg.HeadDim), int64(cfg.Intermediate)
-	perToken := 4*h + 2*q + 2*kv + int64(cfg.Heads)*int64(t) + 3*in
-	block := perToken * int64(t) * int64(cfg.Layers)
-	head := (2*h + 2*int64(cfg.Vocab)) * int64(t)
-	return 4 * (block + head)
+// Activations estimates the bytes the forward keeps for the backward over t tokens: per block
+// both norms' inputs normalised with their scales, their outputs, q|k|v, Qwen3's q/k norms,
+// the attention output, gate|up and its product; then the residual stream, the final norm's
+// input, normalised input and output, and the rotary angles. No attention map and no logits
+// are kept: both are recomputed a block at a time.
+func Activations(cfg Config, t int) int64 { return activations(cfg.ArchConfig(), int64(t)) }
+
+func activations(a model.ArchConfig, t int64) int64 {
+	D, F := int64(a.Hidden), int64(a.Intermediate)
+	H, KV, hd := int64(a.Heads), int64(a.KVHeads), int64(a.HeadDim)
+	block := 4*D + 2 + (H+2*KV)*hd + H*hd + 3*F
+	if a.QKNorm {
+		block += (H + KV) * (hd + 1)
+	}
+	perToken := block*int64(a.Layers) + 5*D + hd + 8
+	return 4 * perToken * t
 }

@@ -406,24 +406,3 @@ func TestOpenWeightsMapsNotCopies(t *testing.T) {
 		t.Errorf("opening a %d-byte folder allocated %d bytes", fi.Size(), got)
 	}
 }
-
-// TestStepMemoryHandWorked: the estimate's terms for a tiny untied qwen2 (hidden 16, 2 layers,
-// 4 heads of 4, 2 KV heads, intermediate 24, vocab 40), 10 tokens, LoRA rank 2, worked by hand:
-// P = 2·640 (embeddings, lm_head) + 16 + 2·(256+128+128+256 + 32 biases + 1152 MLP + 32 norms)
-// = 5,264; activations 4·(2·10·(64+32+16+40+72) + 10·(32+80)) = 22,400; A = 2·2·232 = 928.
-func TestStepMemoryHandWorked(t *testing.T) {
-	cfg := tinyConfig(t, "qwen2", true)
-	if p := cfg.Params(); p != 5264 {
-		t.Fatalf("params %d, want 5264", p)
-	}
-	if a := Activations(cfg, 10); a != 22400 {
-		t.Errorf("activations %d, want 22400", a)
-	}
-	if a := LoRAParams(cfg, 2); a != 928 {
-		t.Errorf("adapter parameters %d, want 928", a)
-	}
-	full, lora := StepMemory(cfg, 2, 10)
-	if full != 16*5264+22400 || lora != 4*5264+16*928+22400 {
-		t.Errorf("full %d lora %d", full, lora)
-	}
-}

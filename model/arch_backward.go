@@ -28,13 +28,9 @@ func (p *LLMPass) Backward(dLogProb, dEntropy [][]float32, g *LLMGrads) error {
 func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 	m := p.m
 	b := m.d
-	D, F, V, ld, od := b.D, b.F, b.vocab, b.ld(), b.H*b.hd
+	D, F, ld, od := b.D, b.F, b.ld(), b.H*b.hd
 	N, M := p.n, p.M
 	w, gw := &m.w, &g.w
-	dZb := getScratch(M * V)
-	defer putScratch(dZb)
-	dZ := *dZb
-	logitGrads(p.seqs, dLogProb, dEntropy, p.logits, p.probs, p.lse, p.ent, p.targets, V, p.temp, dZ)
 	dXb := getScratch(N * D)
 	defer putScratch(dXb)
 	dX := *dXb
@@ -45,8 +41,8 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 		defer putScratch(dXgb)
 		dHf, dXg := *dHfb, *dXgb
 		clear(dXg)
-		m.gemm.Sgemm(false, false, M, D, V, 1, dZ, V, w.head, D, 0, dHf, D)
-		weightGrad(m.gemm, M, dZ, V, p.hf, D, gw.head)
+		dlps, des := flatGrads(p.seqs, dLogProb, dEntropy, M)
+		p.headBackward(dlps, des, dHf, gw.head)
 		b.normRowsBackward(dHf, p.nHat, p.nRstd, M, w.norm, dXg, gw.norm, gw.normB)
 		for k, r := range p.respRows {
 			addInto(dX[int(r)*D:(int(r)+1)*D], dXg[k*D:(k+1)*D])
@@ -140,14 +136,9 @@ func checkGradShape(seqs []seqInfo, name string, d [][]float32, optional bool) e
 	return nil
 }
 
-// logitGrads writes into dZ[M×V] the gradient of
-// Σ dLogProb·logprob + Σ dEntropy·entropy with respect to the raw logits
-// (float64 per element, rounded once).
-func logitGrads(seqs []seqInfo, dLogProb, dEntropy [][]float32, logits, probs []float32, lse []float64, ent []float32, targets []int32, V int, temp float32, dZ []float32) {
-	M := len(targets)
-	invT := 1 / float64(temp)
-	dlps := make([]float32, M)
-	var des []float32
+// flatGrads lays dLogProb and dEntropy (nil: none) out as the pass's M response rows.
+func flatGrads(seqs []seqInfo, dLogProb, dEntropy [][]float32, M int) (dlps, des []float32) {
+	dlps = make([]float32, M)
 	if dEntropy != nil {
 		des = make([]float32, M)
 	}
@@ -157,14 +148,22 @@ func logitGrads(seqs []seqInfo, dLogProb, dEntropy [][]float32, logits, probs []
 			copy(des[si.resp:si.resp+si.rlen], dEntropy[i])
 		}
 	}
-	parallelRows(M, 32, func(lo, hi int) {
+	return dlps, des
+}
+
+// logitGradRows writes into dZ[k×V] the gradient of Σ dlps·logprob + Σ des·entropy (des
+// may be nil) with respect to the raw logits z[k×V] of k rows with probabilities probs
+// (float64 per element, rounded once). dZ may be probs itself.
+func logitGradRows(z, probs []float32, lse []float64, ent []float32, targets []int32, dlps, des []float32, V int, temp float32, dZ []float32) {
+	invT := 1 / float64(temp)
+	parallelRows(len(targets), 32, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			dlp := float64(dlps[k])
 			var de float64
 			if des != nil {
 				de = float64(des[k])
 			}
-			z := logits[k*V : (k+1)*V]
+			zr := z[k*V : (k+1)*V]
 			pr := probs[k*V : (k+1)*V]
 			dz := dZ[k*V : (k+1)*V]
 			H := float64(ent[k])
@@ -172,7 +171,7 @@ func logitGrads(seqs []seqInfo, dLogProb, dEntropy [][]float32, logits, probs []
 				pj := float64(pr[j])
 				du := -dlp * pj
 				if de != 0 {
-					du -= de * pj * (float64(z[j])*invT - lse[k] + H)
+					du -= de * pj * (float64(zr[j])*invT - lse[k] + H)
 				}
 				dz[j] = float32(du * invT)
 			}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -17,31 +18,36 @@ func qwenSlice(b *testing.B) *LLM {
 	return m
 }
 
-// BenchmarkLLMTrainStep: forward+backward of one 256-token sequence
-// (make bench-qwen compares the full model with PyTorch).
+// BenchmarkLLMTrainStep: forward+backward of one 256-token sequence (make bench-qwen compares
+// the full model with PyTorch), and of one of 1,024 tokens (four head chunks and four attention
+// blocks, recomputed in the backward).
 func BenchmarkLLMTrainStep(b *testing.B) {
 	m := qwenSlice(b)
-	seq := make([]int32, 256)
-	for i := range seq {
-		seq[i] = int32(i * 97 % m.cfg.Vocab)
+	for _, n := range []int{256, 1024} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			seq := make([]int32, n)
+			for i := range seq {
+				seq[i] = int32(i * 97 % m.cfg.Vocab)
+			}
+			seqs := []Sequence{{Prompt: seq[:1], Response: seq[1:]}}
+			dlp := [][]float32{make([]float32, n-1)}
+			for i := range dlp[0] {
+				dlp[0][i] = 1
+			}
+			g := m.NewGrads()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := m.Forward(seqs, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Backward(dlp, nil, g); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
 	}
-	seqs := []Sequence{{Prompt: seq[:1], Response: seq[1:]}}
-	dlp := [][]float32{make([]float32, 255)}
-	for i := range dlp[0] {
-		dlp[0][i] = 1
-	}
-	g := m.NewGrads()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		p, err := m.Forward(seqs, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Backward(dlp, nil, g); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
 // BenchmarkLLMDecode: greedy KV-cache decoding, batch 8, 16 new tokens.

@@ -38,7 +38,7 @@ type LLMPass struct {
 	nHat     []float32 // final norm
 	nRstd    []float32
 	hf       []float32 // [M×D] final norm outputs
-	logits   []float32
+	logits   []float32 // [M×Vocab] with probs: kept only when M fits one head chunk
 	probs    []float32
 	lse      []float64
 	logp     []float32
@@ -79,9 +79,8 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	}
 	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
 	d.normRows(xg, M, w.norm, w.normB, p.hf, p.nHat, p.nRstd)
-	p.logits, p.probs = m.head(p.hf, M), make([]float32, M*d.vocab)
 	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
-	scoreRows(p.logits, p.probs, d.vocab, temperature, p.targets, p.lse, p.logp, p.ent)
+	m.scoreHead(p)
 	return p, nil
 }
 
@@ -192,14 +191,6 @@ func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float3
 	})
 }
 
-// head returns the logits [n×Vocab] of the final-norm rows hf.
-func (m *LLM) head(hf []float32, n int) []float32 {
-	V, D := m.d.vocab, m.d.D
-	z := make([]float32, n*V)
-	m.linear(hf, n, D, m.w.head, nil, V, z)
-	return z
-}
-
 // scoreRows fills, per row k of logits[M×V], the softmax of logits/temp
 // into probs, its log-sum-exp, the log-prob of targets[k] and the entropy.
 func scoreRows(logits, probs []float32, V int, temp float32, targets []int32, lse []float64, logp, ent []float32) {
@@ -233,16 +224,14 @@ func splitSeqs(seqs []seqInfo, v []float32) [][]float32 {
 	return out
 }
 
-// Score returns the per-token log-probs and entropies of seqs without
-// keeping activations: Forward on chunks of sequences of at most ~2048
-// tokens, fewer for a large vocabulary (the logits and probabilities of a
-// chunk take 2·tokens·Vocab floats: at most ~2^25 of them).
+// Score returns the per-token log-probs and entropies of seqs: Forward on
+// chunks of sequences of at most ~2048 tokens (the head runs in chunks of
+// rows whatever the vocabulary).
 func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]float32, error) {
 	if err := m.checkSeqs(seqs); err != nil {
 		return nil, nil, err
 	}
-	budget := max(64, min(2048, (1<<24)/m.d.vocab))
-	return scoreChunks(seqs, budget, func(chunk []Sequence) ([][]float32, [][]float32, error) {
+	return scoreChunks(seqs, 2048, func(chunk []Sequence) ([][]float32, [][]float32, error) {
 		p, err := m.Forward(chunk, temperature)
 		if err != nil {
 			return nil, nil, err

@@ -244,11 +244,12 @@ func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 
 // gqaForward computes causal grouped-query attention for every sequence of
 // a pass into out[N×H·hd]: query head h reads key/value head h/(H/KV). With
-// maps nil the softmax maps are not kept (gqaBackward recomputes them with
-// the same calls, hence the same bits): memory stays linear in the sequence
-// length. Otherwise they are kept in maps (per sequence at seqInfo.att, then
-// per head, L×L). One task per sequence when there are enough of them (its
-// rows are first streamed into cache), else one per (sequence, head).
+// maps nil the softmax maps are not kept: a worker holds the rows of a block
+// of attnBlock queries at a time (memory linear in the sequence length), and
+// gqaBackward recomputes them block by block with the same calls, hence the
+// same bits. Otherwise they are kept in maps (per sequence at seqInfo.att,
+// then per head, L×L). One task per sequence when there are enough of them
+// (its rows are first streamed into cache), else one per (sequence, head).
 func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 	H, od, ld := b.H, b.H*b.hd, b.ld()
 	perSeq, hs := attnSplit(len(seqs), H)
@@ -263,14 +264,30 @@ func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 			touch(qkv[si.start*ld : (si.start+L)*ld])
 		}
 		for h := t * hs % H; h < t*hs%H+hs; h++ {
-			P := headMap(maps, scratch, worker, seqs, si, h)
-			attnMap(g, si, b, qkv, h, P)
-			g.Sgemm(false, false, L, b.hd, L, 1, P, L, qkv[si.start*ld+(H+b.KV+h/(H/b.KV))*b.hd:], ld, 0, out[si.start*od+h*b.hd:], od)
+			v := qkv[si.start*ld+(H+b.KV+h/(H/b.KV))*b.hd:]
+			if maps != nil {
+				P := maps[si.att+h*L*L:][:L*L]
+				attnRows(g, si, b, qkv, h, 0, L, P)
+				g.Sgemm(false, false, L, b.hd, L, 1, P, L, v, ld, 0, out[si.start*od+h*b.hd:], od)
+				continue
+			}
+			for i0 := 0; i0 < L; i0 += attnBlock {
+				i1 := min(L, i0+attnBlock)
+				P := attnScratch(scratch, worker, seqs)[:(i1-i0)*i1]
+				attnRows(g, si, b, qkv, h, i0, i1, P)
+				g.Sgemm(false, false, i1-i0, b.hd, i1, 1, P, i1, v, ld, 0, out[(si.start+i0)*od+h*b.hd:], od)
+			}
 		}
 	})
 }
 
-// attnScratch returns worker's scratch for an L×L map of the longest
+// attnBlock is how many query rows of one head a worker holds at once when
+// the maps are not kept: a multiple of the blocked GEMM's k block (256), so
+// that dk and dv, summed over query rows block by block, add the same blocks
+// in the same order as one product over all rows.
+var attnBlock = 256
+
+// attnScratch returns worker's scratch for attnBlock rows of the longest
 // sequence, allocated on first use.
 func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
 	if scratch[worker] == nil {
@@ -278,41 +295,28 @@ func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
 		for _, si := range seqs {
 			maxL = max(maxL, si.n)
 		}
-		scratch[worker] = make([]float32, maxL*maxL)
+		scratch[worker] = make([]float32, min(maxL, attnBlock)*maxL)
 	}
 	return scratch[worker]
 }
 
-// headMap is where the map of head h of sequence si lives: in maps when
-// they are kept, else in worker's scratch (for attnMap to fill).
-func headMap(maps []float32, scratch [][]float32, worker int, seqs []seqInfo, si seqInfo, h int) []float32 {
-	L := si.n
-	if maps != nil {
-		return maps[si.att+h*L*L:][:L*L]
-	}
-	return attnScratch(scratch, worker, seqs)[:L*L]
-}
-
-// attnMap writes into P the causal softmax map of query head h of one
-// sequence.
-func attnMap(g GEMM, si seqInfo, b blockDims, qkv []float32, h int, P []float32) {
-	ld, hd, L := b.ld(), b.hd, si.n
+// attnRows writes into P[(i1−i0)×i1] the causal softmax rows i0..i1−1 of query head h of one
+// sequence over its keys 0..i1−1 (row i over keys 0..i, zeros after).
+func attnRows(g GEMM, si seqInfo, b blockDims, qkv []float32, h, i0, i1 int, P []float32) {
+	ld, hd := b.ld(), b.hd
 	base := si.start * ld
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	g.Sgemm(false, true, L, L, hd, scale, qkv[base+h*hd:], ld, qkv[base+(b.H+h/(b.H/b.KV))*hd:], ld, 0, P, L)
-	causalSoftmax(P, L)
+	g.Sgemm(false, true, i1-i0, i1, hd, scale, qkv[base+i0*ld+h*hd:], ld, qkv[base+(b.H+h/(b.H/b.KV))*hd:], ld, 0, P, i1)
+	causalSoftmaxRows(P, i0, i1-i0, i1)
 }
 
 // gqaBackward writes into dqkv[N×ld] the gradient of the attention input
 // (post-RoPE q and k, v) given dO[N×H·hd], reading the maps kept by
-// gqaForward or, with maps nil, recomputing them. One task per sequence and
-// KV head (or per sequence, as in gqaForward): its query heads add into the
-// shared dk and dv in head order.
+// gqaForward or, with maps nil, recomputing them attnBlock query rows at a
+// time. One task per sequence and KV head (or per sequence, as in
+// gqaForward): its query heads add into the shared dk and dv in head order.
 func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []float32) {
-	ld, hd, H, KV := b.ld(), b.hd, b.H, b.KV
-	rep := H / KV
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	od := H * hd
+	ld, KV := b.ld(), b.KV
 	perSeq, ks := attnSplit(len(seqs), KV)
 	pScratch, dScratch := make([][]float32, workers()), make([][]float32, workers())
 	parallelTasks(len(seqs)*KV/ks, func(worker, t int) {
@@ -323,43 +327,103 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []floa
 		}
 		if perSeq {
 			touch(qkv[si.start*ld : (si.start+L)*ld])
-			touch(dO[si.start*od : (si.start+L)*od])
+			touch(dO[si.start*b.H*b.hd : (si.start+L)*b.H*b.hd])
 			if maps != nil {
-				touch(maps[si.att : si.att+H*L*L])
+				touch(maps[si.att : si.att+b.H*L*L])
 			}
 		}
-		dP := attnScratch(dScratch, worker, seqs)[:L*L]
-		base := si.start * ld
+		a := attnGrad{g: g, si: si, b: b, qkv: qkv, dO: dO, dqkv: dqkv}
 		for kh := t * ks % KV; kh < t*ks%KV+ks; kh++ {
-			k, v := qkv[base+(H+kh)*hd:], qkv[base+(H+KV+kh)*hd:]
-			dk, dv := dqkv[base+(H+kh)*hd:], dqkv[base+(H+KV+kh)*hd:]
-			for h := kh * rep; h < (kh+1)*rep; h++ {
-				beta := float32(1)
-				if h == kh*rep {
-					beta = 0
-				}
-				P := headMap(maps, pScratch, worker, seqs, si, h)
-				if maps == nil {
-					attnMap(g, si, b, qkv, h, P)
-				}
-				q, dq := qkv[base+h*hd:], dqkv[base+h*hd:]
-				do := dO[si.start*od+h*hd:]
-				g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
-				g.Sgemm(true, false, L, hd, L, 1, P, L, do, od, beta, dv, ld)
-				softmaxRowsBackward(P, dP, L)
-				g.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
-				g.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, beta, dk, ld)
+			if maps != nil {
+				a.keptMaps(kh, maps, dScratch[worker:worker+1], seqs)
+				continue
 			}
+			a.blocks(kh, attnScratch(pScratch, worker, seqs), attnScratch(dScratch, worker, seqs))
 		}
 	})
 }
 
-// softmaxRowsBackward turns dP (gradient of the causal softmax output P,
-// L×L) into the gradient of its input scores, in place.
-func softmaxRowsBackward(P, dP []float32, L int) {
-	for i := 0; i < L; i++ {
-		pr := P[i*L : i*L+i+1]
-		dr := dP[i*L : (i+1)*L]
+// attnGrad is one sequence's attention backward.
+type attnGrad struct {
+	g             GEMM
+	si            seqInfo
+	b             blockDims
+	qkv, dO, dqkv []float32
+}
+
+// operands returns the rows of query head h and its KV head in qkv, dO and dqkv from row i0.
+func (a *attnGrad) operands(h, i0 int) (q, k, v, do, dq, dk, dv []float32) {
+	ld, hd, H, KV := a.b.ld(), a.b.hd, a.b.H, a.b.KV
+	kh := h / (H / KV)
+	base := a.si.start * ld
+	q, dq = a.qkv[base+i0*ld+h*hd:], a.dqkv[base+i0*ld+h*hd:]
+	k, v = a.qkv[base+(H+kh)*hd:], a.qkv[base+(H+KV+kh)*hd:]
+	dk, dv = a.dqkv[base+(H+kh)*hd:], a.dqkv[base+(H+KV+kh)*hd:]
+	do = a.dO[(a.si.start+i0)*H*hd+h*hd:]
+	return
+}
+
+// keptMaps is the backward of KV head kh's query heads from the kept maps.
+func (a *attnGrad) keptMaps(kh int, maps []float32, dScratch [][]float32, seqs []seqInfo) {
+	ld, hd, L, od, rep := a.b.ld(), a.b.hd, a.si.n, a.b.H*a.b.hd, a.b.H/a.b.KV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	if dScratch[0] == nil {
+		maxL := 0
+		for _, si := range seqs {
+			maxL = max(maxL, si.n)
+		}
+		dScratch[0] = make([]float32, maxL*maxL)
+	}
+	dP := dScratch[0][:L*L]
+	for h := kh * rep; h < (kh+1)*rep; h++ {
+		beta := float32(1)
+		if h == kh*rep {
+			beta = 0
+		}
+		P := maps[a.si.att+h*L*L:][:L*L]
+		q, k, v, do, dq, dk, dv := a.operands(h, 0)
+		a.g.Sgemm(false, true, L, L, hd, 1, do, od, v, ld, 0, dP, L)
+		a.g.Sgemm(true, false, L, hd, L, 1, P, L, do, od, beta, dv, ld)
+		softmaxRowsBackward(P, dP, 0, L, L)
+		a.g.Sgemm(false, false, L, hd, L, scale, dP, L, k, ld, 0, dq, ld)
+		a.g.Sgemm(true, false, L, hd, L, scale, dP, L, q, ld, beta, dk, ld)
+	}
+}
+
+// blocks is the backward of KV head kh's query heads recomputing their maps attnBlock query
+// rows at a time into pS, with dS for the maps' gradient.
+func (a *attnGrad) blocks(kh int, pS, dS []float32) {
+	ld, hd, L, od, rep := a.b.ld(), a.b.hd, a.si.n, a.b.H*a.b.hd, a.b.H/a.b.KV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	_, _, _, _, _, dk, dv := a.operands(kh*rep, 0)
+	for r := 0; r < L; r++ {
+		clear(dk[r*ld : r*ld+hd])
+		clear(dv[r*ld : r*ld+hd])
+	}
+	for h := kh * rep; h < (kh+1)*rep; h++ {
+		for i0 := 0; i0 < L; i0 += attnBlock {
+			i1 := min(L, i0+attnBlock)
+			n := i1 - i0
+			P, dP := pS[:n*i1], dS[:n*i1]
+			attnRows(a.g, a.si, a.b, a.qkv, h, i0, i1, P)
+			q, k, v, do, dq, dk, dv := a.operands(h, i0)
+			a.g.Sgemm(false, true, n, i1, hd, 1, do, od, v, ld, 0, dP, i1)
+			a.g.Sgemm(true, false, i1, hd, n, 1, P, i1, do, od, 1, dv, ld)
+			softmaxRowsBackward(P, dP, i0, n, i1)
+			a.g.Sgemm(false, false, n, hd, i1, scale, dP, i1, k, ld, 0, dq, ld)
+			a.g.Sgemm(true, false, i1, hd, n, scale, dP, i1, q, ld, 1, dk, ld)
+		}
+	}
+}
+
+// softmaxRowsBackward turns dP (gradient of the causal softmax output P:
+// rows i0..i0+n−1 of width w, row i over keys 0..i) into the gradient of its
+// input scores, in place.
+func softmaxRowsBackward(P, dP []float32, i0, n, w int) {
+	for r := 0; r < n; r++ {
+		i := i0 + r
+		pr := P[r*w : r*w+i+1]
+		dr := dP[r*w : (r+1)*w]
 		var s float32
 		for j, pv := range pr {
 			s += pv * dr[j]

@@ -2,7 +2,9 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
+	"sync/atomic"
 )
 
 // Sample continues every request with a batched forward over a KV cache
@@ -24,7 +26,7 @@ func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Samp
 		if err != nil {
 			return nil, err
 		}
-		return p.logits, nil
+		return p.rawLogits(), nil
 	}))
 }
 
@@ -34,35 +36,93 @@ type llmDecoder struct {
 	maxTokens int
 }
 
-func (d *llmDecoder) next(active []int, hist [][]int32) ([]float32, error) {
-	c := d.m.d
-	cs := make([]*kvCache, len(active))
-	chunks := make([][]int32, len(active))
+// next feeds each active request what its cache has not seen and returns its rows' logits a
+// chunk at a time. New requests with the same history (a group's samples of one prompt) share
+// one prefill: the first runs it, the others fork its cache and take its final-norm row, the
+// same bits as their own prefill (every row and each request's attention are computed
+// independently of the batch).
+func (d *llmDecoder) next(active []int, hist [][]int32) (stepLogits, error) {
+	var run []int               // positions in active that go through the model
+	forks := map[int]int{}      // position of a sharing request → position of the one that runs
+	leaders := map[string]int{} // history of a new request → its position
 	for a, i := range active {
 		if d.caches[i] == nil {
-			// Room for the prompt and up to 256 (or maxTokens) more
-			// positions; append grows it beyond.
-			n := len(hist[i]) + 256
-			if d.maxTokens > 0 {
-				n = len(hist[i]) + d.maxTokens
+			key := histKey(hist[i])
+			if l, ok := leaders[key]; ok && sharePrefixes {
+				forks[a] = l
+				continue
 			}
-			n = min(n, c.context)
-			kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
-			for l := range kc.k {
-				kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
-				kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
-			}
-			d.caches[i] = kc
+			leaders[key] = a
+			d.caches[i] = d.newCache(len(hist[i]))
 		}
-		cs[a] = d.caches[i]
-		chunks[a] = hist[i][cs[a].n:]
+		run = append(run, a)
 	}
-	return d.m.cachedStep(cs, chunks), nil
+	cs := make([]*kvCache, len(run))
+	chunks := make([][]int32, len(run))
+	for r, a := range run {
+		i := active[a]
+		cs[r], chunks[r] = d.caches[i], hist[i][d.caches[i].n:]
+	}
+	hf := d.m.cachedStep(cs, chunks)
+	D := d.m.d.D
+	if len(forks) > 0 {
+		all := make([]float32, len(active)*D)
+		for r, a := range run {
+			copy(all[a*D:(a+1)*D], hf[r*D:(r+1)*D])
+		}
+		for a, l := range forks {
+			d.caches[active[a]] = d.caches[active[l]].fork()
+			copy(all[a*D:(a+1)*D], all[l*D:(l+1)*D])
+		}
+		hf = all
+	}
+	return func(lo, hi int, z []float32) { d.m.headLogits(hf, lo, hi, z) }, nil
+}
+
+// sharePrefixes turns the shared prefill of identical histories on (off only to measure it).
+var sharePrefixes = true
+
+// newCache is a request's cache with room for its n-token history and up to 256 (or
+// maxTokens) more positions; append grows it beyond.
+func (d *llmDecoder) newCache(n int) *kvCache {
+	c := d.m.d
+	if d.maxTokens > 0 {
+		n += d.maxTokens
+	} else {
+		n += 256
+	}
+	n = min(n, c.context)
+	kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
+	for l := range kc.k {
+		kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
+		kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
+	}
+	return kc
+}
+
+// fork is a copy of c with the same room.
+func (c *kvCache) fork() *kvCache {
+	f := &kvCache{k: make([][]float32, len(c.k)), v: make([][]float32, len(c.v)), n: c.n}
+	for l := range c.k {
+		f.k[l] = append(make([]float32, 0, cap(c.k[l])), c.k[l]...)
+		f.v[l] = append(make([]float32, 0, cap(c.v[l])), c.v[l]...)
+	}
+	return f
+}
+
+// histKey is a map key of a token history.
+func histKey(h []int32) string {
+	b := make([]byte, 4*len(h))
+	for i, t := range h {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(t))
+	}
+	return string(b)
 }
 
 // cachedStep feeds chunks[i] to request i (positions continue from its
 // cache), appends their keys (after norm and RoPE) and values to the caches
-// and returns the logits of each chunk's last position [len(chunks)×Vocab].
+// and returns the final-norm output of each chunk's last position
+// [len(chunks)×D].
 func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	b := m.d
 	D := b.D
@@ -81,6 +141,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 		maxLen = max(maxLen, cs[i].n+len(ch))
 	}
 	b.embed(&m.w, toks, pos, x)
+	cachedRows.Add(int64(R))
 	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
 		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
 		gu: make([]float32, R*b.up()), act: make([]float32, R*b.F)}
@@ -98,8 +159,11 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	}
 	hf := make([]float32, A*D)
 	b.normRows(last, A, m.w.norm, m.w.normB, hf, nil, nil)
-	return m.head(hf, A)
+	return hf
 }
+
+// cachedRows counts the rows cachedStep has run (for tests of the shared prefill).
+var cachedRows atomic.Int64
 
 // decodeStep is the state of one cachedStep shared by its blocks.
 type decodeStep struct {

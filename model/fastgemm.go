@@ -24,13 +24,9 @@ const (
 	mc = 48  // rows of a block of C (multiple of mr)
 )
 
-// Scratch: packed operands (one per call) and edge strips (one per tile
-// task), pooled separately so that small and large buffers do not evict each
-// other.
-var (
-	packPoolB = sync.Pool{New: func() any { s := make([]float32, 0, 64*kc); return &s }}
-	packPoolA = sync.Pool{New: func() any { s := make([]float32, 0, mr*kc); return &s }}
-)
+// packPoolA holds the edge strips (one per tile task); packed operands (one
+// per call) come from the scratch pools, by size class.
+var packPoolA = sync.Pool{New: func() any { s := make([]float32, 0, mr*kc); return &s }}
 
 func getBuf(pool *sync.Pool, n int) *[]float32 {
 	p := pool.Get().(*[]float32)
@@ -92,8 +88,8 @@ func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 	// Phase 1, packing. B: for each k block pc, nstrips strips of kcur×nr
 	// at pc*npad. A (transposed only): row block ib, k block pc at
 	// ib*mc*k + msr(ib)*mr*pc, msr(ib) strips of kcur×mr.
-	bp := getBuf(&packPoolB, npad*k)
-	defer packPoolB.Put(bp)
+	bp := getScratch(npad * k) // by size class: calls of many shapes reuse buffers
+	defer putScratch(bp)
 	var ap *[]float32
 	// B is packed per k block over ranges of strips (a plain B row by row,
 	// sequential access; a transposed B strip by strip).
@@ -107,8 +103,8 @@ func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 	// whole rows of the stored k×m matrix (sequential access).
 	aSplit := 1
 	if transA {
-		ap = getBuf(&packPoolB, mBlocks*mc*k)
-		defer packPoolB.Put(ap)
+		ap = getScratch(mBlocks * mc * k)
+		defer putScratch(ap)
 		for par && kBlocks*aSplit < 2*workers() && aSplit < mBlocks {
 			aSplit++
 		}

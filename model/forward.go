@@ -157,9 +157,14 @@ func touch(x []float32) {
 
 // causalSoftmax applies a row softmax over j ≤ i to the L×L scores S in
 // place, zeroing j > i.
-func causalSoftmax(S []float32, L int) {
-	for i := 0; i < L; i++ {
-		row := S[i*L : (i+1)*L]
+func causalSoftmax(S []float32, L int) { causalSoftmaxRows(S, 0, L, L) }
+
+// causalSoftmaxRows is causalSoftmax on rows i0..i0+n−1 of width w of the
+// scores (row i over keys 0..i, zeros after).
+func causalSoftmaxRows(S []float32, i0, n, w int) {
+	for r := 0; r < n; r++ {
+		i := i0 + r
+		row := S[r*w : (r+1)*w]
 		mx := row[0]
 		for _, v := range row[1 : i+1] {
 			if v > mx {
@@ -178,9 +183,7 @@ func causalSoftmax(S []float32, L int) {
 		for j := 0; j <= i; j++ {
 			row[j] *= inv
 		}
-		for j := i + 1; j < L; j++ {
-			row[j] = 0
-		}
+		clear(row[i+1:])
 	}
 }
 

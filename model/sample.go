@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -56,13 +57,17 @@ func (m *Model) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Sa
 		if err != nil {
 			return nil, err
 		}
-		return p.logits, nil
+		return p.rawLogits(), nil
 	}))
 }
 
-// nextFn returns the logits [len(active)×Vocab] of the next token of each
-// active request given its full history.
-type nextFn func(active []int, hist [][]int32) ([]float32, error)
+// nextFn advances every active request given its full history and returns
+// the logits of their next tokens, to be read a chunk of rows at a time.
+type nextFn func(active []int, hist [][]int32) (stepLogits, error)
+
+// stepLogits writes into z the logits [(hi−lo)×Vocab] of the next token of
+// active requests lo..hi−1.
+type stepLogits func(lo, hi int, z []float32)
 
 func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, next nextFn) ([]SampleResult, error) {
 	return runSampleLoop(ctx, reqs, opts, m.cfg.Context, m.cfg.Vocab, []int32{EOS}, next)
@@ -122,9 +127,10 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 		if err != nil {
 			return nil, err
 		}
+		toks, lps := pickTokens(logits, len(active), V, opts, func(a int) *rng { return rngs[active[a]] })
 		still := active[:0]
 		for a, i := range active {
-			tok, lp := pickToken(logits[a*V:(a+1)*V], opts, rngs[i])
+			tok, lp := toks[a], lps[a]
 			hist[i] = append(hist[i], tok)
 			res[i].Tokens = append(res[i].Tokens, tok)
 			res[i].LogProbs = append(res[i].LogProbs, lp)
@@ -142,6 +148,26 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 	return res, nil
 }
 
+// pickTokens draws the next token of n requests whose logits come a head chunk of rows at a
+// time (no [n × V] array), the rows of a chunk in parallel; rngOf(a) is request a's stream.
+func pickTokens(logits stepLogits, n, V int, opts SampleOptions, rngOf func(a int) *rng) ([]int32, []float32) {
+	toks, lps := make([]int32, n), make([]float32, n)
+	rows := min(n, headRows(V))
+	zb := getScratch(rows * V)
+	defer putScratch(zb)
+	for lo := 0; lo < n; lo += rows {
+		hi := min(n, lo+rows)
+		z := (*zb)[:(hi-lo)*V]
+		logits(lo, hi, z)
+		parallelRows(hi-lo, 1, func(a0, a1 int) {
+			for a := lo + a0; a < lo+a1; a++ {
+				toks[a], lps[a] = pickToken(z[(a-lo)*V:(a-lo+1)*V], opts, rngOf(a))
+			}
+		})
+	}
+	return toks, lps
+}
+
 // pickToken draws the next token from one logits row and returns it with its
 // log-prob under softmax(z/T) (T=1 when greedy), before top-p truncation.
 func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
@@ -153,25 +179,29 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 				best = j
 			}
 		}
-		lse, _ := softmaxStats(z, 1, nil)
+		pb := getScratch(len(z))
+		defer putScratch(pb)
+		lse, _ := softmaxStats(z, 1, *pb)
 		return int32(best), float32(float64(z[best]) - lse)
 	}
 	invT := 1 / float64(o.Temperature)
-	p := make([]float32, len(z))
+	pb := getScratch(len(z))
+	defer putScratch(pb)
+	p := *pb
 	lse, _ := softmaxStats(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
 	if o.TopP > 0 && o.TopP < 1 {
-		idx, cum := topPPrefix(p, float64(o.TopP))
-		kept := len(idx)
+		keys, cum := topPNucleus(p, float64(o.TopP))
 		target := u * cum
 		var acc float64
-		for _, j := range idx {
+		for _, key := range keys {
+			j := int(uint32(key))
 			acc += float64(p[j])
 			if target < acc {
 				return int32(j), lp(j)
 			}
 		}
-		j := idx[kept-1]
+		j := int(uint32(keys[len(keys)-1]))
 		return int32(j), lp(j)
 	}
 	var acc float64
@@ -192,12 +222,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 // at temperature 1 returning the raw logits of each sequence's one response
 // token, on the full history of every active request.
 func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
-	return func(active []int, hist [][]int32) ([]float32, error) {
+	return func(active []int, hist [][]int32) (stepLogits, error) {
 		seqs := make([]Sequence, len(active))
 		for a, i := range active {
 			seqs[a] = Sequence{Prompt: hist[i], Response: []int32{0}}
 		}
-		return logits(seqs)
+		z, err := logits(seqs)
+		if err != nil {
+			return nil, err
+		}
+		V := len(z) / max(len(active), 1)
+		return func(lo, hi int, out []float32) { copy(out, z[lo*V:hi*V]) }, nil
 	}
 }
 
@@ -246,39 +281,73 @@ func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []f
 
 // topPPrefix returns the nucleus of p for top_p: the indices of p in decreasing probability
 // (ties by index) up to and including the first at which their sum, accumulated in that order
-// in float64, reaches topP; and that sum. It equals topPPrefixRef's answer, but sorts only the
-// candidates with p ≥ θ, lowering θ until their sum reaches topP: those are the most likely
-// tokens (any other is less likely than each of them, and a token as likely as one of them is
-// one of them), in the same order, so the prefix and its sum are the same — a peaked
-// distribution over 151,936 tokens sorts a few hundred.
+// in float64, reaches topP; and that sum. It equals topPPrefixRef's answer in O(len(p)) plus a
+// sort of about the nucleus: one pass buckets the probabilities by the top bits of their
+// float32 encoding (non-negative floats order as their bits) and sums each bucket's mass,
+// which places the nucleus's boundary in one bucket; a second pass keeps the candidates
+// p ≥ θ, θ the lower edge of the bucket below that one, and only those are sorted. The
+// candidates are the most likely tokens (any other is less likely than each of them, and a
+// token as likely as one of them is one of them), in the same order, so the prefix and its
+// sum are the full sort's. Should the bucket sums' rounding have placed θ too high, θ drops
+// and the candidates are gathered again.
 func topPPrefix(p []float32, topP float64) ([]int, float64) {
-	var maxP float32
+	keys, cum := topPNucleus(p, topP)
+	idx := make([]int, len(keys))
+	for i, key := range keys {
+		idx[i] = int(uint32(key))
+	}
+	return idx, cum
+}
+
+// topPNucleus is topPPrefix's nucleus as sorted candidate keys (the index in the low 32
+// bits, see topPCandidates); cap(keys) is how many candidates were sorted.
+func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
+	if len(p) == 0 {
+		return nil, 0
+	}
+	var mass [topPBuckets]float64
 	for _, v := range p {
-		maxP = max(maxP, v)
+		mass[topPBucket(v)] += float64(v)
 	}
-	idx := make([]int, 0, 256)
-	for theta := maxP / 64; ; theta /= 64 {
-		if theta < 1e-30 {
-			theta = 0
+	b := topPBuckets - 1
+	for acc := 0.0; b > 0; b-- {
+		if acc += mass[b]; acc >= topP {
+			break
 		}
-		idx = idx[:0]
-		for j, v := range p {
-			if v >= theta {
-				idx = append(idx, j)
-			}
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+	}
+	var keys []uint64
+	for b = max(b-1, 0); ; b = max(b-8, 0) {
+		keys = topPCandidates(p, uint32(b)<<topPShift, keys[:0])
 		var cum float64
-		for k, j := range idx {
-			cum += float64(p[j])
-			if cum >= topP {
-				return idx[:k+1], cum
+		for k, key := range keys {
+			cum += float64(p[uint32(key)])
+			if cum >= topP || (b == 0 && k == len(keys)-1) {
+				return keys[: k+1 : len(keys)], cum
 			}
 		}
-		if theta == 0 {
-			return idx, cum
+	}
+}
+
+// topPShift and topPBuckets bucket a non-negative float32 by its sign, exponent and top three
+// mantissa bits: a bucket spans a factor of at most 2^(1/8).
+const (
+	topPShift   = 20
+	topPBuckets = 1 << (32 - topPShift)
+)
+
+func topPBucket(v float32) uint32 { return math.Float32bits(v) >> topPShift }
+
+// topPCandidates appends to keys, sorted, one key per index j with p[j]'s bits ≥ lo: the
+// complemented bits above j, so that ascending keys are decreasing probabilities, ties by
+// index.
+func topPCandidates(p []float32, lo uint32, keys []uint64) []uint64 {
+	for j, v := range p {
+		if bits := math.Float32bits(v); bits >= lo {
+			keys = append(keys, uint64(^bits)<<32|uint64(j))
 		}
 	}
+	slices.Sort(keys)
+	return keys
 }
 
 // topPPrefixRef is topPPrefix by sorting every index: the plain reference the tests compare

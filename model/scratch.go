@@ -11,10 +11,26 @@ import (
 // A buffer from getScratch has undefined contents.
 var scratchPools [64]sync.Pool
 
-// scratchPoolMax is the largest pooled buffer (floats, 64 MiB): a larger
-// one (a large vocabulary's logit gradients) is allocated at its size, as a
-// size class could waste up to half of it, and left to the GC.
+// scratchPoolMax is the largest buffer pooled by power-of-two size class
+// (floats, 64 MiB): a larger one (a chunk of a large vocabulary's logits) is
+// pooled by a finer class, sixteen to an octave (at most 1/16 wasted), so that
+// a chunk's buffers serve the next chunk (a ragged last one included), the
+// backward and the next step instead of waiting for the collector.
 const scratchPoolMax = 1 << 24
+
+// bigPools holds the buffers over scratchPoolMax, one pool per bigClass.
+var bigPools sync.Map // int → *sync.Pool
+
+func bigPool(c int) *sync.Pool {
+	p, _ := bigPools.LoadOrStore(c, new(sync.Pool))
+	return p.(*sync.Pool)
+}
+
+// bigClass is n rounded up to a sixteenth of the power of two below it.
+func bigClass(n int) int {
+	step := 1 << (bits.Len(uint(n)) - 5)
+	return (n + step - 1) / step * step
+}
 
 // sizeClass is the smallest c with 1<<c ≥ n.
 func sizeClass(n int) int {
@@ -26,7 +42,13 @@ func sizeClass(n int) int {
 
 func getScratch(n int) *[]float32 {
 	if n > scratchPoolMax {
-		s := make([]float32, n)
+		c := bigClass(n)
+		if v := bigPool(c).Get(); v != nil {
+			p := v.(*[]float32)
+			*p = (*p)[:n]
+			return p
+		}
+		s := make([]float32, n, c)
 		return &s
 	}
 	c := sizeClass(n)
@@ -40,8 +62,26 @@ func getScratch(n int) *[]float32 {
 }
 
 func putScratch(p *[]float32) {
-	if p == nil || cap(*p) == 0 || cap(*p) > scratchPoolMax {
+	if p == nil || cap(*p) == 0 {
+		return
+	}
+	if c := cap(*p); c > scratchPoolMax {
+		if c == bigClass(c) {
+			bigPool(c).Put(p)
+		}
 		return
 	}
 	scratchPools[sizeClass(cap(*p))].Put(p)
+}
+
+// ScratchFloats is the capacity a scratch buffer of n floats takes from the pools (for memory
+// estimates).
+func ScratchFloats(n int) int {
+	switch {
+	case n <= 1:
+		return n
+	case n > scratchPoolMax:
+		return bigClass(n)
+	}
+	return 1 << sizeClass(n)
 }

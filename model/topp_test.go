@@ -37,13 +37,7 @@ func TestTopPPrefixMatchesReference(t *testing.T) {
 // BenchmarkTopP: the nucleus of a peaked distribution over Qwen's 151,936 tokens, by
 // candidates (topPPrefix) beside the full sort (topPPrefixRef).
 func BenchmarkTopP(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	z := make([]float32, 151936)
-	for j := range z {
-		z[j] = float32(r.NormFloat64() * 4)
-	}
-	p := make([]float32, len(z))
-	softmaxStats(z, 1, p)
+	p := peakedQwenDist()
 	var fast, ref float64
 	for _, c := range []struct {
 		name string
@@ -59,5 +53,72 @@ func BenchmarkTopP(b *testing.B) {
 	}
 	if fast > 0 {
 		b.Logf("full sort / candidates: %.1fx", ref/fast)
+	}
+}
+
+// TestTopPSortsNearTheNucleus: on a peaked distribution over Qwen's 151,936 tokens the nucleus
+// search sorts about the nucleus (the bucket pass places its boundary), not the vocabulary nor
+// every token above a coarse threshold.
+func TestTopPSortsNearTheNucleus(t *testing.T) {
+	p := peakedQwenDist()
+	for _, topP := range []float64{0.5, 0.9, 0.95} {
+		keys, _ := topPNucleus(p, topP)
+		if n, sorted := len(keys), cap(keys); sorted > 2*n+512 {
+			t.Errorf("top_p %v: sorted %d candidates for a nucleus of %d", topP, sorted, n)
+		}
+	}
+}
+
+// TestPickTokenMatchesFullSortDraw: the seeded draw walks the nucleus in the full sort's
+// order, so the token drawn for every u is the one a draw over topPPrefixRef's prefix gives.
+func TestPickTokenMatchesFullSortDraw(t *testing.T) {
+	z := make([]float32, 3000)
+	r := rand.New(rand.NewPCG(5, 6))
+	for j := range z {
+		z[j] = float32(math.Round(r.NormFloat64() * 6)) // ties
+	}
+	o := SampleOptions{Temperature: 0.7, TopP: 0.9}
+	p := make([]float32, len(z))
+	softmaxStats(z, 1/float64(o.Temperature), p)
+	idx, cum := topPPrefixRef(p, float64(o.TopP))
+	for s := uint64(0); s < 500; s++ {
+		u := newRNG(s).float64()
+		got, _ := pickToken(z, o, newRNG(s))
+		want, acc := idx[len(idx)-1], 0.0
+		for _, j := range idx {
+			if acc += float64(p[j]); u*cum < acc {
+				want = j
+				break
+			}
+		}
+		if int(got) != want {
+			t.Fatalf("seed %d: drew %d, the full sort's draw is %d", s, got, want)
+		}
+	}
+}
+
+func peakedQwenDist() []float32 {
+	r := rand.New(rand.NewPCG(1, 2))
+	z := make([]float32, 151936)
+	for j := range z {
+		z[j] = float32(r.NormFloat64() * 4)
+	}
+	p := make([]float32, len(z))
+	softmaxStats(z, 1, p)
+	return p
+}
+
+// BenchmarkPickToken: one sampling step's work per row at Qwen's vocabulary (softmax at
+// temperature 0.6, the top_p 0.95 nucleus, the draw), to set beside a decode step.
+func BenchmarkPickToken(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	z := make([]float32, 151936)
+	for j := range z {
+		z[j] = float32(r.NormFloat64() * 2.4)
+	}
+	o := SampleOptions{Temperature: 0.6, TopP: 0.95}
+	g := newRNG(1)
+	for i := 0; i < b.N; i++ {
+		pickToken(z, o, g)
 	}
 }

@@ -37,7 +37,8 @@ func TestCheckHFMemory(t *testing.T) {
 	if err == nil {
 		t.Fatal("a 0.5B full fine-tune passed under 1 GiB")
 	}
-	for _, want := range []string{configs.Bytes(float64(need)), "GOMEMLIMIT", "models.q.lora", "micro_batch", "a micro-batch of 2 sequences"} {
+	one := stages.HFStep(cfg, "q", hc, 1).Total()
+	for _, want := range []string{configs.Bytes(float64(one)), "GOMEMLIMIT", "models.q.lora", "rollout.max_tokens", "a micro-batch of 1 sequence"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q lacks %q", err, want)
 		}
@@ -49,7 +50,7 @@ func TestCheckHFMemory(t *testing.T) {
 	if lora >= need || lora <= 4*hc.Params() {
 		t.Errorf("LoRA estimate %d, full %d, frozen weights %d", lora, need, 4*hc.Params())
 	}
-	if err := stages.CheckHFMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(lora))) {
+	if err := stages.CheckHFMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(stages.HFStep(cfg, "q", hc, 1).Total()))) {
 		t.Errorf("LoRA refusal: %v", err)
 	}
 	debug.SetMemoryLimit(1 << 50)

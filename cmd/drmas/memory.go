@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hf"
 )
 
 // addMemoryLimitFlag adds --memory-limit, which the stage commands check their estimates
@@ -49,7 +50,22 @@ func checkMemory(cmd *cobra.Command, cfg *configs.Config) error {
 		return err
 	}
 	softLimit(limit)
-	return cfg.CheckMemory(stages, limit, by)
+	return cfg.CheckMemoryOf(stages, limit, by, localHFConfigs(cfg))
+}
+
+// localHFConfigs reads the config.json of each HF model in a local folder; a store folder (or
+// one that cannot be read here) is left to the warm-up's check once fetched.
+func localHFConfigs(cfg *configs.Config) configs.HFConfigs {
+	out := configs.HFConfigs{}
+	for id, m := range cfg.Models {
+		if !m.IsHF() || strings.Contains(m.HF, "://") {
+			continue
+		}
+		if hc, err := hf.ReadConfig(m.HF); err == nil {
+			out[id] = hc
+		}
+	}
+	return out
 }
 
 // softLimit makes limit the Go runtime's soft memory limit unless GOMEMLIMIT set one: the

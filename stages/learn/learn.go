@@ -663,6 +663,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		return nil, nil, err
 	}
 	defer release()
+	h.MicroBatch = microBatchFor(cfg, id, m, eng, h.MicroBatch, env.Logf)
 	if err := scoreOld(eng, id, m, ref, exs, h); err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,51 @@
+package configs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/hf"
+)
+
+// TestMemoryCountsHFModels: with its HF models' configs, the learn estimate of the default
+// config pointed at a Qwen2.5-0.5B shape counts 16 bytes a parameter (weights, gradients, two
+// moments) and a reference, or with LoRA r 16 the frozen weights and the adapter, each doubled
+// for the collector, plus a step's activations; without the configs the model counts nothing;
+// a 4 GiB limit refuses the full fine-tune naming models.<id>.hf.
+func TestMemoryCountsHFModels(t *testing.T) {
+	hc, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	hfs := HFConfigs{}
+	for _, name := range c.ModelNames() {
+		c.Models[name] = Model{HF: "/models/q"}
+		hfs[name] = hc
+	}
+	n := float64(len(hfs))
+	p := float64(hc.Params())
+	learn := c.MemoryOf("learn", hfs)
+	step := hf.StepOf(hc, 0, 1, min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context))
+	acts := float64(step.Total() - step.Weights - step.Optimizer)
+	if want := gcHeadroom * (n*4*p*optimizerCopies + acts); learn.Bytes < want || learn.Bytes > want*1.01 {
+		t.Errorf("learn estimate %s, want weights, gradients, moments and a reference of %.0f parameters and %s of activations, doubled: %s",
+			Bytes(learn.Bytes), p, Bytes(acts), Bytes(want))
+	}
+	if bare := c.Memory("learn"); bare.Bytes >= learn.Bytes/10 {
+		t.Errorf("without the HF configs the estimate is %s", Bytes(bare.Bytes))
+	}
+	err = c.CheckMemoryOf(MemoryStages, 4<<30, "--memory-limit", hfs)
+	var fe *FitError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), ".hf") {
+		t.Errorf("a 0.5B full fine-tune under 4 GiB: %v", err)
+	}
+	for _, name := range c.ModelNames() {
+		c.Models[name] = Model{HF: "/models/q", LoRA: &LoRA{R: 16}}
+	}
+	lora := c.MemoryOf("learn", hfs)
+	if lora.Bytes >= learn.Bytes/2 || lora.Bytes < gcHeadroom*n*4*p {
+		t.Errorf("LoRA learn estimate %s (full %s)", Bytes(lora.Bytes), Bytes(learn.Bytes))
+	}
+}

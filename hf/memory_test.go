@@ -1,0 +1,155 @@
+package hf
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/drmas-dev/drmas/model"
+)
+
+// measuredSpec is the model TestStepMemoryMeasured trains: a Qwen3 whose activations, head
+// and weights are all a sizeable share of a step.
+var measuredSpec = InitSpec{Arch: "qwen3", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Intermediate: 384, Vocab: 8192, MaxPositions: 4096}
+
+// TestStepMemoryMeasured: the peak of one full AdamW training step (forward, backward,
+// optimizer) measured in a child process whose collector runs at GOGC=10 (so that its peak
+// resident memory is about the Go heap's high-water mark), less the child's memory before the
+// model exists, lies within ±25 % of StepOf's estimate, at micro-batches of 2 and 8 sequences
+// of 1,024 tokens.
+func TestStepMemoryMeasured(t *testing.T) {
+	if spec := os.Getenv("DRMAS_STEP_MEMORY_CHILD"); spec != "" {
+		stepMemoryChild(t, spec)
+		return
+	}
+	if testing.Short() {
+		t.Skip("trains a model in a child process")
+	}
+	cfg, err := NewConfig(measuredSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seqs := range []int{2, 8} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStepMemoryMeasured$", "-test.v")
+		cmd.Env = append(os.Environ(), "DRMAS_STEP_MEMORY_CHILD="+strconv.Itoa(seqs), "GOGC=10")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		var base, peak int64
+		for _, line := range strings.Split(string(out), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "STEP "); ok {
+				fmt.Sscan(rest, &base, &peak)
+			}
+		}
+		est := StepOf(cfg, 0, seqs, 1024)
+		got := peak - base
+		ratio := float64(got) / float64(est.Total())
+		t.Logf("%d × 1,024 tokens: measured %.1f MiB, estimated %.1f MiB (%+v), ratio %.2f", seqs, float64(got)/(1<<20), float64(est.Total())/(1<<20), est, ratio)
+		if ratio < 0.75 || ratio > 1.25 {
+			t.Errorf("%d × 1,024 tokens: measured peak %d bytes is %.2f × the estimate %d", seqs, got, ratio, est.Total())
+		}
+	}
+}
+
+// stepMemoryChild runs one training step of measuredSpec on spec sequences and prints its
+// resident memory before the model and at the peak.
+func stepMemoryChild(t *testing.T, spec string) {
+	seqs, err := strconv.Atoi(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := NewConfig(measuredSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug.FreeOSMemory()
+	base := procStatus(t, "VmRSS:")
+	m, err := model.InitLLM(cfg.ArchConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]model.Sequence, seqs)
+	d := make([][]float32, seqs)
+	for i := range batch {
+		s := model.Sequence{Prompt: []int32{int32(i)}, Response: make([]int32, 1023)}
+		for j := range s.Response {
+			s.Response[j] = int32((i*7919 + j*104729) % cfg.Vocab)
+		}
+		batch[i], d[i] = s, make([]float32, 1023)
+		for j := range d[i] {
+			d[i][j] = 1e-3
+		}
+	}
+	opt := m.NewOptimizer(model.DefaultAdamWConfig())
+	g := m.NewGradBuf()
+	p, err := m.TrainForward(batch, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Backward(d, nil, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.Apply(g); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("STEP %d %d\n", base, procStatus(t, "VmHWM:"))
+}
+
+// procStatus reads a kB field of /proc/self/status, in bytes.
+func procStatus(t *testing.T, field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+// TestStepMemoryHandWorked: the estimate's terms for a tiny untied qwen2 (hidden 16, 2 layers,
+// 4 heads of 4, 2 KV heads, intermediate 24, vocab 40), one sequence of 10 tokens, LoRA rank
+// 2, worked by hand: P = 2·640 (embeddings, lm_head) + 16 + 2·(256+128+128+256 + 32 biases +
+// 1152 MLP + 32 norms) = 5,264; A = 2·2·232 = 928; activations 4·10·(2·(4·16 + 2 + 32 + 16 +
+// 3·24) + 5·16 + 4 + 8) = 18,560 (+ 4·10·7·2·2 = 1,120 with LoRA); scratch 4·(10·(64+72+16+32)
+// + 10·(48+16) + 2·24·16) = 12,992; head (four buffers of one chunk of 10 rows, and the packed
+// head, each a power-of-two size class of the scratch pools) 4·(4·512 + 1024) = 12,288;
+// attention 4·3·workers·10·10.
+func TestStepMemoryHandWorked(t *testing.T) {
+	cfg := tinyConfig(t, "qwen2", true)
+	if p := cfg.Params(); p != 5264 {
+		t.Fatalf("params %d, want 5264", p)
+	}
+	if a := LoRAParams(cfg, 2); a != 928 {
+		t.Errorf("adapter parameters %d, want 928", a)
+	}
+	att := int64(1200 * runtime.GOMAXPROCS(0))
+	want := Step{Weights: 4 * 5264, Optimizer: 12 * 5264, Activations: 18560, Scratch: 12992, Head: 12288, Attention: att}
+	if got := StepOf(cfg, 0, 1, 10); got != want {
+		t.Errorf("full: %+v, want %+v", got, want)
+	}
+	wantL := Step{Weights: 4*5264 + 4*928, Optimizer: 12 * 928, Activations: 18560 + 1120, Scratch: 12992, Head: 12288, Attention: att}
+	if got := StepOf(cfg, 2, 1, 10); got != wantL {
+		t.Errorf("LoRA: %+v, want %+v", got, wantL)
+	}
+	full, lora := StepMemory(cfg, 2, 10)
+	if full != want.Total() || lora != wantL.Total() {
+		t.Errorf("StepMemory: full %d lora %d", full, lora)
+	}
+}

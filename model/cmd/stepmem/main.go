@@ -1,0 +1,114 @@
+// Command stepmem measures the peak memory of one training step (forward, backward, AdamW) of
+// a Qwen-shaped model on one micro-batch, in full or of a LoRA adapter, beside hf.StepOf's
+// estimate. Random weights; the collector runs at GOGC=10 unless GOGC is set, so that the peak
+// resident memory is about the Go heap's high-water mark.
+//
+//	go run ./model/cmd/stepmem [-tokens 4096] [-lora 16] [-threads 2]
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/model"
+)
+
+func main() {
+	spec := hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936}
+	flag.IntVar(&spec.Hidden, "hidden", spec.Hidden, "hidden size")
+	flag.IntVar(&spec.Layers, "layers", spec.Layers, "layers")
+	flag.IntVar(&spec.Heads, "heads", spec.Heads, "attention heads")
+	flag.IntVar(&spec.KVHeads, "kv-heads", spec.KVHeads, "key/value heads")
+	flag.IntVar(&spec.Intermediate, "intermediate", spec.Intermediate, "MLP width")
+	flag.IntVar(&spec.Vocab, "vocab", spec.Vocab, "vocabulary")
+	tokens := flag.Int("tokens", 4096, "tokens of the micro-batch (one sequence)")
+	rank := flag.Int("lora", 0, "LoRA rank on every linear layer of the blocks (0: full fine-tuning)")
+	threads := flag.Int("threads", 2, "threads")
+	only := flag.Bool("estimate", false, "print the estimate only (no step)")
+	flag.Parse()
+	runtime.GOMAXPROCS(*threads)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(10)
+	}
+	cfg, err := hf.NewConfig(spec)
+	must(err)
+	est := hf.StepOf(cfg, *rank, 1, *tokens)
+	if *only {
+		terms(est)
+		return
+	}
+	base := status("VmRSS:")
+	llm, err := model.InitLLM(cfg.ArchConfig(), 1)
+	must(err)
+	var m model.Trainable = llm
+	if *rank > 0 {
+		m, err = model.NewLoRA(llm, model.LoRAConfig{R: *rank, Alpha: 2 * float64(*rank), Targets: model.LoRATargets}, 1)
+		must(err)
+	}
+	seq := model.Sequence{Prompt: []int32{1}, Response: make([]int32, *tokens-1)}
+	d := [][]float32{make([]float32, *tokens-1)}
+	for j := range seq.Response {
+		seq.Response[j], d[0][j] = int32((j*104729+7)%spec.Vocab), 1e-3
+	}
+	opt := m.NewOptimizer(model.DefaultAdamWConfig())
+	g := m.NewGradBuf()
+	phase := func(name string) {
+		fmt.Printf("  %-22s resident %.2f GiB, peak %.2f GiB (above the start)\n", name, gib(status("VmRSS:")-base), gib(status("VmHWM:")-base))
+	}
+	phase("model, gradients, AdamW")
+	t0 := time.Now()
+	p, err := m.TrainForward([]model.Sequence{seq}, 1)
+	must(err)
+	phase("forward")
+	must(p.Backward(d, nil, g))
+	phase("backward")
+	must(opt.Apply(g))
+	phase("optimizer step")
+	peak := status("VmHWM:") - base
+	what := "full AdamW"
+	if *rank > 0 {
+		what = fmt.Sprintf("LoRA r=%d", *rank)
+	}
+	fmt.Printf("%s, %d tokens, %d layers, vocab %d, %d threads: step %.0f s\n", what, *tokens, spec.Layers, spec.Vocab, *threads, time.Since(t0).Seconds())
+	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (hf.StepOf) %.2f GiB: ratio %.2f\n", gib(peak), gib(est.Total()), float64(peak)/float64(est.Total()))
+	terms(est)
+}
+
+func terms(est hf.Step) {
+	fmt.Printf("estimate %.2f GiB by term: weights %.2f, optimizer %.2f, activations %.2f, scratch %.2f, head %.2f, attention %.2f\n",
+		gib(est.Total()), gib(est.Weights), gib(est.Optimizer), gib(est.Activations), gib(est.Scratch), gib(est.Head), gib(est.Attention))
+}
+
+func gib(n int64) float64 { return float64(n) / (1 << 30) }
+
+// status reads a kB field of /proc/self/status, in bytes.
+func status(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	must(err)
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			must(err)
+			return kb << 10
+		}
+	}
+	must(fmt.Errorf("no %s in /proc/self/status", field))
+	return 0
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stepmem:", err)
+		os.Exit(1)
+	}
+}
