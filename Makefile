@@ -84,7 +84,7 @@ bench-qwen:
 	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
 
 ## bench-gpu: one PPO learner step on the GPU engine vs the CPU engine at d=512, 8 layers, B=64,
-## T=256 (issue #11's anchor: the CPU engine), then a per-kernel profile; prints the speed-up.
+## T=256 (the anchor: the CPU engine), then a per-kernel profile; prints the speed-up.
 ## Without an NVIDIA driver it times the CPU engine only and says why.
 bench-gpu:
 	$(GO) run ./gpu/cmd/benchgpu $(BENCHGPU_ARGS)

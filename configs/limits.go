@@ -18,7 +18,7 @@ import (
 // than the file (YAML's check for repeated keys compares every pair of keys of a map; viper
 // looks each key up by every prefix of its path): under these caps, checked on one linear pass
 // before they run, that time stays small. Each cap is far above what a real config needs
-// (README.md's reliability section has the figures).
+// (docs/operations.md, "Reliability: bounded inputs", has the figures).
 const (
 	// MaxFileBytes is the largest config file.
 	MaxFileBytes = 256 << 10

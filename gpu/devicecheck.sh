@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu/devicecheck.sh — the GPU checks of issue #11 as one prepared script.
+# gpu/devicecheck.sh — the GPU learner's checks as one prepared script.
 #
 # The GPU machine has no Go toolchain and no network, so the checks are compiled here and the
 # binaries travel in the ignored folder .gpucheck/ (about 20 MB gzipped):

@@ -1,5 +1,5 @@
 // Package serve exposes the built-in policy's LATEST checkpoint of a run over the OpenAI
-// completions API, as vLLM serves it (see README.md): GET /v1/models, POST /v1/completions
+// completions API, as vLLM serves it (see serve/README.md): GET /v1/models, POST /v1/completions
 // (token-id or text prompts, per-token log-probs, seeds, return_tokens_as_token_ids), GET
 // /health.
 //

@@ -29,7 +29,7 @@ func gpuDevice(t *testing.T) *cuda.Device {
 	return d
 }
 
-// TestGPUMatchesCPU is the equivalence test of issue #11: the GPU engine on the GPU against
+// TestGPUMatchesCPU is the GPU learner's equivalence test: the GPU engine on the GPU against
 // the CPU engine, same weights and batch.
 func TestGPUMatchesCPU(t *testing.T) {
 	d := gpuDevice(t)

@@ -89,7 +89,8 @@ func External(target string) bool {
 	return strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:")
 }
 
-// historyRE finds issue citations (#12, issue 12, Issue #12) and work-history phrases.
+// historyRE finds issue citations (a hash and a number, or the word issue and a number) and
+// work-history phrases.
 var historyRE = regexp.MustCompile(`(?i)(?:^|[\s(\[,;])#[0-9]+\b|\bissues?\s+#?[0-9]+\b|\bprevious VM\b|\bthis session\b|\bearlier sessions?\b`)
 
 // History returns the issue citations and work-history phrases of a text, one per match.

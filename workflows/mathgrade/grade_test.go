@@ -39,7 +39,7 @@ func loadGolden(t *testing.T) []goldenPair {
 	return out
 }
 
-// TestGolden grades the hand-worked pairs; the README quotes their count (>= 300), with true
+// TestGolden grades the hand-worked pairs; docs/tasks.md quotes their count (>= 300), with true
 // and false pairs for every rule.
 func TestGolden(t *testing.T) {
 	pairs := loadGolden(t)

@@ -6,7 +6,7 @@ import (
 )
 
 // Normalize rewrites an answer the way the MATH grader does before comparing strings, in this
-// order (README "Math grading" has an example of each):
+// order (docs/tasks.md, "Math grading", has an example of each):
 //
 //   - an answer that starts with \text{…} is that text;
 //   - line breaks, \! and the dollar signs ($, \$) go, \\ becomes \;

@@ -2,7 +2,7 @@
 // stages/learn.UpdateOn) on the GPU engine and on the CPU engine, from the same weights and
 // batch, and prints tokens/s of each and their ratio. The GPU engine runs with its device
 // optimizer (the learner's default), then with the optimizer on the host for comparison.
-// Defaults are issue #11's shape: d=512, 8 layers, B=64 sequences of T=256 tokens.
+// Defaults are the learner-step anchor's shape: d=512, 8 layers, B=64 sequences of T=256 tokens.
 //
 //	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -micro-batch 0 -gpu-steps 5 -host-optimizer-steps 2 -cpu-steps 1]
 //
