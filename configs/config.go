@@ -275,6 +275,13 @@ type Learn struct {
 	GradClip        float64 `mapstructure:"grad_clip" json:"grad_clip"`
 	KLCoef          float64 `mapstructure:"kl_coef" json:"kl_coef"`
 	KeepCheckpoints int     `mapstructure:"keep_checkpoints" json:"keep_checkpoints"`
+	// LRSchedule is constant or cosine; LRWarmupSteps ramps the rate linearly from 0 over
+	// the first updates of a fresh optimizer; MinLRRatio is where cosine ends, × lr. The
+	// position is the optimizer's step count, saved with its state, so a resume continues.
+	// Empty or zero is the default (constant, no warm-up), which digests as before.
+	LRSchedule    string  `mapstructure:"lr_schedule" json:"lr_schedule,omitempty"`
+	LRWarmupSteps int     `mapstructure:"lr_warmup_steps" json:"lr_warmup_steps,omitempty"`
+	MinLRRatio    float64 `mapstructure:"min_lr_ratio" json:"min_lr_ratio,omitempty"`
 }
 
 // Warmup configures the supervised warm-up that publishes checkpoint step 0.

@@ -144,6 +144,9 @@ func (c *Config) Validate() error {
 	need(l.KeepCheckpoints < 1, "learn.keep_checkpoints", l.KeepCheckpoints, "≥ 1")
 	need(l.KLCoef < 0, "learn.kl_coef", l.KLCoef, "≥ 0")
 	need(l.WeightDecay < 0, "learn.weight_decay", l.WeightDecay, "≥ 0")
+	need(!oneOf(l.LRSchedule, LRSchedules), "learn.lr_schedule", excerpt.Quote(l.LRSchedule), strings.Join(LRSchedules, " or "))
+	need(l.LRWarmupSteps < 0, "learn.lr_warmup_steps", l.LRWarmupSteps, "≥ 0")
+	need(l.MinLRRatio < 0 || l.MinLRRatio > 1, "learn.min_lr_ratio", l.MinLRRatio, "in [0, 1]")
 	w := c.Warmup
 	need(w.Steps < 0, "warmup.steps", w.Steps, "≥ 0")
 	need(w.Batch < 1, "warmup.batch", w.Batch, "≥ 1")

@@ -77,7 +77,7 @@ type Result struct {
 // computes. learn.keep_checkpoints (retention) does not, nor learn.estimator, which estimator
 // replaces.
 func Digest(cfg *configs.Config, estimator string) string {
-	l := cfg.Learn
+	l := cfg.Learn.Canonical()
 	l.KeepCheckpoints, l.Estimator = 0, ""
 	return digestOf(cfg, l, estimator)
 }
@@ -675,7 +675,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 	}
 	opt.LR = hp.LR
 	opt.WeightDecay = cfg.Learn.WeightDecay
-	accs, updates, err := runEpochs(ctx, env, iter, id, eng, m, opt, exs, h, hp.GradClip, agents)
+	accs, updates, err := runEpochs(ctx, env, iter, id, eng, m, opt, exs, h, hp, agents)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -745,10 +745,12 @@ type acc struct {
 }
 
 // runEpochs runs the PPO updates of one model: per epoch, a seeded permutation of exs cut into
-// learn.mini_batches. It returns the statistics per agent ("*": the model) and the number of
-// updates that saw tokens.
-func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m model.Trainable, opt *model.AdamW, exs []Example, h Hyper, gradClip float64, agents []string) (map[string]*acc, int, error) {
+// learn.mini_batches, each update at the learning rate learn.lr_schedule gives the optimizer's
+// step. It returns the statistics per agent ("*": the model) and the number of updates that saw
+// tokens.
+func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng Engine, m model.Trainable, opt *model.AdamW, exs []Example, h Hyper, hp configs.Optim, agents []string) (map[string]*acc, int, error) {
 	cfg := env.Config
+	sched := scheduleOf(cfg, hp.LR)
 	accs := map[string]*acc{"*": {}}
 	for _, a := range agents {
 		accs[a] = &acc{}
@@ -768,7 +770,8 @@ func runEpochs(ctx context.Context, env *stages.Env, iter int, id string, eng En
 			for _, i := range perm[lo:hi] {
 				batch = append(batch, exs[i])
 			}
-			st, err := UpdateOn(eng, m, opt, batch, h, gradClip)
+			opt.LR = sched.at(opt.Steps)
+			st, err := UpdateOn(eng, m, opt, batch, h, hp.GradClip)
 			if err != nil {
 				return nil, 0, fmt.Errorf("model %s: %w", id, err)
 			}
