@@ -35,6 +35,8 @@ type Episode struct {
 	Scores []float64
 	// F1 is the answer's token F1 (workflows.EpisodeF1), nil for a workflow without one.
 	F1 *float64
+	// Verdicts are the verifier's verdicts (workflows.EpisodeVerdicts), nil for a workflow without one.
+	Verdicts []workflows.Verdict
 }
 
 // PlayOptions configure Play.
@@ -88,6 +90,7 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 				if f1, ok := workflows.EpisodeF1(l.state); ok {
 					l.ep.F1 = &f1
 				}
+				l.ep.Verdicts, _ = workflows.EpisodeVerdicts(l.state)
 				finished++
 				continue
 			}
