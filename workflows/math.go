@@ -44,15 +44,16 @@ func init() {
 // (package mathgrade, against the answer or any answer of a JSON list; see mathreal.go).
 // Prompts (every line ends in "\n"):
 //
-//	solver:    "solver\nQ 12+7\n"                  first loop
-//	           "solver\nQ 12+7\nrejected 18\n"     after a reject
-//	verifier:  "verifier\nQ 12+7\nans 19\n"        ("ans ?" if the solver's action was invalid)
+//	solver:    "solver\nQ 74+58\n"                 first loop
+//	           "solver\nQ 74+58\nrejected 221\n"    after a reject
+//	verifier:  "verifier\nQ 74+58\nans 231\n"      ("ans ?" if the solver's action was invalid)
 //
-// Responses: solver "ans 19", verifier "yes" / "no" (see ParseSolver,
-// ParseVerifier). Agents in Options.PaperAgents get the paper format instead (paper.go).
+// Responses: solver "ans 231", verifier "yes" / "no", optionally after its work ("231 yes",
+// see ParseSolver, ParseVerifier). Agents in Options.PaperAgents get the paper format instead
+// (paper.go).
 //
-// Generated problems: math_easy is a+b, a-b or a*b with a, b in 0..9;
-// math_hard is a+b or a-b with a, b in 10..99, or a+b+c with a, b, c in 1..20.
+// Generated problems (mathtasks.go): additions of MathDigits-digit numbers written least
+// significant digit first; math_easy carry at most once, math_hard at least twice.
 type Math struct{ opts Options }
 
 // NewMath builds the math workflow.

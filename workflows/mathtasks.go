@@ -13,12 +13,13 @@ const MathDigits = 2
 // Tasks generates the built-in addition tasks; IDs are "math-<split>-<seed>-<i>".
 //
 // A task adds two MathDigits-digit numbers written least-significant digit first, zero-padded
-// (47 is "740"), and its answer is the sum written the same way in MathDigits+1 digits
-// (47+385 = 432: question "740+583", answer "2340"). In that order a left-to-right model
+// (47 is "74", 5 is "50"), and its answer is the sum written the same way in MathDigits+1
+// digits (47+85 = 132: question "74+58", answer "231"). In that order a left-to-right model
 // meets the carry before the digit that needs it, so one algorithm solves every task: held-out
 // questions are new operand pairs for the skill the training split teaches. math_easy tasks
 // carry at most once, math_hard ones at least twice. Questions are split by SplitOf, so the
-// eval split shares no question with training; its 10^6/10 questions are drawn without repeats.
+// eval split shares no question with training; its tenth of the 10^(2·MathDigits) questions
+// is drawn without repeats.
 func (m *Math) Tasks(seed uint64, split Split, n int) []Task {
 	rng := newRand(seed, "math/"+split.String())
 	tasks := drawItems(rng, m.Name(), split, n, m.opts.HardFrac, genMath)
@@ -67,7 +68,7 @@ func reversedDigits(v, width int) string {
 	return string(b)
 }
 
-// digitAnswer is the task's answer when it is a plain digit string ("2340"): the form the
+// digitAnswer is the task's answer when it is a plain digit string ("0231"): the form the
 // expert writes, leading zeros kept. Else "".
 func digitAnswer(a string) string {
 	a = strings.TrimSpace(a)
@@ -126,7 +127,7 @@ func (e *mathEpisode) solverDemo(rng *rand.Rand, mistake bool) string {
 
 // verifierDemo is the expert verifier's response: for an integer task in the compact format,
 // its work (the answer as the expert computes it, one digit slipped when mistaken) and the
-// verdict it implies, approving exactly a candidate equal to the work ("2340 yes"); else a bare
+// verdict it implies, approving exactly a candidate equal to the work ("231 yes"); else a bare
 // verdict (a mistake flips it).
 func (e *mathEpisode) verifierDemo(rng *rand.Rand, mistake bool) string {
 	if e.wantOK && !e.paper[AgentVerifier] {

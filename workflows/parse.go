@@ -56,7 +56,7 @@ func ParseSolver(resp string) (int, bool) {
 func FormatSolver(v int) string { return "ans " + strconv.Itoa(v) }
 
 // ParseVerifier parses a verifier action: "yes" approves, "no" rejects; either may follow the
-// verifier's work, its own answer as 1..9 digits, and one space ("2340 yes").
+// verifier's work, its own answer as 1..9 digits, and one space ("231 yes").
 func ParseVerifier(resp string) (approve, ok bool) {
 	s := trimASCII(resp)
 	if work, verdict, found := strings.Cut(s, " "); found {
