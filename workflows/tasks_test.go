@@ -134,3 +134,31 @@ func atoi(t *testing.T, s string) int {
 	}
 	return v
 }
+
+// TestMathEvalSplitDistinct: the default evaluation's 512 held-out prompts are 512 distinct
+// questions, for any seed (the split holds about a thousand).
+func TestMathEvalSplitDistinct(t *testing.T) {
+	w := newWF(t, "math", func(o *Options) { o.HardFrac = 0.3 })
+	for seed := uint64(0); seed < 3; seed++ {
+		seen := map[string]bool{}
+		for _, task := range w.Tasks(seed, Eval, 512) {
+			if seen[task.Question] {
+				t.Fatalf("seed %d: %q repeats among 512 held-out prompts", seed, task.Question)
+			}
+			seen[task.Question] = true
+		}
+	}
+}
+
+// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives its 512
+// held-out prompts as distinct questions.
+func TestSearchEvalSplitDistinct(t *testing.T) {
+	w := newWF(t, "search", func(o *Options) { o.CorpusPeople, o.HardFrac = 2000, 0.3 })
+	seen := map[string]bool{}
+	for _, task := range w.Tasks(1, Eval, 512) {
+		if seen[task.Question] {
+			t.Fatalf("%q repeats among 512 held-out prompts", task.Question)
+		}
+		seen[task.Question] = true
+	}
+}
