@@ -150,15 +150,17 @@ func TestMathEvalSplitDistinct(t *testing.T) {
 	}
 }
 
-// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives its 512
+// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives its 384
 // held-out prompts as distinct questions.
 func TestSearchEvalSplitDistinct(t *testing.T) {
 	w := newWF(t, "search", func(o *Options) { o.CorpusPeople, o.HardFrac = 2000, 0.3 })
-	seen := map[string]bool{}
-	for _, task := range w.Tasks(1, Eval, 512) {
-		if seen[task.Question] {
-			t.Fatalf("%q repeats among 512 held-out prompts", task.Question)
+	for seed := uint64(0); seed < 10; seed++ {
+		seen := map[string]bool{}
+		for _, task := range w.Tasks(seed, Eval, 384) {
+			if seen[task.Question] {
+				t.Fatalf("seed %d: %q repeats among 384 held-out prompts", seed, task.Question)
+			}
+			seen[task.Question] = true
 		}
-		seen[task.Question] = true
 	}
 }
