@@ -138,27 +138,23 @@ func atoi(t *testing.T, s string) int {
 // TestMathEvalSplitDistinct: the default evaluation's 512 held-out prompts are 512 distinct
 // questions, for any seed (the split holds about a thousand).
 func TestMathEvalSplitDistinct(t *testing.T) {
-	w := newWF(t, "math", func(o *Options) { o.HardFrac = 0.3 })
-	for seed := uint64(0); seed < 3; seed++ {
-		seen := map[string]bool{}
-		for _, task := range w.Tasks(seed, Eval, 512) {
-			if seen[task.Question] {
-				t.Fatalf("seed %d: %q repeats among 512 held-out prompts", seed, task.Question)
-			}
-			seen[task.Question] = true
-		}
-	}
+	checkDistinctEval(t, newWF(t, "math", func(o *Options) { o.HardFrac = 0.3 }), 3, 512)
 }
 
-// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives its 384
-// held-out prompts as distinct questions.
+// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives
+// its 384 held-out prompts as distinct questions.
 func TestSearchEvalSplitDistinct(t *testing.T) {
-	w := newWF(t, "search", func(o *Options) { o.CorpusPeople, o.HardFrac = 2000, 0.3 })
-	for seed := uint64(0); seed < 10; seed++ {
+	checkDistinctEval(t, newWF(t, "search", func(o *Options) { o.CorpusPeople, o.HardFrac = 2000, 0.3 }), 10, 384)
+}
+
+// checkDistinctEval checks that n held-out tasks are n distinct questions for seeds 0..seeds-1.
+func checkDistinctEval(t *testing.T, w Workflow, seeds uint64, n int) {
+	t.Helper()
+	for seed := range seeds {
 		seen := map[string]bool{}
-		for _, task := range w.Tasks(seed, Eval, 384) {
+		for _, task := range w.Tasks(seed, Eval, n) {
 			if seen[task.Question] {
-				t.Fatalf("seed %d: %q repeats among 384 held-out prompts", seed, task.Question)
+				t.Fatalf("%s seed %d: %q repeats among %d held-out prompts", w.Name(), seed, task.Question, n)
 			}
 			seen[task.Question] = true
 		}
