@@ -106,10 +106,10 @@ GROUP BY p.split, p.step, p.data_source ORDER BY p.split, p.step, p.data_source 
 		},
 	},
 	"success": {
-		help:  "avg@k and pass@k per data source per evaluated checkpoint step (and the answers' mean F1 where the workflow scores one)",
+		help:  "avg@k and pass@k per data source per evaluated checkpoint step (the verifier's accept rates on correct and wrong candidates and the answers' mean F1 where the workflow has them)",
 		views: []string{"evals"},
 		sql: func(ReportParams) string {
-			return `SELECT step, data_source, k, prompts, avg_at_k, pass_at_k, f1_mean FROM evals
+			return `SELECT step, data_source, k, prompts, avg_at_k, pass_at_k, verifier_accept_correct, verifier_accept_wrong, f1_mean FROM evals
 ORDER BY step, data_source = 'all', data_source`
 		},
 	},

@@ -181,7 +181,7 @@ func (c *Config) MemoryOf(stage string, hfs HFConfigs) MemoryEstimate {
 		terms = []MemoryTerm{
 			c.weights(1, hfs),
 			c.episodes("evaluation episodes", float64(c.Tasks.EvalSize), float64(c.Evaluate.K), "tasks.eval_size", "evaluate.k"),
-			c.kvCache(float64(c.Tasks.EvalSize)*float64(c.Evaluate.K), hfs, "tasks.eval_size", "evaluate.k"),
+			c.kvCache(min(float64(c.Tasks.EvalSize)*float64(c.Evaluate.K), EvalBatchSequences), hfs, "tasks.eval_size", "evaluate.k"),
 		}
 	}
 	terms = slices.DeleteFunc(terms, func(t MemoryTerm) bool { return t.Bytes == 0 })
@@ -201,6 +201,10 @@ func (c *Config) MemoryOf(stage string, hfs HFConfigs) MemoryEstimate {
 	}
 	return e
 }
+
+// EvalBatchSequences is the most episodes the evaluate stage plays at once (it evaluates its
+// prompts a chunk at a time), which bounds its attention caches.
+const EvalBatchSequences = 1024
 
 // kvCache is what the local models' attention caches take for seqs sequences at once (a local
 // model generates the turns of all live episodes as one batch).

@@ -8,11 +8,13 @@ import (
 	"github.com/drmas-dev/drmas/configs"
 )
 
-// TestObjectiveDefaultsDigestAsBefore: the default config's learn section, in the canonical
-// form digests take, encodes none of the objective options, so its digest (and every manifest
-// and replay that records it) is the one from before the options existed.
+// TestObjectiveDefaultsDigestAsBefore: a learn section with the objective options at their
+// zero values, in the canonical form digests take, encodes none of them, so its digest (and
+// every manifest and replay that records it) is the one from before the options existed.
 func TestObjectiveDefaultsDigestAsBefore(t *testing.T) {
 	l := configs.Default().Learn
+	warm := l.LRWarmupSteps
+	l.LRWarmupSteps = 0 // the default warms up (a fresh AdamW's first steps are sign-like); zero is the old form
 	data, err := json.Marshal(l.Canonical())
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +24,9 @@ func TestObjectiveDefaultsDigestAsBefore(t *testing.T) {
 		if strings.Contains(string(data), `"`+key+`"`) {
 			t.Errorf("default learn section digests %s: %s", key, data)
 		}
+	}
+	if warm != 8 {
+		t.Errorf("default learn.lr_warmup_steps %d, want 8", warm)
 	}
 	if l.LRSchedule != "constant" {
 		t.Errorf("default learn.lr_schedule %q, want constant", l.LRSchedule)

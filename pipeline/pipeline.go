@@ -68,7 +68,7 @@ func (s IterationSummary) String() string {
 			if d := s.EvalDelta; d != nil {
 				fmt.Fprintf(&b, " (%+.3f ± %.3f vs step %d, paired)", d.Delta, d.SE, d.FromStep)
 			}
-			fmt.Fprintf(&b, " pass@%d=%.3f%s", r.K, r.PassAtK, evaluate.F1Text(r))
+			fmt.Fprintf(&b, " pass@%d=%.3f%s", r.K, r.PassAtK, evaluate.Extras(r))
 		}
 	}
 	return b.String()
@@ -106,7 +106,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]IterationSummary, e
 		}
 		for _, r := range rows {
 			if r.DataSource == "all" {
-				env.Logf("warm-up (step 0): eval avg@%d=%.3f pass@%d=%.3f", r.K, r.AvgAtK, r.K, r.PassAtK)
+				env.Logf("warm-up (step 0): eval avg@%d=%.3f pass@%d=%.3f%s", r.K, r.AvgAtK, r.K, r.PassAtK, evaluate.Extras(r))
 			}
 		}
 		// Step 0's per-prompt results, which every later evaluation is paired with.

@@ -183,6 +183,7 @@ func TestHeterogeneousModels(t *testing.T) {
 		"small": {Dim: 16, Layers: 1, Heads: 2, Context: 96, FFMult: 2, TiedHead: false},
 	}
 	cfg.Agents = map[string]configs.Agent{"solver": {Model: "big", LR: 1e-4}, "verifier": {Model: "small", LR: 1e-3, GradClip: 0.5}}
+	cfg.Learn.LRWarmupSteps = 0 // the optimizers' recorded lr is then each agent's own
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -217,12 +217,49 @@ func rewardFigure(ctx context.Context, s *analysis.Session, _ Options, r *Report
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	png, err := linePlot("Mean score per agent", "iteration", "score", seriesBy(t, "agent", "iteration", "score", nil))
+	series := seriesBy(t, "agent", "iteration", "score", nil)
+	all, err := s.Query(ctx, `SELECT iteration, avg(score) AS score FROM rollouts GROUP BY iteration ORDER BY iteration`)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	caption := "Mean row score per agent per iteration (rollouts)."
+	mean := Series{Name: "all agents"}
+	for i := range all.Rows {
+		mean.X = append(mean.X, all.Float(i, "iteration"))
+		mean.Y = append(mean.Y, all.Float(i, "score"))
+	}
+	if len(mean.X) >= 2 {
+		a, b := leastSquares(mean.X, mean.Y)
+		x0, x1 := mean.X[0], mean.X[len(mean.X)-1]
+		series = append(series, mean, Series{Name: fmt.Sprintf("trend %+.4f/iteration", b), X: []float64{x0, x1}, Y: []float64{a + b*x0, a + b*x1}})
+		caption += fmt.Sprintf(" The trend is the least-squares line through the mean over all rows: %+.4f per iteration.", b)
+	}
+	png, err := linePlot("Mean score per agent", "iteration", "score", series)
 	if err != nil {
 		return err
 	}
-	r.Figures = append(r.Figures, Figure{Name: "reward", Caption: "Mean row score per agent per iteration (rollouts).", PNG: png})
+	r.Figures = append(r.Figures, Figure{Name: "reward", Caption: caption, PNG: png})
 	return nil
+}
+
+// leastSquares fits y ≈ a + b·x (b = 0 when the x do not vary), summing in order.
+func leastSquares(x, y []float64) (a, b float64) {
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	n := float64(len(x))
+	mx, my = mx/n, my/n
+	var sxy, sxx float64
+	for i := range x {
+		sxy += (x[i] - mx) * (y[i] - my)
+		sxx += (x[i] - mx) * (x[i] - mx)
+	}
+	if sxx > 0 {
+		b = sxy / sxx
+	}
+	return my - b*mx, b
 }
 
 func successFigure(ctx context.Context, s *analysis.Session, _ Options, r *Report) error {

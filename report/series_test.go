@@ -167,3 +167,14 @@ func TestEvalsWithoutRows(t *testing.T) {
 		t.Errorf("notes %q do not say why there is no success plot", r.Notes)
 	}
 }
+
+// TestLeastSquares, worked by hand: points (0,1), (1,2), (2,6): means x 1, y 3; Σ(x−1)(y−3) =
+// (−1)(−2) + 0 + (1)(3) = 5, Σ(x−1)² = 2; slope 5/2, intercept 3 − 5/2 = 1/2. Constant x: slope 0.
+func TestLeastSquares(t *testing.T) {
+	if a, b := leastSquares([]float64{0, 1, 2}, []float64{1, 2, 6}); a != 0.5 || b != 2.5 {
+		t.Fatalf("leastSquares = %v + %v·x, want 0.5 + 2.5·x", a, b)
+	}
+	if a, b := leastSquares([]float64{3, 3}, []float64{1, 2}); a != 1.5 || b != 0 {
+		t.Fatalf("constant x: %v + %v·x, want 1.5 + 0·x", a, b)
+	}
+}

@@ -98,6 +98,12 @@ type ResultRow struct {
 	// over the data source's prompts, each prompt's F1 the mean over its k samples; null for a
 	// workflow without F1 (math) and in files written before the column existed.
 	F1Mean *float64 `parquet:"f1_mean,optional"`
+	// VerifierAcceptCorrect and VerifierAcceptWrong are the shares of the verifier's verdicts on
+	// correct (wrong) candidates that approved them (workflows.Verdict), over the data source's
+	// verifier turns; null for a workflow without a verifier, where no such candidate was judged,
+	// and in files written before the columns existed.
+	VerifierAcceptCorrect *float64 `parquet:"verifier_accept_correct,optional"`
+	VerifierAcceptWrong   *float64 `parquet:"verifier_accept_wrong,optional"`
 }
 
 // PromptRow is one row of eval/step=N/prompts.parquet: how many of one prompt's k samples

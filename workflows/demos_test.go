@@ -13,7 +13,8 @@ func replay(t *testing.T, w Workflow, task Task, demos []Demo) float64 {
 	for i, d := range demos {
 		turn, ok := ep.Next()
 		if !ok {
-			t.Fatalf("%s %s: episode over at demo %d", w.Name(), task.Question, i)
+			checkCheckingDemos(t, w, task, demos[i:])
+			break
 		}
 		if turn.Agent != d.Agent || turn.Step != d.Step || turn.Prompt != d.Prompt {
 			t.Fatalf("%s %s: demo %d is %s@%d %q, episode wants %s@%d %q", w.Name(), task.Question, i, d.Agent, d.Step, d.Prompt, turn.Agent, turn.Step, turn.Prompt)
@@ -24,6 +25,22 @@ func replay(t *testing.T, w Workflow, task Task, demos []Demo) float64 {
 	}
 	mustDone(t, ep)
 	return ep.Reward()
+}
+
+// checkCheckingDemos checks the demos after the episode's: only math has them, one verifier
+// turn judging a wrong candidate, which it shows in its prompt and its work differs from.
+func checkCheckingDemos(t *testing.T, w Workflow, task Task, extra []Demo) {
+	t.Helper()
+	if w.Name() != "math" || len(extra) != 1 || extra[0].Agent != AgentVerifier || extra[0].Step != 0 {
+		t.Fatalf("%s %s: demos after the episode: %+v", w.Name(), task.Question, extra)
+	}
+	d := extra[0]
+	cand, ok := strings.CutPrefix(d.Prompt, "verifier\nQ "+task.Question+"\nans ")
+	cand, _ = strings.CutSuffix(cand, "\n")
+	work, verdict, _ := strings.Cut(d.Response, " ")
+	if approve, valid := ParseVerifier(d.Response); !ok || !valid || cand == task.Answer || approve != (work == cand) || verdict == "" {
+		t.Fatalf("%s: checking demo %+v (candidate %q)", task.Question, d, cand)
+	}
 }
 
 func checkBudgets(t *testing.T, d Demo) {

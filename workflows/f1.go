@@ -12,3 +12,22 @@ func EpisodeF1(e Episode) (float64, bool) {
 	}
 	return 0, false
 }
+
+// Verdict is one verifier turn: whether the candidate it judged was correct, and whether it
+// approved it (an invalid verdict is no approval).
+type Verdict struct{ CandidateCorrect, Approved bool }
+
+// Verdicter is implemented by episodes with a verifier (math's): the verdicts so far, in order.
+type Verdicter interface{ Verdicts() []Verdict }
+
+// EpisodeVerdicts returns a finished episode's verifier verdicts and whether its workflow has a
+// verifier; a reward design's wrapper is looked through.
+func EpisodeVerdicts(e Episode) ([]Verdict, bool) {
+	if s, ok := e.(*scoredEpisode); ok {
+		e = s.Episode
+	}
+	if v, ok := e.(Verdicter); ok {
+		return v.Verdicts(), true
+	}
+	return nil, false
+}

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -45,15 +44,16 @@ func init() {
 // (package mathgrade, against the answer or any answer of a JSON list; see mathreal.go).
 // Prompts (every line ends in "\n"):
 //
-//	solver:    "solver\nQ 12+7\n"                  first loop
-//	           "solver\nQ 12+7\nrejected 18\n"     after a reject
-//	verifier:  "verifier\nQ 12+7\nans 19\n"        ("ans ?" if the solver's action was invalid)
+//	solver:    "solver\nQ 74+58\n"                 first loop
+//	           "solver\nQ 74+58\nrejected 221\n"    after a reject
+//	verifier:  "verifier\nQ 74+58\nans 231\n"      ("ans ?" if the solver's action was invalid)
 //
-// Responses: solver "ans 19", verifier "yes" / "no" (see ParseSolver,
-// ParseVerifier). Agents in Options.PaperAgents get the paper format instead (paper.go).
+// Responses: solver "ans 231", verifier "yes" / "no", optionally after its work ("231 yes",
+// see ParseSolver, ParseVerifier). Agents in Options.PaperAgents get the paper format instead
+// (paper.go).
 //
-// Generated problems: math_easy is a+b, a-b or a*b with a, b in 0..9;
-// math_hard is a+b or a-b with a, b in 10..99, or a+b+c with a, b, c in 1..20.
+// Generated problems (mathtasks.go): additions of MathDigits-digit numbers written least
+// significant digit first; math_easy carry at most once, math_hard at least twice.
 type Math struct{ opts Options }
 
 // NewMath builds the math workflow.
@@ -125,8 +125,10 @@ type mathEpisode struct {
 	prev     string // canonical previous (rejected) answer, "" in loop 0
 	last     int
 	lastOK   bool
+	lastText string // the last "ans" action's number as written (leading zeros kept, no "+")
 	boxed    string // the last solver response's \boxed answer, when it was no "ans" action
 	reward   float64
+	verdicts []Verdict
 
 	// The paper format (paper.go): which agents use it, the question and the responses as its
 	// prompts show them.
@@ -134,13 +136,6 @@ type mathEpisode struct {
 	full               string
 	solution           string // the solver's last response
 	rejected, critique string // the rejected solution and the verifier's response
-}
-
-func answerText(v int, ok bool) string {
-	if !ok {
-		return "?"
-	}
-	return strconv.Itoa(v)
 }
 
 func (e *mathEpisode) Next() (Turn, bool) {
@@ -185,6 +180,7 @@ func (e *mathEpisode) Act(resp string) bool {
 		return valid
 	}
 	approve, ok := e.parseVerdict(resp)
+	e.verdicts = append(e.verdicts, Verdict{CandidateCorrect: e.correct(), Approved: approve && ok})
 	if approve { // invalid → reject
 		e.finish()
 		return ok
@@ -207,9 +203,14 @@ func (e *mathEpisode) finish() {
 
 func (e *mathEpisode) Reward() float64 { return e.reward }
 
-// Demonstrations: the expert solver answers correctly; a mistake is the right
-// answer off by ±1, ±2 or ±10. The expert verifier approves exactly the
-// correct answers; a mistake flips its verdict.
+// Verdicts implements Verdicter.
+func (e *mathEpisode) Verdicts() []Verdict { return e.verdicts }
+
+// Demonstrations: the expert solver answers correctly; a mistake is one wrong digit of a
+// digit-string answer (the built-in tasks', see mathtasks.go), else the right answer off by ±1,
+// ±2 or ±10. The expert verifier shows its work: it writes the answer it computes itself, one
+// digit wrong when it errs, then approves exactly when the candidate equals its work
+// ("2341 yes"); where the answer is no integer it only says "yes" or "no" (a mistake flips it).
 func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 	e := m.newEpisode(t)
 	if rng == nil {
@@ -219,79 +220,18 @@ func (m *Math) Demonstrations(t Task, rng *rand.Rand, noise float64) []Demo {
 	for {
 		turn, ok := e.Next()
 		if !ok {
-			return demos
+			return append(demos, m.checkingDemos(t, rng, noise)...)
 		}
 		mistake := noise > 0 && rng.Float64() < noise
 		var resp string
 		if turn.Agent == AgentSolver {
-			v := e.want
-			if mistake {
-				d := []int{1, 2, 10}[rng.IntN(3)]
-				if rng.IntN(2) == 0 {
-					d = -d
-				}
-				v += d
-			}
-			resp = e.expertSolver(v, mistake)
-			if e.paper[AgentSolver] {
-				resp = paperSolverDemo(e.expertBoxed(v, mistake))
-			}
+			resp = e.solverDemo(rng, mistake)
 		} else {
-			approve := e.correct()
-			if mistake {
-				approve = !approve
-			}
-			resp = map[bool]string{true: "yes", false: "no"}[approve]
-			if e.paper[AgentVerifier] {
-				resp = paperKeywordDemo(approve, "approve", "reject")
-			}
+			resp = e.verifierDemo(rng, mistake)
 		}
 		demos = append(demos, Demo{Agent: turn.Agent, Prompt: turn.Prompt, Response: resp, Step: turn.Step})
 		e.Act(resp)
 	}
-}
-
-// Tasks generates arithmetic problems; IDs are "math-<split>-<seed>-<i>".
-// Each split draws distinct questions until its space runs out, then repeats
-// them (see SplitOf): the eval split holds only 29 of the 300 math_easy
-// questions, so the default config's 128 held-out prompts (seed 1) are 74 distinct
-// questions (83 math_easy prompts, 29 distinct).
-func (m *Math) Tasks(seed uint64, split Split, n int) []Task {
-	rng := newRand(seed, "math/"+split.String())
-	tasks := drawItems(rng, m.Name(), split, n, m.opts.HardFrac, genMath)
-	for i := range tasks {
-		tasks[i].ID = fmt.Sprintf("math-%s-%d-%05d", split, seed, i)
-	}
-	return tasks
-}
-
-func genMath(rng *rand.Rand, hard bool) (string, Task) {
-	var q string
-	var a int
-	if !hard {
-		x, y := rng.IntN(10), rng.IntN(10)
-		switch rng.IntN(3) {
-		case 0:
-			q, a = fmt.Sprintf("%d+%d", x, y), x+y
-		case 1:
-			q, a = fmt.Sprintf("%d-%d", x, y), x-y
-		default:
-			q, a = fmt.Sprintf("%d*%d", x, y), x*y
-		}
-		return q, Task{Question: q, Answer: strconv.Itoa(a), DataSource: SourceMathEasy}
-	}
-	switch rng.IntN(3) {
-	case 0:
-		x, y := 10+rng.IntN(90), 10+rng.IntN(90)
-		q, a = fmt.Sprintf("%d+%d", x, y), x+y
-	case 1:
-		x, y := 10+rng.IntN(90), 10+rng.IntN(90)
-		q, a = fmt.Sprintf("%d-%d", x, y), x-y
-	default:
-		x, y, z := 1+rng.IntN(20), 1+rng.IntN(20), 1+rng.IntN(20)
-		q, a = fmt.Sprintf("%d+%d+%d", x, y, z), x+y+z
-	}
-	return q, Task{Question: q, Answer: strconv.Itoa(a), DataSource: SourceMathHard}
 }
 
 // promptText makes a question safe for a prompt line: control characters

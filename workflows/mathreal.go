@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"strings"
+
 	"github.com/drmas-dev/drmas/workflows/mathgrade"
 )
 
@@ -12,6 +14,10 @@ const maxShownBoxed = 40
 // model's answer, its last \boxed{…} (mathgrade.Extract). It reports whether it found either.
 func (e *mathEpisode) parseSolver(resp string) bool {
 	e.last, e.lastOK = ParseSolver(resp)
+	e.lastText = ""
+	if e.lastOK {
+		e.lastText = strings.TrimPrefix(strings.TrimPrefix(trimASCII(resp), "ans "), "+")
+	}
 	e.boxed = ""
 	if !e.lastOK {
 		if b, ok := mathgrade.Extract(resp); ok && b != "" {
@@ -26,7 +32,10 @@ func (e *mathEpisode) shown() string {
 	if e.boxed != "" {
 		return promptText(e.boxed, maxShownBoxed)
 	}
-	return answerText(e.last, e.lastOK)
+	if e.lastOK {
+		return e.lastText
+	}
+	return "?"
 }
 
 // correct grades the last solver answer: an "ans <int>" action equals an integer task answer

@@ -11,7 +11,7 @@ import (
 // anything after the argument makes the action invalid.
 //
 //	solver    ans <int>       <int> = optional + or -, then 1..9 ASCII digits
-//	verifier  yes | no
+//	verifier  [<work> ]yes | no   <work> = 1..9 ASCII digits: the verifier's own answer
 //	router    enough | more
 //	searcher  q <words>       1..6 words of [a-z0-9], single spaces, ≤ 48 bytes
 //	answerer  a <answer>      printable ASCII (0x20..0x7e), ≤ 40 bytes, not starting
@@ -55,9 +55,17 @@ func ParseSolver(resp string) (int, bool) {
 // FormatSolver is the canonical solver action for v.
 func FormatSolver(v int) string { return "ans " + strconv.Itoa(v) }
 
-// ParseVerifier parses a verifier action: "yes" approves, "no" rejects.
+// ParseVerifier parses a verifier action: "yes" approves, "no" rejects; either may follow the
+// verifier's work, its own answer as 1..9 digits, and one space ("231 yes").
 func ParseVerifier(resp string) (approve, ok bool) {
-	switch trimASCII(resp) {
+	s := trimASCII(resp)
+	if work, verdict, found := strings.Cut(s, " "); found {
+		if digitAnswer(work) != work {
+			return false, false
+		}
+		s = verdict
+	}
+	switch s {
 	case "yes":
 		return true, true
 	case "no":

@@ -34,12 +34,14 @@ func TestParseSolver(t *testing.T) {
 }
 
 func TestParseVerifierRouter(t *testing.T) {
-	for in, want := range map[string]bool{"yes": true, "no": false, " yes\n": true, "no\r\n": false} {
+	for in, want := range map[string]bool{"yes": true, "no": false, " yes\n": true, "no\r\n": false,
+		"231 yes": true, "0231 no": false, "123456789 yes\n": true} {
 		if a, ok := ParseVerifier(in); !ok || a != want {
 			t.Errorf("ParseVerifier(%q) = %v,%v", in, a, ok)
 		}
 	}
-	for _, in := range []string{"", "Yes", "YES", "yes.", "yes no", "y", "nope", "no!", "ye s", "yés", strings.Repeat("yes", 100)} {
+	for _, in := range []string{"", "Yes", "YES", "yes.", "yes no", "y", "nope", "no!", "ye s", "yés", strings.Repeat("yes", 100),
+		"231  yes", "23a yes", "1234567890 yes", "231 maybe", "231 yes no", "-5 yes", " yes 231"} {
 		if _, ok := ParseVerifier(in); ok {
 			t.Errorf("ParseVerifier(%q) valid", in)
 		}

@@ -57,22 +57,39 @@ func TestTasksDeterministicAndDisjoint(t *testing.T) {
 
 func TestTasksUniqueWhilePossibleAndAnswersRight(t *testing.T) {
 	w := newWF(t, "math", nil)
-	tasks := w.Tasks(3, Train, 100) // 50 easy of ~270 train items: no repeat
+	tasks := w.Tasks(3, Train, 300)
 	seen := map[string]bool{}
 	for _, task := range tasks {
 		if seen[task.Question] {
-			t.Fatalf("repeat %q within 100 train tasks", task.Question)
+			t.Fatalf("repeat %q within 300 train tasks", task.Question)
 		}
 		seen[task.Question] = true
-		if got := evalArith(t, task.Question); strconv.Itoa(got) != task.Answer {
-			t.Fatalf("%s = %s, want %d", task.Question, task.Answer, got)
+		a, b, ok := strings.Cut(task.Question, "+")
+		if !ok || len(a) != MathDigits || len(b) != MathDigits || len(task.Answer) != MathDigits+1 {
+			t.Fatalf("task %+v: want two %d-digit operands and a %d-digit answer", task, MathDigits, MathDigits+1)
+		}
+		// Little-endian: reverse, add as integers, write back reversed.
+		x, y := atoi(t, reverse(a)), atoi(t, reverse(b))
+		if got := atoi(t, reverse(task.Answer)); got != x+y {
+			t.Fatalf("%s: answer %s reads %d, want %d", task.Question, task.Answer, got, x+y)
+		}
+		// A carry into digit i shows as a sum digit other than (a_i + b_i) mod 10.
+		carried := 0
+		for i := 1; i <= MathDigits; i++ {
+			ai, bi := 0, 0
+			if i < MathDigits {
+				ai, bi = int(a[i]-'0'), int(b[i]-'0')
+			}
+			if int(task.Answer[i]-'0') != (ai+bi)%10 {
+				carried++
+			}
 		}
 		wantSrc := SourceMathEasy
-		if len(task.Question) > 3 {
+		if carried >= 2 {
 			wantSrc = SourceMathHard
 		}
 		if task.DataSource != wantSrc {
-			t.Fatalf("%s: source %s", task.Question, task.DataSource)
+			t.Fatalf("%s: %d carries, source %s", task.Question, carried, task.DataSource)
 		}
 	}
 	s := searchWF(t, nil)
@@ -102,22 +119,12 @@ func TestTasksHardFrac(t *testing.T) {
 	}
 }
 
-// evalArith evaluates "a+b", "a-b", "a*b", "a+b+c".
-func evalArith(t *testing.T, q string) int {
-	t.Helper()
-	if strings.Contains(q, "*") {
-		p := strings.Split(q, "*")
-		return atoi(t, p[0]) * atoi(t, p[1])
+func reverse(s string) string {
+	b := []byte(s)
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
 	}
-	if strings.Contains(q, "-") {
-		p := strings.Split(q, "-")
-		return atoi(t, p[0]) - atoi(t, p[1])
-	}
-	sum := 0
-	for _, p := range strings.Split(q, "+") {
-		sum += atoi(t, p)
-	}
-	return sum
+	return string(b)
 }
 
 func atoi(t *testing.T, s string) int {
@@ -126,4 +133,30 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestMathEvalSplitDistinct: the default evaluation's 512 held-out prompts are 512 distinct
+// questions, for any seed (the split holds about a thousand).
+func TestMathEvalSplitDistinct(t *testing.T) {
+	checkDistinctEval(t, newWF(t, "math", func(o *Options) { o.HardFrac = 0.3 }), 3, 512)
+}
+
+// TestSearchEvalSplitDistinct: configs/search.yaml's corpus of 2000 people (hard_frac 0.3) gives
+// its 384 held-out prompts as distinct questions.
+func TestSearchEvalSplitDistinct(t *testing.T) {
+	checkDistinctEval(t, newWF(t, "search", func(o *Options) { o.CorpusPeople, o.HardFrac = 2000, 0.3 }), 10, 384)
+}
+
+// checkDistinctEval checks that n held-out tasks are n distinct questions for seeds 0..seeds-1.
+func checkDistinctEval(t *testing.T, w Workflow, seeds uint64, n int) {
+	t.Helper()
+	for seed := range seeds {
+		seen := map[string]bool{}
+		for _, task := range w.Tasks(seed, Eval, n) {
+			if seen[task.Question] {
+				t.Fatalf("%s seed %d: %q repeats among %d held-out prompts", w.Name(), seed, task.Question, n)
+			}
+			seen[task.Question] = true
+		}
+	}
 }

@@ -284,7 +284,7 @@ func drawItems[T any](rng *rand.Rand, workflow string, split Split, n int, hardF
 			key   string
 			found bool
 		)
-		for try := 0; try < 2000; try++ {
+		for try := 0; try < 20000; try++ {
 			k, item := gen(rng, hard)
 			if SplitOf(workflow, k) != split {
 				continue

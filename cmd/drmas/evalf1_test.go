@@ -7,7 +7,8 @@ import (
 )
 
 // TestEvaluatePrintsF1: run-stage evaluate prints the answers' F1 after pass@k for the search
-// workflow, and nothing in its place for math (which has none).
+// workflow, and nothing in its place for math (which has none); math's line has the verifier's
+// accept rates instead, and search's (no verifier) does not.
 func TestEvaluatePrintsF1(t *testing.T) {
 	t.Setenv("DRMAS_WARMUP_STEPS", "1")
 	t.Setenv("DRMAS_TASKS_EVAL_SIZE", "2")
@@ -31,6 +32,9 @@ func TestEvaluatePrintsF1(t *testing.T) {
 		for _, l := range lines {
 			if !strings.Contains(l, " pass@1=") || strings.Contains(l, " f1=") != c.f1 {
 				t.Errorf("config %q: line %q, want pass@1 and an f1 %v", c.config, l, c.f1)
+			}
+			if strings.Contains(l, " verifier accept correct=") == c.f1 || strings.Contains(l, " wrong=") == c.f1 {
+				t.Errorf("config %q: line %q, want verifier accept rates %v", c.config, l, !c.f1)
 			}
 		}
 		if len(lines) < 2 {

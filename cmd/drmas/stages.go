@@ -171,7 +171,7 @@ may be a question of a tasks.source file.`,
 				return err
 			}
 			for _, r := range rows {
-				fmt.Fprintf(cmd.OutOrStdout(), "step %d %-12s prompts=%-4d avg@%d=%.3f pass@%d=%.3f%s\n", r.Step, r.DataSource, r.Prompts, r.K, r.AvgAtK, r.K, r.PassAtK, evaluate.F1Text(r))
+				fmt.Fprintf(cmd.OutOrStdout(), "step %d %-12s prompts=%-4d avg@%d=%.3f pass@%d=%.3f%s\n", r.Step, r.DataSource, r.Prompts, r.K, r.AvgAtK, r.K, r.PassAtK, evaluate.Extras(r))
 			}
 			return nil
 		}),

@@ -16,6 +16,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/shards"
@@ -131,11 +132,13 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 		return nil, err
 	}
 	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
-	eps, err := rollout.Play(ctx, wf, tasks, backends, rollout.PlayOptions{
+	eps, err := playChunked(ctx, wf, tasks, backends, rollout.PlayOptions{
 		Samples:  k,
 		Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
 		Seed: func(t workflows.Task, sample, turn int) uint64 {
-			return seeds.Derive(cfg.Seed, "eval", set.Step, t.ID, sample, turn)
+			// Common random numbers: every step samples with the same seeds, so the paired
+			// change between two steps is the policy's, not the sampling noise's.
+			return seeds.Derive(cfg.Seed, "eval", t.ID, sample, turn)
 		},
 		Done: func(n, _ int) { bar.Add(n) },
 	})
@@ -172,6 +175,23 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 		return nil, err
 	}
 	return rows, nil
+}
+
+// playChunked plays the tasks a chunk at a time, at most configs.EvalBatchSequences episodes
+// at once, so that the models' attention caches stay bounded however many prompts are
+// evaluated. Each turn's seed depends only on its task, sample and turn, so the chunking does
+// not change what is sampled; the episodes come back task-major, as from one rollout.Play.
+func playChunked(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, backends map[string]actors.Backend, o rollout.PlayOptions) ([]*rollout.Episode, error) {
+	per := max(1, configs.EvalBatchSequences/max(1, o.Samples))
+	var eps []*rollout.Episode
+	for start := 0; start < len(tasks); start += per {
+		chunk, err := rollout.Play(ctx, wf, tasks[start:min(start+per, len(tasks))], backends, o)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, chunk...)
+	}
+	return eps, nil
 }
 
 // readBack reads the evaluation committed in dir; ok is false when dir is not committed. An
@@ -240,14 +260,16 @@ func readTable[T any](ctx context.Context, b storage.Bucket, dir string, m *comm
 // Delta is the paired change in avg@k between two evaluations of the same prompts.
 type Delta struct {
 	FromStep, ToStep int64
-	Prompts          int     // prompts evaluated at both steps
-	Delta            float64 // mean over those prompts of (successes/k at ToStep − at FromStep)
+	Prompts          int     // distinct prompts evaluated at both steps
+	Delta            float64 // mean over those prompts of (success share at ToStep − at FromStep)
 	SE               float64 // its standard error (sample std of the differences / √Prompts; 0 below 2 prompts)
 }
 
-// PairedDelta pairs the rows of two evaluations by task id (prompts in only one are left out)
-// and returns the mean change in success share and its standard error. Differences are summed
-// in to's row order.
+// PairedDelta pairs two evaluations prompt by prompt and returns the mean change in success
+// share and its standard error. A prompt is its question (its task id where the question is
+// empty): rows of one question are pooled (successes and samples summed), so a question asked
+// twice counts once, as the independent unit it is. Prompts in only one evaluation are left
+// out; differences are summed in order of the prompts' first rows in to.
 func PairedDelta(from, to []PromptRow) Delta {
 	d := Delta{}
 	if len(from) > 0 {
@@ -256,18 +278,16 @@ func PairedDelta(from, to []PromptRow) Delta {
 	if len(to) > 0 {
 		d.ToStep = to[0].Step
 	}
-	base := make(map[string]float64, len(from))
-	for _, r := range from {
-		base[r.TaskID] = float64(r.Successes) / float64(r.K)
-	}
+	base, _ := pooledShares(from)
+	now, order := pooledShares(to)
 	var diffs []float64
 	var sum float64
-	for _, r := range to {
-		b, ok := base[r.TaskID]
+	for _, key := range order {
+		b, ok := base[key]
 		if !ok {
 			continue
 		}
-		x := float64(r.Successes)/float64(r.K) - b
+		x := now[key] - b
 		diffs = append(diffs, x)
 		sum += x
 	}
@@ -284,6 +304,29 @@ func PairedDelta(from, to []PromptRow) Delta {
 		d.SE = math.Sqrt(ss/float64(d.Prompts-1)) / math.Sqrt(float64(d.Prompts))
 	}
 	return d
+}
+
+// pooledShares is each distinct prompt's success share (its rows' successes over their
+// samples), keyed by question (task id where it is empty), with the keys in order of first row.
+func pooledShares(rows []PromptRow) (map[string]float64, []string) {
+	succ, samples := map[string]int64{}, map[string]int64{}
+	var order []string
+	for _, r := range rows {
+		key := r.Question
+		if key == "" {
+			key = "\x00id:" + r.TaskID
+		}
+		if _, ok := samples[key]; !ok {
+			order = append(order, key)
+		}
+		succ[key] += int64(r.Successes)
+		samples[key] += int64(r.K)
+	}
+	out := make(map[string]float64, len(order))
+	for _, key := range order {
+		out[key] = float64(succ[key]) / float64(samples[key])
+	}
+	return out, order
 }
 
 // PerPrompt counts each prompt's successes among its samples, one row per task in order of
@@ -350,8 +393,11 @@ func Summarize(step int64, workflow string, k int, eps []*rollout.Episode) ([]Re
 		}
 	}
 	f1 := sourceF1(PerPrompt(step, "", k, eps))
+	verdicts := verdictShares(eps)
 	for i := range rows {
 		rows[i].F1Mean = f1[rows[i].DataSource]
+		v := verdicts[rows[i].DataSource]
+		rows[i].VerifierAcceptCorrect, rows[i].VerifierAcceptWrong = v[0], v[1]
 	}
 	return rows, nil
 }

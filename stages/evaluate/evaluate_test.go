@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
-	if err != nil || len(again) != len(rows) || again[len(again)-1] != rows[len(rows)-1] {
+	if err != nil || len(again) != len(rows) || !reflect.DeepEqual(again, rows) {
 		t.Fatalf("reread: %+v %v", again, err)
 	}
 }
@@ -202,6 +203,61 @@ func TestPairedDelta(t *testing.T) {
 	}
 	if d := evaluate.PairedDelta(from, nil); d.Prompts != 0 || d.Delta != 0 {
 		t.Fatalf("no pairs: %+v", d)
+	}
+}
+
+// TestPairedDeltaPoolsRepeatedQuestions, worked by hand: k = 2; question "q" is asked by tasks
+// a and b (0+1 of 4 samples succeed at step 0, 2+2 of 4 at step 5: share 1/4 → 1, change 3/4),
+// question "r" by task c (2 → 0 of 2: change −1). Two independent prompts, not three: mean
+// (3/4 − 1)/2 = −1/8; sample variance ((7/8)² + (7/8)²)/1 = 49/32; SE = √(49/32)/√2 = 7/8.
+func TestPairedDeltaPoolsRepeatedQuestions(t *testing.T) {
+	row := func(step int64, task, q string, succ int32) evaluate.PromptRow {
+		return evaluate.PromptRow{Step: step, Split: "eval", TaskID: task, Question: q, K: 2, Successes: succ}
+	}
+	from := []evaluate.PromptRow{row(0, "a", "q", 0), row(0, "b", "q", 1), row(0, "c", "r", 2)}
+	to := []evaluate.PromptRow{row(5, "a", "q", 2), row(5, "b", "q", 2), row(5, "c", "r", 0)}
+	d := evaluate.PairedDelta(from, to)
+	if d.Prompts != 2 || math.Abs(d.Delta+1.0/8) > 1e-15 || math.Abs(d.SE-7.0/8) > 1e-15 {
+		t.Fatalf("PairedDelta = %+v, want 2 prompts, delta -1/8, SE 7/8", d)
+	}
+}
+
+// TestSummarizeVerifierAcceptRates, worked by hand: source easy has verdicts (correct, approved),
+// (correct, rejected), (wrong, rejected); hard has (wrong, approved), (wrong, rejected); search
+// episodes without verdicts. easy: correct 1/2, wrong 0/1; hard: correct none (null), wrong 1/2;
+// all: correct 1/2, wrong 1/3.
+func TestSummarizeVerifierAcceptRates(t *testing.T) {
+	v := func(correct, approved bool) workflows.Verdict {
+		return workflows.Verdict{CandidateCorrect: correct, Approved: approved}
+	}
+	eps := []*rollout.Episode{
+		{Task: workflows.Task{ID: "a", DataSource: "easy"}, Verdicts: []workflows.Verdict{v(true, true), v(true, false)}},
+		{Task: workflows.Task{ID: "a", DataSource: "easy"}, Sample: 1, Verdicts: []workflows.Verdict{v(false, false)}},
+		{Task: workflows.Task{ID: "b", DataSource: "hard"}, Verdicts: []workflows.Verdict{v(false, true)}},
+		{Task: workflows.Task{ID: "b", DataSource: "hard"}, Sample: 1, Verdicts: []workflows.Verdict{v(false, false)}},
+	}
+	rows, err := evaluate.Summarize(1, "math", 2, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := func(x *float64) float64 {
+		if x == nil {
+			return -1
+		}
+		return *x
+	}
+	want := map[string][2]float64{"easy": {0.5, 0}, "hard": {-1, 0.5}, "all": {0.5, 1.0 / 3}}
+	for _, r := range rows {
+		if got := [2]float64{rate(r.VerifierAcceptCorrect), rate(r.VerifierAcceptWrong)}; got != want[r.DataSource] {
+			t.Errorf("%s: accept rates %v, want %v (-1: null)", r.DataSource, got, want[r.DataSource])
+		}
+	}
+	if got := evaluate.VerifierText(rows[0]); got != " verifier accept correct=0.500 wrong=0.000" {
+		t.Errorf("VerifierText = %q", got)
+	}
+	rows, _ = evaluate.Summarize(1, "search", 1, []*rollout.Episode{{Task: workflows.Task{ID: "s", DataSource: "x"}}})
+	if rows[0].VerifierAcceptCorrect != nil || rows[0].VerifierAcceptWrong != nil || evaluate.VerifierText(rows[0]) != "" {
+		t.Errorf("no verifier: %+v", rows[0])
 	}
 }
 

@@ -38,6 +38,8 @@ type Episode struct {
 	// Dropped: an agent program's episode that failed without a failure reward; it has no
 	// turns and counts in no mean.
 	Dropped bool
+	// Verdicts are the verifier's verdicts (workflows.EpisodeVerdicts), nil for a workflow without one.
+	Verdicts []workflows.Verdict
 }
 
 // PlayOptions configure Play.
@@ -91,6 +93,7 @@ func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, ba
 				if f1, ok := workflows.EpisodeF1(l.state); ok {
 					l.ep.F1 = &f1
 				}
+				l.ep.Verdicts, _ = workflows.EpisodeVerdicts(l.state)
 				finished++
 				continue
 			}

@@ -9,6 +9,8 @@ import (
 // order (docs/tasks.md, "Math grading", has an example of each):
 //
 //   - an answer that starts with \text{…} is that text;
+//   - thousands separators as LaTeX writes them (1{,}000, 1\,000, 1\ 000, 1~000, 1\;000, 1\:000)
+//     become commas, which numbers then drop (1,\!000 loses its \! below);
 //   - line breaks, \! and the dollar signs ($, \$) go, \\ becomes \;
 //   - \tfrac and \dfrac become \frac, \left and \right go;
 //   - degrees (^\circ, ^{\circ}) and percent signs (\%, %) go;
@@ -27,6 +29,7 @@ func Normalize(s string) string {
 		}
 	}
 	s = strings.ReplaceAll(s, "\n", "")
+	s = thousandsCommas(s)
 	s = strings.ReplaceAll(s, `\!`, "")
 	s = strings.ReplaceAll(s, `\\`, `\`)
 	s = strings.ReplaceAll(s, "tfrac", "frac")
@@ -58,6 +61,41 @@ func Normalize(s string) string {
 		s = `\frac{1}{2}`
 	}
 	return fixSlash(s)
+}
+
+// thousandsSeps are LaTeX's ways to separate thousands: MATH writes 1,\!000 and 10{,}000;
+// thin, medium and ordinary spaces and ties appear too.
+var thousandsSeps = []string{`{,}`, `\,`, `\;`, `\:`, `\ `, `~`}
+
+// thousandsCommas writes a separator of thousandsSeps as "," where it stands between a digit
+// and exactly three digits (1\,000 but not 1\,00 or x~y).
+func thousandsCommas(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if i > 0 && isDigit(s[i-1]) {
+			if n := sepAt(s, i); n > 0 {
+				b.WriteByte(',')
+				i += n
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// sepAt is the length of the thousands separator at s[i] followed by three digits and no
+// fourth, 0 when there is none.
+func sepAt(s string, i int) int {
+	for _, sep := range thousandsSeps {
+		j := i + len(sep)
+		if strings.HasPrefix(s[i:], sep) && j+3 <= len(s) && isDigit(s[j]) && isDigit(s[j+1]) && isDigit(s[j+2]) &&
+			(j+3 == len(s) || !isDigit(s[j+3])) {
+			return len(sep)
+		}
+	}
+	return 0
 }
 
 // removeUnits drops a unit written as text after a value: MATH's "\text{ " rule (a value,
