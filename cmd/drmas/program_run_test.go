@@ -51,16 +51,16 @@ learn: {micro_batch: 4}
 
 // runMathTeam runs `drmas run --iters 2` of examples/math-team (programRunConfig) and returns
 // the program's folder, the store and the base model's folder.
-func runMathTeam(t *testing.T, run string, verifierKeys func(base string) string) (dir, store, base string) {
+func runMathTeam(t *testing.T, run string, verifierKeys func(base, store string) string) (dir, store, base string) {
 	t.Helper()
 	dir = exampleFolder(t, "math-team")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	base = tinyQwen3(t, "1")
+	store = filepath.Join(t.TempDir(), "store")
 	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base, run, verifierKeys(base)), 0o644); err != nil {
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, programRunConfig, base, run, verifierKeys(base, store)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store = filepath.Join(t.TempDir(), "store")
 	if out, errOut, err := execute(t, "--config", cfgFile, "--store", store, "run", "--iters", "2"); err != nil || strings.Contains(out+errOut, "dropped") {
 		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
 	}
@@ -157,7 +157,7 @@ func tinyQwen3(t *testing.T, seed string) string {
 // text each client received is the decoded response ids of a row; each row scores the math
 // grade of its episode's last answer; the advantages are per agent; the published steps load.
 func TestRunProgram(t *testing.T) {
-	dir, store, base := runMathTeam(t, "team", func(string) string { return "" })
+	dir, store, base := runMathTeam(t, "team", func(string, string) string { return "" })
 	ctx := context.Background()
 	b, err := filestore.New(store)
 	if err != nil {
@@ -328,8 +328,9 @@ func TestRunAgentsSDK(t *testing.T) {
 func TestRunProgramThroughServe(t *testing.T) {
 	var url string
 	var serveLog *bytes.Buffer
-	dir, store, base := runMathTeam(t, "teamserve", func(base string) string {
-		url, serveLog = startServe(t, "--hf", base, "--served-model-name", "verifier_m")
+	dir, store, base := runMathTeam(t, "teamserve", func(base, store string) string {
+		// The server loads adapters only from a run's checkpoints in its store (--adapter-root's default).
+		url, serveLog = startServe(t, "--hf", base, "--served-model-name", "verifier_m", "--store", store)
 		return ", backend: openai, openai: {endpoint: " + url + ", version_wait: 30s}"
 	})
 	for _, want := range []string{"loaded LoRA adapter verifier_m@step=0", "loaded LoRA adapter verifier_m@step=1"} {
