@@ -21,6 +21,7 @@ import (
 
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/serve"
+	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
 // hostileModel writes a tiny random Qwen2 folder with the test tokenizer and a long context,
@@ -41,29 +42,6 @@ func hostileModel(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// serveUntil runs a server for o and returns its URL and a stop function that shuts it down
-// and waits for Serve to return.
-func serveUntil(t *testing.T, o serve.Options) (*serve.Server, string, func()) {
-	t.Helper()
-	s, err := serve.New(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	return s, "http://" + ln.Addr().String(), func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}
 }
 
 func postCtx(ctx context.Context, c *http.Client, url string, body any) (int, string, error) {
@@ -109,7 +87,7 @@ func TestHostileClients(t *testing.T) {
 
 	before := runtime.NumGoroutine()
 	var logs logBuffer
-	s, url, stop := serveUntil(t, serve.Options{HF: dir, Name: "m", MaxPromptTokens: 1000, RequestTimeout: 2 * time.Second,
+	s, url, stop := stagetest.ServeUntil(t, serve.Options{HF: dir, Name: "m", MaxPromptTokens: 1000, RequestTimeout: 2 * time.Second,
 		AdapterRoot: root, AdapterCheckpoints: true, MaxLoRAs: 8, Logf: logs.Logf})
 	client := &http.Client{}
 	long := map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 30000, "temperature": 0}

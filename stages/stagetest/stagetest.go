@@ -186,6 +186,15 @@ func VaryScores(parts [][]shards.Row, k int64) {
 // that it shut down cleanly) and returns it with its base URL, http://127.0.0.1:PORT.
 func Serve(t testing.TB, o serve.Options) (*serve.Server, string) {
 	t.Helper()
+	s, url, stop := ServeUntil(t, o)
+	t.Cleanup(stop)
+	return s, url
+}
+
+// ServeUntil is Serve with the shutdown in the caller's hands: stop cancels the server, waits
+// for it to return and checks that it shut down cleanly.
+func ServeUntil(t testing.TB, o serve.Options) (*serve.Server, string, func()) {
+	t.Helper()
 	s, err := serve.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -197,13 +206,12 @@ func Serve(t testing.TB, o serve.Options) (*serve.Server, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	return s, "http://" + ln.Addr().String(), func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	})
-	return s, "http://" + ln.Addr().String()
+	}
 }
 
 // ExternalConfig returns a tiny math config of run "ext" whose only model is external: an
