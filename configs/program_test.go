@@ -2,6 +2,7 @@ package configs
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,10 +34,11 @@ func TestProgramWorkflowKeys(t *testing.T) {
 		!slices.Equal(wf.Agents(), []string{"coder", "planner"}) {
 		t.Errorf("options %+v, agents %v", o, wf.Agents())
 	}
+	def := Default()
 	for name, c := range map[string]struct{ body, want string }{
 		"nocmd.yaml":  {"workflow: {name: program}\nwarmup: {steps: 0}\nevaluate: {every: 0}\n", "workflow.command: empty"},
-		"warm.yaml":   {"workflow: {name: program, command: [x]}\nevaluate: {every: 0}\n", "warmup.steps: 2000, want 0 with workflow program"},
-		"eval.yaml":   {"workflow: {name: program, command: [x]}\nwarmup: {steps: 0}\n", "evaluate.every: 5, want 0 with workflow program"},
+		"warm.yaml":   {"workflow: {name: program, command: [x]}\nevaluate: {every: 0}\n", fmt.Sprintf("warmup.steps: %d, want 0 with workflow program", def.Warmup.Steps)},
+		"eval.yaml":   {"workflow: {name: program, command: [x]}\nwarmup: {steps: 0}\n", fmt.Sprintf("evaluate.every: %d, want 0 with workflow program", def.Evaluate.Every)},
 		"limits.yaml": {"workflow: {name: program, command: [x], concurrency: 999, max_calls: -1, reward: vibes}\nwarmup: {steps: 0}\nevaluate: {every: 0}\n", "workflow.concurrency: 999, want 1..256"},
 		"other.yaml":  {"workflow: {name: math, command: [x]}\n", "are for workflow.name: program, not \"math\""},
 	} {
