@@ -94,17 +94,22 @@ func checkKLRef(l Learn, models map[string]Model, need func(fail bool, key strin
 	}
 }
 
-// ObjectiveTag names the learn section's objective options when any is off its default: "o"
-// and 8 hex digits of their digest; "" at the defaults. Replays that learn the same rows under
-// other options write runs named apart by it.
+// ObjectiveTag names the learn section's objective options when any is off the default
+// config's: "o" and 8 hex digits of their digest; "" at the defaults. Replays that learn the
+// same rows under other options write runs named apart by it.
 func (l Learn) ObjectiveTag() string {
-	c := l.Canonical()
-	o := Learn{LRSchedule: c.LRSchedule, LRWarmupSteps: c.LRWarmupSteps, MinLRRatio: c.MinLRRatio, LossAgg: c.LossAgg,
-		LossNormLen: c.LossNormLen, ClipC: c.ClipC, RatioLevel: c.RatioLevel, SeqClipLow: c.SeqClipLow, SeqClipHigh: c.SeqClipHigh,
-		EntropyCoef: c.EntropyCoef, AgentBalance: c.AgentBalance, KLType: c.KLType, KLRef: c.KLRef, RolloutIS: c.RolloutIS,
-		RolloutISCap: c.RolloutISCap, RolloutISMode: c.RolloutISMode}
-	if o == (Learn{}) {
+	o := l.objectiveOptions()
+	if o == Default().Learn.objectiveOptions() {
 		return ""
 	}
 	return "o" + Digest(o)[:8]
+}
+
+// objectiveOptions is the canonical form of l's objective options alone.
+func (l Learn) objectiveOptions() Learn {
+	c := l.Canonical()
+	return Learn{LRSchedule: c.LRSchedule, LRWarmupSteps: c.LRWarmupSteps, MinLRRatio: c.MinLRRatio, LossAgg: c.LossAgg,
+		LossNormLen: c.LossNormLen, ClipC: c.ClipC, RatioLevel: c.RatioLevel, SeqClipLow: c.SeqClipLow, SeqClipHigh: c.SeqClipHigh,
+		EntropyCoef: c.EntropyCoef, AgentBalance: c.AgentBalance, KLType: c.KLType, KLRef: c.KLRef, RolloutIS: c.RolloutIS,
+		RolloutISCap: c.RolloutISCap, RolloutISMode: c.RolloutISMode}
 }
