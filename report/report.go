@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/analysis"
+	"github.com/drmas-dev/drmas/analysis/pooled"
 )
 
 // Options select what to include.
@@ -242,24 +243,13 @@ func rewardFigure(ctx context.Context, s *analysis.Session, _ Options, r *Report
 	return nil
 }
 
-// leastSquares fits y ≈ a + b·x (b = 0 when the x do not vary), summing in order.
+// leastSquares fits y ≈ a + b·x with pooled.FitLine (b = 0 when the x do not vary).
 func leastSquares(x, y []float64) (a, b float64) {
-	var mx, my float64
-	for i := range x {
-		mx += x[i]
-		my += y[i]
+	f := pooled.FitLine(x, y)
+	if math.IsNaN(f.Slope) {
+		return f.MeanMeasured, 0
 	}
-	n := float64(len(x))
-	mx, my = mx/n, my/n
-	var sxy, sxx float64
-	for i := range x {
-		sxy += (x[i] - mx) * (y[i] - my)
-		sxx += (x[i] - mx) * (x[i] - mx)
-	}
-	if sxx > 0 {
-		b = sxy / sxx
-	}
-	return my - b*mx, b
+	return f.Intercept, f.Slope
 }
 
 func successFigure(ctx context.Context, s *analysis.Session, _ Options, r *Report) error {
