@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -28,11 +29,15 @@ func FuzzParseSolver(f *testing.F) {
 	})
 }
 
+// verifierAction is ParseVerifier's grammar written independently: optional work of 1..9
+// digits and one space, then the verdict.
+var verifierAction = regexp.MustCompile(`^(?:[0-9]{1,9} )?(yes|no)$`)
+
 func FuzzParseVerifier(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		approve, ok := ParseVerifier(s)
-		tr := trimASCII(s)
-		if ok != (tr == "yes" || tr == "no") || approve != (tr == "yes") {
+		m := verifierAction.FindStringSubmatch(trimASCII(s))
+		if ok != (m != nil) || approve != (m != nil && m[1] == "yes") {
 			t.Fatalf("%q → %v,%v", s, approve, ok)
 		}
 	})
