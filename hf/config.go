@@ -8,12 +8,12 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/model"
 )
 
 // ConfigFile is the name of a model folder's configuration.
@@ -31,13 +31,10 @@ const maxDim = 1 << 24
 // about 130).
 const maxLayers = 4096
 
-// SupportedTypes are the model_type values ReadConfig accepts.
-var SupportedTypes = []string{"llama", "qwen2", "qwen3"}
-
 // Config is a model's config.json, the fields drmas computes with. Raw is the file as read (or
 // as built by NewConfig), so that writing it back keeps every field drmas does not interpret.
 type Config struct {
-	ModelType         string // qwen2 (Qwen2 and Qwen2.5), qwen3, llama
+	ModelType         string // a registered architecture (model.ArchNames)
 	Hidden            int    // hidden_size
 	Layers            int    // num_hidden_layers
 	Heads             int    // num_attention_heads
@@ -49,20 +46,33 @@ type Config struct {
 	RMSNormEps        float64
 	RopeTheta         float64
 	TieWordEmbeddings bool
-	AttentionBias     bool   // qwen3, llama: biases on q, k, v and o (qwen2 always has q, k, v biases)
+	AttentionBias     bool   // biases on q, k, v and o, where the architecture reads attention_bias
 	TorchDtype        string // torch_dtype (or dtype): bfloat16, float16, float32, or ""
 	BOS, EOS          []int
 	Raw               map[string]any
 }
 
+// Arch is the registered architecture of c's model_type (the zero Arch for an unknown one,
+// which ParseConfig refuses).
+func (c Config) Arch() model.Arch {
+	a, _ := model.LookupArch(c.ModelType)
+	return a
+}
+
 // QKVBias reports whether the q, k and v projections have biases.
-func (c Config) QKVBias() bool { return c.ModelType == "qwen2" || c.AttentionBias }
+func (c Config) QKVBias() bool {
+	qkv, _ := c.Arch().Biases(c.AttentionBias)
+	return qkv
+}
 
 // OBias reports whether the output projection has a bias.
-func (c Config) OBias() bool { return c.ModelType != "qwen2" && c.AttentionBias }
+func (c Config) OBias() bool {
+	_, o := c.Arch().Biases(c.AttentionBias)
+	return o
+}
 
-// QKNorm reports whether attention has the per-head RMSNorms q_norm and k_norm (Qwen3).
-func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
+// QKNorm reports whether attention has the per-head RMSNorms q_norm and k_norm.
+func (c Config) QKNorm() bool { return c.Arch().QKNorm }
 
 // ReadConfig reads and checks dir/config.json.
 func ReadConfig(dir string) (Config, error) { return ReadConfigContext(context.Background(), dir) }
@@ -115,8 +125,9 @@ func (p *cfgParser) fail(err error) {
 func (p *cfgParser) parse() Config {
 	c := Config{Raw: p.raw}
 	c.ModelType = p.str("model_type", "")
-	if p.err == nil && !slices.Contains(SupportedTypes, c.ModelType) {
-		p.fail(unsupported(p.name, fmt.Sprintf("model_type %s is not supported (supported: %s)", excerpt.Quote(c.ModelType), strings.Join(SupportedTypes, ", "))))
+	arch, known := model.LookupArch(c.ModelType)
+	if p.err == nil && !known {
+		p.fail(unsupported(p.name, fmt.Sprintf("model_type %s is not supported (supported: %s)", excerpt.Quote(c.ModelType), strings.Join(model.ArchNames(), ", "))))
 		return c
 	}
 	c.Hidden = p.size("hidden_size", -1)
@@ -141,13 +152,18 @@ func (p *cfgParser) parse() Config {
 	c.RMSNormEps = p.positive("rms_norm_eps", 1e-6)
 	c.RopeTheta = p.rope()
 	c.TieWordEmbeddings = p.boolean("tie_word_embeddings", false)
-	if c.ModelType != "qwen2" {
+	if arch.AttentionBias {
 		c.AttentionBias = p.boolean("attention_bias", false)
 	}
 	c.TorchDtype = p.str("torch_dtype", p.str("dtype", ""))
 	c.BOS = p.ids("bos_token_id")
 	c.EOS = p.ids("eos_token_id")
 	p.refuseUnsupported()
+	if arch.Refuse != nil && p.err == nil {
+		if why := arch.Refuse(p.raw); why != "" {
+			p.fail(unsupported(p.name, why))
+		}
+	}
 	return c
 }
 
@@ -334,40 +350,12 @@ func (t TensorSpec) Elements() int64 {
 }
 
 // Tensors lists every tensor of the architecture with its shape, sorted by name; linear
-// weights are [out, in]. lm_head.weight is listed only when the embeddings are untied.
+// weights are [out, in]. The head's own weight is listed only when the embeddings are untied.
 func (c Config) Tensors() []TensorSpec {
-	h, q, kv := c.Hidden, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	out := []TensorSpec{
-		{"model.embed_tokens.weight", []int{c.Vocab, h}},
-		{"model.norm.weight", []int{h}},
-	}
-	if !c.TieWordEmbeddings {
-		out = append(out, TensorSpec{"lm_head.weight", []int{c.Vocab, h}})
-	}
-	for l := 0; l < c.Layers; l++ {
-		pre := fmt.Sprintf("model.layers.%d.", l)
-		add := func(name string, shape ...int) { out = append(out, TensorSpec{pre + name, shape}) }
-		add("input_layernorm.weight", h)
-		add("post_attention_layernorm.weight", h)
-		add("self_attn.q_proj.weight", q, h)
-		add("self_attn.k_proj.weight", kv, h)
-		add("self_attn.v_proj.weight", kv, h)
-		add("self_attn.o_proj.weight", h, q)
-		if c.QKVBias() {
-			add("self_attn.q_proj.bias", q)
-			add("self_attn.k_proj.bias", kv)
-			add("self_attn.v_proj.bias", kv)
-		}
-		if c.OBias() {
-			add("self_attn.o_proj.bias", h)
-		}
-		if c.QKNorm() {
-			add("self_attn.q_norm.weight", c.HeadDim)
-			add("self_attn.k_norm.weight", c.HeadDim)
-		}
-		add("mlp.gate_proj.weight", c.Intermediate, h)
-		add("mlp.up_proj.weight", c.Intermediate, h)
-		add("mlp.down_proj.weight", h, c.Intermediate)
+	specs := c.ArchConfig().TensorSpecs()
+	out := make([]TensorSpec, len(specs))
+	for i, s := range specs {
+		out[i] = TensorSpec{s.Name, s.Shape}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -396,7 +384,7 @@ func (c Config) JSON() ([]byte, error) {
 	m["num_key_value_heads"] = c.KVHeads
 	m["intermediate_size"] = c.Intermediate
 	m["vocab_size"] = c.Vocab
-	if c.ModelType != "qwen2" || c.HeadDim != c.Hidden/c.Heads || m["head_dim"] != nil {
+	if c.Arch().HeadDimFree || c.HeadDim != c.Hidden/c.Heads || m["head_dim"] != nil {
 		m["head_dim"] = c.HeadDim
 	}
 	if c.MaxPositions > 0 {
@@ -415,7 +403,7 @@ func (c Config) JSON() ([]byte, error) {
 		m["rope_theta"] = c.RopeTheta
 	}
 	m["tie_word_embeddings"] = c.TieWordEmbeddings
-	if c.ModelType != "qwen2" {
+	if c.Arch().AttentionBias {
 		m["attention_bias"] = c.AttentionBias
 	}
 	if c.TorchDtype != "" {

@@ -6,11 +6,13 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+
+	"github.com/drmas-dev/drmas/model"
 )
 
 // InitSpec describes a random model to make (drmas model init).
 type InitSpec struct {
-	Arch                                                  string // qwen2 or qwen3
+	Arch                                                  string // a registered model_type
 	Hidden, Layers, Heads, KVHeads, Intermediate, HeadDim int    // HeadDim 0: Hidden/Heads
 	Vocab                                                 int
 	MaxPositions                                          int // 0: 32768
@@ -40,12 +42,12 @@ func SpecialIDs(t TokenizerInfo) (bos, eos []int) {
 	return bos, eos
 }
 
-// NewConfig builds the config.json of a Qwen2 or Qwen3 model of the spec's sizes, with the
-// fields and defaults of the released Qwen2.5 and Qwen3 configs (RoPE θ 10^6, RMSNorm ε 10^-6).
+// NewConfig builds the config.json of a model of the spec's architecture and sizes, with the
+// fields and defaults the architecture's registry entry gives (the released configs').
 func NewConfig(s InitSpec) (Config, error) {
-	arch := map[string]string{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[s.Arch]
-	if arch == "" {
-		return Config{}, fmt.Errorf("--arch %q: want qwen2 or qwen3: %w", s.Arch, ErrUnsupported)
+	arch, ok := model.LookupArch(s.Arch)
+	if !ok || arch.InitConfig == nil {
+		return Config{}, fmt.Errorf("--arch %q: want one of %s: %w", s.Arch, strings.Join(model.ArchNames(), ", "), ErrUnsupported)
 	}
 	if err := s.check(); err != nil {
 		return Config{}, err
@@ -56,23 +58,27 @@ func NewConfig(s InitSpec) (Config, error) {
 		}
 		s.HeadDim = s.Hidden / s.Heads
 	}
-	if s.Arch == "qwen2" && s.HeadDim*s.Heads != s.Hidden {
-		return Config{}, fmt.Errorf("qwen2 has head_dim = hidden/heads: --head-dim %d is not %d/%d", s.HeadDim, s.Hidden, s.Heads)
+	if !arch.HeadDimFree && s.HeadDim*s.Heads != s.Hidden {
+		return Config{}, fmt.Errorf("%s has head_dim = hidden/heads: --head-dim %d is not %d/%d", s.Arch, s.HeadDim, s.Hidden, s.Heads)
 	}
 	if s.MaxPositions == 0 {
 		s.MaxPositions = 32768
 	}
-	m := map[string]any{
-		"architectures": []string{arch}, "model_type": s.Arch,
+	m := arch.InitConfig(s.Layers)
+	for k, v := range map[string]any{
+		"architectures": []string{arch.Class}, "model_type": s.Arch,
 		"hidden_size": s.Hidden, "num_hidden_layers": s.Layers, "num_attention_heads": s.Heads,
 		"num_key_value_heads": s.KVHeads, "intermediate_size": s.Intermediate, "vocab_size": s.Vocab,
-		"max_position_embeddings": s.MaxPositions, "hidden_act": "silu", "rms_norm_eps": 1e-6,
-		"rope_theta": 1e6, "tie_word_embeddings": !s.Untied, "initializer_range": 0.02,
-		"attention_dropout": 0.0, "use_cache": true, "use_sliding_window": false,
-		"sliding_window": nil, "max_window_layers": s.Layers, "bos_token_id": nil, "eos_token_id": nil,
+		"max_position_embeddings": s.MaxPositions, "tie_word_embeddings": !s.Untied,
+		"bos_token_id": nil, "eos_token_id": nil,
+	} {
+		m[k] = v
 	}
-	if s.Arch == "qwen3" {
-		m["head_dim"], m["attention_bias"], m["rope_scaling"] = s.HeadDim, false, nil
+	if arch.HeadDimFree {
+		m["head_dim"] = s.HeadDim
+	}
+	if arch.AttentionBias {
+		m["attention_bias"] = false
 	}
 	data, err := json.Marshal(m)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // hidden_size, Intermediate intermediate_size, KVHeads num_key_value_heads,
 // Context max_position_embeddings.
 type ArchConfig struct {
-	Arch         string  `json:"arch"` // "qwen2", "qwen3" or "llama" (config.json's model_type)
+	Arch         string  `json:"arch"` // config.json's model_type, a registered architecture (archs.go)
 	Hidden       int     `json:"hidden"`
 	Layers       int     `json:"layers"`
 	Heads        int     `json:"heads"`
@@ -31,43 +31,10 @@ type ArchConfig struct {
 	QKNorm       bool    `json:"qk_norm"`  // per-head RMSNorm of q and k before RoPE
 }
 
-// archDesc is what one architecture fixes about its block; everything else
-// (the ops, the tensor layout, the passes) is shared by the Llama family.
-type archDesc struct {
-	// qkvBias and qkNorm: nil = free (from the config), else fixed.
-	qkvBias, qkNorm *bool
-	// oBiasFollowsQKV: o_proj has a bias exactly when q/k/v have one
-	// (attention_bias in Qwen3 and Llama); otherwise o_proj has none.
-	oBiasFollowsQKV bool
-}
-
-var (
-	yes, no = true, false
-	// archs are the supported architectures by model_type.
-	archs = map[string]archDesc{
-		// Qwen2 / Qwen2.5: q/k/v with biases, o_proj without.
-		"qwen2": {qkvBias: &yes, qkNorm: &no},
-		// Qwen3: attention_bias for all four projections, q_norm/k_norm.
-		"qwen3": {qkNorm: &yes, oBiasFollowsQKV: true},
-		// Llama: attention_bias for all four projections.
-		"llama": {qkNorm: &no, oBiasFollowsQKV: true},
-	}
-)
-
-// ArchNames lists the supported architectures.
-func ArchNames() []string {
-	names := make([]string, 0, len(archs))
-	for n := range archs {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // WithDefaults fills what the architecture fixes or config.json may omit:
 // HeadDim (Hidden/Heads), Context (32768), RMSNormEps (1e-6), RopeTheta
-// (10000), Qwen2's q/k/v biases, Qwen3's q/k norms, and OBias where it
-// follows QKVBias.
+// (10000), and what the registered architecture fixes: fixed q/k/v biases,
+// q/k norms, and OBias where attention_bias sets it with QKVBias.
 func (c ArchConfig) WithDefaults() ArchConfig {
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
@@ -81,14 +48,12 @@ func (c ArchConfig) WithDefaults() ArchConfig {
 	if c.RopeTheta == 0 {
 		c.RopeTheta = 10000
 	}
-	if d, ok := archs[c.Arch]; ok {
-		if d.qkvBias != nil {
-			c.QKVBias = *d.qkvBias
+	if a, ok := registry[c.Arch]; ok {
+		if !a.AttentionBias {
+			c.QKVBias = a.QKVBias
 		}
-		if d.qkNorm != nil {
-			c.QKNorm = *d.qkNorm
-		}
-		c.OBias = d.oBiasFollowsQKV && c.QKVBias
+		c.QKNorm = a.QKNorm
+		c.OBias = a.AttentionBias && c.QKVBias
 	}
 	return c
 }
@@ -104,7 +69,7 @@ const (
 func (c ArchConfig) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("arch config: "+format, a...)) }
-	d, ok := archs[c.Arch]
+	a, ok := registry[c.Arch]
 	if !ok {
 		bad("architecture %q not supported (supported: %v)", c.Arch, ArchNames())
 	}
@@ -134,14 +99,14 @@ func (c ArchConfig) Validate() error {
 		bad("rope_theta %v must be finite and > 1", c.RopeTheta)
 	}
 	if ok {
-		if d.qkvBias != nil && c.QKVBias != *d.qkvBias {
-			bad("%s has qkv_bias=%v", c.Arch, *d.qkvBias)
+		if !a.AttentionBias && c.QKVBias != a.QKVBias {
+			bad("%s has qkv_bias=%v", c.Arch, a.QKVBias)
 		}
-		if d.qkNorm != nil && c.QKNorm != *d.qkNorm {
-			bad("%s has qk_norm=%v", c.Arch, *d.qkNorm)
+		if c.QKNorm != a.QKNorm {
+			bad("%s has qk_norm=%v", c.Arch, a.QKNorm)
 		}
-		if c.OBias != (d.oBiasFollowsQKV && c.QKVBias) {
-			bad("%s: o_bias must be %v when qkv_bias is %v", c.Arch, d.oBiasFollowsQKV && c.QKVBias, c.QKVBias)
+		if c.OBias != (a.AttentionBias && c.QKVBias) {
+			bad("%s: o_bias must be %v when qkv_bias is %v", c.Arch, a.AttentionBias && c.QKVBias, c.QKVBias)
 		}
 	}
 	if len(errs) == 0 {
@@ -162,65 +127,44 @@ type TensorSpec struct {
 	kind  initKind
 }
 
-// Tensor names of one block, relative to "model.layers.N.".
-const (
-	tnIn    = "input_layernorm.weight"
-	tnQW    = "self_attn.q_proj.weight"
-	tnKW    = "self_attn.k_proj.weight"
-	tnVW    = "self_attn.v_proj.weight"
-	tnQB    = "self_attn.q_proj.bias"
-	tnKB    = "self_attn.k_proj.bias"
-	tnVB    = "self_attn.v_proj.bias"
-	tnOW    = "self_attn.o_proj.weight"
-	tnOB    = "self_attn.o_proj.bias"
-	tnQN    = "self_attn.q_norm.weight"
-	tnKN    = "self_attn.k_norm.weight"
-	tnPost  = "post_attention_layernorm.weight"
-	tnGate  = "mlp.gate_proj.weight"
-	tnUp    = "mlp.up_proj.weight"
-	tnDown  = "mlp.down_proj.weight"
-	tnEmbed = "model.embed_tokens.weight"
-	tnNorm  = "model.norm.weight"
-	tnHead  = "lm_head.weight"
-)
-
 // TensorSpecs lists c's tensors in the model's storage order. q, k and v
 // weights (and their biases) are adjacent, as are gate and up: each group is
 // then one matrix to multiply by.
 func (c ArchConfig) TensorSpecs() []TensorSpec {
 	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
 	qd, kvd := c.Heads*hd, c.KVHeads*hd
-	s := []TensorSpec{{Name: tnEmbed, Shape: []int{c.Vocab, D}, kind: initNormal}}
+	tn := c.Block().Names
+	s := []TensorSpec{{Name: tn.Embed, Shape: []int{c.Vocab, D}, kind: initNormal}}
 	for l := 0; l < c.Layers; l++ {
-		p := fmt.Sprintf("model.layers.%d.", l)
+		p := fmt.Sprintf(tn.Layer, l)
 		add := func(name string, kind initKind, decay bool, shape ...int) {
 			s = append(s, TensorSpec{Name: p + name, Shape: shape, Decay: decay, kind: kind})
 		}
-		add(tnIn, initOne, false, D)
-		add(tnQW, initNormal, true, qd, D)
-		add(tnKW, initNormal, true, kvd, D)
-		add(tnVW, initNormal, true, kvd, D)
+		add(tn.Norm1+wSfx, initOne, false, D)
+		add(tn.QKV+wSfx, initNormal, true, qd, D)
+		add(tn.K+wSfx, initNormal, true, kvd, D)
+		add(tn.V+wSfx, initNormal, true, kvd, D)
 		if c.QKVBias {
-			add(tnQB, initZero, false, qd)
-			add(tnKB, initZero, false, kvd)
-			add(tnVB, initZero, false, kvd)
+			add(tn.QKV+bSfx, initZero, false, qd)
+			add(tn.K+bSfx, initZero, false, kvd)
+			add(tn.V+bSfx, initZero, false, kvd)
 		}
-		add(tnOW, initResidual, true, D, qd)
+		add(tn.O+wSfx, initResidual, true, D, qd)
 		if c.OBias {
-			add(tnOB, initZero, false, D)
+			add(tn.O+bSfx, initZero, false, D)
 		}
 		if c.QKNorm {
-			add(tnQN, initOne, false, hd)
-			add(tnKN, initOne, false, hd)
+			add(tn.QNorm+wSfx, initOne, false, hd)
+			add(tn.KNorm+wSfx, initOne, false, hd)
 		}
-		add(tnPost, initOne, false, D)
-		add(tnGate, initNormal, true, F, D)
-		add(tnUp, initNormal, true, F, D)
-		add(tnDown, initResidual, true, D, F)
+		add(tn.Norm2+wSfx, initOne, false, D)
+		add(tn.Up+wSfx, initNormal, true, F, D)
+		add(tn.Up2+wSfx, initNormal, true, F, D)
+		add(tn.Down+wSfx, initResidual, true, D, F)
 	}
-	s = append(s, TensorSpec{Name: tnNorm, Shape: []int{D}, kind: initOne})
+	s = append(s, TensorSpec{Name: tn.Final + wSfx, Shape: []int{D}, kind: initOne})
 	if !c.Tie {
-		s = append(s, TensorSpec{Name: tnHead, Shape: []int{c.Vocab, D}, Decay: true, kind: initNormal})
+		s = append(s, TensorSpec{Name: tn.Head, Shape: []int{c.Vocab, D}, Decay: true, kind: initNormal})
 	}
 	return s
 }
@@ -277,20 +221,21 @@ func llmViews(c ArchConfig, specs []TensorSpec, buf []float32) (llmW, [][]float3
 	}
 	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
 	qkv := (c.Heads + 2*c.KVHeads) * hd
-	w := llmW{embed: span(tnEmbed, c.Vocab*D), norm: span(tnNorm, D), blocks: make([]blockW, c.Layers)}
+	tn := c.Block().Names
+	w := llmW{embed: span(tn.Embed, c.Vocab*D), norm: span(tn.Final+wSfx, D), blocks: make([]blockW, c.Layers)}
 	for l := range w.blocks {
-		p := fmt.Sprintf("model.layers.%d.", l)
+		p := fmt.Sprintf(tn.Layer, l)
 		w.blocks[l] = blockW{
-			in: span(p+tnIn, D), qkvW: span(p+tnQW, qkv*D), qkvB: span(p+tnQB, qkv),
-			oW: span(p+tnOW, D*c.Heads*hd), oB: span(p+tnOB, D),
-			qn: span(p+tnQN, hd), kn: span(p+tnKN, hd), post: span(p+tnPost, D),
-			gateUp: span(p+tnGate, 2*F*D), down: span(p+tnDown, D*F),
+			in: span(p+tn.Norm1+wSfx, D), qkvW: span(p+tn.QKV+wSfx, qkv*D), qkvB: span(p+tn.QKV+bSfx, qkv),
+			oW: span(p+tn.O+wSfx, D*c.Heads*hd), oB: span(p+tn.O+bSfx, D),
+			qn: span(p+tn.QNorm+wSfx, hd), kn: span(p+tn.KNorm+wSfx, hd), post: span(p+tn.Norm2+wSfx, D),
+			gateUp: span(p+tn.Up+wSfx, 2*F*D), down: span(p+tn.Down+wSfx, D*F),
 		}
 	}
 	if c.Tie {
 		w.head = w.embed
 	} else {
-		w.head = span(tnHead, c.Vocab*D)
+		w.head = span(tn.Head, c.Vocab*D)
 	}
 	return w, parts
 }

@@ -55,7 +55,7 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 	bufs := []*[]float32{getScratch(N * D), getScratch(N * F), getScratch(N * od), getScratch(N * ld), nil}
 	bs := &blockGrads{dT: *bufs[0], dAct: *bufs[1], dAO: *bufs[2], dQKV: *bufs[3]}
 	bs.dGU = bs.dAct // GELU's backward is in place
-	if b.mlp == mlpSwiGLU {
+	if b.mlp == MLPSwiGLU {
 		bufs[4] = getScratch(N * 2 * F)
 		bs.dGU = *bufs[4]
 	}

@@ -6,37 +6,13 @@ package model
 // (arch_sample.go) are written once over it; the built-in GPT-2-style
 // policy (Model) and the Llama family (LLM) are two descriptions.
 
-// normKind is the block's normalisation.
-type normKind uint8
-
-const (
-	normRMS   normKind = iota // x·rsqrt(mean(x²)+eps)·w (arch_ops.go)
-	normLayer                 // LayerNorm with gain and bias, eps 1e-5 (ops.go)
-)
-
-// posKind is how positions enter the model.
-type posKind uint8
-
-const (
-	posRotary  posKind = iota // RoPE on q and k (arch_ops.go)
-	posLearned                // a learned embedding added to the token's
-)
-
-// mlpKind is the block's MLP.
-type mlpKind uint8
-
-const (
-	mlpSwiGLU mlpKind = iota // down(silu(gate(x))·up(x)), gate|up one matrix
-	mlpGELU                  // proj(gelu(fc(x))), tanh approximation (ops.go)
-)
-
 // netDesc is one model's description: sizes and the op of each slot.
 type netDesc struct {
 	blockDims
 	layers, vocab, context int
-	norm                   normKind
-	pos                    posKind
-	mlp                    mlpKind
+	norm                   NormKind
+	pos                    PosKind
+	mlp                    MLPKind
 	ropeTheta              float64
 	// keepMaps: the forward keeps the attention maps for the backward
 	// (memory quadratic in the sequence length; the built-in model's
@@ -51,18 +27,19 @@ type netDesc struct {
 
 // up is the width of the MLP's first projection (gate|up for SwiGLU).
 func (d netDesc) up() int {
-	if d.mlp == mlpSwiGLU {
+	if d.mlp == MLPSwiGLU {
 		return 2 * d.F
 	}
 	return d.F
 }
 
-// descOf is the description of a Llama-family config.
+// descOf is the description of a registered architecture's config.
 func descOf(c ArchConfig) netDesc {
+	b := c.Block()
 	return netDesc{
 		blockDims: dimsOf(c),
 		layers:    c.Layers, vocab: c.Vocab, context: c.Context,
-		norm: normRMS, pos: posRotary, mlp: mlpSwiGLU, ropeTheta: c.RopeTheta,
+		norm: b.Norm, pos: b.Pos, mlp: b.MLP, ropeTheta: c.RopeTheta,
 	}
 }
 
@@ -73,7 +50,7 @@ func builtinDesc(c Config) netDesc {
 	return netDesc{
 		blockDims: blockDims{D: c.Dim, H: c.Heads, KV: c.Heads, hd: c.Dim / c.Heads, F: c.FFMult * c.Dim, eps: lnEps},
 		layers:    c.Layers, vocab: c.Vocab, context: c.Context,
-		norm: normLayer, pos: posLearned, mlp: mlpGELU,
+		norm: builtinBlock.Norm, pos: builtinBlock.Pos, mlp: builtinBlock.MLP,
 		keepMaps: true, directLinear: true,
 	}
 }
@@ -81,7 +58,7 @@ func builtinDesc(c Config) netDesc {
 // normRows normalises the rows of x[n×D] into y with weight w (and bias b
 // for LayerNorm), saving xhat and rstd when they are not nil.
 func (d netDesc) normRows(x []float32, n int, w, b, y, xhat, rstd []float32) {
-	if d.norm == normLayer {
+	if d.norm == NormLayer {
 		layerNorm(x, n, d.D, w, b, y, xhat, rstd)
 		return
 	}
@@ -91,7 +68,7 @@ func (d netDesc) normRows(x []float32, n int, w, b, y, xhat, rstd []float32) {
 // normRowsBackward adds to dx the input gradient of normRows given dy and
 // accumulates the weight (and bias) gradients dw, db.
 func (d netDesc) normRowsBackward(dy, xhat, rstd []float32, n int, w, dx, dw, db []float32) {
-	if d.norm == normLayer {
+	if d.norm == NormLayer {
 		layerNormBackward(dy, xhat, rstd, n, d.D, w, dx, dw, db)
 		return
 	}
@@ -101,7 +78,7 @@ func (d netDesc) normRowsBackward(dy, xhat, rstd []float32, n int, w, dx, dw, db
 // act writes the MLP's activation act[n×F] of its first projection
 // pre[n×up()].
 func (d netDesc) act(pre []float32, n int, act []float32) {
-	if d.mlp == mlpGELU {
+	if d.mlp == MLPGELU {
 		gelu(pre[:n*d.F], act[:n*d.F])
 		return
 	}
@@ -111,7 +88,7 @@ func (d netDesc) act(pre []float32, n int, act []float32) {
 // actBackward turns dact[n×F] into dpre[n×up()], the gradient of act's
 // input. For GELU dpre must be dact (the product is taken in place).
 func (d netDesc) actBackward(pre, dact []float32, n int, dpre []float32) {
-	if d.mlp == mlpGELU {
+	if d.mlp == MLPGELU {
 		geluBackward(pre[:n*d.F], dact[:n*d.F])
 		return
 	}
@@ -124,7 +101,7 @@ func (d netDesc) embed(w *llmW, tokens, pos []int32, x []float32) {
 	D := d.D
 	for r, tok := range tokens {
 		te, xr := w.embed[int(tok)*D:][:D], x[r*D:(r+1)*D]
-		if d.pos != posLearned {
+		if d.pos != PosLearned {
 			copy(xr, te)
 			continue
 		}
@@ -142,7 +119,7 @@ func (d netDesc) embedBackward(gw *llmW, tokens, pos []int32, dX []float32) {
 	for r, tok := range tokens {
 		dx := dX[r*D : (r+1)*D]
 		addInto(gw.embed[int(tok)*D:][:D], dx)
-		if d.pos == posLearned {
+		if d.pos == PosLearned {
 			addInto(gw.pos[int(pos[r])*D:][:D], dx)
 		}
 	}
@@ -151,7 +128,7 @@ func (d netDesc) embedBackward(gw *llmW, tokens, pos []int32, dX []float32) {
 // rotary returns the RoPE tables of the rows' positions (nil for learned
 // positions).
 func (d netDesc) rotary(pos []int32) (cos, sin []float32) {
-	if d.pos != posRotary {
+	if d.pos != PosRotary {
 		return nil, nil
 	}
 	return ropeTable(pos, d.hd, d.ropeTheta)

@@ -34,36 +34,48 @@ type paramSpec struct {
 	decay bool
 }
 
+// builtinBlock is the built-in policy's block: LayerNorm with bias, learned
+// positions, a GELU MLP, biases on every projection, and its tensor names.
+var builtinBlock = Block{Norm: NormLayer, Pos: PosLearned, MLP: MLPGELU, Names: TensorNames{
+	Layer: "blocks.%d.", Norm1: "ln1", Norm2: "ln2", QKV: "attn.qkv", O: "attn.proj",
+	Up: "mlp.fc", Down: "mlp.proj", Embed: "tok_emb.weight", PosEmbed: "pos_emb.weight",
+	Final: "ln_f", Head: "head.weight",
+}}
+
+// Block returns the built-in policy's block.
+func (c Config) Block() Block { return builtinBlock }
+
 // paramSpecs lists the parameters of a model with cfg in their fixed order.
 func paramSpecs(c Config) []paramSpec {
 	D, F := c.Dim, c.FFMult*c.Dim
+	tn := builtinBlock.Names
 	s := []paramSpec{
-		{"tok_emb.weight", []int{c.Vocab, D}, initNormal, false},
-		{"pos_emb.weight", []int{c.Context, D}, initNormal, false},
+		{tn.Embed, []int{c.Vocab, D}, initNormal, false},
+		{tn.PosEmbed, []int{c.Context, D}, initNormal, false},
 	}
 	for l := 0; l < c.Layers; l++ {
-		p := fmt.Sprintf("blocks.%d.", l)
+		p := fmt.Sprintf(tn.Layer, l)
 		s = append(s,
-			paramSpec{p + "ln1.weight", []int{D}, initOne, false},
-			paramSpec{p + "ln1.bias", []int{D}, initZero, false},
-			paramSpec{p + "attn.qkv.weight", []int{3 * D, D}, initNormal, true},
-			paramSpec{p + "attn.qkv.bias", []int{3 * D}, initZero, false},
-			paramSpec{p + "attn.proj.weight", []int{D, D}, initResidual, true},
-			paramSpec{p + "attn.proj.bias", []int{D}, initZero, false},
-			paramSpec{p + "ln2.weight", []int{D}, initOne, false},
-			paramSpec{p + "ln2.bias", []int{D}, initZero, false},
-			paramSpec{p + "mlp.fc.weight", []int{F, D}, initNormal, true},
-			paramSpec{p + "mlp.fc.bias", []int{F}, initZero, false},
-			paramSpec{p + "mlp.proj.weight", []int{D, F}, initResidual, true},
-			paramSpec{p + "mlp.proj.bias", []int{D}, initZero, false},
+			paramSpec{p + tn.Norm1 + wSfx, []int{D}, initOne, false},
+			paramSpec{p + tn.Norm1 + bSfx, []int{D}, initZero, false},
+			paramSpec{p + tn.QKV + wSfx, []int{3 * D, D}, initNormal, true},
+			paramSpec{p + tn.QKV + bSfx, []int{3 * D}, initZero, false},
+			paramSpec{p + tn.O + wSfx, []int{D, D}, initResidual, true},
+			paramSpec{p + tn.O + bSfx, []int{D}, initZero, false},
+			paramSpec{p + tn.Norm2 + wSfx, []int{D}, initOne, false},
+			paramSpec{p + tn.Norm2 + bSfx, []int{D}, initZero, false},
+			paramSpec{p + tn.Up + wSfx, []int{F, D}, initNormal, true},
+			paramSpec{p + tn.Up + bSfx, []int{F}, initZero, false},
+			paramSpec{p + tn.Down + wSfx, []int{D, F}, initResidual, true},
+			paramSpec{p + tn.Down + bSfx, []int{D}, initZero, false},
 		)
 	}
 	s = append(s,
-		paramSpec{"ln_f.weight", []int{D}, initOne, false},
-		paramSpec{"ln_f.bias", []int{D}, initZero, false},
+		paramSpec{tn.Final + wSfx, []int{D}, initOne, false},
+		paramSpec{tn.Final + bSfx, []int{D}, initZero, false},
 	)
 	if !c.TiedHead {
-		s = append(s, paramSpec{"head.weight", []int{c.Vocab, D}, initNormal, true})
+		s = append(s, paramSpec{tn.Head, []int{c.Vocab, D}, initNormal, true})
 	}
 	return s
 }

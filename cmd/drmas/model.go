@@ -14,6 +14,7 @@ import (
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
@@ -24,7 +25,8 @@ func newModelCmd() *cobra.Command {
 		Short: "Hugging Face model folders: inspect, init, score token ids, tokenize",
 		Long: `Works with Hugging Face model folders (config.json, model.safetensors or a sharded
 model.safetensors.index.json, tokenizer.json), as 'huggingface-cli download' fetches them:
-Qwen2 and Qwen2.5 (model_type qwen2), Qwen3 (qwen3) and Llama (llama), in BF16, F16 or F32.
+Qwen2 and Qwen2.5 (model_type qwen2), Qwen3 (qwen3), Llama (llama) and Mistral (mistral), in
+BF16, F16 or F32.
 
 --model takes a local folder, or a folder in the store (s3://bucket/prefix/…, file:///abs/…),
 which is downloaded into a local cache first and verified (against its _MANIFEST.json's sha256
@@ -263,14 +265,16 @@ func newModelInitCmd() *cobra.Command {
 	var tokenizer, out, dtype string
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "init --arch qwen2|qwen3 --hidden N --layers N --heads N --kv-heads N --intermediate N --tokenizer DIR --seed S --out DIR",
+		Use:   "init --arch NAME --hidden N --layers N --heads N --kv-heads N --intermediate N --tokenizer DIR --seed S --out DIR",
 		Short: "Make a model folder with random weights, for tests and smoke runs",
 		Long: `Writes a Hugging Face model folder (config.json, model.safetensors, the tokenizer files of
 --tokenizer) that transformers and vLLM load, with seeded random weights: normal(0, 0.02) for
 matrices and embeddings, ones for RMSNorm weights, zeros for biases. The same flags and seed give
-the same bytes. The config follows the released Qwen2.5 and Qwen3 configs (RoPE theta 1e6,
-RMSNorm eps 1e-6, silu, tied embeddings unless --untied; qwen2 has q/k/v biases, qwen3 q/k norms
-and no biases). vocab_size is the tokenizer's largest id + 1 rounded up to a multiple of 64;
+the same bytes. --arch is a registered model_type (qwen2, qwen3, llama, mistral …); the config
+follows that family's released configs (Qwen2.5 and Qwen3: RoPE theta 1e6, RMSNorm eps 1e-6;
+Llama 3: theta 5e5, eps 1e-5, no RoPE scaling; Mistral: theta 1e6, eps 1e-5, no sliding window),
+silu, tied embeddings unless --untied; qwen2 has q/k/v biases, qwen3 q/k norms, and none of them
+other biases. vocab_size is the tokenizer's largest id + 1 rounded up to a multiple of 64;
 bos_token_id is <|endoftext|> and eos_token_id <|im_end|> when the tokenizer has them.
 --out must not exist (or be empty); the folder is written beside it and renamed into place.`,
 		Example: `  drmas model init --arch qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --intermediate 128 \
@@ -285,7 +289,7 @@ bos_token_id is <|endoftext|> and eos_token_id <|im_end|> when the tokenizer has
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&s.Arch, "arch", "", "architecture: qwen2 or qwen3 (required)")
+	f.StringVar(&s.Arch, "arch", "", "architecture, a config.json model_type: "+strings.Join(model.ArchNames(), ", ")+" (required)")
 	f.IntVar(&s.Hidden, "hidden", 0, "hidden size (required)")
 	f.IntVar(&s.Layers, "layers", 0, "number of blocks (required)")
 	f.IntVar(&s.Heads, "heads", 0, "attention heads (required)")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/model"
 )
 
 // blockDesc is the GPU side of a block's description (model/arch_desc.go's netDesc): which
@@ -37,6 +38,21 @@ type blockDesc struct {
 	// into dqkv (dP is scratch of the maps' size).
 	attnFwd func(l *launcher, qkv, att, out ir.Ptr)
 	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
+}
+
+// names sets bd's slots and tensor names from an architecture's block; a tied head is the
+// token embedding.
+func (bd *blockDesc) names(b model.Block, tied bool) *blockDesc {
+	n := b.Names
+	bd.prefix, bd.norm1, bd.norm2, bd.final = n.Layer, n.Norm1, n.Norm2, n.Final
+	bd.qkv, bd.o, bd.up, bd.down = n.QKV, n.O, n.Up, n.Down
+	bd.qn, bd.kn = n.QNorm+".weight", n.KNorm+".weight"
+	bd.embed, bd.posEmb, bd.head = n.Embed, n.PosEmbed, n.Head
+	if tied {
+		bd.head = n.Embed
+	}
+	bd.rms, bd.rope, bd.swiglu = b.Norm == model.NormRMS, b.Pos == model.PosRotary, b.MLP == model.MLPSwiGLU
+	return bd
 }
 
 // upWidth is the width of the MLP's first linear.

@@ -284,13 +284,6 @@ func (t *Trainer) has(name string) bool {
 	return ok
 }
 
-func (t *Trainer) headName() string {
-	if t.cfg.TiedHead {
-		return "tok_emb.weight"
-	}
-	return "head.weight"
-}
-
 // launcher collects the first error of a sequence of launches.
 type launcher struct {
 	dev Device

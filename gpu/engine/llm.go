@@ -63,26 +63,6 @@ func (lt *LLMTrainer) upload(m *model.LLM) error {
 	return nil
 }
 
-// Block tensor names (relative to "model.layers.N."); q, k and v weights (and biases) are
-// adjacent on the device as on the host, so the q_proj tensor starts the fused q|k|v matrix,
-// and gate_proj the fused gate|up matrix.
-const (
-	lnNorm1        = "input_layernorm"
-	lnNorm2        = "post_attention_layernorm"
-	lnQKV, lnO     = "self_attn.q_proj", "self_attn.o_proj"
-	lnQN, lnKN     = "self_attn.q_norm.weight", "self_attn.k_norm.weight"
-	lnGate, lnDown = "mlp.gate_proj", "mlp.down_proj"
-	lnEmbed        = "model.embed_tokens.weight"
-	lnNorm         = "model.norm"
-)
-
-func (lt *LLMTrainer) headName() string {
-	if lt.cfg.Tie {
-		return lnEmbed
-	}
-	return "lm_head.weight"
-}
-
 // LLMPass is the result of LLMTrainer.Forward: log-probs and entropies on the host, the
 // activations on the device until the next Forward.
 type LLMPass struct {
@@ -272,10 +252,10 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 func (p *LLMPass) block() *blockDesc {
 	lt := p.lt
 	c, d := lt.cfg, lt.dims()
-	return &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
-		prefix: "model.layers.%d.", norm1: lnNorm1, norm2: lnNorm2, qkv: lnQKV, o: lnO, up: lnGate, down: lnDown,
-		final: lnNorm, head: lt.headName(), embed: lnEmbed, vocab: d.V, context: c.Context, chunk: lt.vocabChunk, rms: true, eps: d.eps, qkNorm: c.QKNorm, qn: lnQN, kn: lnKN, rope: true, cos: p.cos, sin: p.sin, swiglu: true, ad: lt.ad,
+	bd := &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
+		vocab: d.V, context: c.Context, chunk: lt.vocabChunk, eps: d.eps, qkNorm: c.QKNorm, cos: p.cos, sin: p.sin, ad: lt.ad,
 		attnFwd: p.attnForward, attnBwd: p.attnBackward}
+	return bd.names(c.Block(), c.Tie)
 }
 
 // upload sends the pass's integer inputs, GQA tables and RoPE tables (the CPU engine's, from

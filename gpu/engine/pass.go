@@ -182,9 +182,9 @@ func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
 func (p *Pass) block() *blockDesc {
 	c := p.t.cfg
 	D := c.Dim
-	return &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
-		prefix: "blocks.%d.", norm1: "ln1", norm2: "ln2", qkv: "attn.qkv", o: "attn.proj", up: "mlp.fc", down: "mlp.proj",
-		final: "ln_f", head: p.t.headName(), embed: "tok_emb.weight", posEmb: "pos_emb.weight", vocab: c.Vocab, context: c.Context, chunk: 65535, attnFwd: p.attnForward, attnBwd: p.attnBackward}
+	bd := &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
+		vocab: c.Vocab, context: c.Context, chunk: 65535, attnFwd: p.attnForward, attnBwd: p.attnBackward}
+	return bd.names(c.Block(), c.TiedHead)
 }
 
 // attnForward runs causal multi-head attention from qkv through the maps att into out.
