@@ -31,7 +31,7 @@
 //     tokens alone or inside any batch. The log-prob reported for a sampled
 //     token is log softmax(logits/temperature) before top-p truncation (at
 //     temperature 1 when greedy), i.e. what Forward returns for that token.
-//   - Checkpoints: WriteSafetensors writes the safetensors format
+//   - Checkpoints: WriteSafetensors (package safetensors) writes the format
 //     deterministically (tensors sorted by name, contiguous offsets, header
 //     space-padded to 8 bytes); ReadSafetensors validates everything and
 //     returns errors, never panics, on malformed input.
