@@ -37,8 +37,8 @@ const (
 // TensorNames are an architecture's tensor names. Layer is block l's prefix
 // (a format with one %d); the block's names are relative to it. Norms and
 // linears are named without ".weight" / ".bias". The fused groups start at
-// QKV (then K, V) and Up (then Up2; SwiGLU's gate then up): their tensors are adjacent in storage,
-// so the group's first tensor is the fused matrix.
+// QKV (then K, V) and Up (then Up2; SwiGLU's gate then up): their tensors
+// are adjacent in storage, so the group's first tensor is the fused matrix.
 type TensorNames struct {
 	Layer           string
 	Norm1, Norm2    string

@@ -40,8 +40,9 @@ type blockDesc struct {
 	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
 }
 
-// names sets bd's slots and tensor names from an architecture's block; a tied head is the
-// token embedding.
+// names sets bd's slots and tensor names from an architecture's block (model's registry); a
+// tied head is the token embedding. q, k and v (and gate, up) are adjacent on the device as on
+// the host, so the group's first tensor (n.QKV, n.Up) is the fused matrix.
 func (bd *blockDesc) names(b model.Block, tied bool) *blockDesc {
 	n := b.Names
 	bd.prefix, bd.norm1, bd.norm2, bd.final = n.Layer, n.Norm1, n.Norm2, n.Final

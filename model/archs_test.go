@@ -1,0 +1,76 @@
+package model
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestArchRegistry: every entry is named, has a class and an InitConfig, runs the block the
+// engines implement for the Llama family, and WithDefaults gives a config Validate accepts with
+// the entry's biases and q/k norms; a second entry of one name panics.
+func TestArchRegistry(t *testing.T) {
+	names := ArchNames()
+	if len(names) < 4 {
+		t.Fatalf("registry %v", names)
+	}
+	for _, n := range names {
+		a, ok := LookupArch(n)
+		if !ok || a.Name != n || !strings.HasSuffix(a.Class, "ForCausalLM") || a.InitConfig == nil || a.Block != LlamaBlock {
+			t.Errorf("%s: %+v", n, a)
+		}
+		for _, bias := range []bool{false, true} {
+			c := ArchConfig{Arch: n, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 24, Vocab: 32, QKVBias: bias}.WithDefaults()
+			qkv, o := a.Biases(bias)
+			if err := c.Validate(); err != nil || c.QKVBias != qkv || c.OBias != o || c.QKNorm != a.QKNorm {
+				t.Errorf("%s bias %v: %+v %v", n, bias, c, err)
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("a second %s entry did not panic", names[0])
+		}
+	}()
+	registerArch(Arch{Name: names[0]})
+}
+
+// TestNoArchNamesOutsideRegistry: no non-test Go file outside the registry's files spells a
+// registered model_type as a string literal (the shape constants of model/cmd's benchmarks and
+// the stagetest helper excepted), so every rule about an architecture lives in its entry.
+func TestNoArchNamesOutsideRegistry(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == filepath.Join("model", "cmd") || rel == filepath.Join("stages", "stagetest") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasPrefix(rel, "model"+string(filepath.Separator)+"arch_") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range ArchNames() {
+			if strings.Contains(string(src), `"`+n+`"`) {
+				t.Errorf("%s spells %q: put the rule in the registry entry", rel, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
