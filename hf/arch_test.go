@@ -137,3 +137,23 @@ func TestRegistryDrivesConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecialIDsLlama3: with Llama 3's special tokens, drmas model init sets bos_token_id to
+// <|begin_of_text|> and eos_token_id to <|eot_id|> (else <|end_of_text|>), as Llama 3.2
+// Instruct's config does; Qwen's tokens keep Qwen's choice.
+func TestSpecialIDsLlama3(t *testing.T) {
+	llama := map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|start_header_id|>": 128006, "<|eot_id|>": 128009}
+	for _, tc := range []struct {
+		tokens   map[string]int
+		bos, eos int
+	}{
+		{llama, 128000, 128009},
+		{map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001}, 128000, 128001},
+		{map[string]int{"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}, 151643, 151645},
+	} {
+		bos, eos := SpecialIDs(TokenizerInfo{Tokens: tc.tokens})
+		if !slices.Equal(bos, []int{tc.bos}) || !slices.Equal(eos, []int{tc.eos}) {
+			t.Errorf("%v: bos %v eos %v, want %d %d", tc.tokens, bos, eos, tc.bos, tc.eos)
+		}
+	}
+}

@@ -30,16 +30,19 @@ func VocabFor(t TokenizerInfo) int {
 	return (n + VocabMultiple - 1) / VocabMultiple * VocabMultiple
 }
 
-// SpecialIDs picks bos_token_id and eos_token_id from a tokenizer's added tokens as Qwen's
-// configs set them: BOS <|endoftext|>, EOS <|im_end|> (else <|endoftext|>). Absent ones are nil.
+// SpecialIDs picks bos_token_id and eos_token_id from a tokenizer's added tokens as the released
+// configs set them: Qwen's BOS <|endoftext|> and EOS <|im_end|> (else <|endoftext|>); Llama 3's
+// BOS <|begin_of_text|> and EOS <|eot_id|> (else <|end_of_text|>). Absent ones are nil.
 func SpecialIDs(t TokenizerInfo) (bos, eos []int) {
-	if id, ok := t.Tokens["<|endoftext|>"]; ok {
-		bos, eos = []int{id}, []int{id}
+	first := func(names ...string) []int {
+		for _, n := range names {
+			if id, ok := t.Tokens[n]; ok {
+				return []int{id}
+			}
+		}
+		return nil
 	}
-	if id, ok := t.Tokens["<|im_end|>"]; ok {
-		eos = []int{id}
-	}
-	return bos, eos
+	return first("<|endoftext|>", "<|begin_of_text|>"), first("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
 }
 
 // NewConfig builds the config.json of a model of the spec's architecture and sizes, with the

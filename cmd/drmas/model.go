@@ -275,7 +275,8 @@ follows that family's released configs (Qwen2.5 and Qwen3: RoPE theta 1e6, RMSNo
 Llama 3: theta 5e5, eps 1e-5, no RoPE scaling; Mistral: theta 1e6, eps 1e-5, no sliding window),
 silu, tied embeddings unless --untied; qwen2 has q/k/v biases, qwen3 q/k norms, and none of them
 other biases. vocab_size is the tokenizer's largest id + 1 rounded up to a multiple of 64;
-bos_token_id is <|endoftext|> and eos_token_id <|im_end|> when the tokenizer has them.
+bos_token_id is <|endoftext|> and eos_token_id <|im_end|> when the tokenizer has them (Qwen),
+else <|begin_of_text|> and <|eot_id|> or <|end_of_text|> (Llama 3).
 --out must not exist (or be empty); the folder is written beside it and renamed into place.`,
 		Example: `  drmas model init --arch qwen3 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --intermediate 128 \
     --head-dim 32 --tokenizer ~/models/Qwen3-0.6B --seed 1 --out /tmp/tiny-qwen3
