@@ -117,30 +117,27 @@ func I64Tensor(name string, shape []int, data []int64) Tensor {
 
 // Float32s decodes an F32 tensor.
 func (t Tensor) Float32s() ([]float32, error) {
-	if t.DType != F32 {
-		return nil, fmt.Errorf("safetensors: tensor %q is %s, want F32", t.Name, t.DType)
-	}
-	if len(t.Data)%4 != 0 {
-		return nil, fmt.Errorf("safetensors: F32 tensor %q has %d data bytes, not a multiple of 4", t.Name, len(t.Data))
-	}
-	out := make([]float32, len(t.Data)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-	}
-	return out, nil
+	return decode(t, F32, func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) })
 }
 
 // Int64s decodes an I64 tensor.
 func (t Tensor) Int64s() ([]int64, error) {
-	if t.DType != I64 {
-		return nil, fmt.Errorf("safetensors: tensor %q is %s, want I64", t.Name, t.DType)
+	return decode(t, I64, func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) })
+}
+
+// decode decodes t's elements, which must be of dtype want, with one, which reads an element
+// from its want.Size() bytes.
+func decode[T any](t Tensor, want DType, one func([]byte) T) ([]T, error) {
+	if t.DType != want {
+		return nil, fmt.Errorf("safetensors: tensor %q is %s, want %s", t.Name, t.DType, want)
 	}
-	if len(t.Data)%8 != 0 {
-		return nil, fmt.Errorf("safetensors: I64 tensor %q has %d data bytes, not a multiple of 8", t.Name, len(t.Data))
+	n := want.Size()
+	if len(t.Data)%n != 0 {
+		return nil, fmt.Errorf("safetensors: %s tensor %q has %d data bytes, not a multiple of %d", want, t.Name, len(t.Data), n)
 	}
-	out := make([]int64, len(t.Data)/8)
+	out := make([]T, len(t.Data)/n)
 	for i := range out {
-		out[i] = int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
+		out[i] = one(t.Data[n*i:])
 	}
 	return out, nil
 }
