@@ -14,7 +14,6 @@ import (
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
-	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
@@ -290,7 +289,7 @@ else <|begin_of_text|> and <|eot_id|> or <|end_of_text|> (Llama 3).
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&s.Arch, "arch", "", "architecture, a config.json model_type: "+strings.Join(model.ArchNames(), ", ")+" (required)")
+	f.StringVar(&s.Arch, "arch", "", "architecture, a registered config.json model_type such as qwen3 or llama; another lists them (required)")
 	f.IntVar(&s.Hidden, "hidden", 0, "hidden size (required)")
 	f.IntVar(&s.Layers, "layers", 0, "number of blocks (required)")
 	f.IntVar(&s.Heads, "heads", 0, "attention heads (required)")
