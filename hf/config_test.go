@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/drmas-dev/drmas/model"
 )
 
 func readTestConfig(t *testing.T, name string) Config {
@@ -123,7 +125,7 @@ func TestRopeParametersForm(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	base := `"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300`
 	cases := []struct{ json, want string }{
-		{`{"model_type": "gemma", ` + base + `}`, `model_type "gemma" is not supported (supported: llama, mistral, qwen2, qwen3)`},
+		{`{"model_type": "gemma", ` + base + `}`, `model_type "gemma" is not supported (supported: ` + strings.Join(model.ArchNames(), ", ") + `)`},
 		{`{` + base + `}`, `model_type "" is not supported`},
 		{`{"model_type": "qwen2", ` + base + `, "rope_scaling": {"type": "yarn", "factor": 4}}`, "rope_scaling type yarn is not supported"},
 		{`{"model_type": "llama", ` + base + `, "rope_scaling": {"rope_type": "llama3"}}`, "rope_scaling type llama3 is not supported"},

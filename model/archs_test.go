@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,8 +14,10 @@ import (
 // the entry's biases and q/k norms; a second entry of one name panics.
 func TestArchRegistry(t *testing.T) {
 	names := ArchNames()
-	if len(names) < 4 {
-		t.Fatalf("registry %v", names)
+	for _, want := range []string{"llama", "mistral", "qwen2", "qwen3"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("registry %v lacks %s", names, want)
+		}
 	}
 	for _, n := range names {
 		a, ok := LookupArch(n)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/client"
 	"github.com/drmas-dev/drmas/storage/miniotest"
@@ -108,10 +109,10 @@ func TestModelErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"model", "inspect", "--model", bad}, `model_type "mamba" is not supported (supported: llama, mistral, qwen2, qwen3)`},
+		{[]string{"model", "inspect", "--model", bad}, `model_type "mamba" is not supported (supported: ` + strings.Join(model.ArchNames(), ", ") + `)`},
 		{[]string{"model", "inspect", "--model", filepath.Join(tmp, "none")}, "no such file"},
 		{[]string{"model", "inspect"}, `required flag(s) "model" not set`},
-		{initArgs("gpt2", tinyTokenizer, filepath.Join(tmp, "x"), "1"), `--arch "gpt2": want one of llama, mistral, qwen2, qwen3`},
+		{initArgs("gpt2", tinyTokenizer, filepath.Join(tmp, "x"), "1"), `--arch "gpt2": want one of ` + strings.Join(model.ArchNames(), ", ")},
 		{initArgs("qwen3", tmp, filepath.Join(tmp, "x"), "1"), "no tokenizer.json"},
 		{initArgs("qwen2", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--head-dim", "8"), "qwen2 has head_dim = hidden/heads"},
 		{initArgs("qwen3", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--dtype", "int4"), `dtype "int4" is not supported`},
