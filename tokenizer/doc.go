@@ -13,9 +13,9 @@
 //	(*BPE).Decode(ids)           text
 //	(*BPE).VocabSize()           highest id + 1 over the BPE vocabulary and the added tokens
 //	(*BPE).TokenID(s)            the id of a token by its tokenizer.json spelling
-//	(*BPE).EOS()                 the end-of-turn id for chat
+//	(*BPE).EOS()                 the end-of-turn id for chat (<|im_end|>, Llama 3's <|eot_id|>)
 //	(*BPE).IsSpecial(id)         whether id is an added token marked special
-//	(*BPE).ChatPrompt(msgs, gen) the ChatML prompt the model's chat template renders
+//	(*BPE).ChatPrompt(msgs, gen) the prompt the model's chat template renders (ChatML, Llama 3)
 //
 // Encode follows the pipeline of tokenizer.json: added tokens (special or not) are found in
 // the text first, leftmost and longest first, honouring each token's lstrip, rstrip,
@@ -61,6 +61,8 @@
 // once; LoadDir refuses files over 256 MiB) and by the text (the word cache holds at most
 // 65,536 words of at most 64 bytes). A *BPE is safe for concurrent use.
 //
-// ChatPrompt renders Qwen's ChatML as the templates in tokenizer_config.json do for messages
-// with a role and a content; see its doc for the Qwen3 and Qwen2.5 variants.
+// ChatPrompt renders Qwen's ChatML, or Llama 3's header turns, as the templates in
+// tokenizer_config.json do for messages with a role and a content; see its doc for the Qwen3,
+// Qwen2.5 and Llama 3 variants. Llama 3.1 and later templates (a dated system preamble) are
+// refused.
 package tokenizer

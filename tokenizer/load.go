@@ -45,6 +45,7 @@ type BPE struct {
 	isSpecial []bool  // added tokens marked special
 	special   []int32 // their ids, until buildPieces
 	eos       int32
+	bosToken  string // tokenizer_config.json's bos_token ("" = none)
 	chat      chatTemplate
 
 	cache wordCache

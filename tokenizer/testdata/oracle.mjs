@@ -5,7 +5,8 @@
 //           nfc = the string with every stretch between added tokens put in NFC by JS's
 //           String.prototype.normalize (tokenizers normalize those stretches, not the whole).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
-//           (template defaults to MODEL_DIR's tokenizer_config.json chat_template).
+//           (template defaults to MODEL_DIR's tokenizer_config.json chat_template; bos_token
+//           and enable_thinking=false are passed as transformers would).
 //   bench:  IN is a JSON array of strings; prints "BYTES WALL_NS CPU_NS" for one encode pass
 //           over them after a warm-up pass (CPU: user + system time of the process).
 import fs from "node:fs";
@@ -24,6 +25,7 @@ if (mode === "chat") {
       messages: c.messages,
       add_generation_prompt: c.add_generation_prompt,
       enable_thinking: false,
+      bos_token: config.bos_token?.content ?? config.bos_token,
     }),
   );
   fs.writeFileSync(outPath, JSON.stringify(out));
