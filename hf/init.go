@@ -10,7 +10,7 @@ import (
 
 // InitSpec describes a random model to make (drmas model init).
 type InitSpec struct {
-	Arch                                                  string // qwen2 or qwen3
+	Arch                                                  string // qwen2, qwen3 or llama
 	Hidden, Layers, Heads, KVHeads, Intermediate, HeadDim int    // HeadDim 0: Hidden/Heads
 	Vocab                                                 int
 	MaxPositions                                          int // 0: 32768
@@ -29,8 +29,19 @@ func VocabFor(t TokenizerInfo) int {
 }
 
 // SpecialIDs picks bos_token_id and eos_token_id from a tokenizer's added tokens as Qwen's
-// configs set them: BOS <|endoftext|>, EOS <|im_end|> (else <|endoftext|>). Absent ones are nil.
+// configs set them: BOS <|endoftext|>, EOS <|im_end|> (else <|endoftext|>); or, for Llama 3's
+// tokens, as Llama 3 Instruct's do: BOS <|begin_of_text|>, EOS <|end_of_text|> and <|eot_id|>.
+// Absent ones are nil.
 func SpecialIDs(t TokenizerInfo) (bos, eos []int) {
+	if id, ok := t.Tokens["<|begin_of_text|>"]; ok {
+		bos = []int{id}
+		for _, s := range []string{"<|end_of_text|>", "<|eot_id|>"} {
+			if id, ok := t.Tokens[s]; ok {
+				eos = append(eos, id)
+			}
+		}
+		return bos, eos
+	}
 	if id, ok := t.Tokens["<|endoftext|>"]; ok {
 		bos, eos = []int{id}, []int{id}
 	}
@@ -43,9 +54,9 @@ func SpecialIDs(t TokenizerInfo) (bos, eos []int) {
 // NewConfig builds the config.json of a Qwen2 or Qwen3 model of the spec's sizes, with the
 // fields and defaults of the released Qwen2.5 and Qwen3 configs (RoPE θ 10^6, RMSNorm ε 10^-6).
 func NewConfig(s InitSpec) (Config, error) {
-	arch := map[string]string{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[s.Arch]
+	arch := map[string]string{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}[s.Arch]
 	if arch == "" {
-		return Config{}, fmt.Errorf("--arch %q: want qwen2 or qwen3: %w", s.Arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("--arch %q: want qwen2, qwen3 or llama: %w", s.Arch, ErrUnsupported)
 	}
 	if err := s.check(); err != nil {
 		return Config{}, err
@@ -73,6 +84,13 @@ func NewConfig(s InitSpec) (Config, error) {
 	}
 	if s.Arch == "qwen3" {
 		m["head_dim"], m["attention_bias"], m["rope_scaling"] = s.HeadDim, false, nil
+	}
+	if s.Arch == "llama" { // Llama 3's released values, without its RoPE scaling
+		for _, k := range []string{"use_sliding_window", "sliding_window", "max_window_layers"} {
+			delete(m, k)
+		}
+		m["head_dim"], m["attention_bias"], m["mlp_bias"], m["rope_scaling"] = s.HeadDim, false, false, nil
+		m["rope_theta"], m["rms_norm_eps"] = 5e5, 1e-5
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
