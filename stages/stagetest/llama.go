@@ -52,7 +52,7 @@ func TinyLlama3Tokenizer(t testing.TB, dir string) string {
 			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
 		}},
 		"decoder": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-		"model": map[string]any{"type": "BPE", "ignore_merges": true, "vocab": vocab, "merges": merges},
+		"model":   map[string]any{"type": "BPE", "ignore_merges": true, "vocab": vocab, "merges": merges},
 	}
 	cfg := map[string]any{"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template": Llama3ChatTemplate,
 		"clean_up_tokenization_spaces": true, "tokenizer_class": "PreTrainedTokenizerFast"}
