@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
@@ -165,4 +167,69 @@ func TestRunMixedTeam(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "store")
 	runMixed(t, qwen, llama, "", "", store)
 	checkMixedRun(t, store, qwen, llama)
+	got, _, err := execute(t, "--store", store, "--run", "mixed", "analyze", "--format", "csv", "--sql",
+		"select model, count(*) from metrics where agent = '*' group by model order by model")
+	if err != nil || got != "model,count_star()\nsolver_m,2\nverifier_m,2\n" {
+		t.Errorf("learn metrics per model: %q %v; want two learn steps of each", got, err)
+	}
+}
+
+// TestRunMixedTeamThroughServe is the mixed team's smoke through `drmas serve --hf`, one
+// server per model: the Qwen3 solver's server hot-swaps each step's LoRA adapter (vLLM's
+// /v1/load_lora_adapter), the Llama verifier's reloads each step's full folder (sglang's
+// /update_weights_from_disk); each server renders and stops with its own model's tokenizer.
+func TestRunMixedTeamThroughServe(t *testing.T) {
+	qwen, llama := mixedBases(t) // before HOME moves: the oracles are under it
+	tmp := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
+	t.Setenv("HOME", tmp)
+	store := filepath.Join(tmp, "store")
+	qURL, qLog := startServe(t, "--hf", qwen, "--served-model-name", "solver_m", "--store", store)
+	lURL, lLog := startServe(t, "--hf", llama, "--served-model-name", "verifier_m", "--store", store)
+	log := runMixed(t, qwen, llama,
+		", backend: openai, openai: {endpoint: "+qURL+", version_wait: 30s}",
+		", backend: openai, openai: {endpoint: "+lURL+", version_wait: 30s, reload: sglang}", store)
+	log += "\nsolver's server:\n" + qLog.String() + "\nverifier's server:\n" + lLog.String()
+	want := []string{"loaded LoRA adapter solver_m@step=0", "loaded LoRA adapter solver_m@step=1"}
+	for _, step := range []int64{0, 1} {
+		want = append(want, "reloaded its weights from "+filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("mixed", step)), "verifier_m"))
+	}
+	for _, w := range want {
+		if !strings.Contains(log, w) {
+			t.Errorf("the logs have no %q:\n%s", w, log)
+		}
+	}
+	checkMixedRun(t, store, qwen, llama)
+	stepDir := func(step int64, id string) string {
+		return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("mixed", step)), id)
+	}
+	policies := map[string]func(int64) *model.LLM{
+		"solver": cached(func(step int64) (*model.LLM, error) {
+			m, _, err := hf.LoadLLM(qwen)
+			if err == nil {
+				err = hf.ApplyAdapter(m, stepDir(step, "solver_m"))
+			}
+			return m, err
+		}, t),
+		"verifier": cached(func(step int64) (*model.LLM, error) {
+			m, _, err := hf.LoadLLM(stepDir(step, "verifier_m"))
+			return m, err
+		}, t),
+	}
+	worst := 0.0
+	for iter := range 2 {
+		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("mixed", iter)))) {
+			lp, _, err := policies[r.Agent](r.PolicyVersion).Score([]model.Sequence{{Prompt: r.PromptIDs, Response: r.ResponseIDs}}, 1)
+			if err != nil || len(lp[0]) != len(r.ResponseLogprobs) {
+				t.Fatalf("%s row %d: %v, %d log-probs for %d", r.Agent, r.RowID, err, len(r.ResponseLogprobs), len(lp))
+			}
+			for j, v := range lp[0] {
+				worst = max(worst, math.Abs(float64(v)-float64(r.ResponseLogprobs[j])))
+			}
+		}
+	}
+	if worst > 1e-4 {
+		t.Errorf("rows' log-probs differ from the in-process score of their agent's model at their step by up to %g", worst)
+	}
+	t.Logf("served log-probs within %.2g of each agent's own model at the row's step", worst)
 }
