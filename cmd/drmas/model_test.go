@@ -111,7 +111,7 @@ func TestModelErrors(t *testing.T) {
 		{[]string{"model", "inspect", "--model", bad}, `model_type "mamba" is not supported (supported: llama, qwen2, qwen3)`},
 		{[]string{"model", "inspect", "--model", filepath.Join(tmp, "none")}, "no such file"},
 		{[]string{"model", "inspect"}, `required flag(s) "model" not set`},
-		{initArgs("gpt2", tinyTokenizer, filepath.Join(tmp, "x"), "1"), `--arch "gpt2": want qwen2 or qwen3`},
+		{initArgs("gpt2", tinyTokenizer, filepath.Join(tmp, "x"), "1"), `--arch "gpt2": want qwen2, qwen3 or llama`},
 		{initArgs("qwen3", tmp, filepath.Join(tmp, "x"), "1"), "no tokenizer.json"},
 		{initArgs("qwen2", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--head-dim", "8"), "qwen2 has head_dim = hidden/heads"},
 		{initArgs("qwen3", tinyTokenizer, filepath.Join(tmp, "x"), "1", "--dtype", "int4"), `dtype "int4" is not supported`},
