@@ -24,7 +24,7 @@ docs:
 ## `-tags invariants` (package internal/invariants), then the whole suite (storage acceptance
 ## against a real MinIO and the local folder, DuckDB shard checks, estimator goldens, engine
 ## gradient checks, stage, pipeline and reliability tests), summarised by internal/testreport.
-INVARIANT_PKGS := ./kernels ./stages/... ./pipeline ./ablate
+INVARIANT_PKGS := ./estimators ./stages/... ./pipeline ./ablate
 ## The optimizer's and the estimators' tests again with GOAMD64=v3 (where the CPU has it), whose
 ## compiler fuses float multiply-adds unless the code forbids it: the AdamW update must stay
 ## bit-identical to the GPU kernel's on such hosts too, and normalize's statistics to a

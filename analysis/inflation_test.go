@@ -27,7 +27,7 @@ func stats(x []float64) (mu, sd float64) {
 }
 
 // The condition is computed twice: by the SQL from the rollouts, and here in Go from the same
-// rows; its mean and max must also equal the diagnostics normalize wrote (the kernels), and its
+// rows; its mean and max must also equal the diagnostics normalize wrote (the estimators package), and its
 // advantage energies the sums of the stored advantages.
 func TestConditionMatchesDiagnosticsAndAdvantages(t *testing.T) {
 	ctx := context.Background()

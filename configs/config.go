@@ -25,7 +25,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -414,10 +414,10 @@ func (c *Config) OptimOf(agent string) Optim {
 	return o
 }
 
-// estimator returns the canonical name of an advantage estimator (kernels.ParseSpec) with the
+// estimator returns the canonical name of an advantage estimator (estimators.ParseSpec) with the
 // configured ε, as the normalize stage resolves it.
 func estimator(name string, eps float64) (string, error) {
-	s, err := kernels.Resolve(name, eps)
+	s, err := estimators.Resolve(name, eps)
 	if err != nil {
 		return "", err
 	}

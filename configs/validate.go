@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/internal/excerpt"
-	"github.com/drmas-dev/drmas/kernels"
 )
 
 // Validate reports every problem of c at once. Every number must be finite: NaN and ±Inf
@@ -138,7 +138,7 @@ func (c *Config) Validate() error {
 	if _, err := estimator(c.Learn.Estimator, c.Normalize.Eps); err != nil {
 		bad("learn.estimator: %v", err)
 	}
-	need(c.Normalize.Eps < kernels.MinEps, "normalize.eps", c.Normalize.Eps, fmt.Sprintf("≥ %g (%s)", kernels.MinEps, kernels.WhyMinEps))
+	need(c.Normalize.Eps < estimators.MinEps, "normalize.eps", c.Normalize.Eps, fmt.Sprintf("≥ %g (%s)", estimators.MinEps, estimators.WhyMinEps))
 	l := c.Learn
 	need(l.Epochs < 1, "learn.epochs", l.Epochs, "≥ 1")
 	need(l.MiniBatches < 1, "learn.mini_batches", l.MiniBatches, "≥ 1")

@@ -66,7 +66,7 @@ func TestUnknownEstimatorsRejected(t *testing.T) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	if strings.Contains(err.Error(), "normalize.estimators[2]") || strings.Contains(err.Error(), "kernels:") {
+	if strings.Contains(err.Error(), "normalize.estimators[2]") || strings.Contains(err.Error(), "estimators:") {
 		t.Errorf("error blames a good estimator or names a package: %v", err)
 	}
 	ok := write(t, "ok.yaml", "normalize: {estimators: [drmas, grpo_step_nostd, rloo_agent, drgrpo, drmas_eps1e-4]}\nlearn: {estimator: drgrpo}\n")
@@ -514,7 +514,7 @@ func TestTemperaturesFitFloat32(t *testing.T) {
 	}
 }
 
-// TestTinyEpsRefused: ε below kernels.MinEps (in normalize.eps or an estimator's _eps suffix)
+// TestTinyEpsRefused: ε below estimators.MinEps (in normalize.eps or an estimator's _eps suffix)
 // would turn scores closer than about 1e-154 (σ = 0 in float64) into huge advantages.
 func TestTinyEpsRefused(t *testing.T) {
 	for body, want := range map[string]string{

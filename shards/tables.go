@@ -8,7 +8,7 @@ package shards
 // these types changes the stored bytes. Column order follows field order.
 
 // DiagnosticsRow is one row of diagnostics/est=<name>/agents.parquet: the Lemma 4.2 statistics of
-// one agent over the iteration's groups (kernels.AgentDiagnostics), and the estimator's
+// one agent over the iteration's groups (estimators.AgentDiagnostics), and the estimator's
 // advantage statistics for it: AdvMean, AdvAbsMean and AdvStd are the mean, the mean absolute
 // value and the population standard deviation (divided by n) of the agent's stored (float32)
 // advantages.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/jobs"
-	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -192,7 +192,7 @@ baseline statistics used) plus per-agent diagnostics (μ_k, σ_k, μ, σ, the Le
 factor), each folder committed with a manifest.
 
 Estimators (several at once, one pass over the data):
-` + kernels.EstimatorHelp(),
+` + estimators.EstimatorHelp(),
 		Example: "  drmas --run demo run-stage normalize --iter 0 --estimator drmas,grpo",
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return requireIter(cmd, o.Iteration) },

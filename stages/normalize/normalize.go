@@ -1,6 +1,6 @@
 // Package normalize is the normalize stage: it reads the key and score columns of an
 // iteration's committed rollout parts, computes the requested advantage estimators in one pass
-// per part (kernels), and commits one narrow sidecar per part and estimator plus per-agent
+// per part (package estimators), and commits one narrow sidecar per part and estimator plus per-agent
 // diagnostics (docs/design.md, "Shard schemas" and "Estimators").
 //
 // Parts are processed concurrently, on up to GOMAXPROCS goroutines, and their results merged
@@ -27,10 +27,10 @@ import (
 	"time"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/jobs"
-	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/storage"
@@ -39,7 +39,7 @@ import (
 // Options select what to normalize.
 type Options struct {
 	Iteration int
-	// Estimators are estimator names (kernels.ParseSpec); default: the config's
+	// Estimators are estimator names (estimators.ParseSpec); default: the config's
 	// normalize.estimators.
 	Estimators []string
 	// Shard selects the parts this worker normalizes (zero value: all of them). The worker that
@@ -59,14 +59,14 @@ type Result struct {
 	Diagnostics map[string][]DiagnosticsRow
 }
 
-// ParseSpecs resolves estimator names with the configured ε (kernels.Resolve: a name that
+// ParseSpecs resolves estimator names with the configured ε (estimators.Resolve: a name that
 // spells ε out, e.g. drmas_eps1e-6, keeps its own), rejecting duplicates.
-func ParseSpecs(names []string, eps float64) ([]kernels.Spec, error) {
-	var specs []kernels.Spec
+func ParseSpecs(names []string, eps float64) ([]estimators.Spec, error) {
+	var specs []estimators.Spec
 	var errs []error
 	seen := map[string]string{} // canonical name → the name it was first requested as
 	for _, n := range names {
-		s, err := kernels.Resolve(n, eps)
+		s, err := estimators.Resolve(n, eps)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -141,7 +141,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 
 // resolve fills o's defaults (the whole iteration, normalize.estimators) and resolves the
 // estimators.
-func resolve(env *stages.Env, o *Options) ([]kernels.Spec, error) {
+func resolve(env *stages.Env, o *Options) ([]estimators.Spec, error) {
 	if o.Shard == (jobs.Shard{}) {
 		o.Shard = jobs.Whole
 	}
@@ -166,7 +166,7 @@ type stageRun struct {
 	in    *commit.Manifest
 	inSHA string
 
-	todo      []kernels.Spec
+	todo      []estimators.Spec
 	advDirs   []string
 	inputs    []commit.Input
 	manifests []*commit.Manifest // what each advantage folder will commit, less its files
@@ -191,7 +191,7 @@ func readRollout(ctx context.Context, env *stages.Env, iter int) (*stageRun, err
 // plan skips the estimators whose advantage folder is committed from this rollout, refuses one
 // committed from another, and prepares the manifests of the rest (w.todo). When none is left it
 // logs so and returns the result.
-func (w *stageRun) plan(ctx context.Context, specs []kernels.Spec) (*Result, error) {
+func (w *stageRun) plan(ctx context.Context, specs []estimators.Spec) (*Result, error) {
 	res := &Result{Rows: w.in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	for _, s := range specs {
 		res.Estimators = append(res.Estimators, s.Name())
@@ -309,10 +309,10 @@ func (w *stageRun) computePart(ctx context.Context, f commit.File, sl *slot, p *
 	for _, out := range sl.outs {
 		sl.presize(out, keys.Len())
 	}
-	diags, err := kernels.ComputeWithDiagnostics(ctx, w.todo, cols, sl.outs, sl.diags)
+	diags, err := estimators.ComputeWithDiagnostics(ctx, w.todo, cols, sl.outs, sl.diags)
 	if err != nil {
 		// The kernel names the row by its index and codes; name its row_id, uid and agent.
-		var oe *kernels.OverflowError
+		var oe *estimators.OverflowError
 		if errors.As(err, &oe) && oe.Row >= 0 && oe.Row < keys.Len() {
 			r := oe.Row
 			err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
@@ -377,7 +377,7 @@ func (w *stageRun) finalize(ctx context.Context, res *Result) (committed, pendin
 
 // commitDiagnostics merges the parts' statistics from their receipts and commits the
 // estimator's diagnostics folder.
-func (w *stageRun) commitDiagnostics(ctx context.Context, s kernels.Spec, params map[string]string, recs []commit.Receipt) ([]DiagnosticsRow, error) {
+func (w *stageRun) commitDiagnostics(ctx context.Context, s estimators.Spec, params map[string]string, recs []commit.Receipt) ([]DiagnosticsRow, error) {
 	var acc diagAcc
 	for _, r := range recs {
 		var part diagExport
@@ -412,19 +412,19 @@ func (w *stageRun) commitDiagnostics(ctx context.Context, s kernels.Spec, params
 // and the sidecar encoder's scratch space, reused from part to part.
 type slot struct {
 	kr     shards.KeyReader
-	colBuf kernels.Columns
-	diags  []kernels.AgentDiagnostics
-	outs   []*kernels.Result
+	colBuf estimators.Columns
+	diags  []estimators.AgentDiagnostics
+	outs   []*estimators.Result
 	enc    sidecarEncoder
 	// arena holds the slot's per-row columns (keys, trajectories, results) and the encoded
 	// sidecars on huge pages; forEachPart frees it when every part is done.
 	arena hugemem.Arena
 }
 
-func newSlot(estimators int) *slot {
-	sl := &slot{outs: make([]*kernels.Result, estimators)}
+func newSlot(nEst int) *slot {
+	sl := &slot{outs: make([]*estimators.Result, nEst)}
 	for i := range sl.outs {
-		sl.outs[i] = &kernels.Result{}
+		sl.outs[i] = &estimators.Result{}
 	}
 	sl.kr.Arena = &sl.arena
 	sl.enc.arena = &sl.arena
@@ -433,7 +433,7 @@ func newSlot(estimators int) *slot {
 
 // presize gives r's columns room for n rows from the slot's arena (ComputeMany then reuses
 // them). Compact statistics touch only the pages of their few entries.
-func (sl *slot) presize(r *kernels.Result, n int) {
+func (sl *slot) presize(r *estimators.Result, n int) {
 	r.Advantage = hugemem.Grow(&sl.arena, r.Advantage[:0], n)
 	r.PairRow = hugemem.Grow(&sl.arena, r.PairRow[:0], n)
 	r.BaselineMean = hugemem.Grow(&sl.arena, r.BaselineMean[:0], n)
@@ -457,7 +457,7 @@ type partOut struct {
 // part more than that holding encoded sidecars (compute's outputs, until written). The first
 // error (in part order) cancels the others' ctx; it is returned once every started part has
 // stopped.
-func forEachPart(ctx context.Context, n, estimators int,
+func forEachPart(ctx context.Context, n, nEst int,
 	compute func(ctx context.Context, i int, sl *slot, p *partOut) error,
 	write func(ctx context.Context, i int, p *partOut) error,
 	merge func(i int, p *partOut) error) error {
@@ -467,14 +467,14 @@ func forEachPart(ctx context.Context, n, estimators int,
 	free := make(chan *slot, workers)
 	all := make([]*slot, workers)
 	for i := range all {
-		all[i] = newSlot(estimators)
+		all[i] = newSlot(nEst)
 		free <- all[i]
 	}
 	// Output sets: a part takes one before computing and gives it back once written, so at
 	// most workers+1 parts hold encoded sidecars (one writing while every slot computes).
 	outs := make(chan *partOut, min(n, workers+1))
 	for range cap(outs) {
-		outs <- &partOut{data: make([][]byte, estimators), extras: make([][]byte, estimators), files: make([]commit.File, estimators)}
+		outs <- &partOut{data: make([][]byte, nEst), extras: make([][]byte, nEst), files: make([]commit.File, nEst)}
 	}
 	defer func() { // after wg.Wait (deferred below): no part uses a slot or a buffer any more
 		for _, sl := range all {
@@ -544,7 +544,7 @@ func forEachPart(ctx context.Context, n, estimators int,
 // readPart fetches the key columns of one committed part (only their column chunks: the token
 // columns are never downloaded) after checking its size against the manifest, and decodes them
 // into the slot's reusable buffers (sl.keys, sl.cols stay valid until the slot's next part).
-func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, sl *slot) (*kernels.Columns, *shards.Keys, error) {
+func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, sl *slot) (*estimators.Columns, *shards.Keys, error) {
 	name := path.Join(dir, f.Name)
 	// A committed part that is gone or of another size was damaged in the store since.
 	fix := fmt.Sprintf("restore it, or delete %s/ and roll the iteration out again", dir)
@@ -566,10 +566,10 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 		return nil, nil, fmt.Errorf("%s has %d rows, its manifest says %d (damaged in the store): %s", name, keys.Len(), f.Rows, fix)
 	}
 	// No separate cols.Validate pass: ReadKeys yields dense codes, contiguous groups and finite
-	// scores, and kernels.ComputeMany checks the same properties as it goes (returning
+	// scores, and estimators.ComputeMany checks the same properties as it goes (returning
 	// Validate's *ValidationError, naming the part, should they ever fail).
 	if sl.kr.NoSample {
-		// No estimator needs trajectories (kernels.Spec.UsesTraj).
+		// No estimator needs trajectories (estimators.Spec.UsesTraj).
 		sl.colBuf.Traj = nil
 	} else {
 		if err := checkSampleOrder(keys); err != nil {
@@ -584,8 +584,8 @@ func readPart(ctx context.Context, env *stages.Env, dir string, f commit.File, s
 // ColumnsOf turns decoded keys into kernel columns. Trajectories are (uid, sample) runs:
 // rows are sorted by (uid, sample, step, agent), so a new trajectory starts wherever the group
 // or the sample changes.
-func ColumnsOf(k *shards.Keys) *kernels.Columns {
-	return &kernels.Columns{Group: k.Group, Traj: trajCodes(nil, k), Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
+func ColumnsOf(k *shards.Keys) *estimators.Columns {
+	return &estimators.Columns{Group: k.Group, Traj: trajCodes(nil, k), Agent: k.Agent, Score: k.Score, NumAgents: len(k.Agents)}
 }
 
 // checkSampleOrder reports the first row whose sample is below the previous row's in the same
@@ -632,7 +632,7 @@ type diagAcc struct {
 }
 
 type agentAcc struct {
-	d                        kernels.AgentDiagnostics
+	d                        estimators.AgentDiagnostics
 	sumMuK, sumSigK, sumMu   float64
 	sumSig, sumZero, sumInfl float64
 	advN                     int64
@@ -656,7 +656,7 @@ func (x *agentAcc) addAdv(n int64, sum, absSum, m2 float64) {
 	x.advM2 += m2
 }
 
-func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.AgentDiagnostics, r *kernels.Result) {
+func (a *diagAcc) add(k *shards.Keys, cols *estimators.Columns, diags []estimators.AgentDiagnostics, r *estimators.Result) {
 	if a.byAgent == nil {
 		a.byAgent = map[string]*agentAcc{}
 	}
@@ -707,7 +707,7 @@ func (a *diagAcc) add(k *shards.Keys, cols *kernels.Columns, diags []kernels.Age
 }
 
 // finite reports the first agent (in name order) whose diagnostic sums over its groups are not
-// finite: each group's statistics are (the kernels check them), but scores near ±1.8e308 can
+// finite: each group's statistics are (the estimators check them), but scores near ±1.8e308 can
 // still overflow a sum over many groups.
 func (a *diagAcc) finite() error {
 	names := slices.Sorted(maps.Keys(a.byAgent))
@@ -731,7 +731,7 @@ func (a *diagAcc) finite() error {
 type diagExport map[string]agentExport
 
 type agentExport struct {
-	D                        kernels.AgentDiagnostics
+	D                        estimators.AgentDiagnostics
 	SumMuK, SumSigK, SumMu   float64
 	SumSig, SumZero, SumInfl float64
 	AdvN                     int64

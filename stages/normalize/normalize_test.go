@@ -24,7 +24,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
-	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
@@ -78,7 +78,7 @@ func testEnv(tb testing.TB, root string) *stages.Env {
 }
 
 // rowSidecar is the sidecar as the row writer (shards.WriteAdvantages) encodes it.
-func rowSidecar(k *shards.Keys, r *kernels.Result) []shards.AdvantageRow {
+func rowSidecar(k *shards.Keys, r *estimators.Result) []shards.AdvantageRow {
 	rows := make([]shards.AdvantageRow, k.Len())
 	for i := range rows {
 		rows[i] = shards.AdvantageRow{
@@ -120,7 +120,7 @@ func TestSidecarEncoding(t *testing.T) {
 	defer db.Close()
 	dir := t.TempDir()
 	for _, name := range []string{"drmas", "grpo", "grpo_step", "drmas_nostd", "rloo", "rloo_agent", "random"} {
-		var res kernels.Result
+		var res estimators.Result
 		perPair := false
 		if name == "random" {
 			// Statistics with a distinct value a row: the PLAIN fallback of the encoder.
@@ -132,11 +132,11 @@ func TestSidecarEncoding(t *testing.T) {
 				res.GroupSize = append(res.GroupSize, r.Int32())
 			}
 		} else {
-			sp, err := kernels.ParseSpec(name)
+			sp, err := estimators.ParseSpec(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := kernels.Compute(ctx, sp, cols, &res); err != nil {
+			if err := estimators.Compute(ctx, sp, cols, &res); err != nil {
 				t.Fatal(err)
 			}
 			perPair = sp.PerPair()
@@ -301,7 +301,7 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, _, _ := commit.Read(ctx, b, commit.RolloutDir("t", 3))
-	sp, _ := kernels.ParseSpec("drmas")
+	sp, _ := estimators.ParseSpec("drmas")
 	for i, f := range m.Files {
 		data, err := commit.ReadFile(ctx, b, commit.AdvantageDir("t", 3, "drmas"), f)
 		if err != nil {
@@ -319,8 +319,8 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res kernels.Result
-		if err := kernels.Compute(ctx, sp, ColumnsOf(keys), &res); err != nil {
+		var res estimators.Result
+		if err := estimators.Compute(ctx, sp, ColumnsOf(keys), &res); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, rowSidecar(keys, &res)) {

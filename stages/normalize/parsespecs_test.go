@@ -6,7 +6,7 @@ import (
 )
 
 // TestParseSpecs: the configured ε applies to names that do not spell ε out; a name that does
-// keeps its own, even when it is the kernels default (1e-6) and the config says otherwise.
+// keeps its own, even when it is the estimators default (1e-6) and the config says otherwise.
 func TestParseSpecs(t *testing.T) {
 	for _, tc := range []struct {
 		names   []string

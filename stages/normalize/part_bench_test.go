@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
-	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -37,8 +37,8 @@ func BenchmarkPartStages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := []*kernels.Result{{}}
-	if err := kernels.ComputeMany(ctx, specs, cols, out); err != nil {
+	out := []*estimators.Result{{}}
+	if err := estimators.ComputeMany(ctx, specs, cols, out); err != nil {
 		b.Fatal(err)
 	}
 	rows := float64(keys.Len())
@@ -56,7 +56,7 @@ func BenchmarkPartStages(b *testing.B) {
 	b.Run("compute", func(b *testing.B) {
 		cpu0 := cpuNow()
 		for i := 0; i < b.N; i++ {
-			if err := kernels.ComputeMany(ctx, specs, cols, out); err != nil {
+			if err := estimators.ComputeMany(ctx, specs, cols, out); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -66,7 +66,7 @@ func BenchmarkPartStages(b *testing.B) {
 	b.Run("diagnose", func(b *testing.B) {
 		cpu0 := cpuNow()
 		for i := 0; i < b.N; i++ {
-			if _, err := kernels.Diagnose(cols); err != nil {
+			if _, err := estimators.Diagnose(cols); err != nil {
 				b.Fatal(err)
 			}
 		}

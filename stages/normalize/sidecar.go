@@ -15,8 +15,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/internal/hugemem"
-	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 )
 
@@ -38,7 +38,7 @@ import (
 //   - baseline_mean, baseline_std, group_size: dictionary-encoded when the row group has at
 //     most a quarter as many distinct values as rows, with indices bit-packed, else PLAIN and
 //     zstd-compressed. These statistics are one value per (uid, agent) pair for every
-//     estimator but rloo (kernels.Spec.PerPair): then each pair's value is read once and looked
+//     estimator but rloo (estimators.Spec.PerPair): then each pair's value is read once and looked
 //     up once; otherwise every row is checked (and a per-agent cache spares most lookups).
 //
 // Indices are written as one bit-packed run of the RLE/bit-packed hybrid encoding (their
@@ -132,18 +132,18 @@ type sidecarEncoder struct {
 type run struct{ code, n int32 }
 
 // encodeSidecar encodes the sidecar of one part: row i describes keys row i with result row i.
-func encodeSidecar(k *shards.Keys, r *kernels.Result) ([]byte, error) {
+func encodeSidecar(k *shards.Keys, r *estimators.Result) ([]byte, error) {
 	var e sidecarEncoder
 	return e.encode(k, r, false)
 }
 
 // encode encodes the sidecar of one part; the bytes are valid until the next call. perPair
 // promises that r's BaselineMean, BaselineStd and GroupSize are one value per (uid, agent)
-// pair (kernels.Spec.PerPair): the encoder then reads them once per pair and row group. They
+// pair (estimators.Spec.PerPair): the encoder then reads them once per pair and row group. They
 // are then either per row (read at the pair's first row in the row group) or, when
-// r.SparseStats is set, compact (kernels.Result.SparseStats): one entry per pair and row
+// r.SparseStats is set, compact (estimators.Result.SparseStats): one entry per pair and row
 // group, which needs r.SparseStats = shards.RowGroupRows.
-func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool) ([]byte, error) {
+func (e *sidecarEncoder) encode(k *shards.Keys, r *estimators.Result, perPair bool) ([]byte, error) {
 	e.perPair = perPair
 	e.compact = perPair && r.SparseStats > 0
 	e.statAt = 0
@@ -197,7 +197,7 @@ func (e *sidecarEncoder) encode(k *shards.Keys, r *kernels.Result, perPair bool)
 }
 
 // rowGroup appends rows [s, e) as one row group.
-func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *kernels.Result, s, t int) error {
+func (e *sidecarEncoder) rowGroup(k *shards.Keys, r *estimators.Result, s, t int) error {
 	n := t - s
 	rg := format.RowGroup{NumRows: int64(n), FileOffset: int64(len(e.out)), Ordinal: int16(len(e.rowGrps))}
 	cols := make([]format.ColumnChunk, 0, len(sidecarColumns))
@@ -344,7 +344,7 @@ func (e *sidecarEncoder) valueColumn(name string, typ format.Type, grp, ag []int
 	e.bits = vb
 	if e.perPair {
 		// One value per (uid, agent) pair and row group: read it once per pair, at the pair's
-		// first row or, for compact statistics (kernels.Result.SparseStats), entry p.
+		// first row or, for compact statistics (estimators.Result.SparseStats), entry p.
 		pv := grow(e.pairVal, int(e.npairs))
 		e.pairVal = pv
 		for p, i := range e.first[:len(pv)] {

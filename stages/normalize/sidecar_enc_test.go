@@ -11,7 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/encoding/rle"
 
-	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/shards"
 )
 
@@ -74,7 +74,7 @@ func TestIndexEncodings(t *testing.T) {
 	}
 }
 
-// TestSidecarSparsePlain: statistics computed sparsely (kernels.Result.SparseStats) with too
+// TestSidecarSparsePlain: statistics computed sparsely (estimators.Result.SparseStats) with too
 // many distinct values for a dictionary still give every row its pair's value (PLAIN path).
 func TestSidecarSparsePlain(t *testing.T) {
 	ctx := context.Background()
@@ -92,17 +92,17 @@ func TestSidecarSparsePlain(t *testing.T) {
 	for g := 0; g <= (n-1)/3; g++ {
 		k.UIDs = append(k.UIDs, fmt.Sprintf("u%06d", g))
 	}
-	spec, err := kernels.ParseSpec("drmas")
+	spec, err := estimators.ParseSpec("drmas")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cols := ColumnsOf(k)
-	var full kernels.Result
-	if err := kernels.Compute(ctx, spec, cols, &full); err != nil {
+	var full estimators.Result
+	if err := estimators.Compute(ctx, spec, cols, &full); err != nil {
 		t.Fatal(err)
 	}
-	sparse := kernels.Result{SparseStats: shards.RowGroupRows}
-	if err := kernels.Compute(ctx, spec, cols, &sparse); err != nil {
+	sparse := estimators.Result{SparseStats: shards.RowGroupRows}
+	if err := estimators.Compute(ctx, spec, cols, &sparse); err != nil {
 		t.Fatal(err)
 	}
 	var e sidecarEncoder

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/jobs"
-	"github.com/drmas-dev/drmas/kernels"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
@@ -55,7 +55,7 @@ func readSidecars(t *testing.T, env *stages.Env, est string) (map[string][]shard
 
 // independentColumns builds kernel columns from rows with maps, independently of the stage's
 // page decoding.
-func independentColumns(rows []shards.Row) *kernels.Columns {
+func independentColumns(rows []shards.Row) *estimators.Columns {
 	groups, trajs, agents := map[string]int32{}, map[string]int32{}, map[string]int32{}
 	code := func(m map[string]int32, k string) int32 {
 		c, ok := m[k]
@@ -65,7 +65,7 @@ func independentColumns(rows []shards.Row) *kernels.Columns {
 		}
 		return c
 	}
-	c := &kernels.Columns{}
+	c := &estimators.Columns{}
 	for _, r := range rows {
 		c.Group = append(c.Group, code(groups, r.UID))
 		c.Traj = append(c.Traj, code(trajs, r.TrajUID))
@@ -90,13 +90,13 @@ func TestStageSidecarsMatchReference(t *testing.T) {
 		t.Fatalf("estimators %v", res.Estimators)
 	}
 	for _, est := range res.Estimators {
-		spec, _ := kernels.ParseSpec(est)
+		spec, _ := estimators.ParseSpec(est)
 		got, m := readSidecars(t, env, est)
 		if m.Rows != int64(len(ps[0])+len(ps[1])+len(ps[2])) || m.Params["estimator"] != est {
 			t.Fatalf("%s manifest %+v", est, m)
 		}
 		for p, rows := range ps {
-			want, err := kernels.Reference(spec, independentColumns(rows))
+			want, err := estimators.Reference(spec, independentColumns(rows))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/drmas-dev/drmas/configs"
-	"github.com/drmas-dev/drmas/kernels"
+	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/workflows"
 )
@@ -26,11 +26,11 @@ func newFilter(cfg *configs.Config, wf workflows.Workflow, iter, tasks int) (*fi
 	if err != nil {
 		return nil, err
 	}
-	spec, err := kernels.Resolve(cfg.Learn.Estimator, cfg.Normalize.Eps)
+	spec, err := estimators.Resolve(cfg.Learn.Estimator, cfg.Normalize.Eps)
 	if err != nil {
 		return nil, err
 	}
-	perAgent := spec.Estimator == kernels.DrMAS || (spec.Estimator == kernels.RLOO && spec.PerAgent)
+	perAgent := spec.Estimator == estimators.DrMAS || (spec.Estimator == estimators.RLOO && spec.PerAgent)
 	return &filter{reserve: reserve, perAgent: perAgent}, nil
 }
 

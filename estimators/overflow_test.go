@@ -1,4 +1,4 @@
-package kernels
+package estimators
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestOverflowIsAnError(t *testing.T) {
 		name  string
 		cols  *Columns
 		specs []string
-		want  string // after "kernels: <spec>: "
+		want  string // after "estimators: <spec>: "
 	}{
 		// Σ(x−μ)² = 2e400 overflows: σ = +Inf (the advantages used to be written as 0).
 		{"std", oneAgent(normal, []float64{1e200, -1e200, 0}), []string{"drmas", "grpo", "grpo_step", "drmas_nostd"},
@@ -63,7 +63,7 @@ func TestOverflowIsAnError(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := "kernels: " + name + ": " + tc.want
+				want := "estimators: " + name + ": " + tc.want
 				err = Compute(ctx, sp, tc.cols, &Result{})
 				if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "scale them down") {
 					t.Errorf("%s: Compute error %v, want %q… scale them down", name, err, want)
@@ -89,7 +89,7 @@ func TestOverflowIsAnError(t *testing.T) {
 // statistics that are not finite, as DiagnoseReference does.
 func TestOverflowDiagnostics(t *testing.T) {
 	cols := oneAgent([]float64{1, 0}, []float64{1e200, -1e200, 0})
-	want := "kernels: diagnostics: row 2 (group 1, agent 0): group std is not finite"
+	want := "estimators: diagnostics: row 2 (group 1, agent 0): group std is not finite"
 	_, err := Diagnose(cols)
 	_, refErr := DiagnoseReference(cols)
 	if err == nil || !strings.HasPrefix(err.Error(), want) || refErr == nil || refErr.Error() != err.Error() {
@@ -110,7 +110,7 @@ func TestOverflowDiagnostics(t *testing.T) {
 		t.Fatalf("grpo over trajectories averaging 0: %v", err)
 	}
 	_, err = ComputeWithDiagnostics(context.Background(), []Spec{sp}, cols, []*Result{&out}, nil)
-	want = "kernels: diagnostics: row 0 (group 0, agent 0): group std is not finite"
+	want = "estimators: diagnostics: row 0 (group 0, agent 0): group std is not finite"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("ComputeWithDiagnostics error %v, want %q…", err, want)
 	}

@@ -1,4 +1,4 @@
-package kernels
+package estimators
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return "kernels: invalid columns: " + strings.Join(e.Problems, "; ")
+	return "estimators: invalid columns: " + strings.Join(e.Problems, "; ")
 }
 
 // rowList collects up to maxListed row descriptions and counts the rest.

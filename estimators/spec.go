@@ -1,4 +1,4 @@
-package kernels
+package estimators
 
 import (
 	"fmt"
@@ -70,13 +70,13 @@ func (s Spec) eps() float64 {
 // Validate reports a Spec that cannot be computed.
 func (s Spec) Validate() error {
 	if !s.Estimator.valid() {
-		return fmt.Errorf("kernels: invalid estimator %v", s.Estimator)
+		return fmt.Errorf("estimators: invalid estimator %v", s.Estimator)
 	}
 	if s.PerAgent && s.Estimator != RLOO {
-		return fmt.Errorf("kernels: PerAgent is only meaningful for rloo (drmas is the per-agent form of %s)", s.Estimator)
+		return fmt.Errorf("estimators: PerAgent is only meaningful for rloo (drmas is the per-agent form of %s)", s.Estimator)
 	}
 	if math.IsNaN(s.Eps) || math.IsInf(s.Eps, 0) || s.Eps < 0 || s.Eps > 0 && s.Eps < MinEps {
-		return fmt.Errorf("kernels: eps must be 0 (meaning %g) or a finite number ≥ %g, got %g", DefaultEps, MinEps, s.Eps)
+		return fmt.Errorf("estimators: eps must be 0 (meaning %g) or a finite number ≥ %g, got %g", DefaultEps, MinEps, s.Eps)
 	}
 	return nil
 }

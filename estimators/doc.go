@@ -1,4 +1,4 @@
-// Package kernels computes the group-relative advantages of the drmas normalize stage and the
+// Package estimators computes the group-relative advantages of the drmas normalize stage and the
 // per-agent diagnostics of Dr. MAS (Lemma 4.2 of the paper), on row-aligned key and score
 // columns.
 //
@@ -50,4 +50,4 @@
 // constant, its branch in Compute (compute.go) and in Reference (reference.go), and its name in
 // the tests' allSpecNames; TestEstimatorTable fails until the entry is covered by the tests
 // that hold Compute to Reference.
-package kernels
+package estimators

@@ -1,4 +1,4 @@
-package kernels
+package estimators
 
 import (
 	"context"
@@ -495,7 +495,7 @@ type OverflowError struct {
 }
 
 func (e *OverflowError) Error() string {
-	return fmt.Sprintf("kernels: %s: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down",
+	return fmt.Sprintf("estimators: %s: row %d (group %d, agent %d): %s is not finite; the scores are too large, scale them down",
 		e.Estimator, e.Row, e.Group, e.Agent, e.What)
 }
 
@@ -687,7 +687,7 @@ func ComputeWithDiagnostics(ctx context.Context, specs []Spec, cols *Columns, ou
 // group's per-agent diagnostics, as Diagnose does.
 func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Result, acc []diagAcc) error {
 	if len(specs) != len(outs) {
-		return fmt.Errorf("kernels: %d specs but %d results", len(specs), len(outs))
+		return fmt.Errorf("estimators: %d specs but %d results", len(specs), len(outs))
 	}
 	if len(specs) == 0 && acc == nil {
 		return nil
@@ -699,11 +699,11 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 			return err
 		}
 		if outs[i] == nil {
-			return fmt.Errorf("kernels: result %d is nil", i)
+			return fmt.Errorf("estimators: result %d is nil", i)
 		}
 		for j := range i {
 			if outs[j] == outs[i] {
-				return fmt.Errorf("kernels: results %d and %d are the same Result", j, i)
+				return fmt.Errorf("estimators: results %d and %d are the same Result", j, i)
 			}
 		}
 		nd.agent = nd.agent || sp.Estimator == DrMAS || (sp.Estimator == RLOO && sp.PerAgent)
@@ -785,12 +785,12 @@ func computeMany(ctx context.Context, specs []Spec, cols *Columns, outs []*Resul
 }
 
 // errNoTraj is the error of a grpo spec on Columns without trajectory codes.
-var errNoTraj = errors.New("kernels: grpo needs trajectory codes, but Columns.Traj is nil")
+var errNoTraj = errors.New("estimators: grpo needs trajectory codes, but Columns.Traj is nil")
 
 // invalid returns the detailed validation error of a Columns the fast path found invalid.
 func invalid(c *Columns) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return errors.New("kernels: internal error: fast path rejected columns that Validate accepts")
+	return errors.New("estimators: internal error: fast path rejected columns that Validate accepts")
 }

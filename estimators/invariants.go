@@ -1,4 +1,4 @@
-package kernels
+package estimators
 
 import (
 	"fmt"
@@ -16,12 +16,12 @@ func checkInvariants(specs []Spec, cols *Columns, outs []*Result) error {
 	for i, sp := range specs {
 		ref, err := Reference(sp, cols)
 		if err != nil {
-			return fmt.Errorf("kernels: %w: the fast path accepted columns the reference refuses: %v", invariants.ErrViolated, err)
+			return fmt.Errorf("estimators: %w: the fast path accepted columns the reference refuses: %v", invariants.ErrViolated, err)
 		}
 		slack := rlooSlack(sp, cols)
 		o := outs[i]
 		bad := func(what string, row int, got, want any) error {
-			return fmt.Errorf("kernels: %w: %s %s at row %d: fast path %v, reference %v", invariants.ErrViolated, sp, what, row, got, want)
+			return fmt.Errorf("estimators: %w: %s %s at row %d: fast path %v, reference %v", invariants.ErrViolated, sp, what, row, got, want)
 		}
 		for r, a := range o.Advantage {
 			if math.IsNaN(float64(a)) || math.IsInf(float64(a), 0) {
