@@ -169,3 +169,31 @@ func TestChatPromptLlama3Trim(t *testing.T) {
 		t.Fatalf("Llama 3.1 template: %v", err)
 	}
 }
+
+// TestChatPromptLlama3NoTemplate: a Llama 3 tokenizer without a chat template renders Llama 3's
+// turns with <|begin_of_text|>, the generation prompt only when asked, and ends turns at
+// <|eot_id|> (worked by hand).
+func TestChatPromptLlama3NoTemplate(t *testing.T) {
+	tok, err := Load(tinyJSON(func(m map[string]any) {
+		m["normalizer"], m["pre_tokenizer"] = nil, splitWith(llama3Pattern)
+		m["added_tokens"] = []any{map[string]any{"id": 300, "content": "<|begin_of_text|>", "special": true},
+			map[string]any{"id": 301, "content": "<|start_header_id|>", "special": true},
+			map[string]any{"id": 302, "content": "<|end_header_id|>", "special": true},
+			map[string]any{"id": 303, "content": "<|eot_id|>", "special": true}}
+	}), []byte(`{"eos_token": "<|begin_of_text|>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{{"user", " 1234 "}}
+	for gen, want := range map[bool]string{
+		false: "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n1234<|eot_id|>",
+		true:  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n1234<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+	} {
+		if got, err := tok.ChatPrompt(msgs, gen); err != nil || got != want {
+			t.Errorf("gen %v: %q, %v; want %q", gen, got, err, want)
+		}
+	}
+	if ids := tok.Encode("1234"); tok.EOS() != 303 || !slices.Equal(ids, []int32{'1', '2', '3', '4'}) {
+		t.Errorf("EOS %d, ids %v", tok.EOS(), ids)
+	}
+}
