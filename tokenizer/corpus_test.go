@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -85,8 +86,24 @@ func longWord(r *rand.Rand) string {
 	return strings.Repeat("😀", 150)
 }
 
-// testCorpus returns n strings drawn from seed.
-func testCorpus(seed uint64, n int) []string {
+// llamaFragments add Llama 3's added tokens, runs of digits (split in groups of three),
+// contractions in mixed case and runs of whitespace to fragments.
+var llamaFragments = append(slices.Clip(fragments),
+	"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
+	"<|start_header_id|>assistant<|end_header_id|>\n\n", "<|reserved_special_token_0|>",
+	"<|reserved_special_token_250|>", "<|reserved_special_token_25", "<|eot_id", "<|eot_id|>>", "<<|eot_id|>",
+	"<|python_tag|>", "<|eom_id|>", "<|finetune_right_pad_id|>",
+	"1234", "12345", "123456", "1234567890", "00000", "3.141592653", "1,234,567", "2024-07-23",
+	"١٢٣٤٥٦٧", "१२३४५", "¼½¾⅓", "ⅠⅡⅢⅣⅤ", "x2y33z444w5555", "v1.2.34567",
+	"'Re", "'rE", "'Ve", "'vE", "'Ll", "'lL", "'lL'", "'M", "'D", "'T", "SHE'S", "They'Ve", "WE'rE", "i'D",
+	"     ", "        ", "\t \t", "\n\n\n   \n", "  \r\n  ", "\u00a0\u00a0 ", "\n \n \n",
+)
+
+// testCorpus returns n strings drawn from seed over fragments.
+func testCorpus(seed uint64, n int) []string { return corpusOf(seed, n, fragments) }
+
+// corpusOf returns n strings drawn from seed over frags.
+func corpusOf(seed uint64, n int, frags []string) []string {
 	r := rand.New(rand.NewPCG(seed, 0x70c))
 	out := make([]string, 0, n)
 	for len(out) < n {
@@ -98,7 +115,7 @@ func testCorpus(seed uint64, n int) []string {
 		for range 1 + r.IntN(12) {
 			switch k := r.IntN(10); {
 			case k < 5:
-				b.WriteString(fragments[r.IntN(len(fragments))])
+				b.WriteString(frags[r.IntN(len(frags))])
 			case k < 9:
 				b.WriteString(randomRunes(r, 1+r.IntN(8)))
 			default:

@@ -49,7 +49,7 @@ func replaceInvalid(s string) string {
 func (t *BPE) encodeText(ids []int32, s string) []int32 {
 	var w mergeWork
 	for i := 0; i < len(s); {
-		end := nextPiece(s, i)
+		end := nextPiece(s, i, t.digits)
 		ids = t.encodeWord(ids, s[i:end], &w)
 		i = end
 	}

@@ -34,6 +34,7 @@ type BPE struct {
 	merges       map[uint64]uint64
 	ignoreMerges bool
 	nfc          bool
+	digits       int // the longest run of numbers one pre-token holds (nextPiece)
 
 	added     map[string]int32 // added token content → id
 	rawMatch  *matcher         // added tokens with normalized=false, found in the raw text
@@ -44,6 +45,7 @@ type BPE struct {
 	isSpecial []bool  // added tokens marked special
 	special   []int32 // their ids, until buildPieces
 	eos       int32
+	bosToken  string // tokenizer_config.json's bos_token ("" = none)
 	chat      chatTemplate
 
 	cache wordCache
@@ -153,7 +155,7 @@ func Load(tokenizerJSON, tokenizerConfigJSON []byte) (*BPE, error) {
 	}
 	steps := []func() error{
 		func() error { return t.loadNormalizer(j.Normalizer, "normalizer") },
-		func() error { return checkPreTokenizer(j.PreTokenizer, "pre_tokenizer") },
+		func() error { return t.loadPreTokenizer(j.PreTokenizer, "pre_tokenizer") },
 		func() error { return checkDecoder(j.Decoder) },
 		func() error { return t.loadAdded(j.AddedTokens) },
 		func() error { return t.loadConfig(tokenizerConfigJSON) },
@@ -276,27 +278,39 @@ func (t *BPE) loadNormalizer(raw json.RawMessage, field string) error {
 	return unsupported("%s.type %s (only NFC)", field, excerpt.Quote(c.Type))
 }
 
-// qwenPattern is the Split regex of Qwen2/2.5/3's tokenizer.json, which splitWord implements.
-const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+// The Split regexes nextPiece implements, recognised by their text.
+const (
+	qwenPattern   = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
 
-func checkPreTokenizer(raw json.RawMessage, field string) error {
+// splitPatterns maps each known Split regex to nextPiece's digits: Qwen2/2.5/3 split numbers
+// one by one, Llama 3 (3.0 to 3.3) in groups of up to three.
+var splitPatterns = map[string]int{qwenPattern: 1, llama3Pattern: 3}
+
+const knownPatterns = "Qwen2/2.5/3's or Llama 3's"
+
+func (t *BPE) loadPreTokenizer(raw json.RawMessage, field string) error {
 	var c component
 	if isNull(raw) {
-		return unsupported("%s is null (only Qwen's Split + ByteLevel)", field)
+		return unsupported("%s is null (only Split with %s regex, then ByteLevel)", field, knownPatterns)
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return fmt.Errorf("tokenizer.json: %s: %w", field, err)
 	}
 	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
-		return unsupported("%s.type %s (only a Sequence of Qwen's Split and ByteLevel)", field, excerpt.Quote(c.Type))
+		return unsupported("%s.type %s (only a Sequence of Split with %s regex and ByteLevel)", field, excerpt.Quote(c.Type), knownPatterns)
 	}
 	var split, bl component
 	if json.Unmarshal(c.Pretokenizers[0], &split) != nil || json.Unmarshal(c.Pretokenizers[1], &bl) != nil {
 		return unsupported("%s.pretokenizers are not objects", field)
 	}
+	digits, known := splitPatterns[split.Pattern["Regex"]]
 	switch {
-	case split.Type != "Split" || split.Pattern["Regex"] != qwenPattern:
-		return unsupported("%s.pretokenizers[0] (only Split with Qwen's regex)", field)
+	case split.Type != "Split":
+		return unsupported("%s.pretokenizers[0].type %s (only Split)", field, excerpt.Quote(split.Type))
+	case !known:
+		return unsupported("%s.pretokenizers[0].pattern.Regex %s is not one this package implements (only %s)", field, excerpt.Quote(split.Pattern["Regex"]), knownPatterns)
 	case split.Behavior != "Isolated" || split.Invert:
 		return unsupported("%s.pretokenizers[0].behavior %s invert %v (only Isolated, false)", field, excerpt.Quote(split.Behavior), split.Invert)
 	case bl.Type != "ByteLevel":
@@ -306,6 +320,7 @@ func checkPreTokenizer(raw json.RawMessage, field string) error {
 	case bl.UseRegex == nil || *bl.UseRegex:
 		return unsupported("%s.pretokenizers[1].use_regex (only false)", field)
 	}
+	t.digits = digits
 	return nil
 }
 

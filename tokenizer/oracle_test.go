@@ -44,29 +44,37 @@ func writeJSON(t testing.TB, path string, v any) {
 	}
 }
 
-var real struct {
+// realTokenizer is a real tokenizer folder's *BPE, loaded once per test binary.
+type realTokenizer struct {
 	once sync.Once
 	tok  *BPE
 	err  error
+}
+
+var realQwen3, realLlama3 realTokenizer
+
+func (r *realTokenizer) load(t testing.TB, dir string) *BPE {
+	t.Helper()
+	r.once.Do(func() { r.tok, r.err = LoadDir(dir) })
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.tok
 }
 
 // qwen3 loads the real Qwen3 tokenizer (once per test binary) or skips (fails on CI).
 func qwen3(t testing.TB) (*BPE, string) {
 	t.Helper()
 	dir := oracles.Qwen3TokenizerDir(t)
-	real.once.Do(func() { real.tok, real.err = LoadDir(dir) })
-	if real.err != nil {
-		t.Fatal(real.err)
-	}
-	return real.tok, dir
+	return realQwen3.load(t, dir), dir
 }
 
-// TestEncodeMatchesHF compares ids, id for id, with Hugging Face's JS tokenizer on the real
-// Qwen3 files for 10,000 generated strings, and checks that Decode gives HF's decode and the
-// input with its stretches between added tokens in NFC (JS's normalize).
-func TestEncodeMatchesHF(t *testing.T) {
-	tok, dir := qwen3(t)
-	corpus := testCorpus(1, 10000)
+// matchHF compares tok's ids, id for id, with Hugging Face's JS tokenizer on the folder dir
+// for every string of corpus, and Decode with HF's decode and with the input (its stretches
+// between added tokens in NFC when nfc, as JS's normalize computes them). It returns how many
+// strings hold a special token.
+func matchHF(t *testing.T, tok *BPE, dir string, corpus []string, nfc bool) (special int) {
+	t.Helper()
 	var want []struct {
 		IDs  []int32 `json:"ids"`
 		Text string  `json:"text"`
@@ -86,15 +94,32 @@ func TestEncodeMatchesHF(t *testing.T) {
 			}
 			continue
 		}
-		if d := tok.Decode(got); d != want[i].NFC || d != want[i].Text {
+		if slices.ContainsFunc(got, tok.IsSpecial) {
+			special++
+		}
+		input := s
+		if nfc {
+			input = want[i].NFC
+		}
+		if d := tok.Decode(got); d != input || d != want[i].Text {
 			bad++
 			if bad <= 5 {
-				t.Errorf("string %d %q: decode %q, NFC %q, HF decode %q", i, s, d, want[i].NFC, want[i].Text)
+				t.Errorf("string %d %q: decode %q, input %q, HF decode %q", i, s, d, input, want[i].Text)
 			}
 		}
 	}
 	if bad > 0 {
 		t.Fatalf("%d of %d strings differ from HF", bad, len(corpus))
 	}
+	return special
+}
+
+// TestEncodeMatchesHF compares ids, id for id, with Hugging Face's JS tokenizer on the real
+// Qwen3 files for 10,000 generated strings, and checks that Decode gives HF's decode and the
+// input with its stretches between added tokens in NFC (JS's normalize).
+func TestEncodeMatchesHF(t *testing.T) {
+	tok, dir := qwen3(t)
+	corpus := testCorpus(1, 10000)
+	matchHF(t, tok, dir, corpus, true)
 	t.Logf("%d strings: identical ids to HF's tokenizer; decode(encode(s)) = HF's decode = s in NFC between added tokens", len(corpus))
 }

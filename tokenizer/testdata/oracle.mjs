@@ -1,10 +1,12 @@
 // Test oracle for package tokenizer: Hugging Face's own JS tokenizer and Jinja engine.
 // Usage: node oracle.mjs NODE_MODULES MODEL_DIR MODE IN OUT
-//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}]: text = decode(ids);
+//   encode: IN is a JSON array of strings; OUT gets [{ids, text, nfc}]: text = decode(ids)
+//           without clean_up_tokenization_spaces (Llama 3's config turns it on; drmas never);
 //           nfc = the string with every stretch between added tokens put in NFC by JS's
 //           String.prototype.normalize (tokenizers normalize those stretches, not the whole).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
-//           (template defaults to MODEL_DIR's tokenizer_config.json chat_template).
+//           (template defaults to MODEL_DIR's tokenizer_config.json chat_template; bos_token
+//           and enable_thinking=false are passed as transformers would).
 //   bench:  IN is a JSON array of strings; prints "BYTES WALL_NS CPU_NS" for one encode pass
 //           over them after a warm-up pass (CPU: user + system time of the process).
 import fs from "node:fs";
@@ -23,6 +25,7 @@ if (mode === "chat") {
       messages: c.messages,
       add_generation_prompt: c.add_generation_prompt,
       enable_thinking: false,
+      bos_token: config.bos_token?.content ?? config.bos_token,
     }),
   );
   fs.writeFileSync(outPath, JSON.stringify(out));
@@ -39,7 +42,7 @@ if (mode === "chat") {
       s.split(splitter).map((part, i) => (i % 2 === 1 ? part : part.normalize("NFC"))).join("");
     const out = input.map((s) => {
       const ids = enc(s);
-      return { ids, text: tok.decode(ids), nfc: nfc(s) };
+      return { ids, text: tok.decode(ids, { clean_up_tokenization_spaces: false }), nfc: nfc(s) };
     });
     fs.writeFileSync(outPath, JSON.stringify(out));
   } else if (mode === "bench") {
