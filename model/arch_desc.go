@@ -38,6 +38,7 @@ type netDesc struct {
 	pos                    posKind
 	mlp                    mlpKind
 	ropeTheta              float64
+	ropeScaling            RopeScaling
 	// keepMaps: the forward keeps the attention maps for the backward
 	// (memory quadratic in the sequence length; the built-in model's
 	// contexts are short) instead of recomputing them.
@@ -63,6 +64,7 @@ func descOf(c ArchConfig) netDesc {
 		blockDims: dimsOf(c),
 		layers:    c.Layers, vocab: c.Vocab, context: c.Context,
 		norm: normRMS, pos: posRotary, mlp: mlpSwiGLU, ropeTheta: c.RopeTheta,
+		ropeScaling: c.RopeScaling,
 	}
 }
 
@@ -154,5 +156,5 @@ func (d netDesc) rotary(pos []int32) (cos, sin []float32) {
 	if d.pos != posRotary {
 		return nil, nil
 	}
-	return ropeTable(pos, d.hd, d.ropeTheta)
+	return ropeTable(pos, d.hd, d.ropeTheta, d.ropeScaling)
 }
