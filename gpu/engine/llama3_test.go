@@ -20,3 +20,20 @@ func TestLlama3MatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestGPULlama3MatchesCPU is compareLLM on the GPU (gpu/devicecheck.sh runs it) for Llama 3
+// shapes: llama3 scaling with an original context of 64 over sequences past position 128 at
+// head dim 64, untied; and Llama 3's 128,256-token vocabulary, tied (two embedding-gradient
+// launches).
+func TestGPULlama3MatchesCPU(t *testing.T) {
+	d := gpuDevice(t)
+	s := model.RopeScaling{Type: model.RopeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 64}
+	mid := model.ArchConfig{Hidden: 128, Layers: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 352, Vocab: 1000, Context: 512, RopeScaling: s}
+	t.Run("llama3-mid", func(t *testing.T) {
+		compareLLM(t, d, randLLM(t, "llama", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{30, 40}), 65535)
+	})
+	big := model.ArchConfig{Hidden: 64, Layers: 1, Heads: 4, KVHeads: 1, HeadDim: 16, Intermediate: 128, Vocab: 128256, Context: 512, Tie: true, RopeScaling: s}
+	t.Run("llama3-vocab128256", func(t *testing.T) {
+		compareLLM(t, d, randLLM(t, "llama", big), long(big.Vocab, [2]int{100, 50}, [2]int{3, 10}), 65535)
+	})
+}
