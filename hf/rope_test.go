@@ -172,3 +172,38 @@ func TestLlama3VocabMemory(t *testing.T) {
 	}
 	t.Logf("step of 2,048 tokens: %.0f MiB (%+v)", float64(s.Total())/(1<<20), s)
 }
+
+// TestLlama3LoadWrite: a Llama 3 folder loads into the engine with its scaling, and WriteLLM
+// writes it back with the same rope_scaling object, which loads into the same model.
+func TestLlama3LoadWrite(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+		"num_key_value_heads": 2, "intermediate_size": 24, "vocab_size": 40, "rope_theta": 500000.0, "tie_word_embeddings": false,
+		"rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}}`), "llama3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeTestFolder(t, cfg, BF16, RandomTensors(cfg, 4))
+	m, loaded, err := LoadLLM(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (model.RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}); m.Config().RopeScaling != want {
+		t.Fatalf("engine scaling %+v, want %+v", m.Config().RopeScaling, want)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	if err := WriteLLM(back, loaded, m, "", dir); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
+	b, _ := os.ReadFile(filepath.Join(back, ConfigFile))
+	if x, y := ropeObject(t, a, "rope_scaling"), ropeObject(t, b, "rope_scaling"); x != y {
+		t.Errorf("rope_scaling written back as %s, was %s", y, x)
+	}
+	m2, _, err := LoadLLM(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.Config() != m.Config() {
+		t.Errorf("reloaded as %+v, was %+v", m2.Config(), m.Config())
+	}
+}
