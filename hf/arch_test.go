@@ -144,7 +144,7 @@ func TestRegistryDrivesConfig(t *testing.T) {
 func TestSpecialIDsLlama3(t *testing.T) {
 	llama := map[string]int{"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|start_header_id|>": 128006, "<|eot_id|>": 128009}
 	for _, tc := range []struct {
-		tokens   map[string]int
+		tokens map[string]int
 		bos    int
 		eos    []int
 	}{

@@ -45,6 +45,7 @@ type Config struct {
 	MaxPositions      int    // max_position_embeddings (0 when absent)
 	RMSNormEps        float64
 	RopeTheta         float64
+	RopeScaling       model.RopeScaling // rope_scaling or rope_parameters beyond rope_theta (zero: none)
 	TieWordEmbeddings bool
 	AttentionBias     bool   // biases on q, k, v and o, where the architecture reads attention_bias
 	TorchDtype        string // torch_dtype (or dtype): bfloat16, float16, float32, or ""
@@ -150,7 +151,7 @@ func (p *cfgParser) parse() Config {
 		p.fail(formatErr(p.name, fmt.Sprintf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)))
 	}
 	c.RMSNormEps = p.positive("rms_norm_eps", 1e-6)
-	c.RopeTheta = p.rope()
+	c.RopeTheta, c.RopeScaling = p.rope()
 	c.TieWordEmbeddings = p.boolean("tie_word_embeddings", false)
 	if arch.AttentionBias {
 		c.AttentionBias = p.boolean("attention_bias", false)
@@ -242,13 +243,15 @@ func (p *cfgParser) positiveValue(key string, v any) float64 {
 	return f
 }
 
-// rope returns rope_theta from the top level or from rope_parameters (newer transformers),
-// refusing any RoPE scaling, which changes the frequencies.
-func (p *cfgParser) rope() float64 {
+// rope returns rope_theta from the top level or from rope_parameters (newer transformers), and
+// the RoPE scaling of rope_scaling or rope_parameters (ropeScaling), refusing the types the
+// engines do not compute.
+func (p *cfgParser) rope() (float64, model.RopeScaling) {
 	theta := 10000.0 // transformers' default for qwen2, qwen3 and llama
 	if v, ok := p.raw["rope_theta"]; ok && v != nil {
 		theta = p.positiveValue("rope_theta", v)
 	}
+	var scaling model.RopeScaling
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
 		v, ok := p.raw[key]
 		if !ok || v == nil {
@@ -257,26 +260,24 @@ func (p *cfgParser) rope() float64 {
 		m, ok := v.(map[string]any)
 		if !ok {
 			p.fail(formatErr(p.name, fmt.Sprintf("%s is %s, want an object or null", key, jsonKind(v))))
-			return theta
+			return theta, scaling
 		}
-		typ := ""
-		for _, k := range []string{"rope_type", "type"} {
-			if s, ok := m[k].(string); ok && typ == "" {
-				typ = s
-			}
+		s, ok := p.ropeScaling(key, m)
+		if !ok {
+			return theta, scaling
 		}
-		if typ != "" && typ != "default" || typ == "" && key == "rope_scaling" {
-			if typ == "" {
-				typ = "(unnamed)"
-			}
-			p.fail(unsupported(p.name, fmt.Sprintf("%s type %s is not supported (only default RoPE)", key, typ)))
-			return theta
+		if s.Type != "" && scaling.Type != "" && s != scaling {
+			p.fail(formatErr(p.name, "rope_scaling and rope_parameters give different RoPE scalings"))
+			return theta, scaling
+		}
+		if s.Type != "" {
+			scaling = s
 		}
 		if t, ok := m["rope_theta"]; ok && t != nil {
 			theta = p.positiveValue(key+".rope_theta", t)
 		}
 	}
-	return theta
+	return theta, scaling
 }
 
 // ids reads a token id field: an integer, a list of integers, or null.
@@ -402,6 +403,7 @@ func (c Config) JSON() ([]byte, error) {
 	if m["rope_parameters"] == nil || m["rope_theta"] != nil {
 		m["rope_theta"] = c.RopeTheta
 	}
+	putRope(m, c.Raw, c.RopeScaling)
 	m["tie_word_embeddings"] = c.TieWordEmbeddings
 	if c.Arch().AttentionBias {
 		m["attention_bias"] = c.AttentionBias

@@ -86,7 +86,7 @@ func equalConfig(a, b Config) bool {
 		a.Layers == b.Layers && a.Heads == b.Heads && a.KVHeads == b.KVHeads && a.HeadDim == b.HeadDim &&
 		a.Intermediate == b.Intermediate && a.Vocab == b.Vocab && a.MaxPositions == b.MaxPositions &&
 		a.RMSNormEps == b.RMSNormEps && a.RopeTheta == b.RopeTheta && a.TieWordEmbeddings == b.TieWordEmbeddings &&
-		a.AttentionBias == b.AttentionBias && a.TorchDtype == b.TorchDtype
+		a.AttentionBias == b.AttentionBias && a.TorchDtype == b.TorchDtype && a.RopeScaling == b.RopeScaling
 }
 
 // TestRopeParametersForm: newer transformers write rope_parameters instead of rope_theta (and
@@ -127,9 +127,9 @@ func TestConfigErrors(t *testing.T) {
 	cases := []struct{ json, want string }{
 		{`{"model_type": "gemma", ` + base + `}`, `model_type "gemma" is not supported (supported: ` + strings.Join(model.ArchNames(), ", ") + `)`},
 		{`{` + base + `}`, `model_type "" is not supported`},
-		{`{"model_type": "qwen2", ` + base + `, "rope_scaling": {"type": "yarn", "factor": 4}}`, "rope_scaling type yarn is not supported"},
-		{`{"model_type": "llama", ` + base + `, "rope_scaling": {"rope_type": "llama3"}}`, "rope_scaling type llama3 is not supported"},
-		{`{"model_type": "qwen3", ` + base + `, "rope_parameters": {"rope_type": "dynamic", "rope_theta": 1}}`, "rope_parameters type dynamic is not supported"},
+		{`{"model_type": "qwen2", ` + base + `, "rope_scaling": {"type": "yarn", "factor": 4}}`, `rope_scaling type "yarn" is not supported (supported: default, llama3)`},
+		{`{"model_type": "llama", ` + base + `, "rope_scaling": {"rope_type": "llama3"}}`, "rope_scaling.factor is missing (llama3 RoPE needs it)"},
+		{`{"model_type": "qwen3", ` + base + `, "rope_parameters": {"rope_type": "dynamic", "rope_theta": 1}}`, `rope_parameters type "dynamic" is not supported`},
 		{`{"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300}`, "num_hidden_layers is missing"},
 		{`{"model_type": "qwen2", ` + base + `, "num_key_value_heads": 3}`, "num_attention_heads 4 is not a multiple of num_key_value_heads 3"},
 		{`{"model_type": "qwen2", ` + base + `, "num_key_value_heads": 0}`, "num_key_value_heads is 0"},

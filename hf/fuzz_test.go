@@ -72,6 +72,8 @@ var fuzzConfigSeeds = map[string]string{
 	"unknown_type":  `{"model_type":"gpt_neox","hidden_size":8}`,
 	"many_layers":   `{"model_type":"qwen3","hidden_size":8,"num_hidden_layers":16777216,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4}`,
 	"rope_params":   `{"model_type":"qwen3","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"head_dim":16,"intermediate_size":8,"vocab_size":4,"rope_parameters":{"rope_type":"default","rope_theta":5e5},"eos_token_id":[1,2]}`,
+	"llama3_scale":  `{"model_type":"llama","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4,"rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":64}}`,
+	"llama3_params": `{"model_type":"llama","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4,"rope_parameters":{"rope_type":"llama3","rope_theta":5e5,"factor":32,"low_freq_factor":1,"high_freq_factor":4,"original_max_position_embeddings":8192}}`,
 	"deep":          strings.Repeat("[", 5000),
 	"not_an_object": `null`,
 }
@@ -100,7 +102,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for name, js := range fuzzConfigSeeds {
 		write("FuzzParseConfig", name, []byte(js))
 	}
-	for _, name := range []string{"qwen2.5-0.5b-instruct.json", "qwen3-0.6b.json", "qwen3-rope-parameters.json"} {
+	for _, name := range []string{"qwen2.5-0.5b-instruct.json", "qwen3-0.6b.json", "qwen3-rope-parameters.json", "llama-3.2-1b.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "configs", name))
 		if err != nil {
 			t.Fatal(err)

@@ -91,13 +91,6 @@ func NewConfig(s InitSpec) (Config, error) {
 	if arch.AttentionBias {
 		m["attention_bias"] = false
 	}
-	if s.Arch == "llama" { // Llama 3's released values, without its RoPE scaling
-		for _, k := range []string{"use_sliding_window", "sliding_window", "max_window_layers"} {
-			delete(m, k)
-		}
-		m["head_dim"], m["attention_bias"], m["mlp_bias"], m["rope_scaling"] = s.HeadDim, false, false, nil
-		m["rope_theta"], m["rms_norm_eps"] = 5e5, 1e-5
-	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return Config{}, err

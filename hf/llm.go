@@ -14,14 +14,14 @@ import (
 const maxEngineContext = 1 << 20
 
 // ArchConfig is the engine's description of the architecture c reads: model.ArchConfig with
-// the sizes, RMSNorm ε, RoPE θ, tying, biases and q/k norms of config.json.
+// the sizes, RMSNorm ε, RoPE θ and scaling, tying, biases and q/k norms of config.json.
 // max_position_embeddings becomes the context (32768 when absent, at most maxEngineContext).
 func (c Config) ArchConfig() model.ArchConfig {
 	return model.ArchConfig{
 		Arch: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
 		HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, Context: min(c.MaxPositions, maxEngineContext),
 		RMSNormEps: c.RMSNormEps, RopeTheta: c.RopeTheta, Tie: c.TieWordEmbeddings,
-		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(),
+		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(), RopeScaling: c.RopeScaling,
 	}.WithDefaults()
 }
 

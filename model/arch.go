@@ -29,6 +29,9 @@ type ArchConfig struct {
 	QKVBias      bool    `json:"qkv_bias"` // q/k/v projections have biases
 	OBias        bool    `json:"o_bias"`   // o_proj has a bias
 	QKNorm       bool    `json:"qk_norm"`  // per-head RMSNorm of q and k before RoPE
+
+	// RopeScaling rescales the rotary frequencies (zero: plain RoPE).
+	RopeScaling RopeScaling `json:"rope_scaling,omitzero"`
 }
 
 // WithDefaults fills what the architecture fixes or config.json may omit:
@@ -47,6 +50,9 @@ func (c ArchConfig) WithDefaults() ArchConfig {
 	}
 	if c.RopeTheta == 0 {
 		c.RopeTheta = 10000
+	}
+	if c.RopeScaling == (RopeScaling{Type: "default"}) {
+		c.RopeScaling = RopeScaling{}
 	}
 	if a, ok := registry[c.Arch]; ok {
 		if !a.AttentionBias {
@@ -97,6 +103,9 @@ func (c ArchConfig) Validate() error {
 	}
 	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
 		bad("rope_theta %v must be finite and > 1", c.RopeTheta)
+	}
+	if err := c.RopeScaling.Validate(); err != nil {
+		bad("%w", err)
 	}
 	if ok {
 		if !a.AttentionBias && c.QKVBias != a.QKVBias {

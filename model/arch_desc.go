@@ -14,6 +14,7 @@ type netDesc struct {
 	pos                    PosKind
 	mlp                    MLPKind
 	ropeTheta              float64
+	ropeScaling            RopeScaling
 	// keepMaps: the forward keeps the attention maps for the backward
 	// (memory quadratic in the sequence length; the built-in model's
 	// contexts are short) instead of recomputing them.
@@ -40,6 +41,7 @@ func descOf(c ArchConfig) netDesc {
 		blockDims: dimsOf(c),
 		layers:    c.Layers, vocab: c.Vocab, context: c.Context,
 		norm: b.Norm, pos: b.Pos, mlp: b.MLP, ropeTheta: c.RopeTheta,
+		ropeScaling: c.RopeScaling,
 	}
 }
 
@@ -131,5 +133,5 @@ func (d netDesc) rotary(pos []int32) (cos, sin []float32) {
 	if d.pos != PosRotary {
 		return nil, nil
 	}
-	return ropeTable(pos, d.hd, d.ropeTheta)
+	return ropeTable(pos, d.hd, d.ropeTheta, d.ropeScaling)
 }

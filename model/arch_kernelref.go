@@ -11,7 +11,8 @@ import "fmt"
 // gate|up row holds Intermediate gate values, then Intermediate up values.
 type BlockRef struct {
 	Heads, KVHeads, HeadDim, Intermediate int
-	Eps                                   float64 // RMSNorm epsilon
+	Eps                                   float64     // RMSNorm epsilon
+	RopeScaling                           RopeScaling // of RopeTable's frequencies
 }
 
 func (b BlockRef) dims() blockDims {
@@ -69,9 +70,10 @@ func (b BlockRef) QKNormBackward(dqkv []float32, n int, qn, kn, xhat, rstd []flo
 	return dqn, dkn, nil
 }
 
-// RopeTable returns the cos and sin tables [len(pos)×hd/2] LLM's passes use.
+// RopeTable returns the cos and sin tables [len(pos)×hd/2] LLM's passes use
+// (frequencies rescaled by b.RopeScaling).
 func (b BlockRef) RopeTable(pos []int32, theta float64) (cos, sin []float32) {
-	return ropeTable(pos, b.HeadDim, theta)
+	return ropeTable(pos, b.HeadDim, theta, b.RopeScaling)
 }
 
 // Rope rotates the q and k heads of qkv[n×QKVWidth] in place (inverse: the

@@ -155,14 +155,11 @@ func qkNormBackward(dqkv []float32, n int, b blockDims, qn, kn, xhat, rstd, dqn,
 }
 
 // ropeTable returns cos and sin [len(pos)×hd/2] of the rotary angles
-// pos·θ^(−2i/hd): inverse frequencies, angles, cos and sin are computed in
-// float64 and then rounded to float32.
-func ropeTable(pos []int32, hd int, theta float64) (cos, sin []float32) {
+// pos·f_i, f_i the inverse frequencies of RopeInvFreq: frequencies, angles,
+// cos and sin are computed in float64 and then rounded to float32.
+func ropeTable(pos []int32, hd int, theta float64, s RopeScaling) (cos, sin []float32) {
 	half := hd / 2
-	inv := make([]float64, half)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(hd))
-	}
+	inv := RopeInvFreq(hd, theta, s)
 	cos, sin = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
 	for r, p := range pos {
 		for i, f := range inv {

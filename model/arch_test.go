@@ -19,6 +19,9 @@ func tinyArchs() map[string]ArchConfig {
 		"qwen3_untied_hd6_bias": ArchConfig{Arch: "qwen3", Hidden: 16, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 6, Intermediate: 20, Vocab: 40, Context: 64,
 			RopeTheta: 1e4, QKVBias: true}.WithDefaults(),
 		"llama_untied": ArchConfig{Arch: "llama", Hidden: 12, Layers: 1, Heads: 3, KVHeads: 3, Intermediate: 16, Vocab: 30, Context: 64, RMSNormEps: 1e-5}.WithDefaults(),
+		// Wavelengths 6.3, 19.9, 62.8, 199 against an original context of 32: kept, blended, slowed.
+		"llama3_tied_scaled": ArchConfig{Arch: "llama", Hidden: 16, Layers: 2, Heads: 2, KVHeads: 1, Intermediate: 24, Vocab: 30, Context: 64, RopeTheta: 100, Tie: true,
+			RopeScaling: RopeScaling{Type: RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 32}}.WithDefaults(),
 	}
 }
 

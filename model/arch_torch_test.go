@@ -27,17 +27,29 @@ func bf16Round(v float32) float32 {
 // transformers' modeling_qwen2.py / modeling_qwen3.py and run in float64 on
 // the same (float32 or BF16-rounded) weights.
 func TestLLMTorchParity(t *testing.T) {
-	py := oracles.Torch(t)
-	cases := []struct {
-		name string
-		cfg  ArchConfig
-		bf16 bool
-	}{
+	torchParity(t, []torchCase{
 		{"qwen2_tied_gqa_f32", ArchConfig{Arch: "qwen2", Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 48, Vocab: 300, Context: 256, RopeTheta: 1e6, Tie: true}, false},
 		{"qwen2_untied_bf16", ArchConfig{Arch: "qwen2", Hidden: 48, Layers: 2, Heads: 6, KVHeads: 2, Intermediate: 64, Vocab: 300, Context: 256, RopeTheta: 1e6}, true},
 		{"qwen3_untied_hd16_f32", ArchConfig{Arch: "qwen3", Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 48, Vocab: 300, Context: 256, RopeTheta: 1e6}, false},
 		{"qwen3_tied_bias_bf16", ArchConfig{Arch: "qwen3", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 24, Intermediate: 96, Vocab: 300, Context: 256, RopeTheta: 1e4, Tie: true, QKVBias: true}, true},
-	}
+	})
+}
+
+// torchCase is one model of a PyTorch parity test: its config, and whether its weights are
+// rounded to BF16 (as a BF16 checkpoint holds them).
+type torchCase struct {
+	name string
+	cfg  ArchConfig
+	bf16 bool
+}
+
+// torchParity runs each case's forward and backward on a seeded random model and batch (one
+// sequence past position 128, short ones, a single-token one) and compares log-probs,
+// entropies (within 5e-5) and every tensor's gradient (within 1e-4 of its largest element)
+// with testdata/qwen_ref.py. It returns the worst differences over all cases.
+func torchParity(t *testing.T, cases []torchCase) (worstLP, worstG float64) {
+	t.Helper()
+	py := oracles.Torch(t)
 	type prepared struct {
 		m         *LLM
 		p         *LLMPass
@@ -91,7 +103,6 @@ func TestLLMTorchParity(t *testing.T) {
 	if out, err := exec.Command(py, filepath.Join("testdata", "qwen_ref.py"), jobsPath).CombinedOutput(); err != nil {
 		t.Fatalf("qwen_ref.py: %v\n%s", err, out)
 	}
-	var worstLP, worstG float64
 	for ci, tc := range cases {
 		run := runs[ci]
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,6 +155,7 @@ func TestLLMTorchParity(t *testing.T) {
 		})
 	}
 	t.Logf("over all cases: worst |Δ log-prob| %.3g, worst relative gradient difference %.3g", worstLP, worstG)
+	return worstLP, worstG
 }
 
 // writeTorchJob writes m's weights and the batch under prefix and returns

@@ -14,6 +14,7 @@ import (
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
@@ -159,6 +160,8 @@ type inspectReport struct {
 	FullStepBytes     int64    `json:"full_step_bytes"`
 	LoRAStepBytes     int64    `json:"lora_step_bytes"`
 	LoRAAdapterParams int64    `json:"lora_adapter_parameters"`
+
+	RopeScaling model.RopeScaling `json:"rope_scaling,omitzero"`
 }
 
 func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectReport, error) {
@@ -183,7 +186,7 @@ func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectRe
 	full, lora := hf.StepMemory(c, rank, tokens)
 	r := &inspectReport{Dir: dir, ModelType: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads,
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, MaxPositions: c.MaxPositions,
-		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(), Tied: c.TieWordEmbeddings, RopeTheta: c.RopeTheta,
+		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(), Tied: c.TieWordEmbeddings, RopeTheta: c.RopeTheta, RopeScaling: c.RopeScaling,
 		RMSNormEps: c.RMSNormEps, Params: c.Params(), Dtypes: w.Dtypes(), WeightFiles: w.Files,
 		TokenizerFiles: tok.Files, TokenizerModel: tok.Model, TokenizerVocab: tok.Vocab, TokenizerAdded: tok.Added,
 		Tokens: tokens, LoRARank: rank, FullStepBytes: full, LoRAStepBytes: lora, LoRAAdapterParams: hf.LoRAParams(c, rank)}
@@ -214,6 +217,10 @@ func printInspect(out io.Writer, r *inspectReport) {
 		r.Hidden, r.Layers, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab, r.MaxPositions)
 	fmt.Fprintf(out, "attention     q/k/v bias %s, o bias %s, q/k norm %s, RoPE theta %g, RMSNorm eps %g, tied embeddings %s\n",
 		yes[r.QKVBias], yes[r.OBias], yes[r.QKNorm], r.RopeTheta, r.RMSNormEps, yes[r.Tied])
+	if s := r.RopeScaling; s.Type != "" {
+		fmt.Fprintf(out, "RoPE scaling  %s: factor %g, low/high frequency factors %g/%g, original context %d\n",
+			s.Type, s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalContext)
+	}
 	fmt.Fprintf(out, "parameters    %s (%s)\n", thousands(r.Params), shortCount(r.Params))
 	fmt.Fprintf(out, "weights       %s, %s in %s\n", strings.Join(r.Dtypes, "+"), humanBytes(r.WeightBytes), strings.Join(r.WeightFiles, ", "))
 	tok := "none (no tokenizer files)"

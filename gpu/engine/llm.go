@@ -291,7 +291,7 @@ func (p *LLMPass) upload(pos, rows, tgts []int32) error {
 		p.tabs[name] = ib.Add(o)
 	}
 	p.rowsP, p.tgtP = p.tabs["resp"], p.tabs["tgts"]
-	cos, sin := model.BlockRef{HeadDim: c.HeadDim}.RopeTable(pos, c.RopeTheta)
+	cos, sin := model.BlockRef{HeadDim: c.HeadDim, RopeScaling: c.RopeScaling}.RopeTable(pos, c.RopeTheta)
 	fb, err := t.buf("rope", 2*len(cos))
 	if err != nil {
 		return err

@@ -2,7 +2,7 @@
 
 Written from the semantics of transformers' modeling_qwen2.py and
 modeling_qwen3.py (pre-norm blocks, float32-style RMSNorm without +1,
-rotate-half RoPE, grouped-query attention, q/k norms for Qwen3, SwiGLU MLP,
+rotate-half RoPE (with Llama 3's rope_scaling), grouped-query attention, q/k norms for Qwen3, SwiGLU MLP,
 tied or untied lm_head), in plain torch so that it runs on Debian's torch 1.13
 without transformers.
 
@@ -74,10 +74,27 @@ def rotate_half(x):
     return torch.cat((-x[..., d:], x[..., :d]), dim=-1)
 
 
-def rope_cos_sin(n, hd, theta, dtype):
+def llama3_scale(inv, rs):
+    """Llama 3.1's frequency rescaling (transformers' rope_type "llama3"), from its
+    definition: a wavelength shorter than ctx/high_freq_factor keeps its frequency, one
+    longer than ctx/low_freq_factor is slowed by factor, and in between the frequency
+    moves linearly in ctx/wavelength from f/factor (at low_freq_factor) to f (at
+    high_freq_factor)."""
+    ctx = float(rs["original_max_position_embeddings"])
+    lo, hi, factor = rs["low_freq_factor"], rs["high_freq_factor"], rs["factor"]
+    cycles = ctx * inv / (2 * math.pi)  # = ctx / wavelength
+    t = ((cycles - lo) / (hi - lo)).clamp(0.0, 1.0)
+    return inv / factor + t * (inv - inv / factor)
+
+
+def rope_cos_sin(n, hd, theta, dtype, scaling=None):
     # Angles in float64, then rounded to the compute dtype (drmas does the same;
     # transformers computes them in float32).
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    if scaling:
+        if scaling.get("rope_type") != "llama3":
+            raise SystemExit("unsupported rope_scaling %r" % scaling)
+        inv = llama3_scale(inv, scaling)
     ang = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
     emb = torch.cat((ang, ang), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -88,7 +105,7 @@ def forward(cfg, W, ids, dtype):
     H, KV, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps, L = cfg["rms_norm_eps"], len(ids)
     x = W["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]
-    cos, sin = rope_cos_sin(L, hd, cfg["rope_theta"], dtype)
+    cos, sin = rope_cos_sin(L, hd, cfg["rope_theta"], dtype, cfg.get("rope_scaling"))
     mask = torch.full((L, L), float("-inf"), dtype=dtype).triu(1)
     for l in range(cfg["layers"]):
         p = "model.layers.%d." % l
