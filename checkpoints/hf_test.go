@@ -13,6 +13,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -68,7 +69,7 @@ func publishHF(t *testing.T) (b *filestore.Bucket, root string, s *checkpoints.S
 func TestPublishLoadHF(t *testing.T) {
 	ctx := context.Background()
 	b, root, s, base := publishHF(t)
-	dir := commit.CheckpointDir("r", 1)
+	dir := layout.CheckpointDir("r", 1)
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestPublishLoadHF(t *testing.T) {
 func TestLoadHFDamaged(t *testing.T) {
 	ctx := context.Background()
 	b, root, _, _ := publishHF(t)
-	key := filepath.Join(root, filepath.FromSlash(commit.CheckpointDir("r", 1)), "q", "config.json")
+	key := filepath.Join(root, filepath.FromSlash(layout.CheckpointDir("r", 1)), "q", "config.json")
 	if err := os.WriteFile(key, []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

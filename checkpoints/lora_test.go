@@ -14,6 +14,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -98,7 +99,7 @@ func TestPublishLoadLoRA(t *testing.T) {
 	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.CheckpointDir("r", 1)
+	dir := layout.CheckpointDir("r", 1)
 	man, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)

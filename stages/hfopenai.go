@@ -9,8 +9,8 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 // hfOpenAIBackend builds the openai backend of Hugging Face model id, which samples checkpoint
@@ -58,7 +58,7 @@ func StepFolder(store, storePath, run string, step int64, id string) string {
 	if storePath != "" {
 		root = storePath
 	}
-	return strings.TrimRight(root, "/") + "/" + commit.CheckpointDir(run, step) + "/" + id
+	return strings.TrimRight(root, "/") + "/" + layout.CheckpointDir(run, step) + "/" + id
 }
 
 // hfTokenizerFolder is a local folder holding model id's tokenizer files and its config: the

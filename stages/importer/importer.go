@@ -10,7 +10,7 @@
 //
 // Then rows are sorted by (uid, sample, step, agent in first-seen order), uids are assigned to
 // parts as contiguous ranges balanced by row count (a uid never split), and the parts are
-// written with shards.WriteTrajectories under commit.RolloutDir and committed with a "rollout"
+// written with shards.WriteTrajectories under layout.RolloutDir and committed with a "rollout"
 // manifest whose ConfigDigest is the sha256 of the input file and whose Params record the
 // source, "imported": "true" and the policy_version. Importing the same file again is a no-op;
 // importing other content into a committed iteration is a conflict (commit.ErrConflict), and
@@ -39,6 +39,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -159,7 +160,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 
 func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
-	if err := commit.ValidateRunName(cfg.Run); err != nil {
+	if err := layout.ValidateRunName(cfg.Run); err != nil {
 		return nil, err
 	}
 	if o.Iteration < 0 || o.Iteration > math.MaxInt32 {
@@ -214,7 +215,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return agentCode[a.Agent] < agentCode[b.Agent]
 	})
 	rows := make([]shards.Row, len(recs))
-	res := &Result{Dir: commit.RolloutDir(cfg.Run, o.Iteration), Rows: int64(len(rows)), Agents: agents, SHA256: commit.Digest(data)}
+	res := &Result{Dir: layout.RolloutDir(cfg.Run, o.Iteration), Rows: int64(len(rows)), Agents: agents, SHA256: commit.Digest(data)}
 	trajs := map[string]bool{}
 	var groupRows []int // rows per uid, in sorted order
 	for i, j := range idx {

@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/workflows"
@@ -56,7 +57,7 @@ func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 
 func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 	cfg := env.Config
-	if m, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+	if m, _, err := commit.Read(ctx, env.Bucket, layout.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return nil, err
 	} else if err == nil {
 		env.Logf("warmup: checkpoint step 0 already committed")
