@@ -14,9 +14,9 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -74,7 +74,7 @@ func adapterBits(l *model.LoRA) []uint32 {
 func TestPublishLoadLoRA(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "base"), stagetest.TinyTokenizer(), 3)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "base"), hftest.TinyTokenizer(), 3)
 	m, cfg, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)

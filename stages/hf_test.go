@@ -11,6 +11,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/stagetest"
@@ -63,7 +64,7 @@ func TestCheckHFMemory(t *testing.T) {
 // model's tokenizer, stops at the tokens it is given, and names what to change when a prompt
 // does not fit the context.
 func TestLocalHFBackend(t *testing.T) {
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "q"), stagetest.TinyTokenizer(), 1)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "q"), hftest.TinyTokenizer(), 1)
 	m, hc, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)
