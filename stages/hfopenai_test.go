@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/hf/hftest"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
@@ -133,7 +134,7 @@ func TestHFOpenAIBackendSwapsAdapters(t *testing.T) {
 	cfg.Models = map[string]configs.Model{"q": {HF: base, LoRA: &configs.LoRA{R: 2}, Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url, Retries: -1}}}
 	cfg.Agents = map[string]configs.Agent{"solver": {Model: "q"}, "verifier": {Model: "q"}}
 	for _, step := range []int64{4, 5} {
-		folder := stages.StepFolder(cfg.Store, "", "r", step, "q")
+		folder := hfmodel.StepFolder(cfg.Store, "", "r", step, "q")
 		writeStepAdapter(t, folder, uint64(step))
 		set := &checkpoints.Set{Step: step, HF: map[string]*checkpoints.HFModel{"q": {Base: base, Dir: base, Config: hc, Model: m}}}
 		bes, err := stages.Backends(cfg, set)

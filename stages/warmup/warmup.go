@@ -16,6 +16,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/layout"
@@ -88,7 +89,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 			set.HF = map[string]*checkpoints.HFModel{}
 		}
 		set.HF[id] = h
-		tok, _, err := stages.ChatTokenizer(h.Dir, h.Config)
+		tok, _, err := hfmodel.ChatTokenizer(h.Dir, h.Config)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", id, err)
 		}
@@ -152,7 +153,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 // a store) after checking that a training step fits in memory; with models.<id>.lora, what
 // trains is a new LoRA adapter over it.
 func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFModel, error) {
-	dir, err := stages.BaseFolder(ctx, env, id)
+	dir, err := env.HF().BaseFolder(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFM
 	if err != nil {
 		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
 	}
-	if err := stages.CheckHFMemory(env.Config, id, hc); err != nil {
+	if err := hfmodel.CheckMemory(env.Config, id, hc); err != nil {
 		return nil, err
 	}
 	m, hc, err := hf.LoadLLM(dir)
