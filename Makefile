@@ -87,7 +87,7 @@ bench-qwen:
 ## T=256 (the anchor: the CPU engine), then a per-kernel profile; prints the speed-up.
 ## Without an NVIDIA driver it times the CPU engine only and says why.
 bench-gpu:
-	$(GO) run ./gpu/cmd/benchgpu $(BENCHGPU_ARGS)
+	$(GO) run ./bench/learnstep $(BENCHGPU_ARGS)
 
 ## gpu-check: build the GPU checks of the learner (equivalence tests, learn stage on the GPU, the
 ## learner-step benchmark GPU vs CPU at d=512, 8 layers, B=64, T=256) into .gpucheck/ for a machine
