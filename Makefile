@@ -79,7 +79,8 @@ bench-engine:
 
 ## bench-qwen: the CPU engine on the Qwen2.5-0.5B shape (random weights, 2 threads) beside PyTorch
 ## on the same weights: forward+backward and batch-8 decode tokens/s with ratios, peak RSS of a
-## full AdamW step. Needs ~9 GB free (drmas, then PyTorch ~7 GB); Debian python3-torch + OpenBLAS.
+## full AdamW step. Needs the memory of that step free (docs/models.md gives the peak RSS); Debian
+## python3-torch + OpenBLAS.
 bench-qwen:
 	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
 

@@ -2,27 +2,27 @@
 # gpu/devicecheck.sh — the GPU learner's checks as one prepared script.
 #
 # The GPU machine has no Go toolchain and no network, so the checks are compiled here and the
-# binaries travel in the ignored folder .gpucheck/ (about 20 MB gzipped):
+# binaries travel in the ignored folder .gpucheck/ (gzipped):
 #
 #   gpu/devicecheck.sh build          # here: test binaries + benchmark into .gpucheck/
 #   gpu/devicecheck.sh run            # on the GPU machine (device tool: carry [".gpucheck"])
 #
 # `run` prints everything and writes $OUT/devicecheck.log (and $OUT/bench.txt). Steps:
 #   1. nvidia-smi and ptxas on gpu/kernels/kernels.ptx (syntax/resources; ptxas is optional)
-#   2. gpu/cuda tests (init guard, UUID format)                            ~ 1 s
+#   2. gpu/cuda tests (init guard, UUID format)
 #   3. gpu/engine GPU tests: GPU vs CPU equivalence (3 shapes),
 #      GPU vs interpreter, 128-tile GEMMs = 64-tile GEMMs bit for bit,
 #      bit-for-bit determinism, the device optimizer (BackwardInto, norms,
-#      clipping, AdamW = the CPU's AdamW bit for bit, Sync)                 ~ 30 s
-#   4. gpu tests (NVML placement -> CUDA device -> "GPU engine on gpu:0")  ~ 1 s
+#      clipping, AdamW = the CPU's AdamW bit for bit, Sync)
+#   4. gpu tests (NVML placement -> CUDA device -> "GPU engine on gpu:0")
 #   5. stages/learn: the learn stage end to end on the GPU engine, with
-#      DRMAS_LEARNER_ENGINE=gpu so a silent CPU fallback fails the step    ~ 30 s
+#      DRMAS_LEARNER_ENGINE=gpu so a silent CPU fallback fails the step
 #   6. learnstep: learner step GPU vs CPU, d=512, 8 layers, B=64, T=256
 #      (the GPU with its device optimizer, then with the host optimizer),
 #      then one profiled GPU step: time and GFLOP/s per kernel; then the
 #      GPU alone with micro-batches of 8 (8 gradient copies a step on the
-#      host-optimizer path)                                              ~ 2-3 min
-#   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test       ~ 1 min
+#      host-optimizer path)
+#   7. only with SANITIZE=1: compute-sanitizer memcheck on a GPU test
 # BENCH_ARGS passes flags to learnstep (e.g. BENCH_ARGS="-cpu-steps 0" on a rerun).
 # Each step has its own timeout, cut to what is left of BUDGET seconds for the whole run
 # (default 500, inside the device machine's 540 s; the steps' own timeouts add up to more),

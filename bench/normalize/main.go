@@ -128,7 +128,7 @@ func runBench(o options) error {
 		}
 		// Flush the previous run's dirty pages and removals before timing this one: otherwise
 		// the first fsync of the next run (drmas syncs what it commits; DuckDB does not) pays
-		// for the previous engine's writeback, ~200 ms measured here.
+		// for the previous engine's writeback.
 		syscall.Sync()
 		args := []string{"-phase", engine, "-store", root, "-threads", fmt.Sprint(o.threads), "-parts", fmt.Sprint(o.parts)}
 		if engine == "drmas" && o.cpuprofile != "" {
