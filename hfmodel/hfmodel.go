@@ -149,7 +149,7 @@ func (env *Env) fetchBase(ctx context.Context, src string) (string, error) {
 		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	defer b.Close()
-	st, err := hf.Fetch(ctx, b, cache)
+	st, err := Fetch(ctx, b, cache)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", src, err)
 	}
