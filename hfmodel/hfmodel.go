@@ -1,7 +1,8 @@
 // Package hfmodel wires a Hugging Face model folder (package hf reads and writes the format)
 // into a run: its chat tokenizer and the ids that end a turn, the rollout backends that sample
 // a checkpoint's model in process or on an OpenAI-compatible server, its base folder fetched
-// from a store, and the memory its training step needs on this machine.
+// from a store (Fetch syncs a store folder into a local cache), and the memory its training
+// step needs on this machine.
 package hfmodel
 
 import (
