@@ -79,7 +79,8 @@ bench-engine:
 
 ## bench-qwen: the CPU engine on the Qwen2.5-0.5B shape (random weights, 2 threads) beside PyTorch
 ## on the same weights: forward+backward and batch-8 decode tokens/s with ratios, peak RSS of a
-## full AdamW step. Needs ~9 GB free (drmas, then PyTorch ~7 GB); Debian python3-torch + OpenBLAS.
+## full AdamW step. Needs the memory of that step free (docs/models.md gives the peak RSS); Debian
+## python3-torch + OpenBLAS.
 bench-qwen:
 	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
 
@@ -87,7 +88,7 @@ bench-qwen:
 ## T=256 (the anchor: the CPU engine), then a per-kernel profile; prints the speed-up.
 ## Without an NVIDIA driver it times the CPU engine only and says why.
 bench-gpu:
-	$(GO) run ./gpu/cmd/benchgpu $(BENCHGPU_ARGS)
+	$(GO) run ./bench/learnstep $(BENCHGPU_ARGS)
 
 ## gpu-check: build the GPU checks of the learner (equivalence tests, learn stage on the GPU, the
 ## learner-step benchmark GPU vs CPU at d=512, 8 layers, B=64, T=256) into .gpucheck/ for a machine

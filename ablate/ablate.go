@@ -40,6 +40,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/pipeline"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -167,9 +168,6 @@ func outputRun(cfg *configs.Config, mode, src, est string, seed uint64) string {
 	return run
 }
 
-// SummaryDir is the folder of a mode's summary.
-func SummaryDir(src, mode string) string { return path.Join(commit.RunDir(src), "ablations", mode) }
-
 // Run runs the ablation and commits its summary. Cancelling ctx stops it with an error that
 // says it was interrupted (naming the stage it stopped in, if one was running) and matches
 // context.Canceled.
@@ -193,7 +191,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (_ *Result, err error)
 	if err != nil {
 		return nil, fmt.Errorf("ablate: %w", err)
 	}
-	if err := commit.ValidateRunName(cfg.Run); err != nil {
+	if err := layout.ValidateRunName(cfg.Run); err != nil {
 		return nil, fmt.Errorf("ablate: source run: %w", err)
 	}
 	if o.Eval && o.Mode == Replay && cfg.Tasks.EvalSize == 0 {
@@ -211,7 +209,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (_ *Result, err error)
 	for _, s := range specs {
 		ests = append(ests, s.Name())
 		for _, seed := range seeds {
-			if err := commit.ValidateRunName(outputRun(cfg, o.Mode, cfg.Run, s.Name(), seed)); err != nil {
+			if err := layout.ValidateRunName(outputRun(cfg, o.Mode, cfg.Run, s.Name(), seed)); err != nil {
 				return nil, fmt.Errorf("ablate: output run: %w", err)
 			}
 		}
@@ -237,7 +235,7 @@ func Run(ctx context.Context, env *stages.Env, o Options) (_ *Result, err error)
 	if o.Iterations.Set {
 		params["iterations"] = fmt.Sprintf("%d..%d", o.Iterations.First, o.Iterations.Last)
 	}
-	res.SummaryDir = SummaryDir(cfg.Run, o.Mode)
+	res.SummaryDir = layout.AblationDir(cfg.Run, o.Mode)
 	res.SummarySHA256, err = writeSummary(ctx, env.Bucket, cfg.Run, res.SummaryDir, res.Rows, inputs, params)
 	return res, err
 }
@@ -263,7 +261,7 @@ func withRun(cfg *configs.Config, run, est string, seed uint64) *configs.Config 
 
 // StoredIterations lists the iterations of run whose rollout is committed.
 func StoredIterations(ctx context.Context, b storage.Bucket, run string) ([]int, error) {
-	prefix := commit.RunDir(run) + "/iter="
+	prefix := layout.RunDir(run) + "/iter="
 	var out []int
 	err := b.Iter(ctx, prefix, func(key string) error {
 		rest := strings.TrimPrefix(key, prefix)
@@ -316,16 +314,16 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 			if skipped[it] {
 				continue
 			}
-			rm, err := CopyFolder(ctx, b, commit.RolloutDir(src, it), b, commit.RolloutDir(run, it))
+			rm, err := CopyFolder(ctx, b, layout.RolloutDir(src, it), b, layout.RolloutDir(run, it))
 			if err != nil {
 				return nil, fmt.Errorf("ablate: copy rollout: %w", err)
 			}
 			version, err := strconv.ParseInt(rm.Params["policy_version"], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("ablate: %s: rollout manifest has no policy_version", commit.RolloutDir(src, it))
+				return nil, fmt.Errorf("ablate: %s: rollout manifest has no policy_version", layout.RolloutDir(src, it))
 			}
 			view := IterCheckpoints(b, run, it)
-			if _, err := CopyFolder(ctx, b, commit.CheckpointDir(src, version), view, commit.CheckpointDir(run, version)); err != nil {
+			if _, err := CopyFolder(ctx, b, layout.CheckpointDir(src, version), view, layout.CheckpointDir(run, version)); err != nil {
 				if errors.Is(err, commit.ErrNotCommitted) {
 					skipped[it] = true
 					why := fmt.Sprintf("iteration %d: checkpoint step %d of run %s that generated it is gone (learn.keep_checkpoints)", it, version, src)
@@ -341,7 +339,7 @@ func replay(ctx context.Context, env *stages.Env, o Options, ests []string, res 
 			}
 			// learn.kl_coef > 0 loads the reference policy (step 0) too: give the view a copy.
 			if acfg.Learn.KLCoef > 0 && version != 0 {
-				if _, err := CopyFolder(ctx, b, commit.CheckpointDir(src, 0), view, commit.CheckpointDir(run, 0)); err != nil {
+				if _, err := CopyFolder(ctx, b, layout.CheckpointDir(src, 0), view, layout.CheckpointDir(run, 0)); err != nil {
 					return nil, fmt.Errorf("ablate: copy the reference checkpoint (step 0, learn.kl_coef > 0): %w", err)
 				}
 			}
@@ -428,13 +426,13 @@ func onPolicy(ctx context.Context, env *stages.Env, o Options, ests []string, se
 // shareWarmup copies run from's warm-up checkpoint (step 0) and its evaluation into run to,
 // unless to already has a step 0, and points to's LATEST at it.
 func shareWarmup(ctx context.Context, b storage.Bucket, from, to string) error {
-	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(to, 0)); err != nil || ok {
+	if ok, err := commit.IsCommitted(ctx, b, layout.CheckpointDir(to, 0)); err != nil || ok {
 		return err
 	}
-	if _, err := CopyFolder(ctx, b, commit.CheckpointDir(from, 0), b, commit.CheckpointDir(to, 0)); err != nil {
+	if _, err := CopyFolder(ctx, b, layout.CheckpointDir(from, 0), b, layout.CheckpointDir(to, 0)); err != nil {
 		return fmt.Errorf("share the warm-up of %s: %w", from, err)
 	}
-	if _, err := CopyFolder(ctx, b, commit.EvalDir(from, 0), b, commit.EvalDir(to, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+	if _, err := CopyFolder(ctx, b, layout.EvalDir(from, 0), b, layout.EvalDir(to, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return fmt.Errorf("share the warm-up evaluation of %s: %w", from, err)
 	}
 	return checkpoints.SetLatest(ctx, b, to, 0)
@@ -447,7 +445,7 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	cfg := env.Config
 	b := env.Bucket
 	run := cfg.Run
-	ldir := commit.LearnDir(run, it)
+	ldir := layout.LearnDir(run, it)
 	lm, lsha, err := commit.Read(ctx, b, ldir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ablate: %w", err)
@@ -470,7 +468,7 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	inputs := []commit.Input{{Dir: ldir, ManifestSHA256: lsha}}
 
 	// Per-agent rollout scores.
-	rdir := commit.RolloutDir(run, it)
+	rdir := layout.RolloutDir(run, it)
 	rm, _, err := commit.Read(ctx, b, rdir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ablate: %w", err)
@@ -506,7 +504,7 @@ func summarize(ctx context.Context, env *stages.Env, mode, est string, seed uint
 	// Evaluation of the published step.
 	var eval *evaluate.ResultRow
 	if len(metrics) > 0 {
-		edir := commit.EvalDir(run, metrics[0].Step)
+		edir := layout.EvalDir(run, metrics[0].Step)
 		ev, esha, err := evaluate.Read(ctx, b, edir)
 		switch {
 		case err == nil:

@@ -19,6 +19,7 @@ import (
 	"github.com/drmas-dev/drmas/ablate"
 	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/importer"
@@ -85,11 +86,11 @@ func TestReplay(t *testing.T) {
 	}
 
 	src := analysistest.Run
-	srcHashes := hashes(t, b, commit.RunDir(src)+"/")
+	srcHashes := hashes(t, b, layout.RunDir(src)+"/")
 	rel := func(m map[string]string, run string) map[string]string {
 		out := map[string]string{}
 		for k, v := range m {
-			if r, ok := strings.CutPrefix(k, commit.RunDir(run)+"/"); ok {
+			if r, ok := strings.CutPrefix(k, layout.RunDir(run)+"/"); ok {
 				out[r] = v
 			}
 		}
@@ -98,9 +99,9 @@ func TestReplay(t *testing.T) {
 	srcRel := rel(srcHashes, src)
 	for _, est := range ests {
 		run := ablate.RunName(ablate.Replay, src, est, cfg.Seed)
-		got := rel(hashes(t, b, commit.RunDir(run)+"/"), run)
+		got := rel(hashes(t, b, layout.RunDir(run)+"/"), run)
 		for it := 0; it < analysistest.Iterations; it++ {
-			iter := path.Base(commit.IterDir(src, it))
+			iter := path.Base(layout.IterDir(src, it))
 			// Same rollout bytes (parts and manifest) for every estimator.
 			n := 0
 			for k, v := range srcRel {
@@ -160,9 +161,9 @@ func TestReplay(t *testing.T) {
 	}
 
 	// Determinism: delete every output, replay again, compare every object's sha256.
-	outPrefixes := []string{ablate.SummaryDir(src, ablate.Replay) + "/"}
+	outPrefixes := []string{layout.AblationDir(src, ablate.Replay) + "/"}
 	for _, r := range res.Runs {
-		outPrefixes = append(outPrefixes, commit.RunDir(r)+"/")
+		outPrefixes = append(outPrefixes, layout.RunDir(r)+"/")
 	}
 	first := hashes(t, b, outPrefixes...)
 	// A rerun over committed outputs is a no-op that succeeds, and the estimators in another
@@ -202,7 +203,7 @@ func TestReplay(t *testing.T) {
 	t.Logf("%d output objects byte-identical across two replays", len(first))
 }
 
-func checkpointEl(step int) string { return path.Base(commit.CheckpointDir("x", int64(step))) }
+func checkpointEl(step int) string { return path.Base(layout.CheckpointDir("x", int64(step))) }
 
 func TestReplaySkipsRetiredCheckpoint(t *testing.T) {
 	ctx := context.Background()
@@ -210,7 +211,7 @@ func TestReplaySkipsRetiredCheckpoint(t *testing.T) {
 	b, _ := filestore.New(store)
 	defer b.Close()
 	// Retention deleted step 0: iteration 0 cannot be replayed, iteration 1 can.
-	if err := os.Remove(filepath.Join(store, filepath.FromSlash(path.Join(commit.CheckpointDir(analysistest.Run, 0), commit.ManifestName)))); err != nil {
+	if err := os.Remove(filepath.Join(store, filepath.FromSlash(path.Join(layout.CheckpointDir(analysistest.Run, 0), commit.ManifestName)))); err != nil {
 		t.Fatal(err)
 	}
 	env := &stages.Env{Bucket: b, Config: cfg}
@@ -267,7 +268,7 @@ func TestOnPolicy(t *testing.T) {
 func readSummaryRun(t *testing.T, b storage.Bucket, run, mode string) []ablate.SummaryRow {
 	t.Helper()
 	ctx := context.Background()
-	dir := ablate.SummaryDir(run, mode)
+	dir := layout.AblationDir(run, mode)
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -355,11 +356,11 @@ func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
 	run := res.Runs[0]
 	var evaluated []string
 	for it := range 2 {
-		ckpt, ckptSHA, err := commit.Read(ctx, env.Bucket, commit.IterDir(run, it)+"/checkpoints/"+checkpointEl(1))
+		ckpt, ckptSHA, err := commit.Read(ctx, env.Bucket, layout.IterDir(run, it)+"/checkpoints/"+checkpointEl(1))
 		if err != nil || *ckpt.Step != 1 {
 			t.Fatalf("iteration %d's step 1: %v", it, err)
 		}
-		ev, _, err := commit.Read(ctx, env.Bucket, commit.IterDir(run, it)+"/eval/"+checkpointEl(1))
+		ev, _, err := commit.Read(ctx, env.Bucket, layout.IterDir(run, it)+"/eval/"+checkpointEl(1))
 		if err != nil {
 			t.Fatalf("iteration %d's evaluation: %v", it, err)
 		}
@@ -371,7 +372,7 @@ func TestReplayEvaluatesEachIterationsCheckpoint(t *testing.T) {
 	if evaluated[0] == evaluated[1] {
 		t.Fatal("the two replayed step-1 checkpoints are the same: the test no longer tells them apart")
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir(run, 1)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.EvalDir(run, 1)); ok {
 		t.Fatal("a replay evaluation was written to the run-wide eval folder, shared by iterations")
 	}
 }
@@ -391,7 +392,7 @@ func TestReplayRefusesOutputsOfAnotherConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := first.Runs[0]
-	next := path.Join(commit.IterDir(run, 1), "checkpoints", checkpointEl(2), "m1", "model.safetensors")
+	next := path.Join(layout.IterDir(run, 1), "checkpoints", checkpointEl(2), "m1", "model.safetensors")
 	before := hashes(t, b, next)[next]
 
 	other := *cfg
@@ -450,7 +451,7 @@ func TestRerunRepairsDamagedSummary(t *testing.T) {
 	if _, err := ablate.Run(ctx, env, o); err != nil {
 		t.Fatal(err)
 	}
-	dir := ablate.SummaryDir(analysistest.Run, ablate.Replay)
+	dir := layout.AblationDir(analysistest.Run, ablate.Replay)
 	want := hashes(t, b, dir+"/")
 	file := filepath.Join(store, filepath.FromSlash(dir), "summary.parquet")
 	for _, damage := range []func() error{
@@ -601,7 +602,7 @@ func TestReplayVariesObjectiveOptions(t *testing.T) {
 		t.Fatalf("replay under options: runs %v, want [%s]", alt.Runs, want)
 	}
 	model := func(run string) string {
-		k := path.Join(commit.IterDir(run, 0), "checkpoints", checkpointEl(1), "m1", "model.safetensors")
+		k := path.Join(layout.IterDir(run, 0), "checkpoints", checkpointEl(1), "m1", "model.safetensors")
 		h := hashes(t, env.Bucket, k)[k]
 		if h == "" {
 			t.Fatalf("%s is missing", k)

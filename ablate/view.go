@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -20,7 +20,7 @@ import (
 func IterCheckpoints(b storage.Bucket, run string, iter int) storage.Bucket {
 	v := &iterView{Bucket: b}
 	for _, el := range []string{"checkpoints", "eval", "eval-train"} {
-		v.maps = append(v.maps, [2]string{commit.RunDir(run) + "/" + el + "/", commit.IterDir(run, iter) + "/" + el + "/"})
+		v.maps = append(v.maps, [2]string{layout.RunDir(run) + "/" + el + "/", layout.IterDir(run, iter) + "/" + el + "/"})
 	}
 	return v
 }

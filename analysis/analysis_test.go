@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -52,7 +53,7 @@ func goRollouts(t *testing.T, b storage.Bucket) []shards.Row {
 	ctx := context.Background()
 	var rows []shards.Row
 	for it := 0; it < analysistest.Iterations; it++ {
-		dir := commit.RolloutDir(analysistest.Run, it)
+		dir := layout.RolloutDir(analysistest.Run, it)
 		m, _, err := commit.Read(ctx, b, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +167,7 @@ func TestViewsMatchShards(t *testing.T) {
 	var goSum float64
 	var goN int
 	ctxb := context.Background()
-	adir := commit.AdvantageDir(analysistest.Run, 0, "drmas")
+	adir := layout.AdvantageDir(analysistest.Run, 0, "drmas")
 	am, _, err := commit.Read(ctxb, b, adir)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestViewsMatchShards(t *testing.T) {
 	// metrics: same rows and grad norms as the Go reader.
 	var goMetrics []learn.MetricsRow
 	for it := 0; it < analysistest.Iterations; it++ {
-		dir := commit.LearnDir(analysistest.Run, it)
+		dir := layout.LearnDir(analysistest.Run, it)
 		m, _, err := commit.Read(ctxb, b, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -360,7 +361,7 @@ func checkEvalDelta(t *testing.T, s *analysis.Session, store string) {
 	}
 	perStep := map[int64][]evaluate.PromptRow{}
 	for step := int64(0); step <= analysistest.Iterations; step++ {
-		if perStep[step], err = evaluate.ReadPrompts(ctx, b, commit.EvalDir(analysistest.Run, step)); err != nil {
+		if perStep[step], err = evaluate.ReadPrompts(ctx, b, layout.EvalDir(analysistest.Run, step)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -438,7 +439,7 @@ func TestCacheRefetchAndTamper(t *testing.T) {
 	}
 
 	// Corrupt a cached rollout part (same size): it is fetched again and results are unchanged.
-	key := path.Join(commit.RolloutDir(analysistest.Run, 1), shards.PartName(0, 2))
+	key := path.Join(layout.RolloutDir(analysistest.Run, 1), shards.PartName(0, 2))
 	local := analysis.CachePath(cache, key)
 	data, err := os.ReadFile(local)
 	if err != nil {
@@ -448,7 +449,7 @@ func TestCacheRefetchAndTamper(t *testing.T) {
 	if err := os.WriteFile(local, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(analysis.CachePath(cache, path.Join(commit.LearnDir(analysistest.Run, 0), "metrics.parquet"))); err != nil {
+	if err := os.Remove(analysis.CachePath(cache, path.Join(layout.LearnDir(analysistest.Run, 0), "metrics.parquet"))); err != nil {
 		t.Fatal(err)
 	}
 	s3 := open(t, store, cache)
@@ -467,7 +468,7 @@ func TestCacheRefetchAndTamper(t *testing.T) {
 	}
 
 	// Tamper with a listed file in the store: refused, with the key named, whatever the cache.
-	storeFile := filepath.Join(store, filepath.FromSlash(path.Join(commit.RolloutDir(analysistest.Run, 0), shards.PartName(1, 2))))
+	storeFile := filepath.Join(store, filepath.FromSlash(path.Join(layout.RolloutDir(analysistest.Run, 0), shards.PartName(1, 2))))
 	data, err = os.ReadFile(storeFile)
 	if err != nil {
 		t.Fatal(err)
@@ -774,7 +775,7 @@ func TestReportsDeterministic(t *testing.T) {
 func TestGradNormSkipsIterationsWithoutRows(t *testing.T) {
 	ctx := context.Background()
 	env, store := analysistest.Env(t)
-	dir := commit.LearnDir(analysistest.Run, 1)
+	dir := layout.LearnDir(analysistest.Run, 1)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)

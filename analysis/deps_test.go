@@ -14,7 +14,7 @@ import (
 // analysis only reads stored files, so it may depend on the storage layer and the persisted
 // schemas, never on the stages that write them (and through them the GPU engine).
 var allowedDeps = map[string]bool{
-	"commit": true, "storage": true, "shards": true, "internal/hugemem": true, "internal/excerpt": true,
+	"commit": true, "layout": true, "storage": true, "shards": true, "internal/hugemem": true, "internal/excerpt": true,
 }
 
 // TestDepsStayOnTheReadSide walks the drmas imports of analysis, transitively, over every

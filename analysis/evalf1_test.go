@@ -9,6 +9,7 @@ import (
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/analysis/analysistest"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/storage"
@@ -22,7 +23,7 @@ func TestEvalsWithoutF1Column(t *testing.T) {
 	env, store := analysistest.Env(t)
 	last := int64(analysistest.Iterations)
 	for step := int64(0); step <= last; step++ {
-		dir := commit.EvalDir(analysistest.Run, step)
+		dir := layout.EvalDir(analysistest.Run, step)
 		recommit(t, env.Bucket, dir, func(name string, data []byte) []byte {
 			switch name {
 			case shards.EvalResultsFile:
@@ -68,7 +69,7 @@ func TestEvalsWithoutF1Column(t *testing.T) {
 
 	// The last step evaluated again by a version that writes the column (a search workflow's F1).
 	f1 := 0.375
-	recommit(t, env.Bucket, commit.EvalDir(analysistest.Run, last), func(name string, data []byte) []byte {
+	recommit(t, env.Bucket, layout.EvalDir(analysistest.Run, last), func(name string, data []byte) []byte {
 		if name != shards.EvalResultsFile {
 			return data
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -67,10 +68,10 @@ func classify(rel string) string {
 // ListFolders returns the committed folders of run that the views read, sorted by key. Only
 // folders with a manifest are listed; a manifest of the wrong kind is an error.
 func ListFolders(ctx context.Context, b storage.Bucket, run string) ([]Folder, error) {
-	if err := commit.ValidateRunName(run); err != nil {
+	if err := layout.ValidateRunName(run); err != nil {
 		return nil, err
 	}
-	root := commit.RunDir(run) + "/"
+	root := layout.RunDir(run) + "/"
 	var dirs []string
 	err := b.Iter(ctx, root, func(key string) error {
 		if path.Base(key) != commit.ManifestName {

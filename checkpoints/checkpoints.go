@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -166,7 +167,7 @@ func (s *Set) files() (out []file, params map[string]string, cleanup func(), err
 // digest and inputs) is a no-op (a rerun); with another one it is a conflict, and nothing of
 // the committed step is touched.
 func Publish(ctx context.Context, b storage.Bucket, run string, s *Set, configDigest string) (string, error) {
-	dir := commit.CheckpointDir(run, s.Step)
+	dir := layout.CheckpointDir(run, s.Step)
 	out, params, cleanup, err := s.files()
 	if err != nil {
 		return "", err
@@ -245,7 +246,7 @@ func repairLatest(ctx context.Context, b storage.Bucket, run string) error {
 		return nil
 	}
 	if err == nil {
-		ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(run, cur))
+		ok, err := commit.IsCommitted(ctx, b, layout.CheckpointDir(run, cur))
 		if err != nil || ok {
 			return err
 		}
@@ -264,9 +265,9 @@ func repairLatest(ctx context.Context, b storage.Bucket, run string) error {
 			return nil
 		}
 		if newest < 0 {
-			err = b.Delete(ctx, commit.LatestKey(run))
+			err = b.Delete(ctx, layout.LatestKey(run))
 		} else {
-			err = storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(newest))
+			err = storage.PutBytes(ctx, b, layout.LatestKey(run), latestBody(newest))
 		}
 		if err != nil {
 			return fmt.Errorf("repair LATEST: %w", err)
@@ -280,16 +281,16 @@ func latestBody(step int64) []byte { return fmt.Appendf(nil, "step=%06d\n", step
 
 // ReadLatest returns the step LATEST names, or an error matching ErrNone if there is none.
 func ReadLatest(ctx context.Context, b storage.Bucket, run string) (int64, error) {
-	data, err := storage.ReadAll(ctx, b, commit.LatestKey(run))
+	data, err := storage.ReadAll(ctx, b, layout.LatestKey(run))
 	if storage.IsNotFound(err) {
 		return 0, fmt.Errorf("run %s: %w", run, ErrNone)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read LATEST: %w", err)
 	}
-	step, ok := commit.ParseStepDir(strings.TrimSpace(string(data)))
+	step, ok := layout.ParseStepDir(strings.TrimSpace(string(data)))
 	if !ok {
-		return 0, fmt.Errorf("%s: %q does not name a step", commit.LatestKey(run), data)
+		return 0, fmt.Errorf("%s: %q does not name a step", layout.LatestKey(run), data)
 	}
 	return step, nil
 }
@@ -303,7 +304,7 @@ func ReadLatest(ctx context.Context, b storage.Bucket, run string) (int64, error
 // wrote, it writes again. Every writer re-checks after its own write, and a step is committed
 // before its writer's LATEST write, so the last write to settle names the newest step.
 func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) error {
-	ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(run, step))
+	ok, err := commit.IsCommitted(ctx, b, layout.CheckpointDir(run, step))
 	if err != nil {
 		return err
 	}
@@ -320,7 +321,7 @@ func SetLatest(ctx context.Context, b storage.Bucket, run string, step int64) er
 			return err
 		}
 		// A damaged or missing LATEST is replaced: the manifests are the source of truth.
-		if err := storage.PutBytes(ctx, b, commit.LatestKey(run), latestBody(target)); err != nil {
+		if err := storage.PutBytes(ctx, b, layout.LatestKey(run), latestBody(target)); err != nil {
 			return fmt.Errorf("update LATEST: %w", err)
 		}
 		steps, err := Steps(ctx, b, run)
@@ -388,10 +389,10 @@ func Steps(ctx context.Context, b storage.Bucket, run string) ([]int64, error) {
 // iterStepKeys calls f for every key under run's checkpoint folders that CheckpointDir spells
 // (not "step=5" or "step=+5" beside "step=000005"), with its step and its name in the folder.
 func iterStepKeys(ctx context.Context, b storage.Bucket, run string, f func(step int64, file, key string)) error {
-	prefix := commit.CheckpointsDir(run) + "/"
+	prefix := layout.CheckpointsDir(run) + "/"
 	return b.Iter(ctx, prefix, func(key string) error {
 		el, file, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		if s, isStep := commit.ParseStepDir(el); ok && isStep && prefix+el == commit.CheckpointDir(run, s) {
+		if s, isStep := layout.ParseStepDir(el); ok && isStep && prefix+el == layout.CheckpointDir(run, s) {
 			f(s, file, key)
 		}
 		return nil
@@ -400,7 +401,7 @@ func iterStepKeys(ctx context.Context, b storage.Bucket, run string, f func(step
 
 // LoadStep loads and verifies one committed step. withOptim also loads optimizer states.
 func LoadStep(ctx context.Context, b storage.Bucket, run string, step int64, withOptim bool) (*Set, error) {
-	dir := commit.CheckpointDir(run, step)
+	dir := layout.CheckpointDir(run, step)
 	m, sha, err := commit.Read(ctx, b, dir)
 	if errors.Is(err, commit.ErrNotCommitted) {
 		if steps, lerr := Steps(ctx, b, run); lerr == nil {
@@ -561,12 +562,12 @@ func Retain(ctx context.Context, b storage.Bucket, run string, keep int) ([]int6
 		if s == 0 || s >= oldestKept || (lerr == nil && s == latest) {
 			continue
 		}
-		if learned, err := commit.IsCommitted(ctx, b, commit.LearnDir(run, int(s))); err != nil {
+		if learned, err := commit.IsCommitted(ctx, b, layout.LearnDir(run, int(s))); err != nil {
 			return deleted, fmt.Errorf("retain: %w", err)
 		} else if !learned {
 			continue // iteration s's learn may still need it
 		}
-		dir := commit.CheckpointDir(run, s)
+		dir := layout.CheckpointDir(run, s)
 		if committed(s) {
 			if err := b.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
 				return deleted, fmt.Errorf("retain: %w", err)

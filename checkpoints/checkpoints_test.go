@@ -11,6 +11,7 @@ import (
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -92,7 +93,7 @@ func TestLoadFallsBackFromDamagedLatest(t *testing.T) {
 		}
 	}
 	// Damage step 2's weights (same size, different bytes).
-	key := path.Join(commit.CheckpointDir("r", 2), "m1/model.safetensors")
+	key := path.Join(layout.CheckpointDir("r", 2), "m1/model.safetensors")
 	data, err := storage.ReadAll(ctx, b, key)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestLoadFallsBackFromDamagedLatest(t *testing.T) {
 		t.Fatalf("loaded step %d with warnings %q; want a fallback to step 1 with one warning about step 2", s.Step, warnings)
 	}
 	// A step whose manifest is missing is invisible, whatever files it has.
-	if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
+	if err := b.Delete(ctx, path.Join(layout.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	if steps, _ := checkpoints.Steps(ctx, b, "r"); len(steps) != 2 || steps[0] != 0 || steps[1] != 2 {
@@ -128,7 +129,7 @@ func learned(t *testing.T, b storage.Bucket, run string, iters ...int) {
 	for _, it := range iters {
 		step := int64(it + 1)
 		m := &commit.Manifest{Kind: "learn", SchemaVersion: 1, Run: run, Iteration: &it, Step: &step}
-		if _, err := commit.Commit(context.Background(), b, commit.LearnDir(run, it), m); err != nil {
+		if _, err := commit.Commit(context.Background(), b, layout.LearnDir(run, it), m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,7 +159,7 @@ func TestRetain(t *testing.T) {
 		t.Fatalf("once iteration 2 is learned: deleted %v %v, want [2]", deleted, err)
 	}
 	var left []string
-	_ = b.Iter(ctx, commit.CheckpointDir("r", 2)+"/", func(k string) error { left = append(left, k); return nil })
+	_ = b.Iter(ctx, layout.CheckpointDir("r", 2)+"/", func(k string) error { left = append(left, k); return nil })
 	if len(left) != 0 {
 		t.Fatalf("files of deleted step 2 left: %v", left)
 	}
@@ -171,7 +172,7 @@ func TestRetain(t *testing.T) {
 	}
 	learned(t, b2, "r", 0, 1)
 	// (SetLatest would settle on the newest step: write an older LATEST by hand.)
-	if err := storage.PutBytes(ctx, b2, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
+	if err := storage.PutBytes(ctx, b2, layout.LatestKey("r"), []byte("step=000001\n")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := checkpoints.Retain(ctx, b2, "r", 1); err != nil {
@@ -195,10 +196,10 @@ func TestRetainRemovesLeftoversOfAnInterruptedDelete(t *testing.T) {
 	}
 	learned(t, b, "r", 0, 1, 2)
 	// Step 1's delete was killed after its manifest; step 5 is being published.
-	if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
+	if err := b.Delete(ctx, path.Join(layout.CheckpointDir("r", 1), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
-	inflight := path.Join(commit.CheckpointDir("r", 5), "m1", "model.safetensors")
+	inflight := path.Join(layout.CheckpointDir("r", 5), "m1", "model.safetensors")
 	if err := storage.PutBytes(ctx, b, inflight, []byte("partial")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestRetainRemovesLeftoversOfAnInterruptedDelete(t *testing.T) {
 		t.Fatalf("deleted %v %v; want no committed step deleted (keep 2 of 0, 2, 3)", deleted, err)
 	}
 	var left []string
-	_ = b.Iter(ctx, commit.CheckpointsDir("r")+"/", func(k string) error {
+	_ = b.Iter(ctx, layout.CheckpointsDir("r")+"/", func(k string) error {
 		if strings.Contains(k, "/step=000001/") || k == inflight {
 			left = append(left, k)
 		}
@@ -234,7 +235,7 @@ func TestSetLatestRaceSettlesOnNewest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := b.Delete(ctx, commit.LatestKey("r")); err != nil {
+		if err := b.Delete(ctx, layout.LatestKey("r")); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 4)
@@ -264,12 +265,12 @@ func TestStepsIgnoresOtherSpellings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, err := storage.ReadAll(ctx, b, path.Join(commit.CheckpointDir("r", 1), commit.ManifestName))
+	data, err := storage.ReadAll(ctx, b, path.Join(layout.CheckpointDir("r", 1), commit.ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, el := range []string{"step=1", "step=+2", "step=0000001"} {
-		if err := storage.PutBytes(ctx, b, path.Join(commit.CheckpointsDir("r"), el, commit.ManifestName), data); err != nil {
+		if err := storage.PutBytes(ctx, b, path.Join(layout.CheckpointsDir("r"), el, commit.ManifestName), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,7 +294,7 @@ func TestPublishRecordsInputs(t *testing.T) {
 	if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 0, 1), "d"); err != nil {
 		t.Fatal(err)
 	}
-	data, err := storage.ReadAll(ctx, b, path.Join(commit.CheckpointDir("r", 0), commit.ManifestName))
+	data, err := storage.ReadAll(ctx, b, path.Join(layout.CheckpointDir("r", 0), commit.ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +305,8 @@ func TestPublishRecordsInputs(t *testing.T) {
 		t.Fatalf("step without inputs: %+v %v", s, err)
 	}
 	in := []commit.Input{
-		{Dir: commit.RolloutDir("r", 0), ManifestSHA256: strings.Repeat("a", 64)},
-		{Dir: commit.AdvantageDir("r", 0, "drmas"), ManifestSHA256: strings.Repeat("b", 64)},
+		{Dir: layout.RolloutDir("r", 0), ManifestSHA256: strings.Repeat("a", 64)},
+		{Dir: layout.AdvantageDir("r", 0, "drmas"), ManifestSHA256: strings.Repeat("b", 64)},
 	}
 	s := newSet(t, 1, 2)
 	s.Inputs = in
@@ -320,7 +321,7 @@ func TestPublishRecordsInputs(t *testing.T) {
 		t.Fatalf("identical republish: %v", err)
 	}
 	other := newSet(t, 1, 2)
-	other.Inputs = []commit.Input{{Dir: commit.RolloutDir("r", 3), ManifestSHA256: in[0].ManifestSHA256}, in[1]}
+	other.Inputs = []commit.Input{{Dir: layout.RolloutDir("r", 3), ManifestSHA256: in[0].ManifestSHA256}, in[1]}
 	if _, err := checkpoints.Publish(ctx, b, "r", other, "d"); !errors.Is(err, commit.ErrConflict) {
 		t.Fatalf("the same weights from other inputs: %v, want a conflict", err)
 	}
@@ -365,7 +366,7 @@ func TestWithdrawnStepLeavesLatestOnACommittedOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := &storetest.PutHook{Bucket: b, Prefix: commit.CheckpointDir("r", 2) + "/", Before: func() {
+	h := &storetest.PutHook{Bucket: b, Prefix: layout.CheckpointDir("r", 2) + "/", Before: func() {
 		if _, err := checkpoints.Publish(ctx, b, "r", newSet(t, 2, 2), "digest"); err != nil {
 			t.Fatalf("A's publish: %v", err)
 		}
@@ -377,7 +378,7 @@ func TestWithdrawnStepLeavesLatestOnACommittedOne(t *testing.T) {
 	if !errors.Is(err, commit.ErrWithdrawn) {
 		t.Fatalf("B's publish: %v, want a withdrawn commit", err)
 	}
-	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir("r", 2)); err != nil || ok {
+	if ok, err := commit.IsCommitted(ctx, b, layout.CheckpointDir("r", 2)); err != nil || ok {
 		t.Fatalf("step 2 committed %v (%v) after the withdrawal", ok, err)
 	}
 	if got, err := checkpoints.ReadLatest(ctx, b, "r"); err != nil || got != 1 {
@@ -402,11 +403,11 @@ func TestSetLatestSeesAWithdrawalDuringItsWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := storage.PutBytes(ctx, b, commit.LatestKey("r"), []byte("step=000001\n")); err != nil {
+	if err := storage.PutBytes(ctx, b, layout.LatestKey("r"), []byte("step=000001\n")); err != nil {
 		t.Fatal(err)
 	}
-	h := &storetest.PutHook{Bucket: b, Prefix: commit.LatestKey("r"), Before: func() {
-		if err := b.Delete(ctx, path.Join(commit.CheckpointDir("r", 2), commit.ManifestName)); err != nil {
+	h := &storetest.PutHook{Bucket: b, Prefix: layout.LatestKey("r"), Before: func() {
+		if err := b.Delete(ctx, path.Join(layout.CheckpointDir("r", 2), commit.ManifestName)); err != nil {
 			t.Fatal(err)
 		}
 	}}
@@ -429,7 +430,7 @@ func TestPublishOverAStepWithoutInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := newSet(t, 1, 2)
-	again.Inputs = []commit.Input{{Dir: commit.RolloutDir("r", 1), ManifestSHA256: strings.Repeat("a", 64)}}
+	again.Inputs = []commit.Input{{Dir: layout.RolloutDir("r", 1), ManifestSHA256: strings.Repeat("a", 64)}}
 	if _, err := checkpoints.Publish(ctx, b, "r", again, "d"); !errors.Is(err, commit.ErrConflict) {
 		t.Fatalf("the same weights with inputs over a step without: %v, want a conflict", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -30,7 +30,7 @@ func FuzzLatest(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	key := commit.LatestKey("r")
+	key := layout.LatestKey("r")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if err := storage.PutBytes(ctx, b, key, body); err != nil {
 			t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage"
 )
@@ -173,7 +174,7 @@ func pruneCache(ctx context.Context, b storage.Bucket, run string) error {
 		return err
 	}
 	for _, e := range entries {
-		if s, ok := commit.ParseStepDir(e.Name()); ok && e.Name() == FormatStep(s) && !slices.Contains(steps, s) {
+		if s, ok := layout.ParseStepDir(e.Name()); ok && e.Name() == FormatStep(s) && !slices.Contains(steps, s) {
 			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
 				return fmt.Errorf("checkpoint cache: %w", err)
 			}

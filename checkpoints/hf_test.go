@@ -13,8 +13,9 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -22,7 +23,7 @@ import (
 // step (so its weights are not BF16 values and its moments are not zero), with q's base folder.
 func hfSet(t *testing.T) (*checkpoints.Set, string) {
 	t.Helper()
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "base"), stagetest.TinyTokenizer(), 3)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "base"), hftest.TinyTokenizer(), 3)
 	if err := os.WriteFile(filepath.Join(base, "generation_config.json"), []byte(`{"eos_token_id": 266}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func publishHF(t *testing.T) (b *filestore.Bucket, root string, s *checkpoints.S
 func TestPublishLoadHF(t *testing.T) {
 	ctx := context.Background()
 	b, root, s, base := publishHF(t)
-	dir := commit.CheckpointDir("r", 1)
+	dir := layout.CheckpointDir("r", 1)
 	m, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestPublishLoadHF(t *testing.T) {
 func TestLoadHFDamaged(t *testing.T) {
 	ctx := context.Background()
 	b, root, _, _ := publishHF(t)
-	key := filepath.Join(root, filepath.FromSlash(commit.CheckpointDir("r", 1)), "q", "config.json")
+	key := filepath.Join(root, filepath.FromSlash(layout.CheckpointDir("r", 1)), "q", "config.json")
 	if err := os.WriteFile(key, []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -73,7 +74,7 @@ func adapterBits(l *model.LoRA) []uint32 {
 func TestPublishLoadLoRA(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "base"), stagetest.TinyTokenizer(), 3)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "base"), hftest.TinyTokenizer(), 3)
 	m, cfg, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestPublishLoadLoRA(t *testing.T) {
 	if _, err := checkpoints.Publish(ctx, b, "r", s, "d"); err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.CheckpointDir("r", 1)
+	dir := layout.CheckpointDir("r", 1)
 	man, _, err := commit.Read(ctx, b, dir)
 	if err != nil {
 		t.Fatal(err)

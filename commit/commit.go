@@ -1,5 +1,5 @@
-// Package commit is drmas's commit protocol over a storage.Bucket, and the object layout of a
-// run.
+// Package commit is drmas's commit protocol over a storage.Bucket (the folders it commits are
+// named by package layout).
 //
 // A stage writes its output files under a folder, then commits the folder by writing
 // _MANIFEST.json last, with an "only if absent" put. Readers look only at committed folders
@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 )
 
@@ -98,7 +99,7 @@ func (m *Manifest) Validate() error {
 	if m.Kind == "" {
 		errs = append(errs, errors.New("kind is empty"))
 	}
-	if err := ValidateRunName(m.Run); err != nil {
+	if err := layout.ValidateRunName(m.Run); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[string]bool{}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -37,7 +38,7 @@ func manifest(t *testing.T, ctx context.Context, b storage.Bucket, dir string, p
 func TestCommitIsIdempotentAndDetectsConflicts(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 4)
+	dir := layout.RolloutDir("r", 4)
 	if ok, _ := commit.IsCommitted(ctx, b, dir); ok {
 		t.Fatal("committed before the manifest exists")
 	}
@@ -70,7 +71,7 @@ func TestCommitIsIdempotentAndDetectsConflicts(t *testing.T) {
 func TestVerifyAndReadFileDetectDamage(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 1)
+	dir := layout.RolloutDir("r", 1)
 	m := manifest(t, ctx, b, dir, "abc")
 	if _, err := commit.Commit(ctx, b, dir, m); err != nil {
 		t.Fatal(err)
@@ -126,35 +127,6 @@ func TestDecodeRejectsBadManifests(t *testing.T) {
 	}
 }
 
-func TestRunNames(t *testing.T) {
-	for _, ok := range []string{"demo", "a.b-c_d", "R2"} {
-		if err := commit.ValidateRunName(ok); err != nil {
-			t.Errorf("%q rejected: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "..", "a/b", "a..b", ".x", "-x", "a b", strings.Repeat("x", 129)} {
-		if err := commit.ValidateRunName(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
-func TestParseIterDir(t *testing.T) {
-	for el, want := range map[string]int{"iter=000007": 7, "iter=000000": 0, "iter=1234567": 1234567} {
-		if n, ok := commit.ParseIterDir(el); !ok || n != want {
-			t.Errorf("ParseIterDir(%q) = %d, %v; want %d", el, n, ok, want)
-		}
-		if got := path.Base(commit.IterDir("r", want)); got != el {
-			t.Errorf("IterDir spells %d as %q, not %q", want, got, el)
-		}
-	}
-	for _, el := range []string{"iter=7", "iter=+000007", "iter=-00001", "iter=", "step=000007", "iter=00000x"} {
-		if n, ok := commit.ParseIterDir(el); ok {
-			t.Errorf("ParseIterDir(%q) = %d, want not an iteration folder", el, n)
-		}
-	}
-}
-
 // hookBucket runs before once, just before the first Get of key.
 type hookBucket struct {
 	storage.Bucket
@@ -175,7 +147,7 @@ func (h *hookBucket) Get(ctx context.Context, key string) (io.ReadCloser, error)
 func TestFinalizeSeesAConcurrentCommit(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	it := 0
 	newManifest := func() *commit.Manifest {
 		return &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
@@ -209,7 +181,7 @@ func TestFinalizeSeesAConcurrentCommit(t *testing.T) {
 		t.Fatalf("Finalize racing a commit: done %v, sha %q; want true, %q", done, sha, shaA)
 	}
 	// Without a commit, a missing part still means not done.
-	dir2 := commit.RolloutDir("r", 1)
+	dir2 := layout.RolloutDir("r", 1)
 	f, err := commit.PutFile(ctx, b, dir2, parts[0], []byte{0}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +216,7 @@ func (d *deleteFails) Delete(ctx context.Context, key string) error {
 func TestFinalizeCommitsWhenReceiptsStay(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	it := 0
 	m := &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
 	parts := []string{"part-00000-of-00001.parquet"}
@@ -282,7 +254,7 @@ func TestFinalizeCommitsWhenReceiptsStay(t *testing.T) {
 func TestCleanReceiptsRemovesTheOthers(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	it := 0
 	m := &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
 	parts := []string{"part-00000-of-00003.parquet", "part-00001-of-00003.parquet", "part-00002-of-00003.parquet"}
@@ -313,7 +285,7 @@ func TestCleanReceiptsRemovesTheOthers(t *testing.T) {
 func TestAnotherWritersCommitIsNotOverwritten(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	it := 0
 	parts := []string{"part-00000-of-00001.parquet"}
 	writerOf := func(config string) *commit.Manifest {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/miniotest"
 	"github.com/drmas-dev/drmas/storage/s3store"
@@ -39,7 +40,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) storage.Bucket {
 // not committed gets a conflict. Before these checks, A's commit listed A's bytes over B's file.
 func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 	const name = "part-00000-of-00001.parquet"
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	key := path.Join(dir, name)
 	it := 0
 	manifestOf := func(f commit.File) *commit.Manifest {
@@ -191,7 +192,7 @@ func TestConcurrentWritersNeverLeaveADamagedCommit(t *testing.T) {
 func TestCommitConfirmsOwnUploadsWithoutReading(t *testing.T) {
 	ctx := context.Background()
 	m := storage.WithMetrics(bucket(t))
-	dir := commit.RolloutDir("r", 1)
+	dir := layout.RolloutDir("r", 1)
 	it := 1
 	parts := []string{"part-00000-of-00002.parquet", "part-00001-of-00002.parquet"}
 	writer := &commit.Manifest{Kind: "rollout", SchemaVersion: 1, Run: "r", Iteration: &it}
@@ -221,7 +222,7 @@ func TestCommitConfirmsOwnUploadsWithoutReading(t *testing.T) {
 		t.Errorf("finalize and commit made %d Gets, want 3 (the parts were read back)", gets)
 	}
 	// A manifest built by hand (no ETags): Commit reads each file once.
-	dir2 := commit.RolloutDir("r", 2)
+	dir2 := layout.RolloutDir("r", 2)
 	f, err := commit.PutFile(ctx, m, dir2, parts[0], []byte("y"), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 // TestConflictErrorsCarryTheFacts: the conflicts of a writer that meets another writer's
@@ -17,7 +18,7 @@ import (
 func TestConflictErrorsCarryTheFacts(t *testing.T) {
 	ctx := context.Background()
 	b := bucket(t)
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	it := 0
 	parts := []string{"part-00000-of-00002.parquet", "part-00001-of-00002.parquet"}
 	writerOf := func(config string) *commit.Manifest {

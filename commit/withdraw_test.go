@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/storetest"
 )
@@ -18,7 +19,7 @@ import (
 // B's Commit must not report success for a folder with no manifest.
 func TestCommitAfterWithdrawnRivalIsNotASuccess(t *testing.T) {
 	const name = "part-00000-of-00001.parquet"
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	mkey := path.Join(dir, commit.ManifestName)
 	it := 0
 	manifestOf := func(f commit.File) *commit.Manifest {
@@ -95,7 +96,7 @@ func (f *failStat) Stat(ctx context.Context, key string) (storage.Attributes, er
 // B's error must not say its file was "not overwritten".
 func TestPutFileStatFailureAfterReplacingACommittedFile(t *testing.T) {
 	const name = "part-00000-of-00001.parquet"
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	key := path.Join(dir, name)
 	it := 0
 	ctx := context.Background()
@@ -148,7 +149,7 @@ func (g *getHook) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // the commit: ... object not found".)
 func TestCommitWhoseFileIsRemovedWhileCheckedIsWithdrawn(t *testing.T) {
 	const name = "part-00000-of-00001.parquet"
-	dir := commit.RolloutDir("r", 0)
+	dir := layout.RolloutDir("r", 0)
 	key, mkey := path.Join(dir, name), path.Join(dir, commit.ManifestName)
 	it := 0
 	for bname, open := range backends(t) {

@@ -64,7 +64,7 @@ func (c *Config) turnTokens() (float64, string) {
 
 // HFConfigs are the Hugging Face models' configs by model id (read from their folders), for
 // the estimates to size them with; an HF model missing here (its folder in a store, not yet
-// fetched) counts nothing: the warm-up checks it once fetched (stages.CheckHFMemory).
+// fetched) counts nothing: the warm-up checks it once fetched (hfmodel.CheckMemory).
 type HFConfigs map[string]hf.Config
 
 // weights is what the local models' parameters take, times copies, and the keys sizing them:

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 // Validate reports every problem of c at once. Every number must be finite: NaN and ±Inf
@@ -28,7 +28,7 @@ func (c *Config) Validate() error {
 	}
 	checkFinite(reflect.ValueOf(*c), "", bad)
 	c.checkSizes(bad)
-	if err := commit.ValidateRunName(c.Run); err != nil {
+	if err := layout.ValidateRunName(c.Run); err != nil {
 		bad("run: %v", err)
 	}
 	if c.Store == "" {
@@ -42,7 +42,7 @@ func (c *Config) Validate() error {
 	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
-		if err := commit.ValidateRunName(name); err != nil {
+		if err := layout.ValidateRunName(name); err != nil {
 			bad("models.%s: bad model name: %v", name, err)
 		}
 		switch m.Backend {

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -77,7 +78,7 @@ func (s IterationSummary) String() string {
 // heldOutPrompts returns the per-prompt results of step's held-out evaluation, or nil when it
 // is not evaluated.
 func heldOutPrompts(ctx context.Context, env *stages.Env, step int64) ([]evaluate.PromptRow, error) {
-	rows, err := evaluate.ReadPrompts(ctx, env.Bucket, commit.EvalDir(env.Config.Run, step))
+	rows, err := evaluate.ReadPrompts(ctx, env.Bucket, layout.EvalDir(env.Config.Run, step))
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return nil, nil
 	}

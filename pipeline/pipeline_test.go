@@ -16,6 +16,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/pipeline"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
@@ -78,11 +79,11 @@ func finalState(t *testing.T, store string) map[string]string {
 	if step != 2 {
 		t.Fatalf("LATEST = %d, want 2", step)
 	}
-	m, _, err := commit.Read(ctx, b, commit.CheckpointDir("t", step))
+	m, _, err := commit.Read(ctx, b, layout.CheckpointDir("t", step))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := commit.Verify(ctx, b, commit.CheckpointDir("t", step), m, true); err != nil {
+	if err := commit.Verify(ctx, b, layout.CheckpointDir("t", step), m, true); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -199,7 +200,7 @@ func TestHeterogeneousModels(t *testing.T) {
 	// summary line shows it.
 	var prompts [2][]evaluate.PromptRow
 	for i, step := range []int64{0, 2} {
-		if prompts[i], err = evaluate.ReadPrompts(context.Background(), env.Bucket, commit.EvalDir("t", step)); err != nil {
+		if prompts[i], err = evaluate.ReadPrompts(context.Background(), env.Bucket, layout.EvalDir("t", step)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,11 +254,11 @@ func TestPipelineOnMinIO(t *testing.T) {
 			t.Fatalf("%s: LATEST %d %v", env.Bucket.Name(), step, err)
 		}
 	}
-	ms, _, err := commit.Read(ctx, b, commit.CheckpointDir("t", 2))
+	ms, _, err := commit.Read(ctx, b, layout.CheckpointDir("t", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ml, _, err := commit.Read(ctx, local.Bucket, commit.CheckpointDir("t", 2))
+	ml, _, err := commit.Read(ctx, local.Bucket, layout.CheckpointDir("t", 2))
 	if err != nil {
 		t.Fatal(err)
 	}

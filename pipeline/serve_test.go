@@ -11,6 +11,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/pipeline"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/shards"
@@ -91,7 +92,7 @@ func TestLoopThroughDrmasServe(t *testing.T) {
 		t.Fatalf("%v\nlog:\n%s", err, log.String())
 	}
 	for iter := range iters {
-		dir := commit.RolloutDir(cfg.Run, iter)
+		dir := layout.RolloutDir(cfg.Run, iter)
 		m, _, err := commit.Read(ctx, env.Bucket, dir)
 		if err != nil {
 			t.Fatal(err)

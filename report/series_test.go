@@ -11,6 +11,7 @@ import (
 
 	"github.com/drmas-dev/drmas/analysis"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -43,7 +44,7 @@ func TestWholeModelRowsOfEachModelStayApart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := commit.LearnDir(run, it)
+		dir := layout.LearnDir(run, it)
 		f, err := commit.PutFile(ctx, b, dir, "metrics.parquet", data, int64(len(rows)))
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +130,7 @@ func TestEvalsWithoutRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.EvalDir(run, 3)
+	dir := layout.EvalDir(run, 3)
 	f, err := commit.PutFile(ctx, b, dir, evaluate.ResultsFile, data, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/excerpt"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 // MaxLoRANameBytes bounds a lora_name: it is echoed in answers, logs and GET /v1/models.
@@ -85,7 +85,7 @@ func (l location) under(root location, checkpoints bool) bool {
 	}
 	rel = strings.ReplaceAll(rel, sep, "/")
 	parts := strings.Split(rel, "/")
-	return len(parts) >= 4 && strings.HasPrefix(rel, commit.CheckpointsDir(parts[1])+"/")
+	return len(parts) >= 4 && strings.HasPrefix(rel, layout.CheckpointsDir(parts[1])+"/")
 }
 
 // adapterDir is the local folder to read lora_path's adapter from, and what to call once it is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/tokenizer"
@@ -95,25 +96,11 @@ func newHF(ctx context.Context, o Options) (*Server, error) {
 		o.MaxLoRAs = DefaultMaxLoRAs
 	}
 	ac := m.Config()
-	stop := StopIDs(bpe, cfg)
+	stop := slices.Sorted(slices.Values(hfmodel.StopIDs(bpe, cfg)))
 	s := newServer(o, bpeCodec{bpe})
 	s.hf = &hfState{base: m, adapters: map[string]*policy{}, loading: map[string]bool{}}
 	s.cur.Store(&policy{name: o.Name, m: m, context: ac.Context, vocab: ac.Vocab, stop: stop, root: o.HF})
 	return s, nil
-}
-
-// StopIDs are the ids that end an HF model's sample: the tokenizer's end of turn
-// (<|im_end|>) and config.json's eos_token_id, sorted, without repeats.
-func StopIDs(bpe *tokenizer.BPE, cfg hf.Config) []int32 {
-	var out []int32
-	if e := bpe.EOS(); e >= 0 {
-		out = append(out, e)
-	}
-	for _, e := range cfg.EOS {
-		out = append(out, int32(e))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // notFound is vLLM's answer to a request naming a model it does not serve.

@@ -22,6 +22,7 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/internal/oracles"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/serve"
@@ -109,7 +110,7 @@ func inProcess(t *testing.T, dir, adapter string, bpe *tokenizer.BPE, reqs []act
 	for _, r := range reqs {
 		sr = append(sr, model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed})
 	}
-	out, err := m.Sample(context.Background(), sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: float32(s.TopP), MaxTokens: s.MaxTokens, Stop: serve.StopIDs(bpe, cfg)})
+	out, err := m.Sample(context.Background(), sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: float32(s.TopP), MaxTokens: s.MaxTokens, Stop: hfmodel.StopIDs(bpe, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}

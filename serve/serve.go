@@ -106,7 +106,7 @@ type Options struct {
 	// HF, when set, is a local Hugging Face model folder (config.json, safetensors,
 	// tokenizer.json) to serve instead of a run's checkpoint (Bucket, Run, Model and Poll are
 	// then unused): Name defaults to the folder's base name, text prompts are encoded with its
-	// tokenizer, and sampling stops at its end of turn and eos_token_id (StopIDs). Such a
+	// tokenizer, and sampling stops at its end of turn and eos_token_id (hfmodel.StopIDs). Such a
 	// server also loads PEFT LoRA adapters (POST /v1/load_lora_adapter), at most MaxLoRAs at
 	// a time (default DefaultMaxLoRAs; each is a merged copy of the weights).
 	HF       string

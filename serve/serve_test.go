@@ -26,6 +26,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -72,7 +73,7 @@ func readRollout(t *testing.T, env *stages.Env) (*commit.Manifest, []shards.Row)
 func readIteration(t *testing.T, env *stages.Env, iter int) (*commit.Manifest, []shards.Row) {
 	t.Helper()
 	ctx := context.Background()
-	dir := commit.RolloutDir(env.Config.Run, iter)
+	dir := layout.RolloutDir(env.Config.Run, iter)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -819,7 +820,7 @@ func TestStagesWaitForTheServer(t *testing.T) {
 	if srv.Stats().Requests != before {
 		t.Fatal("the server sampled for a stage of an older step")
 	}
-	for _, dir := range []string{commit.RolloutDir(cfg.Run, 0), commit.EvalDir(cfg.Run, 1)} {
+	for _, dir := range []string{layout.RolloutDir(cfg.Run, 0), layout.EvalDir(cfg.Run, 1)} {
 		if err := env.Bucket.Iter(ctx, dir+"/", func(k string) error { return fmt.Errorf("a failed stage wrote %s", k) }); err != nil {
 			t.Fatal(err)
 		}

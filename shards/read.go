@@ -12,7 +12,7 @@ import (
 
 // MaxFooterBytes bounds the Parquet footer OpenParquet decodes. parquet-go holds about 4 KB
 // per row group and decodes a footer into about 10 times its size, so a file of very many
-// small row groups (300,000 copies of one row group: a 111 MB file) took 4.9 GB to open. drmas's
+// small row groups takes some 40 times its size to open. drmas's
 // own files have footers of a few KB; one of 16 MiB is some 100,000 row groups.
 const MaxFooterBytes = 16 << 20
 

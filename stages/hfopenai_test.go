@@ -17,6 +17,8 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
@@ -29,7 +31,7 @@ import (
 // step folder the server cannot read fails the stage, naming the folder; a full fine-tune
 // without reload is refused, saying what to set.
 func TestHFOpenAIBackend(t *testing.T) {
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "q"), stagetest.TinyTokenizer(), 1)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "q"), hftest.TinyTokenizer(), 1)
 	m, hc, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestHFOpenAIBackend(t *testing.T) {
 	}
 }
 
-// writeStepAdapter writes a PEFT adapter (r 2 on layer 0's q_proj of stagetest.TinyHF, A and B
+// writeStepAdapter writes a PEFT adapter (r 2 on layer 0's q_proj of hftest.TinyHF, A and B
 // drawn from seed) as model q's folder of a step.
 func writeStepAdapter(t *testing.T, dir string, seed uint64) {
 	t.Helper()
@@ -121,7 +123,7 @@ func writeStepAdapter(t *testing.T, dir string, seed uint64) {
 // step 5 loads q@step=5 and unloads q@step=4.
 func TestHFOpenAIBackendSwapsAdapters(t *testing.T) {
 	tmp := t.TempDir()
-	base := stagetest.TinyHF(t, filepath.Join(tmp, "q"), stagetest.TinyTokenizer(), 1)
+	base := hftest.TinyHF(t, filepath.Join(tmp, "q"), hftest.TinyTokenizer(), 1)
 	m, hc, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,7 @@ func TestHFOpenAIBackendSwapsAdapters(t *testing.T) {
 	cfg.Models = map[string]configs.Model{"q": {HF: base, LoRA: &configs.LoRA{R: 2}, Backend: configs.BackendOpenAI, OpenAI: configs.OpenAI{Endpoint: url, Retries: -1}}}
 	cfg.Agents = map[string]configs.Agent{"solver": {Model: "q"}, "verifier": {Model: "q"}}
 	for _, step := range []int64{4, 5} {
-		folder := stages.StepFolder(cfg.Store, "", "r", step, "q")
+		folder := hfmodel.StepFolder(cfg.Store, "", "r", step, "q")
 		writeStepAdapter(t, folder, uint64(step))
 		set := &checkpoints.Set{Step: step, HF: map[string]*checkpoints.HFModel{"q": {Base: base, Dir: base, Config: hc, Model: m}}}
 		bes, err := stages.Backends(cfg, set)

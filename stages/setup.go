@@ -11,6 +11,7 @@ import (
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/workflows"
@@ -33,7 +34,7 @@ func Workflow(cfg *configs.Config) (workflows.Workflow, error) {
 // load set.Step, and a server on another checkpoint fails the stage
 // (openai.Options.RequireVersion). A Hugging Face model on an openai backend samples with its
 // own tokenizer and the weights of set.Step: its LoRA adapter of that step, or its step folder
-// reloaded into the server (hfOpenAIBackend).
+// reloaded into the server (hfmodel.Env.OpenAIBackend).
 func Backends(cfg *configs.Config, set *checkpoints.Set) (map[string]actors.Backend, error) {
 	return BackendsLogged(&Env{Config: cfg}, set)
 }
@@ -68,7 +69,7 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 		id := cfg.Agents[a].Model
 		be, ok := shared[id]
 		if !ok && cfg.Models[id].IsOpenAI() && cfg.Models[id].IsHF() {
-			b, err := hfOpenAIBackend(env, id, set)
+			b, err := env.HF().OpenAIBackend(id, set)
 			if err != nil {
 				return nil, err
 			}
@@ -84,7 +85,7 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 			shared[id] = be
 		}
 		if !ok && cfg.Models[id].IsHF() {
-			b, err := hfBackend(id, set)
+			b, err := hfmodel.LocalBackend(id, set)
 			if err != nil {
 				return nil, err
 			}
@@ -154,7 +155,7 @@ func LoadPolicy(ctx context.Context, env *Env, step int64, withOptim bool) (*che
 		return &checkpoints.Set{Step: max(step, 0), Parent: checkpoints.NoParent, Models: map[string]*model.Model{}, Optims: map[string]*model.AdamW{}}, nil
 	}
 	// A LoRA step's base, when it is a store folder, is fetched with the run's credentials.
-	ctx = checkpoints.WithBaseResolver(ctx, BaseResolver(env))
+	ctx = checkpoints.WithBaseResolver(ctx, env.HF().BaseResolver())
 	if step >= 0 {
 		return checkpoints.LoadStep(ctx, env.Bucket, env.Config.Run, step, withOptim)
 	}

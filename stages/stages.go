@@ -19,6 +19,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/storage"
 	"github.com/drmas-dev/drmas/storage/client"
 	"github.com/drmas-dev/drmas/storage/filestore"
@@ -33,6 +34,16 @@ type Env struct {
 	Log io.Writer
 	// Progress receives progress bars (nil: none).
 	Progress io.Writer
+}
+
+// HF is what wiring the run's Hugging Face models needs of env: its configuration, its store
+// credentials for base folders on another store, and its log.
+func (e *Env) HF() *hfmodel.Env {
+	return &hfmodel.Env{Config: e.Config, Logf: e.Logf, Open: func(ctx context.Context, src string) (storage.Bucket, error) {
+		cfg := *e.Config // the S3 endpoint and credentials
+		cfg.Store = src
+		return OpenStore(ctx, &cfg)
+	}}
 }
 
 // Logf writes a summary line to env.Log.

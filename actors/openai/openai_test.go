@@ -20,8 +20,8 @@ import (
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -513,7 +513,7 @@ func TestFailedRolloutWritesNothing(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "rollout iter 0: model m1") {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
-			if k := keys(t, env, commit.IterDir(env.Config.Run, 0)); len(k) != 0 {
+			if k := keys(t, env, layout.IterDir(env.Config.Run, 0)); len(k) != 0 {
 				t.Fatalf("a failed rollout wrote %v", k)
 			}
 		})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 func openDuckDB(ctx context.Context, threads int) (*sql.DB, func(), error) {
@@ -83,7 +83,7 @@ func verify(ctx context.Context, root, duckOut string, rows int64) error {
 	if _, err := runDrmas(ctx, root); err != nil {
 		return err
 	}
-	side := filepath.Join(root, filepath.FromSlash(commit.AdvantageDir(runName, iter, "drmas")), "*.parquet")
+	side := filepath.Join(root, filepath.FromSlash(layout.AdvantageDir(runName, iter, "drmas")), "*.parquet")
 	var n, both, bad int64
 	var maxd float64
 	err = db.QueryRowContext(ctx, `

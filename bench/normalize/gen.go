@@ -13,6 +13,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -25,7 +26,7 @@ func ensureDataset(ctx context.Context, root string, o options) (rows, size int6
 	if err != nil {
 		return 0, 0, err
 	}
-	dir := commit.RolloutDir(runName, iter)
+	dir := layout.RolloutDir(runName, iter)
 	if m, _, err := commit.Read(ctx, b, dir); err == nil {
 		for _, f := range m.Files {
 			size += f.Bytes

@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 )
 
@@ -128,7 +128,7 @@ func runBench(o options) error {
 		}
 		// Flush the previous run's dirty pages and removals before timing this one: otherwise
 		// the first fsync of the next run (drmas syncs what it commits; DuckDB does not) pays
-		// for the previous engine's writeback, ~200 ms measured here.
+		// for the previous engine's writeback.
 		syscall.Sync()
 		args := []string{"-phase", engine, "-store", root, "-threads", fmt.Sprint(o.threads), "-parts", fmt.Sprint(o.parts)}
 		if engine == "drmas" && o.cpuprofile != "" {
@@ -211,7 +211,7 @@ func runBench(o options) error {
 
 // cleanOutputs removes what a previous engine run wrote, so normalize recomputes.
 func cleanOutputs(root, duckOut string) error {
-	iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir(runName, iter)))
+	iterDir := filepath.Join(root, filepath.FromSlash(layout.IterDir(runName, iter)))
 	for _, d := range []string{"advantage", "diagnostics"} {
 		if err := os.RemoveAll(filepath.Join(iterDir, d)); err != nil {
 			return err
@@ -221,7 +221,7 @@ func cleanOutputs(root, duckOut string) error {
 }
 
 func partPaths(root string, parts int) []string {
-	dir := filepath.Join(root, filepath.FromSlash(commit.RolloutDir(runName, iter)))
+	dir := filepath.Join(root, filepath.FromSlash(layout.RolloutDir(runName, iter)))
 	out := make([]string, parts)
 	for i := range out {
 		out[i] = filepath.Join(dir, shards.PartName(i, parts))

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -80,7 +80,7 @@ func TestRunHFModels(t *testing.T) {
 	// that rewards differ within a group), at its own pace.
 	step0 := map[string]*model.LLM{}
 	for _, id := range []string{"solver_m", "verifier_m"} {
-		m, _, err := hf.LoadLLM(filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("hf", 0)), id))
+		m, _, err := hf.LoadLLM(filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("hf", 0)), id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestRunHFModels(t *testing.T) {
 	}
 	moved := map[string]float64{}
 	for _, id := range []string{"solver_m", "verifier_m"} {
-		folder := filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("hf", 2)), id)
+		folder := filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("hf", 2)), id)
 		m, _, err := hf.LoadLLM(folder) // the folder in the store as a server reads it
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -111,7 +111,7 @@ func runOnServe(t *testing.T, extra, lr string, warm bool) (store, log, url stri
 		if out, errOut, err := execute(t, "--config", warmCfg, "--store", warmStore, "run-stage", "warmup"); err != nil {
 			t.Fatalf("warm up the base: %v\n%s\n%s", err, out, errOut)
 		}
-		if err := os.Rename(filepath.Join(warmStore, filepath.FromSlash(commit.CheckpointDir("full", 0)), "m"), base); err != nil {
+		if err := os.Rename(filepath.Join(warmStore, filepath.FromSlash(layout.CheckpointDir("full", 0)), "m"), base); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +127,7 @@ func runOnServe(t *testing.T, extra, lr string, warm bool) (store, log, url stri
 
 // stepFolder is model m's folder of a step of run hfserve in store.
 func stepFolder(store string, step int64) string {
-	return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("hfserve", step)), "m")
+	return filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("hfserve", step)), "m")
 }
 
 // servedRow is a rollout row's policy version, token ids and log-probs.

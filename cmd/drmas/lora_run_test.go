@@ -17,6 +17,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
@@ -100,7 +101,7 @@ func TestRunLoRAModels(t *testing.T) {
 		t.Fatalf("warm up the base: %v\n%s\n%s", err, out, errOut)
 	}
 	// The base is a folder in a store (the full run's step 0), fetched into the cache.
-	baseDir := filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("full", 0)), "m")
+	baseDir := filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("full", 0)), "m")
 	base := "file://" + filepath.ToSlash(baseDir)
 	baseDigest := folderDigests(t, baseDir)
 	run := func(name string, iters int) {
@@ -127,14 +128,14 @@ func TestRunLoRAModels(t *testing.T) {
 		t.Fatalf("steps %v %v, want 0..2", steps, err)
 	}
 	stepDir := func(run string, step int64, id string) string {
-		return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir(run, step)), id)
+		return filepath.Join(store, filepath.FromSlash(layout.CheckpointDir(run, step)), id)
 	}
 	targets := map[string][]string{"solver_m": configsLoRATargets(), "verifier_m": {"q_proj", "v_proj", "down_proj"}}
 	for _, id := range []string{"solver_m", "verifier_m"} {
 		for _, step := range steps {
 			checkPEFTFolder(t, stepDir("lora", step, id), base, targets[id])
 		}
-		if _, err := os.Stat(filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("lora", 2)), checkpoints.OptimDir, id+".safetensors")); err != nil {
+		if _, err := os.Stat(filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("lora", 2)), checkpoints.OptimDir, id+".safetensors")); err != nil {
 			t.Errorf("optimizer of %s: %v", id, err)
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/tokenizer"
@@ -116,7 +116,7 @@ func checkMixedRun(t *testing.T, store, qwen, llama string) {
 		t.Fatalf("the Llama model stops at %v (EOS %d), want <|eot_id|> 309 and <|end_of_text|> 301", v.stop, v.tok.EOS())
 	}
 	for step := range int64(3) {
-		dir := filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("mixed", step)))
+		dir := filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("mixed", step)))
 		if _, err := os.Stat(filepath.Join(dir, "solver_m", hf.AdapterConfigFile)); err != nil {
 			t.Errorf("step %d: solver_m is not a PEFT adapter folder: %v", step, err)
 		}
@@ -126,7 +126,7 @@ func checkMixedRun(t *testing.T, store, qwen, llama string) {
 	}
 	seen, qwenIDs := map[string]int{}, 0
 	for iter := range 2 {
-		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("mixed", iter)))) {
+		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(layout.RolloutDir("mixed", iter)))) {
 			m, ok := team[r.Agent]
 			if !ok {
 				t.Fatalf("row of agent %q", r.Agent)
@@ -192,7 +192,7 @@ func TestRunMixedTeamThroughServe(t *testing.T) {
 	log += "\nsolver's server:\n" + qLog.String() + "\nverifier's server:\n" + lLog.String()
 	want := []string{"loaded LoRA adapter solver_m@step=0", "loaded LoRA adapter solver_m@step=1"}
 	for _, step := range []int64{0, 1} {
-		want = append(want, "reloaded its weights from "+filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("mixed", step)), "verifier_m"))
+		want = append(want, "reloaded its weights from "+filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("mixed", step)), "verifier_m"))
 	}
 	for _, w := range want {
 		if !strings.Contains(log, w) {
@@ -201,7 +201,7 @@ func TestRunMixedTeamThroughServe(t *testing.T) {
 	}
 	checkMixedRun(t, store, qwen, llama)
 	stepDir := func(step int64, id string) string {
-		return filepath.Join(store, filepath.FromSlash(commit.CheckpointDir("mixed", step)), id)
+		return filepath.Join(store, filepath.FromSlash(layout.CheckpointDir("mixed", step)), id)
 	}
 	policies := map[string]func(int64) *model.LLM{
 		"solver": cached(func(step int64) (*model.LLM, error) {
@@ -218,7 +218,7 @@ func TestRunMixedTeamThroughServe(t *testing.T) {
 	}
 	worst := 0.0
 	for iter := range 2 {
-		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir("mixed", iter)))) {
+		for _, r := range readRows(t, filepath.Join(store, filepath.FromSlash(layout.RolloutDir("mixed", iter)))) {
 			lp, _, err := policies[r.Agent](r.PolicyVersion).Score([]model.Sequence{{Prompt: r.PromptIDs, Response: r.ResponseIDs}}, 1)
 			if err != nil || len(lp[0]) != len(r.ResponseLogprobs) {
 				t.Fatalf("%s row %d: %v, %d log-probs for %d", r.Agent, r.RowID, err, len(r.ResponseLogprobs), len(lp))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/tokenizer"
@@ -119,7 +120,7 @@ func localModel(cmd *cobra.Command, model, cache string) (string, error) {
 		return "", err
 	}
 	defer b.Close()
-	st, err := hf.Fetch(cmd.Context(), b, cache)
+	st, err := hfmodel.Fetch(cmd.Context(), b, cache)
 	if err != nil {
 		return "", fmt.Errorf("--model %s: %w", model, err)
 	}

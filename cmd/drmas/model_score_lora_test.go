@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
 // TestModelScoreLoRAFolder: `model score --model` on a PEFT adapter folder scores its base
@@ -18,7 +18,7 @@ import (
 // score); mixed-up flags are refused in one line.
 func TestModelScoreLoRAFolder(t *testing.T) {
 	tmp := t.TempDir()
-	base := stagetest.TinyHF(t, filepath.Join(tmp, "base"), stagetest.TinyTokenizer(), 5)
+	base := hftest.TinyHF(t, filepath.Join(tmp, "base"), hftest.TinyTokenizer(), 5)
 	m, _, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)

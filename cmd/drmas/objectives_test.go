@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 )
 
 // tinyObjectiveConfig is the smallest run the learner's options are smoked on: two iterations
@@ -42,7 +43,7 @@ func stepFiles(t *testing.T, extra string) (files []string, cfgFile, store strin
 	if _, errOut, err := execute(t, "-q", "--config", cfgFile, "--store", store, "run"); err != nil {
 		t.Fatalf("drmas run with %q: %v\n%s", extra, err, errOut)
 	}
-	data, err := os.ReadFile(filepath.Join(store, commit.CheckpointDir("t", 2), commit.ManifestName))
+	data, err := os.ReadFile(filepath.Join(store, layout.CheckpointDir("t", 2), commit.ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}

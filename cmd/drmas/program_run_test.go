@@ -14,9 +14,9 @@ import (
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/oracles"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/storage/filestore"
 	"github.com/drmas-dev/drmas/tokenizer"
@@ -104,7 +104,7 @@ func checkMathTeamRows(t *testing.T, dir, store, run, base string) [2][]shards.R
 	}
 	var out [2][]shards.Row
 	for iter := range 2 {
-		out[iter] = readRows(t, filepath.Join(store, filepath.FromSlash(commit.RolloutDir(run, iter))))
+		out[iter] = readRows(t, filepath.Join(store, filepath.FromSlash(layout.RolloutDir(run, iter))))
 		byTraj := map[string][]string{}
 		for _, r := range out[iter] {
 			byTraj[r.TrajUID] = append(byTraj[r.TrajUID], r.Agent) // rows are in step order
@@ -177,7 +177,7 @@ func TestRunProgram(t *testing.T) {
 			}
 		}
 		perAgent := map[string]int{}
-		for _, a := range readAdvantages(t, filepath.Join(store, filepath.FromSlash(commit.AdvantageDir("team", iter, "drmas")))) {
+		for _, a := range readAdvantages(t, filepath.Join(store, filepath.FromSlash(layout.AdvantageDir("team", iter, "drmas")))) {
 			perAgent[a.Agent]++
 		}
 		if perAgent["solver"] != 8 || perAgent["verifier"] != 4 {
@@ -264,7 +264,7 @@ func rolloutExample(t *testing.T, name, a1, a2, reward string, twice bool) ([]sh
 				t.Fatalf("%s: %v\n%s\n%s", stage[0], err, out, errOut)
 			}
 		}
-		return filepath.Join(store, filepath.FromSlash(commit.RolloutDir("ex", 0)))
+		return filepath.Join(store, filepath.FromSlash(layout.RolloutDir("ex", 0)))
 	}
 	first := rollout()
 	received := map[string][]string{}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -164,7 +165,7 @@ func serveHF(cmd *cobra.Command, o serve.Options, addr, cache, adapterRoot strin
 			return err
 		}
 		defer b.Close()
-		return hf.FetchFiles(ctx, b, dst, hf.AdapterConfigFile, hf.AdapterWeightsFile)
+		return hfmodel.FetchFiles(ctx, b, dst, hf.AdapterConfigFile, hf.AdapterWeightsFile)
 	}
 	s, err := serve.New(cmd.Context(), o)
 	if err != nil {

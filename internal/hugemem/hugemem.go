@@ -2,10 +2,10 @@
 // mappings advised onto transparent huge pages (madvise MADV_HUGEPAGE), for the columnar stages
 // whose working set is a few large columns reused from part to part.
 //
-// Why: the first touch of every 4 KiB page is a page fault, and on the virtual machines drmas
-// is benchmarked and tested on a fault costs ~12 µs (300 MB first touched in 0.9 s with 4 KiB
-// pages, 0.02–0.6 s with 2 MiB pages). The Go heap never asks for huge pages, so a normalize
-// run that touches ~350 MB spent as much system time faulting as user time computing. An Arena
+// Why: the first touch of every 4 KiB page is a page fault, which on a virtual machine can cost
+// a columnar stage as much system time as its computation takes user time (docs/design.md,
+// "Design notes: where the code departs from DESIGN.md", has the figures), and the Go heap
+// never asks for huge pages. An Arena
 // maps its buffers 2 MiB-aligned and advises huge pages on them; where the kernel does not
 // honour the advice (THP "never", another OS, the race detector) buffers behave like the Go
 // heap's.

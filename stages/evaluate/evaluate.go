@@ -19,6 +19,7 @@ import (
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -73,10 +74,10 @@ func Run(ctx context.Context, env *stages.Env, o Options) ([]ResultRow, error) {
 func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64) ([]ResultRow, error) {
 	cfg := env.Config
 	b := env.Bucket
-	evalDir := commit.EvalDir
+	evalDir := layout.EvalDir
 	split := "eval"
 	if o.Train {
-		evalDir, split = commit.TrainEvalDir, "train"
+		evalDir, split = layout.TrainEvalDir, "train"
 	}
 	wf, err := stages.Workflow(cfg)
 	if err != nil {
@@ -169,7 +170,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	step = set.Step
 	if _, err := commit.Commit(ctx, b, dir, &commit.Manifest{
 		Kind: "eval", SchemaVersion: 1, Run: cfg.Run, Step: &step, Rows: int64(len(rows) + len(prompts)), Files: []commit.File{f, pf},
-		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
+		Inputs: []commit.Input{{Dir: layout.CheckpointDir(cfg.Run, step), ManifestSHA256: set.ManifestSHA256}},
 		Params: params,
 	}); err != nil {
 		return nil, err

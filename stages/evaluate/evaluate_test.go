@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/evaluate"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -69,7 +70,7 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 	}
 	// prompts.parquet: one row per prompt whose success shares average to avg@k and whose
 	// share of prompts with a success is pass@k, per source.
-	prompts := readPrompts(t, env.Bucket, commit.EvalDir("t", 0))
+	prompts := readPrompts(t, env.Bucket, layout.EvalDir("t", 0))
 	if len(prompts) != int(all.Prompts) {
 		t.Fatalf("%d per-prompt rows for %d prompts", len(prompts), all.Prompts)
 	}
@@ -101,7 +102,7 @@ func TestEvaluateCommitsAndRereads(t *testing.T) {
 
 	// The evaluation is committed under the checkpoint's step, and read back even after the
 	// checkpoint is gone.
-	if err := env.Bucket.Delete(ctx, path.Join(commit.CheckpointDir("t", 0), commit.ManifestName)); err != nil {
+	if err := env.Bucket.Delete(ctx, path.Join(layout.CheckpointDir("t", 0), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	again, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0})
@@ -119,14 +120,14 @@ func TestTrainSplitEvaluation(t *testing.T) {
 	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0, Train: true}); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := commit.Read(ctx, env.Bucket, commit.TrainEvalDir("t", 0))
+	m, _, err := commit.Read(ctx, env.Bucket, layout.TrainEvalDir("t", 0))
 	if err != nil || m.Params["split"] != "train" {
 		t.Fatalf("train-split evaluation: %+v %v", m, err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir("t", 0)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.EvalDir("t", 0)); ok {
 		t.Fatal("a train-split evaluation was written as the held-out one")
 	}
-	for _, p := range readPrompts(t, env.Bucket, commit.TrainEvalDir("t", 0)) {
+	for _, p := range readPrompts(t, env.Bucket, layout.TrainEvalDir("t", 0)) {
 		if p.Split != "train" || strings.HasPrefix(p.TaskID, "math-eval") {
 			t.Fatalf("train-split prompt row %+v", p)
 		}
@@ -158,7 +159,7 @@ func TestTrainSplitEvaluationOfADataset(t *testing.T) {
 	if rows[0].DataSource != "all" && rows[0].DataSource != "mine" {
 		t.Fatalf("train-split evaluation of a dataset run measured source %q", rows[0].DataSource)
 	}
-	prompts := readPrompts(t, env.Bucket, commit.TrainEvalDir("t", 0))
+	prompts := readPrompts(t, env.Bucket, layout.TrainEvalDir("t", 0))
 	if len(prompts) != cfg.Tasks.EvalSize {
 		t.Fatalf("%d prompts, want tasks.eval_size %d", len(prompts), cfg.Tasks.EvalSize)
 	}
@@ -287,7 +288,7 @@ func TestRerunNeverReusesOrRewritesOtherSettings(t *testing.T) {
 
 	// Damage results.parquet: a rerun (with the same settings, or others) reports it and leaves
 	// prompts.parquet intact.
-	dir := commit.EvalDir("t", 0)
+	dir := layout.EvalDir("t", 0)
 	key := path.Join(dir, evaluate.ResultsFile)
 	data, err := storage.ReadAll(ctx, env.Bucket, key)
 	if err != nil {
@@ -319,7 +320,7 @@ func TestEvaluateLatestWithExternalModels(t *testing.T) {
 	if err != nil || len(rows) == 0 || rows[0].Step != 0 {
 		t.Fatalf("evaluate LATEST with external models: %+v %v", rows, err)
 	}
-	if ok, err := commit.IsCommitted(ctx, env.Bucket, commit.EvalDir("ext", 0)); err != nil || !ok {
+	if ok, err := commit.IsCommitted(ctx, env.Bucket, layout.EvalDir("ext", 0)); err != nil || !ok {
 		t.Fatalf("evaluation of step 0 not committed: %v", err)
 	}
 }
@@ -355,7 +356,7 @@ func TestHeldOutEvaluationOfAFile(t *testing.T) {
 	if len(rows) == 0 || (rows[0].DataSource != "all" && rows[0].DataSource != "heldout") {
 		t.Fatalf("held-out evaluation of a file measured %+v", rows)
 	}
-	prompts := readPrompts(t, env.Bucket, commit.EvalDir("t", 0))
+	prompts := readPrompts(t, env.Bucket, layout.EvalDir("t", 0))
 	if want := min(cfg.Tasks.EvalSize, 10); len(prompts) != want {
 		t.Fatalf("%d prompts, want %d", len(prompts), want)
 	}
@@ -406,7 +407,7 @@ func TestReadBackOfAManifestWithoutAParam(t *testing.T) {
 	if _, err := evaluate.Run(ctx, env, evaluate.Options{Step: 0}); err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.EvalDir("t", 0)
+	dir := layout.EvalDir("t", 0)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
@@ -149,7 +150,7 @@ func TestEvaluationF1Columns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prompts := readPrompts(t, env.Bucket, commit.EvalDir("t", 0))
+		prompts := readPrompts(t, env.Bucket, layout.EvalDir("t", 0))
 		if name == "math" {
 			for _, r := range rows {
 				if r.F1Mean != nil {
@@ -182,7 +183,7 @@ func TestEvaluationF1Columns(t *testing.T) {
 				t.Errorf("search %s: F1 %v, its prompts' mean %v", r.DataSource, r.F1Mean, sum[r.DataSource]/float64(n[r.DataSource]))
 			}
 		}
-		back, _, err := evaluate.Read(ctx, env.Bucket, commit.EvalDir("t", 0))
+		back, _, err := evaluate.Read(ctx, env.Bucket, layout.EvalDir("t", 0))
 		if err != nil || len(back) != len(rows) {
 			t.Fatalf("read back: %v", err)
 		}
@@ -207,7 +208,7 @@ func TestReadEvaluationWrittenWithoutF1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.EvalDir("t", 0)
+	dir := layout.EvalDir("t", 0)
 	prompts := readPrompts(t, env.Bucket, dir)
 	oldRows, oldPrompts := shardtest.ResultsBeforeF1(rows), shardtest.PromptsBeforeF1(prompts)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)

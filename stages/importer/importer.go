@@ -10,7 +10,7 @@
 //
 // Then rows are sorted by (uid, sample, step, agent in first-seen order), uids are assigned to
 // parts as contiguous ranges balanced by row count (a uid never split), and the parts are
-// written with shards.WriteTrajectories under commit.RolloutDir and committed with a "rollout"
+// written with shards.WriteTrajectories under layout.RolloutDir and committed with a "rollout"
 // manifest whose ConfigDigest is the sha256 of the input file and whose Params record the
 // source, "imported": "true" and the policy_version. Importing the same file again is a no-op;
 // importing other content into a committed iteration is a conflict (commit.ErrConflict), and
@@ -39,6 +39,8 @@ import (
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -159,27 +161,9 @@ func Run(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 
 func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) {
 	cfg := env.Config
-	if err := commit.ValidateRunName(cfg.Run); err != nil {
-		return nil, err
-	}
-	if o.Iteration < 0 || o.Iteration > math.MaxInt32 {
-		return nil, fmt.Errorf("iteration %d is out of range (0 to %d)", o.Iteration, math.MaxInt32)
-	}
-	if o.Parts < 0 {
-		return nil, fmt.Errorf("parts %d is negative", o.Parts)
-	}
-	format, err := DetectFormat(o.Path, o.Format)
+	format, scoreCol, err := checkOptions(cfg.Run, o)
 	if err != nil {
 		return nil, err
-	}
-	scoreCol := o.ScoreColumn
-	if scoreCol == "" {
-		scoreCol = "score"
-	}
-	for _, c := range columns("score") {
-		if c.name == scoreCol && c.name != "score" && c.kind != kFloat {
-			return nil, fmt.Errorf("score column %q is an input column of another type (%s)", scoreCol, c.kind)
-		}
 	}
 	data, err := os.ReadFile(o.Path)
 	if err != nil {
@@ -189,11 +173,67 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	res := &Result{Dir: layout.RolloutDir(cfg.Run, o.Iteration), Rows: int64(len(recs)), Agents: agents, SHA256: commit.Digest(data)}
+	rows, groupRows := sortedRows(cfg, o.Iteration, recs, res)
+	recs = nil
 
-	// Sort by (uid, sample, step, agent order); the key is unique (no duplicate
-	// (traj_uid, step, agent), and traj_uid ↔ (uid, sample) is one-to-one).
-	agentCode := make(map[string]int, len(agents))
-	for i, a := range agents {
+	parts := o.Parts
+	if parts == 0 {
+		parts = max(cfg.Rollout.Parts, 1)
+	}
+	parts = min(parts, len(groupRows))
+	res.Parts = parts
+	files, encoded, err := encodeParts(ctx, rows, groupRows, parts)
+	if err != nil {
+		return nil, err
+	}
+	iter := o.Iteration
+	m := &commit.Manifest{
+		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
+		Rows: res.Rows, Files: files, ConfigDigest: res.SHA256,
+		Params: map[string]string{
+			"source": filepath.Base(o.Path), "imported": "true",
+			"policy_version": strconv.FormatInt(res.PolicyVersion, 10),
+		},
+	}
+	return commitImport(ctx, env, o.Path, res, m, encoded)
+}
+
+// checkOptions validates o before the file is read and returns its format and score column.
+func checkOptions(run string, o Options) (format, scoreCol string, err error) {
+	if err := layout.ValidateRunName(run); err != nil {
+		return "", "", err
+	}
+	if o.Iteration < 0 || o.Iteration > math.MaxInt32 {
+		return "", "", fmt.Errorf("iteration %d is out of range (0 to %d)", o.Iteration, math.MaxInt32)
+	}
+	if o.Parts < 0 {
+		return "", "", fmt.Errorf("parts %d is negative", o.Parts)
+	}
+	format, err = DetectFormat(o.Path, o.Format)
+	if err != nil {
+		return "", "", err
+	}
+	scoreCol = o.ScoreColumn
+	if scoreCol == "" {
+		scoreCol = "score"
+	}
+	for _, c := range columns("score") {
+		if c.name == scoreCol && c.name != "score" && c.kind != kFloat {
+			return "", "", fmt.Errorf("score column %q is an input column of another type (%s)", scoreCol, c.kind)
+		}
+	}
+	return format, scoreCol, nil
+}
+
+// sortedRows is the rows of recs sorted by (uid, sample, step, agent order), filled with the
+// run, the iteration and the model the learner trains for each agent, and the number of rows
+// of each uid in that order; it sets res's policy version, groups and trajectories. The sort
+// key is unique (no duplicate (traj_uid, step, agent), and traj_uid ↔ (uid, sample) is
+// one-to-one).
+func sortedRows(cfg *configs.Config, iteration int, recs []rec, res *Result) ([]shards.Row, []int) {
+	agentCode := make(map[string]int, len(res.Agents))
+	for i, a := range res.Agents {
 		agentCode[a] = i
 	}
 	idx := make([]int, len(recs))
@@ -214,7 +254,6 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return agentCode[a.Agent] < agentCode[b.Agent]
 	})
 	rows := make([]shards.Row, len(recs))
-	res := &Result{Dir: commit.RolloutDir(cfg.Run, o.Iteration), Rows: int64(len(rows)), Agents: agents, SHA256: commit.Digest(data)}
 	trajs := map[string]bool{}
 	var groupRows []int // rows per uid, in sorted order
 	for i, j := range idx {
@@ -223,7 +262,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 			rows[i].Model = a.Model // the model the learner trains for this agent
 		}
 		rows[i].Run = cfg.Run
-		rows[i].Iteration = int32(o.Iteration)
+		rows[i].Iteration = int32(iteration)
 		res.PolicyVersion = max(res.PolicyVersion, rows[i].PolicyVersion)
 		trajs[rows[i].TrajUID] = true
 		if i == 0 || rows[i].UID != rows[i-1].UID {
@@ -231,15 +270,13 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		groupRows[len(groupRows)-1]++
 	}
-	recs = nil
 	res.Groups, res.Trajectories = len(groupRows), len(trajs)
+	return rows, groupRows
+}
 
-	parts := o.Parts
-	if parts == 0 {
-		parts = max(cfg.Rollout.Parts, 1)
-	}
-	parts = min(parts, len(groupRows))
-	res.Parts = parts
+// encodeParts encodes rows as parts Parquet parts of whole uids (Partition of groupRows) and
+// returns their manifest entries and bytes.
+func encodeParts(ctx context.Context, rows []shards.Row, groupRows []int, parts int) ([]commit.File, [][]byte, error) {
 	bounds := Partition(groupRows, parts)
 	var (
 		files   []commit.File
@@ -248,7 +285,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	lo := 0
 	for p := 0; p < parts; p++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		hi := lo
 		for g := bounds[p]; g < bounds[p+1]; g++ {
@@ -260,42 +297,39 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		}
 		var buf bytes.Buffer
 		if err := shards.WriteTrajectories(&buf, p, part); err != nil {
-			return nil, fmt.Errorf("part %d: %w", p, err)
+			return nil, nil, fmt.Errorf("part %d: %w", p, err)
 		}
 		encoded = append(encoded, buf.Bytes())
 		files = append(files, commit.File{Name: shards.PartName(p, parts), Rows: int64(len(part)),
 			Bytes: int64(buf.Len()), SHA256: commit.Digest(buf.Bytes())})
 		lo = hi
 	}
-	iter := o.Iteration
-	m := &commit.Manifest{
-		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &iter,
-		Rows: res.Rows, Files: files, ConfigDigest: res.SHA256,
-		Params: map[string]string{
-			"source": filepath.Base(o.Path), "imported": "true",
-			"policy_version": strconv.FormatInt(res.PolicyVersion, 10),
-		},
-	}
+	return files, encoded, nil
+}
+
+// commitImport writes the encoded parts of m into res.Dir and commits it, unless the folder is
+// committed already: with the same content (from src, or from a file of another name) the
+// import is skipped, with other content it is refused.
+func commitImport(ctx context.Context, env *stages.Env, src string, res *Result, m *commit.Manifest, encoded [][]byte) (*Result, error) {
 	want, err := commit.Encode(m)
 	if err != nil {
 		return nil, err
 	}
-
 	// Check for a committed iteration before writing: overwriting the parts of a committed
 	// folder with other content would corrupt it.
 	old, oldSHA, err := commit.Read(ctx, env.Bucket, res.Dir)
 	switch {
 	case err == nil && oldSHA == commit.Digest(want):
-		env.Logf("import %s: already imported as %s", o.Path, res.Dir)
+		env.Logf("import %s: already imported as %s", src, res.Dir)
 		res.Skipped = true
 		return res, nil
 	case err == nil && sameButSource(old, m.Params["source"], want):
-		env.Logf("import %s: already imported as %s (from %s, the same content)", o.Path, res.Dir, old.Params["source"])
+		env.Logf("import %s: already imported as %s (from %s, the same content)", src, res.Dir, old.Params["source"])
 		res.Skipped = true
 		return res, nil
 	case err == nil:
 		return nil, &stages.TakenError{Stage: "import", Dir: res.Dir,
-			What: fmt.Sprintf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts)", res.Dir, describeManifest(old), res.SHA256, res.Rows, parts)}
+			What: fmt.Sprintf("%s is already committed with different content (%s; this file: sha256 %.12s, %d rows, %d parts)", res.Dir, describeManifest(old), res.SHA256, res.Rows, res.Parts)}
 	case !errors.Is(err, commit.ErrNotCommitted):
 		return nil, err
 	}
@@ -309,7 +343,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, err
 	}
 	env.Logf("import %s: %d rows, %d uids, %d trajectories, agents %s → %s (%d parts)",
-		o.Path, res.Rows, res.Groups, res.Trajectories, strings.Join(agents, ","), res.Dir, parts)
+		src, res.Rows, res.Groups, res.Trajectories, strings.Join(res.Agents, ","), res.Dir, res.Parts)
 	return res, nil
 }
 

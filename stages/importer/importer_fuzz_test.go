@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages/importer"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
@@ -44,7 +45,7 @@ func FuzzImportJSONL(f *testing.F) {
 		if got := ms.TotalAlloc - before; got > 64<<20+1000*uint64(len(data)) {
 			t.Fatalf("import allocated %d MiB for %d bytes", got>>20, len(data))
 		}
-		dir := commit.RolloutDir(cfg.Run, 0)
+		dir := layout.RolloutDir(cfg.Run, 0)
 		m, _, rerr := commit.Read(ctx, env.Bucket, dir)
 		if err != nil {
 			if !errors.Is(rerr, commit.ErrNotCommitted) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/importer"
@@ -90,7 +91,7 @@ func advantages(t *testing.T, env *stages.Env, iter int, est string, parts [][]s
 			byID[r.RowID] = r
 		}
 	}
-	dir := commit.AdvantageDir(run, iter, est)
+	dir := layout.AdvantageDir(run, iter, est)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -382,8 +383,8 @@ func TestReimportAndConflict(t *testing.T) {
 	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "already committed") {
 		t.Fatalf("conflict error: %v", err)
 	}
-	if te := (*stages.TakenError)(nil); !errors.As(err, &te) || te.Stage != "import" || te.Dir != commit.RolloutDir(env.Config.Run, 2) {
-		t.Fatalf("conflict %v: want a *stages.TakenError of import naming %s, got %+v", err, commit.RolloutDir(env.Config.Run, 2), te)
+	if te := (*stages.TakenError)(nil); !errors.As(err, &te) || te.Stage != "import" || te.Dir != layout.RolloutDir(env.Config.Run, 2) {
+		t.Fatalf("conflict %v: want a *stages.TakenError of import naming %s, got %+v", err, layout.RolloutDir(env.Config.Run, 2), te)
 	}
 	// Same content, other part count: other files, also a conflict.
 	_, err = importer.Run(ctx, env, importer.Options{Path: path, Iteration: 2, Parts: 1})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages/importer"
 	"github.com/drmas-dev/drmas/stages/normalize"
 )
@@ -20,7 +21,7 @@ func TestNormalizeRefusesAManifestWithWrongRows(t *testing.T) {
 	if _, err := importer.Run(ctx, env, importer.Options{Path: writeFile(t, "s.jsonl", smallJSONL), Iteration: 0, Parts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	dir := commit.RolloutDir(run, 0)
+	dir := layout.RolloutDir(run, 0)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestNormalizeRefusesAManifestWithWrongRows(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "part-00000-of-00001.parquet has 8 rows, its manifest says 1099511627784") {
 		t.Fatalf("got %v", err)
 	}
-	if ok, err := commit.IsCommitted(ctx, env.Bucket, commit.AdvantageDir(run, 0, "drmas")); ok || err != nil {
+	if ok, err := commit.IsCommitted(ctx, env.Bucket, layout.AdvantageDir(run, 0, "drmas")); ok || err != nil {
 		t.Fatalf("advantages committed: %v %v", ok, err)
 	}
 }

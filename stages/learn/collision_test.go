@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/normalize"
@@ -27,7 +28,7 @@ func TestWithdrawnLearnKeepsNoForeignMetrics(t *testing.T) {
 	if _, err := normalize.Run(ctx, env, normalize.Options{Iteration: 0, Estimators: []string{"grpo"}}); err != nil {
 		t.Fatal(err)
 	}
-	outDir := commit.LearnDir("t", 0)
+	outDir := layout.LearnDir("t", 0)
 	var winner error
 	var winnerSHA string
 	loser := &stages.Env{Config: env.Config, Bucket: &storetest.PutHook{Bucket: env.Bucket, Prefix: path.Join(outDir, "metrics.parquet"), Before: func() {
@@ -70,8 +71,8 @@ func TestWithdrawnLearnKeepsNoForeignMetrics(t *testing.T) {
 func TestLearnCommittedOverAWithdrawnStep(t *testing.T) {
 	ctx := context.Background()
 	env := prepare(t, stagetest.Config(t, "math"), 1)
-	outDir := commit.LearnDir("t", 0)
-	step1 := commit.CheckpointDir("t", 1)
+	outDir := layout.LearnDir("t", 0)
+	step1 := layout.CheckpointDir("t", 1)
 	key := path.Join(step1, "m1/optim.safetensors")
 	var winner error
 	bcfg := *env.Config
@@ -133,7 +134,7 @@ func (w *withdrawOnStat) Stat(ctx context.Context, key string) (storage.Attribut
 func TestLearnWhoseStepIsWithdrawnBeforeLATEST(t *testing.T) {
 	ctx := context.Background()
 	env := prepare(t, stagetest.Config(t, "math"), 1)
-	mkey := path.Join(commit.CheckpointDir("t", 1), commit.ManifestName)
+	mkey := path.Join(layout.CheckpointDir("t", 1), commit.ManifestName)
 	w := &withdrawOnStat{Bucket: env.Bucket, key: mkey}
 	w.withdraw = func() {
 		if err := env.Bucket.Delete(ctx, mkey); err != nil {

@@ -2,8 +2,8 @@ package learn
 
 import (
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages"
 )
 
 // microBatchFor is the micro-batch model id trains with: micro_batch, or on the CPU engine for a
@@ -15,11 +15,11 @@ func microBatchFor(cfg *configs.Config, id string, m model.Trainable, eng Engine
 	if eng != CPU {
 		return micro
 	}
-	if _, ok := stages.TrainableStep(cfg, m, 1); !ok {
+	if _, ok := hfmodel.TrainableStep(cfg, m, 1); !ok {
 		return micro
 	}
-	step := func(n int) int64 { s, _ := stages.TrainableStep(cfg, m, n); return s.Total() }
-	fit := stages.MicroBatchFit(micro, step)
+	step := func(n int) int64 { s, _ := hfmodel.TrainableStep(cfg, m, n); return s.Total() }
+	fit := hfmodel.MicroBatchFit(micro, step)
 	if fit < micro && logf != nil {
 		logf("learner %s: a micro-batch of %d sequences needs about %s, more than this process may use: training in accumulation chunks of %d (%s each)",
 			id, micro, configs.Bytes(float64(step(micro))), fit, configs.Bytes(float64(step(fit))))

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages"
 )
 
 // TestMicroBatchForSplits: on the CPU engine, a Hugging Face model whose step at micro_batch 8
@@ -21,8 +21,8 @@ func TestMicroBatchForSplits(t *testing.T) {
 	}
 	cfg := configs.Default()
 	cfg.Rollout.MaxTokens = 1024
-	s2, _ := stages.TrainableStep(cfg, m, 2)
-	s3, ok := stages.TrainableStep(cfg, m, 3)
+	s2, _ := hfmodel.TrainableStep(cfg, m, 2)
+	s3, ok := hfmodel.TrainableStep(cfg, m, 3)
 	if !ok || s3.Total() <= s2.Total() {
 		t.Fatalf("steps of 2 and 3 sequences: %d, %d bytes", s2.Total(), s3.Total())
 	}

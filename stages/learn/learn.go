@@ -46,6 +46,7 @@ import (
 	"github.com/drmas-dev/drmas/internal/invariants"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -125,7 +126,7 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 	run, next := env.Config.Run, version+1
 	digest := Digest(env.Config, est)
 	e.Digest = digest
-	cm, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(run, next))
+	cm, _, err := commit.Read(ctx, env.Bucket, layout.CheckpointDir(run, next))
 	if errors.Is(err, commit.ErrNotCommitted) {
 		return e, nil
 	} else if err != nil {
@@ -179,7 +180,7 @@ func publishedEarlier(ctx context.Context, env *stages.Env, iter int, outDir str
 func publisher(cm *commit.Manifest) (iter int, ok bool) {
 	for _, in := range cm.Inputs {
 		if rest, isRollout := strings.CutSuffix(in.Dir, "/rollout"); isRollout {
-			if n, ok := commit.ParseIterDir(path.Base(rest)); ok {
+			if n, ok := layout.ParseIterDir(path.Base(rest)); ok {
 				return n, true
 			}
 		}
@@ -211,14 +212,14 @@ func describeInputs(ins []commit.Input) string {
 // inOrder says why a step that iteration by, not this one, published is not this one's.
 func inOrder(run string, by int) string {
 	return fmt.Sprintf("the iterations of a run must run in order (iteration N samples from step N and publishes step N+1; `drmas run` runs them so), "+
-		"and this run's step belongs to iteration %d (%s)", by, commit.IterDir(run, by))
+		"and this run's step belongs to iteration %d (%s)", by, layout.IterDir(run, by))
 }
 
 // outOfOrder is the error of an iteration whose rollout was not sampled from step iter: one
 // rolled out before the iterations ahead of it had learned (rollout refuses that itself; an
 // older rollout folder may still hold one).
 func outOfOrder(run string, iter int, version int64) error {
-	return &ConflictError{Remedy: RollOutAgain, Iter: iter, Step: version, Dir: commit.IterDir(run, iter),
+	return &ConflictError{Remedy: RollOutAgain, Iter: iter, Step: version, Dir: layout.IterDir(run, iter),
 		What: fmt.Sprintf("its rollout was sampled from step %d, but iteration %d samples from %s (the iterations of a run run in order)", version, iter, stages.ChainStep(int64(iter)))}
 }
 
@@ -246,7 +247,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 		return nil, err
 	}
 	l := &stageRun{env: env, cfg: env.Config, b: env.Bucket, iter: o.Iteration, est: specs[0].Name()}
-	l.outDir = commit.LearnDir(l.cfg.Run, l.iter)
+	l.outDir = layout.LearnDir(l.cfg.Run, l.iter)
 	if res, done, err := l.committed(ctx); done || err != nil {
 		return res, err
 	}
@@ -324,7 +325,7 @@ func (l *stageRun) committed(ctx context.Context) (*Result, bool, error) {
 // loads the step that sampled the rollout.
 func (l *stageRun) readInputs(ctx context.Context) error {
 	cfg, b, iter, est := l.cfg, l.b, l.iter, l.est
-	l.inDir = commit.RolloutDir(cfg.Run, iter)
+	l.inDir = layout.RolloutDir(cfg.Run, iter)
 	var err error
 	l.in, l.inSHA, err = commit.Read(ctx, b, l.inDir)
 	if err != nil && !errors.Is(err, commit.ErrNotCommitted) { // I/O, permissions, a corrupt manifest: commit.Read names the folder
@@ -333,7 +334,7 @@ func (l *stageRun) readInputs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rollout is not committed (%s): %w", stages.RolloutFirst(ctx, l.env, iter, ", then normalize,"), err)
 	}
-	l.advDir = commit.AdvantageDir(cfg.Run, iter, est)
+	l.advDir = layout.AdvantageDir(cfg.Run, iter, est)
 	l.adv, l.advSHA, err = commit.Read(ctx, b, l.advDir)
 	if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return err
@@ -342,7 +343,7 @@ func (l *stageRun) readInputs(ctx context.Context) error {
 		return fmt.Errorf("advantages for estimator %s are not committed (run `drmas run-stage normalize --iter %d --estimator %s`): %w", est, iter, est, err)
 	}
 	if !l.adv.ComputedFrom(l.inDir, l.inSHA) {
-		return &stages.StaleAdvantagesError{Dir: l.advDir, Diagnostics: commit.DiagnosticsDir(cfg.Run, iter, est), Iter: iter, Estimator: est,
+		return &stages.StaleAdvantagesError{Dir: l.advDir, Diagnostics: layout.DiagnosticsDir(cfg.Run, iter, est), Iter: iter, Estimator: est,
 			What: fmt.Sprintf("%s/ was computed from another rollout than the one now in %s/ (the rollout was replaced since)", l.advDir, l.inDir)}
 	}
 	if l.version, err = strconv.ParseInt(l.in.Params["policy_version"], 10, 64); err != nil {
@@ -464,7 +465,7 @@ func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f co
 	step := version + 1
 	// A concurrent learn of other weights may have replaced a file of the step and so
 	// withdrawn its commit (commit.ErrWithdrawn): these metrics then describe no step.
-	if ok, err := commit.IsCommitted(ctx, b, commit.CheckpointDir(cfg.Run, step)); err != nil {
+	if ok, err := commit.IsCommitted(ctx, b, layout.CheckpointDir(cfg.Run, step)); err != nil {
 		return nil, err
 	} else if !ok {
 		return nil, &ConflictError{Remedy: OneLearn, Iter: iter, Err: commit.ErrWithdrawn,
@@ -474,7 +475,7 @@ func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f co
 		Kind: "learn", SchemaVersion: 1, Run: cfg.Run, Iteration: &l.iter, Step: &step,
 		Rows: int64(len(metrics)), Files: []commit.File{f}, ConfigDigest: Digest(cfg, l.est),
 		Inputs: []commit.Input{{Dir: l.inDir, ManifestSHA256: l.inSHA}, {Dir: l.advDir, ManifestSHA256: l.advSHA},
-			{Dir: commit.CheckpointDir(cfg.Run, version), ManifestSHA256: l.set.ManifestSHA256}},
+			{Dir: layout.CheckpointDir(cfg.Run, version), ManifestSHA256: l.set.ManifestSHA256}},
 		Params: map[string]string{"estimator": l.est},
 	}); err != nil {
 		return nil, err
@@ -500,7 +501,7 @@ func (l *stageRun) commitMetrics(ctx context.Context, metrics []MetricsRow, f co
 // Otherwise it is another learn's update, and this attempt's metrics (mine) go: they describe
 // weights that were not published, and a rerun must not commit them against the step that was.
 func publishConflict(ctx context.Context, env *stages.Env, iter int, outDir string, step int64, inputs []commit.Input, mine commit.File, err error) error {
-	cm, _, rerr := commit.Read(ctx, env.Bucket, commit.CheckpointDir(env.Config.Run, step))
+	cm, _, rerr := commit.Read(ctx, env.Bucket, layout.CheckpointDir(env.Config.Run, step))
 	if rerr == nil && slices.Equal(cm.Inputs, inputs) {
 		return fmt.Errorf("step %d was published by an earlier attempt at this iteration, from the same inputs but with other weights (another engine's), and its metrics are gone: run learn again to commit this attempt's metrics with the published step: %w", step, err)
 	}
@@ -529,7 +530,7 @@ func alreadyCommitted(ctx context.Context, env *stages.Env, iter int, outDir str
 	cfg, b := env.Config, env.Bucket
 	// Committed from a rollout that was replaced since: the step it published was trained
 	// on other rows, and this rerun must not pass for training on the new ones.
-	inDir := commit.RolloutDir(cfg.Run, iter)
+	inDir := layout.RolloutDir(cfg.Run, iter)
 	if _, inSHA, err := commit.Read(ctx, b, inDir); err == nil && !m.ComputedFrom(inDir, inSHA) {
 		return nil, &ConflictError{Remedy: RelearnOrAnotherRun, Iter: iter, Step: *m.Step, Dir: outDir, Err: commit.ErrConflict,
 			What: fmt.Sprintf("%s/ was committed (step %d) from another rollout than the one now in %s/ (the rollout was replaced since), so step %d was trained on other rows",

@@ -12,6 +12,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/devices"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -222,7 +223,7 @@ func TestLearnStagePublishesAndIsIdempotent(t *testing.T) {
 	if err != nil || !again.Skipped || again.Step != 1 {
 		t.Fatalf("rerun: %+v %v", again, err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.LearnDir("t", 0)); !ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.LearnDir("t", 0)); !ok {
 		t.Fatal("metrics not committed")
 	}
 }
@@ -308,12 +309,12 @@ func TestStagesWithoutRolloutAdviseTheEarlierIterations(t *testing.T) {
 func TestLearnUnreadableRolloutIsNotMissing(t *testing.T) {
 	env := stagetest.Env(t, stagetest.Config(t, "math"))
 	ctx := context.Background()
-	if err := env.Bucket.Put(ctx, commit.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName, strings.NewReader("{"), 1); err != nil {
+	if err := env.Bucket.Put(ctx, layout.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName, strings.NewReader("{"), 1); err != nil {
 		t.Fatal(err)
 	}
 	_, err := learn.Run(ctx, env, learn.Options{Iteration: 0})
 	if err == nil || errors.Is(err, commit.ErrNotCommitted) || strings.Contains(err.Error(), "not committed") ||
-		!strings.HasPrefix(err.Error(), "learn iter 0: "+commit.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName) {
+		!strings.HasPrefix(err.Error(), "learn iter 0: "+layout.RolloutDir(env.Config.Run, 0)+"/"+commit.ManifestName) {
 		t.Fatalf("learn on an unreadable rollout manifest: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	gpuengine "github.com/drmas-dev/drmas/gpu/engine"
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/normalize"
@@ -65,10 +66,10 @@ func learnFails(t *testing.T, env *stages.Env, iter int, remedy learn.Remedy, wa
 		if !errors.As(err, &ce) || ce.Remedy != remedy || ce.Iter != iter {
 			t.Fatalf("attempt %d: %v (%T): want a *learn.ConflictError of iteration %d with remedy %d, got %+v", attempt, err, err, iter, remedy, ce)
 		}
-		if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.LearnDir("t", iter)); ok {
+		if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.LearnDir("t", iter)); ok {
 			t.Fatalf("attempt %d: iteration %d's learn committed", attempt, iter)
 		}
-		if _, err := env.Bucket.Stat(ctx, path.Join(commit.LearnDir("t", iter), "metrics.parquet")); !storage.IsNotFound(err) {
+		if _, err := env.Bucket.Stat(ctx, path.Join(layout.LearnDir("t", iter), "metrics.parquet")); !storage.IsNotFound(err) {
 			t.Fatalf("attempt %d: iteration %d's metrics left behind (%v)", attempt, iter, err)
 		}
 	}
@@ -96,7 +97,7 @@ func TestRolloutRefusesAnIterationAheadOfItsStep(t *testing.T) {
 		{3, 1, "rollout iter 3: would sample from step 1, but iteration 3 samples from step 3", false},
 		{0, 1, "iteration 0 samples from step 0, the warm-up", false},
 	} {
-		dir := commit.RolloutDir("t", c.iter)
+		dir := layout.RolloutDir("t", c.iter)
 		if c.iter == 0 { // committed: roll it out again
 			if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
 				t.Fatal(err)
@@ -128,7 +129,7 @@ func TestLearnRefusesARolloutOutOfOrder(t *testing.T) {
 	if ce.Step != 1 || ce.Dir != "runs/t/iter=000003" {
 		t.Fatalf("out of order: step %d, folder %q; want step 1, runs/t/iter=000003", ce.Step, ce.Dir)
 	}
-	if ok, _ := commit.IsCommitted(context.Background(), env.Bucket, commit.CheckpointDir("t", 2)); ok {
+	if ok, _ := commit.IsCommitted(context.Background(), env.Bucket, layout.CheckpointDir("t", 2)); ok {
 		t.Fatal("step 2 was published")
 	}
 }
@@ -160,7 +161,7 @@ func stripInputs(t *testing.T, env *stages.Env, step int64) {
 func rewriteCheckpointManifest(t *testing.T, env *stages.Env, step int64, edit func(m *commit.Manifest)) {
 	t.Helper()
 	ctx := context.Background()
-	dir := commit.CheckpointDir("t", step)
+	dir := layout.CheckpointDir("t", step)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -181,11 +182,11 @@ func rewriteCheckpointManifest(t *testing.T, env *stages.Env, step int64, edit f
 // Both attempts must fail and say whose step 2 is.
 func TestLearnNeverTakesAnotherIterationsStep(t *testing.T) {
 	env := publishThird(t)
-	m, _, err := commit.Read(context.Background(), env.Bucket, commit.CheckpointDir("t", 2))
+	m, _, err := commit.Read(context.Background(), env.Bucket, layout.CheckpointDir("t", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Inputs) != 2 || m.Inputs[0].Dir != commit.RolloutDir("t", 3) || m.Inputs[1].Dir != commit.AdvantageDir("t", 3, "drmas") {
+	if len(m.Inputs) != 2 || m.Inputs[0].Dir != layout.RolloutDir("t", 3) || m.Inputs[1].Dir != layout.AdvantageDir("t", 3, "drmas") {
 		t.Fatalf("step 2 records inputs %+v, want iteration 3's rollout and drmas advantages", m.Inputs)
 	}
 	learnFails(t, env, 1, learn.AnotherRun, "learn iter 1: checkpoint step 2 is already published (by iteration 3's learn, from step 1), so iteration 1 cannot publish its update",
@@ -198,11 +199,11 @@ func TestLearnNeverTakesAnotherIterationsStep(t *testing.T) {
 func TestLearnRefusesAStepWithoutRecordedInputs(t *testing.T) {
 	env := publishThird(t)
 	stripInputs(t, env, 2)
-	if err := env.Bucket.Delete(context.Background(), path.Join(commit.LearnDir("t", 3), commit.ManifestName)); err != nil {
+	if err := env.Bucket.Delete(context.Background(), path.Join(layout.LearnDir("t", 3), commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	learnFails(t, env, 1, learn.AnotherRun, "learn iter 1: checkpoint step 2 is already published (recording no rollout among its inputs, from step 1), so iteration 1 cannot publish its update")
-	if ok, err := commit.IsCommitted(context.Background(), env.Bucket, commit.LearnDir("t", 1)); err != nil || ok {
+	if ok, err := commit.IsCommitted(context.Background(), env.Bucket, layout.LearnDir("t", 1)); err != nil || ok {
 		t.Fatalf("iteration 1's learn committed over a step it did not publish: %v", err)
 	}
 }
@@ -224,7 +225,7 @@ func TestConflictWithThisIterationsOwnStep(t *testing.T) {
 	t.Setenv(gpu.EngineEnv, "cpu")
 	store := env.Bucket
 	dieBeforeMetricsCommit(t, env, 0)
-	metrics := path.Join(commit.LearnDir("t", 0), "metrics.parquet")
+	metrics := path.Join(layout.LearnDir("t", 0), "metrics.parquet")
 	if err := store.Delete(ctx, metrics); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestLearnRefusesARolloutOutOfOrderWhoseStepIsGone(t *testing.T) {
 	if res, err := learn.Run(ctx, env, learn.Options{Iteration: 1}); err != nil || res.Step != 2 {
 		t.Fatalf("learn iter 1: %+v %v", res, err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.CheckpointDir("t", 1)); ok {
 		t.Fatal("retention kept step 1")
 	}
 	if ce := learnFails(t, env, 3, learn.RollOutAgain, "learn iter 3: its rollout was sampled from step 1, but iteration 3 samples from step 3, which iteration 2's learn publishes"); ce.Dir != "runs/t/iter=000003" {

@@ -18,6 +18,7 @@ import (
 	gpuengine "github.com/drmas-dev/drmas/gpu/engine"
 	"github.com/drmas-dev/drmas/gpu/ir"
 	"github.com/drmas-dev/drmas/gpu/kernels"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/learn"
@@ -49,7 +50,7 @@ func (f *failCommit) Put(ctx context.Context, key string, r io.Reader, size int6
 func dieBeforeMetricsCommit(t *testing.T, env *stages.Env, iter int) {
 	t.Helper()
 	store := env.Bucket
-	env.Bucket = &failCommit{Bucket: store, dir: commit.LearnDir("t", iter)}
+	env.Bucket = &failCommit{Bucket: store, dir: layout.LearnDir("t", iter)}
 	defer func() { env.Bucket = store }()
 	if _, err := learn.Run(context.Background(), env, learn.Options{Iteration: iter}); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("first attempt: %v, want the injected failure", err)
@@ -108,10 +109,10 @@ func TestRerunAfterDyingBeforeMetricsCommit(t *testing.T) {
 	env := prepare(t, cfg, 2)
 	store := env.Bucket
 	dieBeforeMetricsCommit(t, env, 1)
-	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 2)); !ok {
+	if ok, _ := commit.IsCommitted(ctx, store, layout.CheckpointDir("t", 2)); !ok {
 		t.Fatal("the first attempt did not publish step 2 (the test no longer reaches the window it is about)")
 	}
-	if ok, _ := commit.IsCommitted(ctx, store, commit.CheckpointDir("t", 1)); !ok {
+	if ok, _ := commit.IsCommitted(ctx, store, layout.CheckpointDir("t", 1)); !ok {
 		t.Fatal("step 1 was deleted before the metrics were committed")
 	}
 	var log strings.Builder
@@ -126,7 +127,7 @@ func TestRerunAfterDyingBeforeMetricsCommit(t *testing.T) {
 	if !strings.Contains(log.String(), "published by an earlier attempt") {
 		t.Fatalf("the rerun trained again instead of committing the earlier metrics:\n%s", log.String())
 	}
-	if ok, _ := commit.IsCommitted(ctx, store, commit.LearnDir("t", 1)); !ok {
+	if ok, _ := commit.IsCommitted(ctx, store, layout.LearnDir("t", 1)); !ok {
 		t.Fatal("metrics not committed by the rerun")
 	}
 	if steps, err := checkpoints.Steps(ctx, store, "t"); err != nil || len(steps) != 2 || steps[0] != 0 || steps[1] != 2 {
@@ -164,7 +165,7 @@ func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
 	t.Setenv(gpu.EngineEnv, "cpu")
 	store := env.Bucket
 	dieBeforeMetricsCommit(t, env, 0)
-	published, _, err := commit.Read(ctx, store, commit.CheckpointDir("t", 1))
+	published, _, err := commit.Read(ctx, store, layout.CheckpointDir("t", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
 	if res.Step != 1 {
 		t.Fatalf("rerun published step %d", res.Step)
 	}
-	again, _, err := commit.Read(ctx, store, commit.CheckpointDir("t", 1))
+	again, _, err := commit.Read(ctx, store, layout.CheckpointDir("t", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +195,11 @@ func TestRerunOnAnotherEngineKeepsThePublishedStep(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatal("the rerun replaced the published step")
 	}
-	m, _, err := commit.Read(ctx, store, commit.LearnDir("t", 0))
+	m, _, err := commit.Read(ctx, store, layout.LearnDir("t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := commit.ReadFile(ctx, store, commit.LearnDir("t", 0), m.Files[0])
+	data, err := commit.ReadFile(ctx, store, layout.LearnDir("t", 0), m.Files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestLearnRefusesForeignCommits(t *testing.T) {
 	}
 
 	// A learn folder committed without a step (not written by drmas learn).
-	dir := commit.LearnDir("t", 0)
+	dir := layout.LearnDir("t", 0)
 	if err := env.Bucket.Delete(ctx, path.Join(dir, commit.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestLearnRefusesRowsOfUnknownModels(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `of model "verifier", which the config does not have (models: m1)`) {
 		t.Fatalf("rows of an unknown model: %v", err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.CheckpointDir("t", 1)); ok {
 		t.Fatal("a step was published")
 	}
 }
@@ -349,7 +350,7 @@ func TestMetricsOfAnAgentTheConfigDoesNotName(t *testing.T) {
 func replaceRollout(t *testing.T, env *stages.Env, iter int, k int64) {
 	t.Helper()
 	m, parts := stagetest.ReadRollout(t, env, iter)
-	stagetest.DeleteFolder(t, env, commit.RolloutDir(env.Config.Run, iter))
+	stagetest.DeleteFolder(t, env, layout.RolloutDir(env.Config.Run, iter))
 	stagetest.VaryScores(parts, k)
 	stagetest.WriteRolloutWith(t, env, iter, parts, false, m.Params)
 }
@@ -365,14 +366,14 @@ func TestLearnRefusesWorkOfAReplacedRollout(t *testing.T) {
 	// What to delete is cmd/drmas's advice, from the error's fields.
 	var se *stages.StaleAdvantagesError
 	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "computed from another rollout") ||
-		!errors.As(err, &se) || se.Dir != commit.AdvantageDir("t", 0, "drmas") || se.Diagnostics != commit.DiagnosticsDir("t", 0, "drmas") || se.Iter != 0 || se.Estimator != "drmas" {
+		!errors.As(err, &se) || se.Dir != layout.AdvantageDir("t", 0, "drmas") || se.Diagnostics != layout.DiagnosticsDir("t", 0, "drmas") || se.Iter != 0 || se.Estimator != "drmas" {
 		t.Fatalf("learn on stale advantages: %v (%+v)", err, se)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.CheckpointDir("t", 1)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.CheckpointDir("t", 1)); ok {
 		t.Fatal("a step was published from stale advantages")
 	}
 	// Normalized afresh (the advantages deleted), it trains; then the rollout is replaced again.
-	for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.DiagnosticsDir("t", 0, "drmas")} {
+	for _, dir := range []string{layout.AdvantageDir("t", 0, "drmas"), layout.DiagnosticsDir("t", 0, "drmas")} {
 		stagetest.DeleteFolder(t, env, dir)
 	}
 	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
@@ -445,7 +446,7 @@ func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
 				r.Score = float64((len(r.TaskID)*7+int(r.TaskID[len(r.TaskID)-1])+int(r.Sample)*3+int(r.Step))%3) / 2
 			}
 		}
-		stagetest.DeleteFolder(t, env, commit.RolloutDir(run, 0))
+		stagetest.DeleteFolder(t, env, layout.RolloutDir(run, 0))
 		stagetest.WriteRolloutWith(t, env, 0, parts, false, m.Params)
 		if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"drmas"}}); err != nil {
 			t.Fatal(err)
@@ -457,7 +458,7 @@ func TestRunNameDoesNotChooseMiniBatches(t *testing.T) {
 		if res.Metrics[0].GradNorm == 0 {
 			t.Fatal("no gradient: the test would prove nothing")
 		}
-		data, err := storage.ReadAll(ctx, env.Bucket, path.Join(commit.CheckpointDir(run, 1), "m1", "model.safetensors"))
+		data, err := storage.ReadAll(ctx, env.Bucket, path.Join(layout.CheckpointDir(run, 1), "m1", "model.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +479,7 @@ func TestConcurrentLearnsKeepTheWinnersMetrics(t *testing.T) {
 	if _, err := normalize.Run(ctx, env, normalize.Options{Iteration: 0, Estimators: []string{"grpo"}}); err != nil {
 		t.Fatal(err)
 	}
-	outDir := commit.LearnDir("t", 0)
+	outDir := layout.LearnDir("t", 0)
 	var winner error
 	loser := &stages.Env{Config: env.Config, Bucket: &storetest.PutHook{Bucket: env.Bucket, Prefix: path.Join(outDir, "metrics.parquet"), After: func() {
 		// The winner runs whole between the loser's metrics upload and its publish.

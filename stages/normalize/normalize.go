@@ -31,6 +31,7 @@ import (
 	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/storage"
@@ -176,7 +177,7 @@ type stageRun struct {
 // readRollout reads the iteration's committed rollout manifest.
 func readRollout(ctx context.Context, env *stages.Env, iter int) (*stageRun, error) {
 	w := &stageRun{env: env, b: env.Bucket, run: env.Config.Run, iter: iter}
-	w.inDir = commit.RolloutDir(w.run, iter)
+	w.inDir = layout.RolloutDir(w.run, iter)
 	var err error
 	w.in, w.inSHA, err = commit.Read(ctx, w.b, w.inDir)
 	if errors.Is(err, commit.ErrNotCommitted) {
@@ -195,14 +196,14 @@ func (w *stageRun) plan(ctx context.Context, specs []estimators.Spec) (*Result, 
 	res := &Result{Rows: w.in.Rows, Diagnostics: map[string][]DiagnosticsRow{}}
 	for _, s := range specs {
 		res.Estimators = append(res.Estimators, s.Name())
-		advDir := commit.AdvantageDir(w.run, w.iter, s.Name())
+		advDir := layout.AdvantageDir(w.run, w.iter, s.Name())
 		old, _, err := commit.Read(ctx, w.b, advDir)
 		if err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 			return nil, err
 		}
 		if err == nil {
 			if !old.ComputedFrom(w.inDir, w.inSHA) {
-				return nil, &stages.StaleAdvantagesError{Dir: advDir, Diagnostics: commit.DiagnosticsDir(w.run, w.iter, s.Name()), Iter: w.iter, Estimator: s.Name(),
+				return nil, &stages.StaleAdvantagesError{Dir: advDir, Diagnostics: layout.DiagnosticsDir(w.run, w.iter, s.Name()), Iter: w.iter, Estimator: s.Name(),
 					What: fmt.Sprintf("%s/ was committed from another rollout than the one now in %s/ (the rollout was replaced since), so its advantages describe other rows", advDir, w.inDir)}
 			}
 			// A worker killed between the commit and the receipts' removal leaves them behind
@@ -226,7 +227,7 @@ func (w *stageRun) plan(ctx context.Context, specs []estimators.Spec) (*Result, 
 	w.manifests = make([]*commit.Manifest, len(w.todo))
 	w.writers = make([]string, len(w.todo))
 	for ei, s := range w.todo {
-		w.advDirs[ei] = commit.AdvantageDir(w.run, w.iter, s.Name())
+		w.advDirs[ei] = layout.AdvantageDir(w.run, w.iter, s.Name())
 		w.manifests[ei] = &commit.Manifest{
 			Kind: "advantage", SchemaVersion: shards.SchemaVersion, Run: w.run, Iteration: &w.iter,
 			Inputs: w.inputs, Params: map[string]string{"estimator": s.Name(), "eps": strconv.FormatFloat(s.Eps, 'g', -1, 64)},
@@ -394,7 +395,7 @@ func (w *stageRun) commitDiagnostics(ctx context.Context, s estimators.Spec, par
 	if err != nil {
 		return nil, fmt.Errorf("encode diagnostics: %w", err)
 	}
-	diagDir := commit.DiagnosticsDir(w.run, w.iter, s.Name())
+	diagDir := layout.DiagnosticsDir(w.run, w.iter, s.Name())
 	df, err := commit.PutFile(ctx, w.b, diagDir, "agents.parquet", data, int64(len(rows)))
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/estimators"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
@@ -41,7 +42,7 @@ func writeIteration(tb testing.TB, root, run string, iter, parts, rowsPerPart in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dir := commit.RolloutDir(run, iter)
+	dir := layout.RolloutDir(run, iter)
 	var files []commit.File
 	var rows int64
 	for p := 0; p < parts; p++ {
@@ -249,7 +250,7 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 	writeIteration(t, root, "t", 3, 5, 20000)
 	read := func() map[string][]byte {
 		out := map[string][]byte{}
-		iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 3)))
+		iterDir := filepath.Join(root, filepath.FromSlash(layout.IterDir("t", 3)))
 		for _, d := range []string{"advantage", "diagnostics"} {
 			filepath.Walk(filepath.Join(iterDir, d), func(p string, info os.FileInfo, err error) error {
 				if err == nil && !info.IsDir() {
@@ -262,7 +263,7 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 		return out
 	}
 	clean := func() {
-		iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 3)))
+		iterDir := filepath.Join(root, filepath.FromSlash(layout.IterDir("t", 3)))
 		os.RemoveAll(filepath.Join(iterDir, "advantage"))
 		os.RemoveAll(filepath.Join(iterDir, "diagnostics"))
 	}
@@ -296,14 +297,14 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 	}
 	// The sidecars read back to the estimator's columns.
 	b, _ := filestore.New(root)
-	m, _, err := commit.Read(ctx, b, commit.AdvantageDir("t", 3, "drmas"))
+	m, _, err := commit.Read(ctx, b, layout.AdvantageDir("t", 3, "drmas"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, _, _ := commit.Read(ctx, b, commit.RolloutDir("t", 3))
+	in, _, _ := commit.Read(ctx, b, layout.RolloutDir("t", 3))
 	sp, _ := estimators.ParseSpec("drmas")
 	for i, f := range m.Files {
-		data, err := commit.ReadFile(ctx, b, commit.AdvantageDir("t", 3, "drmas"), f)
+		data, err := commit.ReadFile(ctx, b, layout.AdvantageDir("t", 3, "drmas"), f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestRunConcurrencyDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pf, err := shards.OpenColumns(ctx, b, path.Join(commit.RolloutDir("t", 3), in.Files[i].Name), in.Files[i].Bytes, shards.KeyColumns)
+		pf, err := shards.OpenColumns(ctx, b, path.Join(layout.RolloutDir("t", 3), in.Files[i].Name), in.Files[i].Bytes, shards.KeyColumns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +359,7 @@ func (b *hookBucket) GetRange(ctx context.Context, key string, off, length int64
 func noManifests(t *testing.T, env *stages.Env, iter int) {
 	t.Helper()
 	for _, d := range []string{"advantage/", "diagnostics/"} {
-		prefix := commit.IterDir(env.Config.Run, iter) + "/" + d
+		prefix := layout.IterDir(env.Config.Run, iter) + "/" + d
 		err := env.Bucket.Iter(context.Background(), prefix, func(k string) error {
 			if strings.HasSuffix(k, commit.ManifestName) {
 				t.Errorf("committed after an error: %s", k)
@@ -397,7 +398,7 @@ func TestRunCancelled(t *testing.T) {
 		env := testEnv(t, root)
 		var reads atomic.Int32
 		env.Bucket = &hookBucket{Bucket: env.Bucket, getRange: func(key string) error {
-			if strings.HasPrefix(key, commit.RolloutDir("t", 1)+"/part-") && reads.Add(1) == 1 {
+			if strings.HasPrefix(key, layout.RolloutDir("t", 1)+"/part-") && reads.Add(1) == 1 {
 				cancel() // the first read of a part's columns goes through; everything after sees ctx done
 			}
 			return nil
@@ -421,7 +422,7 @@ func TestRunManifestReadError(t *testing.T) {
 	env := testEnv(t, root)
 	denied := fmt.Errorf("get %s: %w", commit.ManifestName, fs.ErrPermission)
 	env.Bucket = &hookBucket{Bucket: env.Bucket, get: func(key string) error {
-		if key == commit.RolloutDir("t", 1)+"/"+commit.ManifestName {
+		if key == layout.RolloutDir("t", 1)+"/"+commit.ManifestName {
 			return denied
 		}
 		return nil
@@ -448,7 +449,7 @@ func BenchmarkNormalize(b *testing.B) {
 	root := b.TempDir()
 	rows := writeIteration(b, root, "t", 1, 8, 125_000)
 	env := testEnv(b, root)
-	iterDir := filepath.Join(root, filepath.FromSlash(commit.IterDir("t", 1)))
+	iterDir := filepath.Join(root, filepath.FromSlash(layout.IterDir("t", 1)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -470,13 +471,13 @@ func TestRunMissingPart(t *testing.T) {
 	root := t.TempDir()
 	writeIteration(t, root, "t", 1, 2, 1000)
 	env := testEnv(t, root)
-	lost := commit.RolloutDir("t", 1) + "/" + shards.PartName(1, 2)
+	lost := layout.RolloutDir("t", 1) + "/" + shards.PartName(1, 2)
 	if err := env.Bucket.Delete(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Run(context.Background(), env, Options{Iteration: 1, Estimators: []string{"drmas"}})
 	want := "normalize iter 1: " + lost + " is listed in the committed rollout but missing from the store: restore it, or delete " +
-		commit.RolloutDir("t", 1) + "/ and roll the iteration out again"
+		layout.RolloutDir("t", 1) + "/ and roll the iteration out again"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !storage.IsNotFound(err) {
 		t.Fatalf("got %v\nwant %q…, matching storage.ErrNotFound", err, want)
 	}

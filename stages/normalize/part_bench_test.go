@@ -8,6 +8,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/estimators"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkPartStages(b *testing.B) {
 	}
 	env := testEnv(b, root)
 	env.Bucket = bk
-	dir := commit.RolloutDir("bench", 1)
+	dir := layout.RolloutDir("bench", 1)
 	m, _, err := commit.Read(ctx, bk, dir)
 	if err != nil {
 		b.Fatal(err)

@@ -23,8 +23,7 @@ import (
 // The sidecar encoder writes the advantage sidecar (shards.AdvantageRow: row_id, uid, agent,
 // advantage, baseline_mean, baseline_std, group_size) straight from the decoded key columns and
 // the kernel's result columns, without materialising rows of strings and without a hash lookup
-// per row and column (the row writer, shards.WriteAdvantages, spent ~90% of the stage's time
-// there and in zstd). The file has exactly the schema, footer settings (created_by, column
+// per row and column (where the row writer, shards.WriteAdvantages, spends its time). The file has exactly the schema, footer settings (created_by, column
 // orders, version) and row-group size of shards.WriteAdvantages; each column chunk is one
 // (dictionary page and) data page (v1) per row group, with min/max statistics. Encodings:
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/shards/shardtest"
 	"github.com/drmas-dev/drmas/stages"
@@ -33,7 +34,7 @@ func threeParts(seed uint64) [][]shards.Row {
 func readSidecars(t *testing.T, env *stages.Env, est string) (map[string][]shards.AdvantageRow, *commit.Manifest) {
 	t.Helper()
 	ctx := context.Background()
-	dir := commit.AdvantageDir(env.Config.Run, 0, est)
+	dir := layout.AdvantageDir(env.Config.Run, 0, est)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestStageRerunIsByteIdentical(t *testing.T) {
 			t.Fatal(err)
 		}
 		var all []string
-		for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.AdvantageDir("t", 0, "grpo"), commit.DiagnosticsDir("t", 0, "drmas")} {
+		for _, dir := range []string{layout.AdvantageDir("t", 0, "drmas"), layout.AdvantageDir("t", 0, "grpo"), layout.DiagnosticsDir("t", 0, "drmas")} {
 			data, err := storage.ReadAll(ctx, env.Bucket, path.Join(dir, commit.ManifestName))
 			if err != nil {
 				t.Fatal(err)
@@ -248,7 +249,7 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 			t.Fatalf("want an error naming the part and the order, got %v", err)
 		}
 		for _, est := range []string{"drmas", "grpo"} {
-			if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.AdvantageDir("t", 0, est)); ok {
+			if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.AdvantageDir("t", 0, est)); ok {
 				t.Fatalf("%s: bad input was committed", est)
 			}
 		}
@@ -256,7 +257,7 @@ func TestStageBadInputWritesNothing(t *testing.T) {
 	t.Run("not parquet", func(t *testing.T) {
 		env := stagetest.Env(t, stagetest.Config(t, "math"))
 		stagetest.WriteRollout(t, env, 0, threeParts(5), false)
-		key := path.Join(commit.RolloutDir("t", 0), shards.PartName(2, 3))
+		key := path.Join(layout.RolloutDir("t", 0), shards.PartName(2, 3))
 		attr, _ := env.Bucket.Stat(ctx, key)
 		if err := storage.PutBytes(ctx, env.Bucket, key, bytes.Repeat([]byte("x"), int(attr.Size))); err != nil {
 			t.Fatal(err)
@@ -280,8 +281,8 @@ func TestShardedNormalizeEqualsSingleProcess(t *testing.T) {
 	ests := []string{"drmas", "grpo"}
 	digests := func(env *stages.Env) string {
 		var all []string
-		for _, dir := range []string{commit.AdvantageDir("t", 0, "drmas"), commit.AdvantageDir("t", 0, "grpo"),
-			commit.DiagnosticsDir("t", 0, "drmas"), commit.DiagnosticsDir("t", 0, "grpo")} {
+		for _, dir := range []string{layout.AdvantageDir("t", 0, "drmas"), layout.AdvantageDir("t", 0, "grpo"),
+			layout.DiagnosticsDir("t", 0, "drmas"), layout.DiagnosticsDir("t", 0, "grpo")} {
 			data, err := storage.ReadAll(ctx, env.Bucket, path.Join(dir, commit.ManifestName))
 			if err != nil {
 				t.Fatal(err)
@@ -301,7 +302,7 @@ func TestShardedNormalizeEqualsSingleProcess(t *testing.T) {
 	if err != nil || len(first.Pending) != 2 {
 		t.Fatalf("first shard: %+v %v; want both estimators pending", first, err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, sharded.Bucket, commit.AdvantageDir("t", 0, "drmas")); ok {
+	if ok, _ := commit.IsCommitted(ctx, sharded.Bucket, layout.AdvantageDir("t", 0, "drmas")); ok {
 		t.Fatal("committed before every part was written")
 	}
 	second, err := normalize.Run(ctx, sharded, normalize.Options{Estimators: ests, Shard: jobs.Shard{Index: 0, Count: 2}})
@@ -382,7 +383,7 @@ func TestStageStaleAdvantagesRefused(t *testing.T) {
 	if _, err := normalize.Run(ctx, env, normalize.Options{Estimators: []string{"grpo_step"}}); err != nil {
 		t.Fatal(err)
 	}
-	stagetest.DeleteFolder(t, env, commit.RolloutDir("t", 0))
+	stagetest.DeleteFolder(t, env, layout.RolloutDir("t", 0))
 	ps := threeParts(11)
 	for _, p := range ps {
 		for i := range p {
@@ -394,7 +395,7 @@ func TestStageStaleAdvantagesRefused(t *testing.T) {
 	// What to delete is cmd/drmas's advice, from the error's fields.
 	var se *stages.StaleAdvantagesError
 	if err == nil || !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "committed from another rollout") ||
-		!errors.As(err, &se) || se.Dir != commit.AdvantageDir("t", 0, "grpo_step") || se.Diagnostics != commit.DiagnosticsDir("t", 0, "grpo_step") || se.Estimator != "grpo_step" {
+		!errors.As(err, &se) || se.Dir != layout.AdvantageDir("t", 0, "grpo_step") || se.Diagnostics != layout.DiagnosticsDir("t", 0, "grpo_step") || se.Estimator != "grpo_step" {
 		t.Fatalf("want an error saying the advantages are from another rollout, got %v (%+v)", err, se)
 	}
 }
@@ -420,7 +421,7 @@ func TestStageDiagnosticsOverflowIsNamed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "scale them down") || !strings.Contains(err.Error(), "agent ") || strings.Contains(err.Error(), "json") {
 		t.Fatalf("want an error naming the agent and saying to scale the scores down, got %v", err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.AdvantageDir("t", 0, "drmas")); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.AdvantageDir("t", 0, "drmas")); ok {
 		t.Fatal("committed")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
@@ -26,7 +27,7 @@ func TestExternalRolloutRecordsItsIterationsStep(t *testing.T) {
 	if err != nil || res.PolicyVersion != 1 {
 		t.Fatalf("rollout iter 1 from LATEST: %+v %v, want policy version 1", res, err)
 	}
-	m, _, err := commit.Read(ctx, env.Bucket, commit.RolloutDir("ext", 1))
+	m, _, err := commit.Read(ctx, env.Bucket, layout.RolloutDir("ext", 1))
 	if err != nil || m.Params["policy_version"] != "1" {
 		t.Fatalf("rollout iter 1's manifest: %+v %v, want policy_version 1", m, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages/learn"
 	"github.com/drmas-dev/drmas/stages/normalize"
@@ -35,7 +36,7 @@ func TestFilterGroups(t *testing.T) {
 	if err != nil || !res.Committed {
 		t.Fatalf("%+v %v", res, err)
 	}
-	dir := commit.RolloutDir("t", 0)
+	dir := layout.RolloutDir("t", 0)
 	m, sha, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
@@ -76,7 +77,7 @@ func TestProgramRollout(t *testing.T) {
 	if err != nil || !res.Committed || res.Episodes != 8 || res.Rows != 16 || res.EpisodesDropped != 0 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	_, sum, err := commit.Read(ctx, whole.Bucket, commit.RolloutDir("t", 0))
+	_, sum, err := commit.Read(ctx, whole.Bucket, layout.RolloutDir("t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestProgramRollout(t *testing.T) {
 	if res, err := rollout.Run(ctx, resumed, rollout.Options{Step: stages.LatestStep}); err != nil || !res.Committed {
 		t.Fatalf("resume: %+v %v", res, err)
 	}
-	if _, sum2, err := commit.Read(ctx, resumed.Bucket, commit.RolloutDir("t", 0)); err != nil || sum2 != sum {
+	if _, sum2, err := commit.Read(ctx, resumed.Bucket, layout.RolloutDir("t", 0)); err != nil || sum2 != sum {
 		t.Errorf("the resumed rollout's manifest differs from the uninterrupted one's (%v)", err)
 	}
 }

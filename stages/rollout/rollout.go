@@ -22,6 +22,7 @@ import (
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/workflows"
@@ -135,7 +136,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options) (*Result, error) 
 	if err := o.Shard.Validate(); err != nil {
 		return nil, err
 	}
-	dir := commit.RolloutDir(env.Config.Run, o.Iteration)
+	dir := layout.RolloutDir(env.Config.Run, o.Iteration)
 	if done, err := alreadyCommitted(ctx, env, o.Iteration, dir); done || err != nil {
 		if err != nil {
 			return nil, err
@@ -253,7 +254,7 @@ func plan(ctx context.Context, env *stages.Env, o Options, dir string) (*stageRu
 	}
 	r.manifest = &commit.Manifest{
 		Kind: "rollout", SchemaVersion: shards.SchemaVersion, Run: cfg.Run, Iteration: &r.iter, ConfigDigest: Digest(cfg, r.tasks),
-		Inputs: []commit.Input{{Dir: commit.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
+		Inputs: []commit.Input{{Dir: layout.CheckpointDir(cfg.Run, set.Step), ManifestSHA256: set.ManifestSHA256}},
 		Params: map[string]string{
 			"workflow": r.wf.Name(), "policy_version": strconv.FormatInt(set.Step, 10),
 			"tasks": strconv.Itoa(len(r.tasks)), "group_size": strconv.Itoa(G),
@@ -412,7 +413,7 @@ func writePart(ctx context.Context, env *stages.Env, wf workflows.Workflow, iter
 	if err := shards.WriteTrajectories(&buf, p, rows); err != nil {
 		return st, fmt.Errorf("part %d: %w", p, err)
 	}
-	dir := commit.RolloutDir(cfg.Run, iter)
+	dir := layout.RolloutDir(cfg.Run, iter)
 	f, err := commit.PutFile(ctx, env.Bucket, dir, name, buf.Bytes(), int64(len(rows)))
 	if err != nil {
 		return st, err

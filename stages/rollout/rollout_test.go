@@ -18,6 +18,7 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/jobs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/rollout"
@@ -42,7 +43,7 @@ func rolloutOnce(t *testing.T, workflow string) (*stages.Env, *commit.Manifest) 
 	if res.Skipped || res.Rows == 0 || res.Episodes != 16 {
 		t.Fatalf("unexpected result %+v", res)
 	}
-	m, _, err := commit.Read(ctx, env.Bucket, commit.RolloutDir("t", 0))
+	m, _, err := commit.Read(ctx, env.Bucket, layout.RolloutDir("t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestRolloutRowsAndDuckDB(t *testing.T) {
 			dir := t.TempDir()
 			var all []shards.Row
 			for _, f := range m.Files {
-				data, err := commit.ReadFile(ctx, env.Bucket, commit.RolloutDir("t", 0), f)
+				data, err := commit.ReadFile(ctx, env.Bucket, layout.RolloutDir("t", 0), f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -217,20 +218,20 @@ func TestShardedRolloutEqualsSingleProcess(t *testing.T) {
 	if fmt.Sprint(committed) != "[false false false true]" {
 		t.Fatalf("committed after each worker: %v; want only the last worker to commit", committed)
 	}
-	a, sa, _ := commit.Read(ctx, single.Bucket, commit.RolloutDir("t", 0))
-	b, sb, _ := commit.Read(ctx, sharded.Bucket, commit.RolloutDir("t", 0))
+	a, sa, _ := commit.Read(ctx, single.Bucket, layout.RolloutDir("t", 0))
+	b, sb, _ := commit.Read(ctx, sharded.Bucket, layout.RolloutDir("t", 0))
 	if sa != sb {
 		t.Fatalf("manifests differ:\n%+v\n%+v", a, b)
 	}
 	var receipts []string
-	_ = sharded.Bucket.Iter(ctx, commit.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
+	_ = sharded.Bucket.Iter(ctx, layout.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
 	if len(receipts) != 0 {
 		t.Fatalf("receipts left after commit: %v", receipts)
 	}
 	// A late duplicate worker finds the folder committed and does nothing but remove receipts a
 	// worker killed after the commit left behind.
 	stray := commit.Receipt{File: b.Files[0], Writer: "a late worker"}
-	if err := commit.PutReceipt(ctx, sharded.Bucket, commit.RolloutDir("t", 0), stray); err != nil {
+	if err := commit.PutReceipt(ctx, sharded.Bucket, layout.RolloutDir("t", 0), stray); err != nil {
 		t.Fatal(err)
 	}
 	late, err := rollout.Run(ctx, sharded, rollout.Options{Step: 0, Shard: jobs.Shard{Index: 2, Count: 3}})
@@ -238,7 +239,7 @@ func TestShardedRolloutEqualsSingleProcess(t *testing.T) {
 		t.Fatalf("late worker: %+v %v", late, err)
 	}
 	receipts = nil
-	_ = sharded.Bucket.Iter(ctx, commit.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
+	_ = sharded.Bucket.Iter(ctx, layout.RolloutDir("t", 0)+"/"+commit.ReceiptsDir+"/", func(k string) error { receipts = append(receipts, k); return nil })
 	if len(receipts) != 0 {
 		t.Fatalf("stray receipts left: %v", receipts)
 	}
@@ -255,7 +256,7 @@ func TestRolloutResumesFinishedParts(t *testing.T) {
 	if _, err := rollout.Run(ctx, env, rollout.Options{Step: 0, Shard: jobs.Shard{Index: 0, Count: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	key := commit.RolloutDir("t", 0) + "/" + shards.PartName(0, 2)
+	key := layout.RolloutDir("t", 0) + "/" + shards.PartName(0, 2)
 	before, err := env.Bucket.Stat(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestShardsOfAnotherConfigAreNotMixed(t *testing.T) {
 	if !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), part1) || !strings.Contains(err.Error(), "another config") {
 		t.Fatalf("worker 0 of config B over config A's part: %v, want a conflict naming %s", err, part1)
 	}
-	if ok, _ := commit.IsCommitted(ctx, envB.Bucket, commit.RolloutDir("t", 0)); ok {
+	if ok, _ := commit.IsCommitted(ctx, envB.Bucket, layout.RolloutDir("t", 0)); ok {
 		t.Fatal("a mixed set of parts was committed")
 	}
 	res, err := run(envB, 1)
@@ -341,8 +342,8 @@ func TestShardsOfAnotherConfigAreNotMixed(t *testing.T) {
 	if _, err := rollout.Run(ctx, single, rollout.Options{Step: 0}); err != nil {
 		t.Fatal(err)
 	}
-	_, want, _ := commit.Read(ctx, single.Bucket, commit.RolloutDir("t", 0))
-	_, got, _ := commit.Read(ctx, envB.Bucket, commit.RolloutDir("t", 0))
+	_, want, _ := commit.Read(ctx, single.Bucket, layout.RolloutDir("t", 0))
+	_, got, _ := commit.Read(ctx, envB.Bucket, layout.RolloutDir("t", 0))
 	if got != want || got == "" {
 		t.Fatalf("manifest sha %s, single process with config B %s", got, want)
 	}
@@ -383,7 +384,7 @@ func TestTasksFileEntersByContent(t *testing.T) {
 	if _, err := run(env, 0); !errors.Is(err, commit.ErrConflict) || !strings.Contains(err.Error(), "another config") {
 		t.Fatalf("worker 0 on another tasks file at the same path: %v, want a conflict", err)
 	}
-	if ok, _ := commit.IsCommitted(ctx, env.Bucket, commit.RolloutDir("t", 0)); ok {
+	if ok, _ := commit.IsCommitted(ctx, env.Bucket, layout.RolloutDir("t", 0)); ok {
 		t.Fatal("parts of two tasks files were committed together")
 	}
 	// The same content by another path (a file in another folder)
@@ -399,7 +400,7 @@ func TestTasksFileEntersByContent(t *testing.T) {
 		if _, err := rollout.Run(ctx, e, rollout.Options{Step: 0}); err != nil {
 			t.Fatal(err)
 		}
-		_, sha, err := commit.Read(ctx, e.Bucket, commit.RolloutDir("t", 0))
+		_, sha, err := commit.Read(ctx, e.Bucket, layout.RolloutDir("t", 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/shards"
 	"github.com/drmas-dev/drmas/stages"
@@ -99,7 +100,7 @@ func WriteRollout(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row,
 func WriteRolloutWith(t testing.TB, env *stages.Env, iter int, parts [][]shards.Row, raw bool, params map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	dir := commit.RolloutDir(env.Config.Run, iter)
+	dir := layout.RolloutDir(env.Config.Run, iter)
 	var files []commit.File
 	var rows int64
 	for p, part := range parts {
@@ -151,7 +152,7 @@ func DeleteFolder(t testing.TB, env *stages.Env, dir string) {
 func ReadRollout(t testing.TB, env *stages.Env, iter int) (*commit.Manifest, [][]shards.Row) {
 	t.Helper()
 	ctx := context.Background()
-	dir := commit.RolloutDir(env.Config.Run, iter)
+	dir := layout.RolloutDir(env.Config.Run, iter)
 	m, _, err := commit.Read(ctx, env.Bucket, dir)
 	if err != nil {
 		t.Fatal(err)

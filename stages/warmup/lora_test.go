@@ -10,6 +10,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/internal/oracles"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
@@ -22,7 +23,7 @@ import (
 func TestWarmupLoRA(t *testing.T) {
 	tok := oracles.Qwen3TokenizerDir(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "q"), tok, 2)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "q"), tok, 2)
 	ctx := context.Background()
 	baseLLM, _, err := hf.LoadLLM(base)
 	if err != nil {

@@ -16,8 +16,10 @@ import (
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hfmodel"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/workflows"
@@ -56,7 +58,7 @@ func Run(ctx context.Context, env *stages.Env) (*Result, error) {
 
 func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 	cfg := env.Config
-	if m, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
+	if m, _, err := commit.Read(ctx, env.Bucket, layout.CheckpointDir(cfg.Run, 0)); err != nil && !errors.Is(err, commit.ErrNotCommitted) {
 		return nil, err
 	} else if err == nil {
 		env.Logf("warmup: checkpoint step 0 already committed")
@@ -87,7 +89,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 			set.HF = map[string]*checkpoints.HFModel{}
 		}
 		set.HF[id] = h
-		tok, _, err := stages.ChatTokenizer(h.Dir, h.Config)
+		tok, _, err := hfmodel.ChatTokenizer(h.Dir, h.Config)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", id, err)
 		}
@@ -151,7 +153,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 // a store) after checking that a training step fits in memory; with models.<id>.lora, what
 // trains is a new LoRA adapter over it.
 func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFModel, error) {
-	dir, err := stages.BaseFolder(ctx, env, id)
+	dir, err := env.HF().BaseFolder(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +161,7 @@ func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFM
 	if err != nil {
 		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
 	}
-	if err := stages.CheckHFMemory(env.Config, id, hc); err != nil {
+	if err := hfmodel.CheckMemory(env.Config, id, hc); err != nil {
 		return nil, err
 	}
 	m, hc, err := hf.LoadLLM(dir)

@@ -9,6 +9,7 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/stages/warmup"
 )
@@ -28,7 +29,7 @@ func TestWarmupIsDeterministicAndPublishesStepZero(t *testing.T) {
 		if step, err := checkpoints.ReadLatest(ctx, env.Bucket, "t"); err != nil || step != 0 {
 			t.Fatalf("LATEST %d %v", step, err)
 		}
-		m, _, err := commit.Read(ctx, env.Bucket, commit.CheckpointDir("t", 0))
+		m, _, err := commit.Read(ctx, env.Bucket, layout.CheckpointDir("t", 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package hf
+package hfmodel
 
 import (
 	"context"

@@ -1,4 +1,7 @@
-package commit
+// Package layout is the key scheme of a run's objects in the store: which folder each stage
+// commits (package commit writes and reads them) and how run names and the iter=/step= folder
+// elements are spelt.
+package layout
 
 import (
 	"errors"
@@ -22,6 +25,7 @@ import (
 //	runs/<run>/eval-train/step=000008/results.parquet, …          (the same on training prompts)
 //	runs/<run>/checkpoints/step=000008/<model>/model.safetensors, optim.safetensors; _MANIFEST.json
 //	runs/<run>/checkpoints/LATEST
+//	runs/<run>/ablations/<mode>/summary.parquet, _MANIFEST.json      (an ablation's summary)
 
 var runNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -81,6 +85,9 @@ func CheckpointDir(run string, step int64) string {
 
 // LatestKey is the key of the LATEST pointer.
 func LatestKey(run string) string { return path.Join(CheckpointsDir(run), "LATEST") }
+
+// AblationDir holds the summary of an ablation mode over a run.
+func AblationDir(run, mode string) string { return path.Join(RunDir(run), "ablations", mode) }
 
 // ParseStepDir extracts the step of a "step=000008" element.
 func ParseStepDir(el string) (int64, bool) {

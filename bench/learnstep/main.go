@@ -1,10 +1,10 @@
-// Command benchgpu times one PPO learner step (forward, backward, grad-norm clipping, AdamW:
+// Command learnstep times one PPO learner step (forward, backward, grad-norm clipping, AdamW:
 // stages/learn.UpdateOn) on the GPU engine and on the CPU engine, from the same weights and
 // batch, and prints tokens/s of each and their ratio. The GPU engine runs with its device
 // optimizer (the learner's default), then with the optimizer on the host for comparison.
 // Defaults are the learner-step anchor's shape: d=512, 8 layers, B=64 sequences of T=256 tokens.
 //
-//	benchgpu [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -micro-batch 0 -gpu-steps 5 -host-optimizer-steps 2 -cpu-steps 1]
+//	learnstep [-dim 512 -layers 8 -heads 8 -batch 64 -seq 256 -prompt 128 -micro-batch 0 -gpu-steps 5 -host-optimizer-steps 2 -cpu-steps 1]
 //
 // After the timed GPU steps it runs one step through engine.Profiler and prints each kernel's
 // time and GFLOP/s (-profile=false skips it). Without a usable CUDA driver it prints the
@@ -34,13 +34,13 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "benchgpu:", err)
+		fmt.Fprintln(os.Stderr, "learnstep:", err)
 		os.Exit(1)
 	}
 }
 
 func run(args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("benchgpu", flag.ContinueOnError)
+	fs := flag.NewFlagSet("learnstep", flag.ContinueOnError)
 	fs.SetOutput(w)
 	device := fs.String("device", "cuda", "cuda: CUDA device 0; interp: the gpu/ir interpreter on the CPU (tiny shapes only)")
 	dim := fs.Int("dim", 512, "model width")

@@ -1,4 +1,4 @@
-package stages
+package hfmodel
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/drmas-dev/drmas/actors"
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/checkpoints"
-	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/layout"
 )
 
-// hfOpenAIBackend builds the openai backend of Hugging Face model id, which samples checkpoint
+// OpenAIBackend builds the openai backend of Hugging Face model id, which samples checkpoint
 // set on a server hosting its base (vLLM, SGLang, drmas serve --hf): prompts are encoded with
 // the model's own chat tokenizer and a sample ends at its end of turn, as in process. The
 // server samples with the weights of set.Step: a LoRA model's adapter folder of that step
@@ -21,14 +21,14 @@ import (
 // its step folder (models.<id>.openai.reload: sglang; openai.Options.ReloadPath). A model
 // trained in full without reload is refused: the server would sample with other weights than
 // the step the rows record.
-func hfOpenAIBackend(env *Env, id string, set *checkpoints.Set) (actors.Backend, error) {
+func (env *Env) OpenAIBackend(id string, set *checkpoints.Set) (actors.Backend, error) {
 	cfg := env.Config
 	m := cfg.Models[id]
 	if m.LoRA == nil && m.OpenAI.Reload == "" {
 		return nil, fmt.Errorf("model %s is a Hugging Face model trained in full on backend openai: the server would not sample with checkpoint step %d's weights; set models.%s.openai.reload: sglang (SGLang and drmas serve --hf reload each step's folder), train a LoRA adapter (models.%s.lora: the server loads each step's adapter), or use backend: local (for vLLM, restart it on each step's folder, or use its sleep mode's reload_weights, and sample with backend: local)",
 			id, set.Step, id, id)
 	}
-	dir, hc, err := hfTokenizerFolder(env, id, set)
+	dir, hc, err := env.tokenizerFolder(id, set)
 	if err != nil {
 		return nil, err
 	}
@@ -58,16 +58,16 @@ func StepFolder(store, storePath, run string, step int64, id string) string {
 	if storePath != "" {
 		root = storePath
 	}
-	return strings.TrimRight(root, "/") + "/" + commit.CheckpointDir(run, step) + "/" + id
+	return strings.TrimRight(root, "/") + "/" + layout.CheckpointDir(run, step) + "/" + id
 }
 
-// hfTokenizerFolder is a local folder holding model id's tokenizer files and its config: the
+// tokenizerFolder is a local folder holding model id's tokenizer files and its config: the
 // step folder the checkpoint set loaded, else the base (models.<id>.hf).
-func hfTokenizerFolder(env *Env, id string, set *checkpoints.Set) (string, hf.Config, error) {
+func (env *Env) tokenizerFolder(id string, set *checkpoints.Set) (string, hf.Config, error) {
 	if h := set.HF[id]; h != nil {
 		return h.Dir, h.Config, nil
 	}
-	dir, err := BaseFolder(context.Background(), env, id)
+	dir, err := env.BaseFolder(context.Background(), id)
 	if err != nil {
 		return "", hf.Config{}, err
 	}

@@ -3,7 +3,6 @@ package stages_test
 import (
 	"context"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -11,59 +10,17 @@ import (
 	"github.com/drmas-dev/drmas/checkpoints"
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
-// TestCheckHFMemory: a Qwen2.5-0.5B shape does not train in full under a 1 GiB limit (its
-// float32 weights, gradients and moments alone are 16 bytes × 494 M parameters), and the
-// refusal gives the figure and what to change; under a large limit it passes.
-func TestCheckHFMemory(t *testing.T) {
-	hc, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := stagetest.Config(t, "math")
-	cfg.Models = map[string]configs.Model{"q": {HF: "/models/q"}}
-	cfg.Agents = map[string]configs.Agent{"solver": {Model: "q", MicroBatch: 2}, "verifier": {Model: "q", MicroBatch: 2}}
-	need := stages.HFStepMemory(cfg, "q", hc)
-	old := debug.SetMemoryLimit(1 << 30)
-	defer debug.SetMemoryLimit(old)
-	if w := 16 * hc.Params(); need <= w || hc.Params() < 490e6 {
-		t.Fatalf("estimate %d for %d parameters: not above the %d bytes of weights, gradients and moments", need, hc.Params(), w)
-	}
-	err = stages.CheckHFMemory(cfg, "q", hc)
-	if err == nil {
-		t.Fatal("a 0.5B full fine-tune passed under 1 GiB")
-	}
-	one := stages.HFStep(cfg, "q", hc, 1).Total()
-	for _, want := range []string{configs.Bytes(float64(one)), "GOMEMLIMIT", "models.q.lora", "rollout.max_tokens", "a micro-batch of 1 sequence"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("refusal %q lacks %q", err, want)
-		}
-	}
-	// A LoRA adapter keeps 4 bytes a frozen weight: 2 GB does not fit 1 GiB either, and the
-	// advice is now the rank.
-	cfg.Models["q"] = configs.Model{HF: "/models/q", LoRA: &configs.LoRA{R: 8}}
-	lora := stages.HFStepMemory(cfg, "q", hc)
-	if lora >= need || lora <= 4*hc.Params() {
-		t.Errorf("LoRA estimate %d, full %d, frozen weights %d", lora, need, 4*hc.Params())
-	}
-	if err := stages.CheckHFMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(stages.HFStep(cfg, "q", hc, 1).Total()))) {
-		t.Errorf("LoRA refusal: %v", err)
-	}
-	debug.SetMemoryLimit(1 << 50)
-	if err := stages.CheckHFMemory(cfg, "q", hc); err != nil {
-		t.Errorf("refused under 1 PiB: %v", err)
-	}
-}
-
 // TestLocalHFBackend: the backend of an HF model of a step samples it in process with the
 // model's tokenizer, stops at the tokens it is given, and names what to change when a prompt
 // does not fit the context.
 func TestLocalHFBackend(t *testing.T) {
-	base := stagetest.TinyHF(t, filepath.Join(t.TempDir(), "q"), stagetest.TinyTokenizer(), 1)
+	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "q"), hftest.TinyTokenizer(), 1)
 	m, hc, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package hf
+package hfmodel
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/commit"
+	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/storage/filestore"
 )
 
@@ -42,8 +44,7 @@ func sameTree(t *testing.T, a, b string) {
 // file replaced in the store is downloaded again and one removed there leaves the cache.
 func TestFetchUncommitted(t *testing.T) {
 	ctx := context.Background()
-	cfg := tinyConfig(t, "qwen3", false)
-	src := writeTestFolder(t, cfg, BF16, RandomTensors(cfg, 1))
+	src := hftest.TinyHF(t, filepath.Join(t.TempDir(), "model"), hftest.TinyTokenizer(), 1)
 	b, err := filestore.New(src)
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +81,13 @@ func TestFetchUncommitted(t *testing.T) {
 	}
 	_ = os.Remove(mine)
 	// A cached file damaged locally is downloaded again.
-	if err := os.WriteFile(filepath.Join(cache, SingleFile), []byte("damaged"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cache, hf.SingleFile), []byte("damaged"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := Fetch(ctx, b, cache); err != nil || st.Downloaded != 1 {
 		t.Fatalf("after local damage: %+v %v", st, err)
 	}
-	if _, err := OpenWeights(cache); err != nil {
+	if _, err := hf.OpenWeights(cache); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,8 +96,7 @@ func TestFetchUncommitted(t *testing.T) {
 // file with other bytes of the same size is refused, naming it.
 func TestFetchCommitted(t *testing.T) {
 	ctx := context.Background()
-	cfg := tinyConfig(t, "qwen2", false)
-	made := writeTestFolder(t, cfg, F16, RandomTensors(cfg, 2))
+	made := hftest.TinyHF(t, filepath.Join(t.TempDir(), "model"), hftest.TinyTokenizer(), 2)
 	root := t.TempDir()
 	b, err := filestore.New(root)
 	if err != nil {
@@ -121,9 +121,9 @@ func TestFetchCommitted(t *testing.T) {
 		t.Fatalf("fetch: %+v %v", st, err)
 	}
 	sameTree(t, made, cache)
-	data, _ := os.ReadFile(filepath.Join(root, SingleFile))
+	data, _ := os.ReadFile(filepath.Join(root, hf.SingleFile))
 	data[len(data)-1] ^= 1
-	if err := os.WriteFile(filepath.Join(root, SingleFile), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, hf.SingleFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Fetch(ctx, b, t.TempDir())
@@ -140,7 +140,7 @@ func TestFetchCommitted(t *testing.T) {
 // and names a file the folder lacks.
 func TestFetchFilesOnlyThose(t *testing.T) {
 	src := t.TempDir()
-	for name, body := range map[string]string{AdapterConfigFile: `{"r": 1}`, AdapterWeightsFile: "w", "big.bin": strings.Repeat("x", 1<<20)} {
+	for name, body := range map[string]string{hf.AdapterConfigFile: `{"r": 1}`, hf.AdapterWeightsFile: "w", "big.bin": strings.Repeat("x", 1<<20)} {
 		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -150,11 +150,11 @@ func TestFetchFilesOnlyThose(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	if err := FetchFiles(t.Context(), b, dst, AdapterConfigFile, AdapterWeightsFile); err != nil {
+	if err := FetchFiles(t.Context(), b, dst, hf.AdapterConfigFile, hf.AdapterWeightsFile); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadDir(dst)
-	if len(got) != 2 || got[0].Name() != AdapterConfigFile || got[1].Name() != AdapterWeightsFile {
+	if len(got) != 2 || got[0].Name() != hf.AdapterConfigFile || got[1].Name() != hf.AdapterWeightsFile {
 		t.Fatalf("fetched %v", got)
 	}
 	if err := FetchFiles(t.Context(), b, t.TempDir(), "none.json"); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "none.json") {

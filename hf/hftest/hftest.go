@@ -1,4 +1,5 @@
-package stagetest
+// Package hftest writes the small Hugging Face model folders that tests of every package load.
+package hftest
 
 import (
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 // template): enough for checkpoints, not for prompts.
 func TinyTokenizer() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "hf", "testdata", "tinytok")
+	return filepath.Join(filepath.Dir(file), "..", "testdata", "tinytok")
 }
 
 // TinyHF writes a random Qwen3 model folder at dir (as `drmas model init` does: hidden 32, two

@@ -1,0 +1,121 @@
+package hfmodel
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/model"
+)
+
+// promptAllowance is the prompt length the memory estimate assumes beside rollout.max_tokens.
+const promptAllowance = 512
+
+// CheckMemory refuses, before its weights are loaded, an HF model whose training step needs
+// more memory than this process may use (GOMEMLIMIT, else the memory the machine has
+// available) even on a micro-batch of one sequence of rollout.max_tokens and a prompt
+// (hf.StepOf: float32 weights, gradients and AdamW moments, activations, the head's chunk, the
+// attention blocks). A larger micro_batch that does not fit is no refusal: the learner splits
+// it into accumulation chunks that fit (MicroBatchFit). The error gives the figure and what to
+// change. Nothing is checked when the limit is unknown.
+func CheckMemory(cfg *configs.Config, id string, hc hf.Config) error {
+	limit, by := memoryLimit()
+	if limit <= 0 {
+		return nil
+	}
+	need := Step(cfg, id, hc, 1).Total()
+	if float64(need) <= limit {
+		return nil
+	}
+	what, change := "in full (float32 weights, gradients and AdamW moments", fmt.Sprintf("train a LoRA adapter (models.%s.lora)", id)
+	if l := cfg.Models[id].LoRA; l != nil {
+		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (float32 weights, the adapter's gradients and moments", l.R), fmt.Sprintf("lower models.%s.lora.r", id)
+	}
+	return fmt.Errorf("model %s (%s parameters) needs about %s to train %s, and a micro-batch of 1 sequence of %d tokens), more than %s (%s): %s, lower rollout.max_tokens, or use a smaller model",
+		id, strconv.FormatInt(hc.Params(), 10), configs.Bytes(float64(need)), what, stepTokens(cfg, hc), configs.Bytes(limit), by, change)
+}
+
+// StepMemory is the memory of one training step of model id at its micro_batch.
+func StepMemory(cfg *configs.Config, id string, hc hf.Config) int64 {
+	return Step(cfg, id, hc, cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch).Total()
+}
+
+// Step is hf.StepOf for model id on a micro-batch of micro sequences of rollout.max_tokens
+// and a prompt (at most the model's context), with its LoRA rank.
+func Step(cfg *configs.Config, id string, hc hf.Config, micro int) hf.Step {
+	r := 0
+	if l := cfg.Models[id].LoRA; l != nil {
+		r = l.R
+	}
+	return hf.StepOf(hc, r, micro, stepTokens(cfg, hc))
+}
+
+func stepTokens(cfg *configs.Config, hc hf.Config) int {
+	return min(cfg.Rollout.MaxTokens+promptAllowance, hc.ArchConfig().Context)
+}
+
+// MicroBatchFit is the largest micro-batch of at most micro sequences whose step (step(n)
+// bytes) fits the memory this process may use, at least 1; micro when the limit is unknown.
+func MicroBatchFit(micro int, step func(n int) int64) int {
+	limit, by := memoryLimit()
+	if limit <= 0 {
+		return micro
+	}
+	if by != "GOMEMLIMIT" {
+		// The available memory excludes what this process already holds (the model's
+		// weights, which the step counts).
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		limit += float64(ms.HeapInuse)
+	}
+	n := micro
+	for n > 1 && float64(step(n)) > limit {
+		n--
+	}
+	return n
+}
+
+// memoryLimit is GOMEMLIMIT when set, else MemAvailable of /proc/meminfo; 0 when unknown.
+func memoryLimit() (float64, string) {
+	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
+		return float64(l), "GOMEMLIMIT"
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "MemAvailable:"); ok {
+			if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
+				return kb * 1024, "the memory available on this machine"
+			}
+		}
+	}
+	return 0, ""
+}
+
+// TrainableStep is hf.StepOfArch for a loaded Hugging Face model (or a LoRA adapter over one)
+// on micro sequences of rollout.max_tokens and a prompt; ok is false for any other model.
+func TrainableStep(cfg *configs.Config, m model.Trainable, micro int) (s hf.Step, ok bool) {
+	var a model.ArchConfig
+	var params int64
+	rank := 0
+	switch t := m.(type) {
+	case *model.LLM:
+		a, params = t.Config(), int64(t.NumParams())
+	case *model.LoRA:
+		a, params, rank = t.Base().Config(), int64(t.Base().NumParams()), t.Config().R
+	default:
+		return s, false
+	}
+	return hf.StepOfArch(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context)), true
+}
