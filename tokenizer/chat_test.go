@@ -29,6 +29,7 @@ type chatCase struct {
 	Template            string    `json:"template,omitempty"`
 	Messages            []Message `json:"messages"`
 	AddGenerationPrompt bool      `json:"add_generation_prompt"`
+	DateString          *string   `json:"date_string,omitempty"` // nil: not passed
 }
 
 // MarshalJSON writes messages the way the template engine reads them.
@@ -47,7 +48,7 @@ func checkChatOf(t *testing.T, tok *BPE, dir, template string, convs [][]Message
 	var cases []chatCase
 	for _, msgs := range convs {
 		for _, gen := range []bool{false, true} {
-			cases = append(cases, chatCase{template, msgs, gen})
+			cases = append(cases, chatCase{template, msgs, gen, nil})
 		}
 	}
 	var want []string
