@@ -233,21 +233,7 @@ func checkDated(t *testing.T, tok *BPE, dir, template string, convs [][]Message,
 			cases = append(cases, chatCase{template, msgs, gen, date})
 		}
 	}
-	var want []string
-	runOracle(t, dir, "chat", cases, &want)
-	for i, c := range cases {
-		o := ChatOptions{AddGenerationPrompt: c.AddGenerationPrompt}
-		if c.DateString != nil {
-			o.Date = *c.DateString
-		}
-		got, err := tok.ChatPromptWith(c.Messages, o)
-		if err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
-		if got != want[i] {
-			t.Errorf("case %d (gen %v, date %q) %q:\n got  %q\n want %q", i, c.AddGenerationPrompt, o.Date, c.Messages, got, want[i])
-		}
-	}
+	compareChat(t, tok, dir, cases)
 }
 
 // TestChatPromptLlama31 compares ChatPromptWith with Meta's real Llama 3.1 and 3.2 Instruct
