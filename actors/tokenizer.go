@@ -52,7 +52,7 @@ func (Bytes) ResponseText(tokens []int32) string { return ResponseText(tokens) }
 type Chat struct {
 	BPE *tokenizer.BPE
 	// Date is the "Today Date" of a Llama 3.1+ template's system preamble ("" =
-	// tokenizer.DefaultChatDate); other templates ignore it.
+	// tokenizer.DefaultChatDate); other templates do not write it.
 	Date string
 }
 

@@ -132,7 +132,7 @@ type ChatOptions struct {
 	// AddGenerationPrompt ends the prompt with the assistant's turn header.
 	AddGenerationPrompt bool
 	// Date is the "Today Date" of Llama 3.1+ templates' system preamble (their date_string);
-	// "" = DefaultChatDate. Other templates ignore it.
+	// "" = DefaultChatDate. Other templates do not write it; it is checked all the same.
 	Date string
 }
 
