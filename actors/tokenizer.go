@@ -49,11 +49,21 @@ func (Bytes) ResponseText(tokens []int32) string { return ResponseText(tokens) }
 // prompt is one user turn followed by the generation prompt (for Qwen3 with thinking off, and
 // Qwen2.5's default system message), as a chat server would render it. The agent's name is not
 // added: the workflows' prompts say which role the agent plays.
-type Chat struct{ BPE *tokenizer.BPE }
+type Chat struct {
+	BPE *tokenizer.BPE
+	// Date is the "Today Date" of a Llama 3.1+ template's system preamble ("" =
+	// tokenizer.DefaultChatDate); other templates do not write it.
+	Date string
+}
+
+// Prompt renders msgs through the chat template, ending with the generation prompt.
+func (c Chat) Prompt(msgs []tokenizer.Message) (string, error) {
+	return c.BPE.ChatPromptWith(msgs, tokenizer.ChatOptions{AddGenerationPrompt: true, Date: c.Date})
+}
 
 // PromptIDs implements Tokenizer.
 func (c Chat) PromptIDs(agent, prompt string) ([]int32, error) {
-	text, err := c.BPE.ChatPrompt([]tokenizer.Message{{Role: "user", Content: prompt}}, true)
+	text, err := c.Prompt([]tokenizer.Message{{Role: "user", Content: prompt}})
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", agent, err)
 	}

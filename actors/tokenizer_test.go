@@ -2,6 +2,9 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -62,5 +65,35 @@ func TestChatTokenizer(t *testing.T) {
 	}
 	if got := tok.ResponseText(append(target, 151643)); got != "héllo 你好" {
 		t.Errorf("ResponseText %q", got)
+	}
+}
+
+// TestChatTokenizerDate: with a Llama 3.2 Instruct template, a prompt's system preamble holds
+// Chat.Date, or the templates' fallback date when it is empty (worked by hand).
+func TestChatTokenizerDate(t *testing.T) {
+	dir := oracles.Llama3TokenizerDir(t)
+	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(filepath.Join("..", "tokenizer", "testdata", "llama3.2_chat_template.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]string{"chat_template": string(tmpl), "bos_token": "<|begin_of_text|>"})
+	bpe, err := tokenizer.Load(tj, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for date, shown := range map[string]string{"": "26 Jul 2024", "01 Jan 2025": "01 Jan 2025"} {
+		ids, err := actors.Chat{BPE: bpe, Date: date}.PromptIDs("verifier", "ok?")
+		want := bpe.Encode("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + shown +
+			"\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nok?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+		if err != nil || !slices.Equal(ids, want) {
+			t.Errorf("date %q: PromptIDs %v, %v; want %v", date, ids, err, want)
+		}
+	}
+	if _, err := (actors.Chat{BPE: bpe, Date: "26\nJul"}).PromptIDs("verifier", "ok?"); err == nil {
+		t.Error("a date of two lines accepted")
 	}
 }

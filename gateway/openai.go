@@ -174,7 +174,7 @@ func render(be actors.Backend, req request, chat bool) (string, []int32, *apiErr
 			return "", nil, badRequest("%v", err)
 		}
 		if c, ok := tok.(actors.Chat); ok {
-			text, err = c.BPE.ChatPrompt(msgs, true)
+			text, err = c.Prompt(msgs)
 			if err != nil {
 				return "", nil, badRequest("%v", err)
 			}

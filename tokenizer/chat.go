@@ -24,6 +24,7 @@ type chatTemplate struct {
 	thinkOff      bool       // Qwen3: the template takes enable_thinking; it is rendered false
 	bos           string     // Llama 3: bos_token, written before the first turn
 	genAlways     bool       // Llama 3: the generation prompt is written whether asked or not
+	dated         bool       // Llama 3.1+: the system turn opens with the knowledge and today's dates
 }
 
 // chatFormat is the shape of a chat template's turns.
@@ -126,8 +127,22 @@ func templateText(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("tokenizer_config.json: chat_template has no template named \"default\"")
 }
 
-// ChatPrompt renders msgs as the model's chat template does, for Qwen (ChatML, below) and
-// Llama 3 (see llama3Prompt). Qwen's ChatML: a turn is
+// ChatOptions are what a chat template reads besides the messages.
+type ChatOptions struct {
+	// AddGenerationPrompt ends the prompt with the assistant's turn header.
+	AddGenerationPrompt bool
+	// Date is the "Today Date" of Llama 3.1+ templates' system preamble (their date_string);
+	// "" = DefaultChatDate. Other templates do not write it; it is checked all the same.
+	Date string
+}
+
+// ChatPrompt is ChatPromptWith with the generation prompt as asked and the default date.
+func (t *BPE) ChatPrompt(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.ChatPromptWith(msgs, ChatOptions{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// ChatPromptWith renders msgs as the model's chat template does, for Qwen (ChatML, below) and
+// Llama 3 (see llama3Prompt; Llama 3.1 and 3.2, see llama3DatedPrompt). Qwen's ChatML: a turn is
 // "<|im_start|>{role}\n{content}<|im_end|>\n"; with addGenerationPrompt the prompt ends with
 // "<|im_start|>assistant\n". Roles are system, user, assistant and tool (consecutive tool
 // turns share one user turn of <tool_response> blocks); any other role is an error.
@@ -138,7 +153,8 @@ func templateText(raw json.RawMessage) (string, error) {
 // "<think>\n\n</think>\n\n"; an assistant turn after the last user query carries its reasoning
 // in <think> tags (empty for the final turn), earlier ones lose it. Without a chat_template
 // the plain ChatML turns are written. A template of another shape is refused.
-func (t *BPE) ChatPrompt(msgs []Message, addGenerationPrompt bool) (string, error) {
+func (t *BPE) ChatPromptWith(msgs []Message, o ChatOptions) (string, error) {
+	addGenerationPrompt := o.AddGenerationPrompt
 	if t.chat.refused != "" {
 		return "", fmt.Errorf("tokenizer_config.json: chat_template: %s: %w", t.chat.refused, ErrChatTemplate)
 	}
@@ -148,6 +164,12 @@ func (t *BPE) ChatPrompt(msgs []Message, addGenerationPrompt bool) (string, erro
 		default:
 			return "", fmt.Errorf("message %d: role %q is not system, user, assistant or tool", i, m.Role)
 		}
+	}
+	if err := checkChatDate(o.Date); err != nil {
+		return "", err
+	}
+	if t.chat.dated {
+		return t.llama3DatedPrompt(msgs, o)
 	}
 	if t.chat.format == llama3Chat {
 		return t.llama3Prompt(msgs, addGenerationPrompt), nil

@@ -29,6 +29,7 @@ type chatCase struct {
 	Template            string    `json:"template,omitempty"`
 	Messages            []Message `json:"messages"`
 	AddGenerationPrompt bool      `json:"add_generation_prompt"`
+	DateString          *string   `json:"date_string,omitempty"` // nil: not passed
 }
 
 // MarshalJSON writes messages the way the template engine reads them.
@@ -47,18 +48,28 @@ func checkChatOf(t *testing.T, tok *BPE, dir, template string, convs [][]Message
 	var cases []chatCase
 	for _, msgs := range convs {
 		for _, gen := range []bool{false, true} {
-			cases = append(cases, chatCase{template, msgs, gen})
+			cases = append(cases, chatCase{template, msgs, gen, nil})
 		}
 	}
+	compareChat(t, tok, dir, cases)
+}
+
+// compareChat renders cases by tok and by @huggingface/jinja and compares the strings.
+func compareChat(t *testing.T, tok *BPE, dir string, cases []chatCase) {
+	t.Helper()
 	var want []string
 	runOracle(t, dir, "chat", cases, &want)
 	for i, c := range cases {
-		got, err := tok.ChatPrompt(c.Messages, c.AddGenerationPrompt)
+		o := ChatOptions{AddGenerationPrompt: c.AddGenerationPrompt}
+		if c.DateString != nil {
+			o.Date = *c.DateString
+		}
+		got, err := tok.ChatPromptWith(c.Messages, o)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		if got != want[i] {
-			t.Errorf("case %d (gen %v) %q:\n got  %q\n want %q", i, c.AddGenerationPrompt, c.Messages, got, want[i])
+			t.Errorf("case %d (gen %v, date %q) %q:\n got  %q\n want %q", i, c.AddGenerationPrompt, o.Date, c.Messages, got, want[i])
 		}
 	}
 }

@@ -197,3 +197,118 @@ func TestChatPromptLlama3NoTemplate(t *testing.T) {
 		t.Errorf("EOS %d, ids %v", tok.EOS(), ids)
 	}
 }
+
+// chatDates are the dates random Llama 3.1+ cases pass as date_string.
+var chatDates = []string{DefaultChatDate, "01 Jan 2025", "6 Dec 2026", "2024-07-26", "Tuesday, 26 Jul 2024"}
+
+// datedConversations are llama3Conversations with tool messages made user ones (Llama 3.1+
+// templates write tool results as ipython turns, which ChatPrompt refuses).
+func datedConversations(seed uint64, n int) (convs [][]Message, skipped int) {
+	convs, skipped = llama3Conversations(seed, n)
+	for i, msgs := range convs {
+		convs[i] = slices.Clone(msgs)
+		for j := range convs[i] {
+			if convs[i][j].Role == "tool" {
+				convs[i][j].Role = "user"
+			}
+		}
+	}
+	return convs, skipped
+}
+
+// checkDated renders every conversation with and without the generation prompt by tok and by
+// @huggingface/jinja on template, each with a date drawn from chatDates and passed as
+// date_string, or (when omitDate) every fourth one with no date at all, which both must render
+// as DefaultChatDate; and compares the strings.
+func checkDated(t *testing.T, tok *BPE, dir, template string, convs [][]Message, omitDate bool) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(11, uint64(len(template))))
+	var cases []chatCase
+	for _, msgs := range convs {
+		for _, gen := range []bool{false, true} {
+			date := &chatDates[r.IntN(len(chatDates))]
+			if omitDate && r.IntN(4) == 0 {
+				date = nil
+			}
+			cases = append(cases, chatCase{template, msgs, gen, date})
+		}
+	}
+	compareChat(t, tok, dir, cases)
+}
+
+// TestChatPromptLlama31 compares ChatPromptWith with Meta's real Llama 3.1 and 3.2 Instruct
+// templates (testdata, as llama.cpp ships them) rendered by HF's Jinja engine on the fixed
+// conversations and about 2,000 random ones (with and without a leading system message), with
+// and without the generation prompt, each with a date passed as date_string (and, for 3.1,
+// some with none: the template's own fallback), byte for byte; then checks one prompt and its
+// ids by hand.
+func TestChatPromptLlama31(t *testing.T) {
+	_, dir := llama3(t)
+	convs, skipped := datedConversations(7, 2000)
+	system := 0
+	for _, msgs := range convs {
+		if msgs[0].Role == "system" {
+			system++
+		}
+	}
+	if system < len(convs)/5 || system > len(convs)*4/5 {
+		t.Fatalf("%d of %d conversations open with a system message: too few of one kind", system, len(convs))
+	}
+	for _, v := range []struct {
+		file     string
+		omitDate bool // 3.2 takes strftime_now (the clock) when date_string is not passed
+	}{{"llama3.1_chat_template.jinja", true}, {"llama3.2_chat_template.jinja", false}} {
+		tmpl, err := os.ReadFile(filepath.Join("testdata", v.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := llama3WithTemplate(t, dir, string(tmpl))
+		if c := tok.chat; !c.dated || c.refused != "" || c.genAlways || c.bos != llama3BOS {
+			t.Fatalf("%s read as %+v", v.file, c)
+		}
+		checkDated(t, tok, dir, string(tmpl), convs, v.omitDate)
+	}
+	tmpl, _ := os.ReadFile(filepath.Join("testdata", "llama3.2_chat_template.jinja"))
+	tok := llama3WithTemplate(t, dir, string(tmpl))
+	got, err := tok.ChatPrompt([]Message{{"user", " 2+2? "}}, true)
+	want := "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" +
+		"Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>" +
+		"<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+	if err != nil || got != want {
+		t.Fatalf("ChatPrompt = %q, %v; want %q", got, err, want)
+	}
+	ids := tok.Encode(got)
+	head := []int32{128000, 128006, 9125, 128007, 271} // <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n
+	if !slices.Equal(ids[:len(head)], head) || ids[len(ids)-1] != 271 {
+		t.Fatalf("ids %v: want to start %v and end with 271 (\\n\\n)", ids, head)
+	}
+	t.Logf("%d conversations (%d with a system message) × Llama 3.1 and 3.2 templates × with/without generation prompt: byte-identical to @huggingface/jinja (%d random ones left out where JS's trim and Python's strip differ)", len(convs), system, skipped)
+}
+
+// TestChatPromptLlama31Refusals: what a Llama 3.1+ template writes beyond plain turns is
+// refused by name (a tool message: ipython turns), as are a date that is not one line of
+// printable text, an empty conversation and a dated preamble of another shape.
+func TestChatPromptLlama31Refusals(t *testing.T) {
+	_, dir := llama3(t)
+	tmpl, err := os.ReadFile(filepath.Join("testdata", "llama3.1_chat_template.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := llama3WithTemplate(t, dir, string(tmpl))
+	_, err = tok.ChatPrompt([]Message{{"user", "weather?"}, {"tool", "21"}}, true)
+	if !errors.Is(err, ErrChatTemplate) || !strings.Contains(err.Error(), "message 1: role tool") || !strings.Contains(err.Error(), "ipython") {
+		t.Errorf("tool message: %v", err)
+	}
+	if _, err := tok.ChatPrompt(nil, true); !errors.Is(err, ErrChatTemplate) {
+		t.Errorf("no messages: %v", err)
+	}
+	for _, date := range []string{"26 Jul\n2024", "26\tJul", strings.Repeat("9", maxChatDate+1)} {
+		if _, err := tok.ChatPromptWith([]Message{{"user", "x"}}, ChatOptions{Date: date}); err == nil || !strings.Contains(err.Error(), "chat date") {
+			t.Errorf("date %q: %v", date, err)
+		}
+	}
+	other := strings.Replace(string(tmpl), "December 2023", "March 2025", 1)
+	if _, err := llama3WithTemplate(t, dir, other).ChatPrompt([]Message{{"user", "x"}}, true); !errors.Is(err, ErrChatTemplate) || !strings.Contains(err.Error(), "Cutting Knowledge Date") {
+		t.Errorf("another knowledge date: %v", err)
+	}
+}

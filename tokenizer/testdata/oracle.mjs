@@ -6,7 +6,8 @@
 //           String.prototype.normalize (tokenizers normalize those stretches, not the whole).
 //   chat:   IN is [{template?, messages, add_generation_prompt}]; OUT gets the rendered strings
 //           (template defaults to MODEL_DIR's tokenizer_config.json chat_template; bos_token
-//           and enable_thinking=false are passed as transformers would).
+//           and enable_thinking=false are passed as transformers would; date_string when the
+//           case has one).
 //   bench:  IN is a JSON array of strings; prints "BYTES WALL_NS CPU_NS" for one encode pass
 //           over them after a warm-up pass (CPU: user + system time of the process).
 import fs from "node:fs";
@@ -26,6 +27,7 @@ if (mode === "chat") {
       add_generation_prompt: c.add_generation_prompt,
       enable_thinking: false,
       bos_token: config.bos_token?.content ?? config.bos_token,
+      ...(c.date_string === undefined ? {} : { date_string: c.date_string }),
     }),
   );
   fs.writeFileSync(outPath, JSON.stringify(out));
