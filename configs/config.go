@@ -136,6 +136,11 @@ type Model struct {
 	// LoRA, for an HF model, trains a LoRA adapter over frozen weights instead of every
 	// weight; its checkpoints are PEFT adapters. Nil: full fine-tune.
 	LoRA *LoRA `mapstructure:"lora" json:"lora,omitempty"`
+	// ChatDate, for an HF model whose chat template is Llama 3.1's or 3.2's, is the "Today
+	// Date" its system preamble writes (e.g. "06 Dec 2026"). drmas never reads the clock, so a
+	// run's prompts are the same every day. Empty: "26 Jul 2024", the templates' own fallback.
+	// Other templates write no date.
+	ChatDate string `mapstructure:"chat_date" json:"chat_date,omitempty"`
 }
 
 // LoRA configures a LoRA adapter (models.<id>.lora), with PEFT's meaning of each key.

@@ -28,17 +28,22 @@ agents:
 	if l.Alpha != 16 || !slices.Equal(l.TargetModules, LoRATargets) {
 		t.Errorf("defaults: %+v", l)
 	}
+	if c.Models["verifier_m"].ChatDate != "" {
+		t.Error("verifier_m got a chat date it was not given")
+	}
 	if c.Models["verifier_m"].LoRA != nil {
 		t.Error("verifier_m got a LoRA it was not given")
 	}
 	cases := map[string]string{
 		`m1: {hf: /q, dim: 64}`: "models.m1.hf is set and so are built-in size keys",
 		`m1: {dim: 64, layers: 1, heads: 2, context: 32, ff_mult: 2, lora: {r: 4}}`: "models.m1.lora is set but models.m1.hf is not",
-		`m1: {hf: /q, lora: {r: 0}}`:                                   "models.m1.lora.r is 0",
-		`m1: {hf: /q, lora: {r: 4, dropout: 1}}`:                       "models.m1.lora.dropout is 1",
-		`m1: {hf: /q, lora: {r: 4, alpha: -1}}`:                        "models.m1.lora.alpha is -1",
-		`m1: {hf: /q, lora: {r: 4, target_modules: [qkv]}}`:            `models.m1.lora.target_modules: "qkv" is not a linear layer`,
-		`m1: {hf: /q, lora: {r: 4, target_modules: [q_proj, q_proj]}}`: `names "q_proj" twice`,
+		`m1: {hf: /q, lora: {r: 0}}`:                                                            "models.m1.lora.r is 0",
+		`m1: {hf: /q, lora: {r: 4, dropout: 1}}`:                                                "models.m1.lora.dropout is 1",
+		`m1: {hf: /q, lora: {r: 4, alpha: -1}}`:                                                 "models.m1.lora.alpha is -1",
+		`m1: {hf: /q, lora: {r: 4, target_modules: [qkv]}}`:                                     `models.m1.lora.target_modules: "qkv" is not a linear layer`,
+		`m1: {hf: /q, lora: {r: 4, target_modules: [q_proj, q_proj]}}`:                          `names "q_proj" twice`,
+		`m1: {dim: 64, layers: 1, heads: 2, context: 32, ff_mult: 2, chat_date: "01 Jan 2025"}`: "models.m1.chat_date is set but models.m1.hf is not",
+		`m1: {hf: /q, chat_date: "01 Jan\n2025"}`:                                               "models.m1.chat_date: chat date",
 	}
 	for model, want := range cases {
 		p := write(t, "bad.yaml", "models:\n  "+model+"\nagents:\n  solver: {model: m1}\n")

@@ -12,6 +12,7 @@ import (
 	"github.com/drmas-dev/drmas/estimators"
 	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/layout"
+	"github.com/drmas-dev/drmas/tokenizer"
 )
 
 // Validate reports every problem of c at once. Every number must be finite: NaN and ±Inf
@@ -64,6 +65,7 @@ func (c *Config) Validate() error {
 		default:
 			bad("models.%s.backend: %s is not local or openai", name, excerpt.Quote(m.Backend))
 		}
+		validateChatDate(name, m, bad)
 		if m.External() {
 			continue
 		}
@@ -260,6 +262,18 @@ func optimDiff(a, b Optim) string {
 		d = append(d, fmt.Sprintf("micro_batch %d vs %d", a.MicroBatch, b.MicroBatch))
 	}
 	return strings.Join(d, ", ")
+}
+
+// validateChatDate checks models.<id>.chat_date: only an HF model's chat template writes it.
+func validateChatDate(name string, m Model, bad func(string, ...any)) {
+	if m.ChatDate == "" {
+		return
+	}
+	if !m.IsHF() {
+		bad("models.%s.chat_date is set but models.%s.hf is not: only a Hugging Face model's Llama 3.1+ chat template writes a date; remove it", name, name)
+	} else if err := tokenizer.CheckChatDate(m.ChatDate); err != nil {
+		bad("models.%s.chat_date: %v", name, err)
+	}
 }
 
 // validateHF checks a Hugging Face model's keys: the folder, no built-in sizes beside it, and

@@ -26,13 +26,13 @@ import (
 
 // ChatTokenizer loads the tokenizer of the Hugging Face model folder dir with its chat
 // template, and the ids that end a turn: the tokenizer's end-of-turn token (Qwen's <|im_end|>)
-// and the eos_token_id of cfg, once each.
-func ChatTokenizer(dir string, cfg hf.Config) (actors.Chat, []int32, error) {
+// and the eos_token_id of cfg, once each. date is models.<id>.chat_date (Llama 3.1+ templates).
+func ChatTokenizer(dir string, cfg hf.Config, date string) (actors.Chat, []int32, error) {
 	bpe, err := loadTokenizer(dir)
 	if err != nil {
 		return actors.Chat{}, nil, fmt.Errorf("tokenizer of %s: %w", dir, err)
 	}
-	return actors.Chat{BPE: bpe}, StopIDs(bpe, cfg), nil
+	return actors.Chat{BPE: bpe, Date: date}, StopIDs(bpe, cfg), nil
 }
 
 // StopIDs are the ids that end an HF model's sample: the tokenizer's end of turn
@@ -88,14 +88,14 @@ func loadTokenizer(dir string) (*tokenizer.BPE, error) {
 	return t, nil
 }
 
-// LocalBackend serves Hugging Face model id of set in process.
-func LocalBackend(id string, set *checkpoints.Set) (actors.Backend, error) {
+// LocalBackend serves Hugging Face model id of set in process; date is models.<id>.chat_date.
+func LocalBackend(id string, set *checkpoints.Set, date string) (actors.Backend, error) {
 	h := set.HF[id]
 	if h == nil {
 		return nil, fmt.Errorf("checkpoint step %d has no Hugging Face model %q (it has %s): the config's models changed since it was written",
 			set.Step, id, strings.Join(set.ModelNames(), ", "))
 	}
-	tok, stop, err := ChatTokenizer(h.Dir, h.Config)
+	tok, stop, err := ChatTokenizer(h.Dir, h.Config, date)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", id, err)
 	}

@@ -32,7 +32,7 @@ func (env *Env) OpenAIBackend(id string, set *checkpoints.Set) (actors.Backend, 
 	if err != nil {
 		return nil, err
 	}
-	tok, stop, err := ChatTokenizer(dir, hc)
+	tok, stop, err := ChatTokenizer(dir, hc, m.ChatDate)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", id, err)
 	}

@@ -85,7 +85,7 @@ func BackendsLogged(env *Env, set *checkpoints.Set) (map[string]actors.Backend, 
 			shared[id] = be
 		}
 		if !ok && cfg.Models[id].IsHF() {
-			b, err := hfmodel.LocalBackend(id, set)
+			b, err := hfmodel.LocalBackend(id, set, cfg.Models[id].ChatDate)
 			if err != nil {
 				return nil, err
 			}

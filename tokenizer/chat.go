@@ -165,7 +165,7 @@ func (t *BPE) ChatPromptWith(msgs []Message, o ChatOptions) (string, error) {
 			return "", fmt.Errorf("message %d: role %q is not system, user, assistant or tool", i, m.Role)
 		}
 	}
-	if err := checkChatDate(o.Date); err != nil {
+	if err := CheckChatDate(o.Date); err != nil {
 		return "", err
 	}
 	if t.chat.dated {

@@ -57,7 +57,7 @@ func (t *BPE) setLlama3Template(tmpl string) {
 }
 
 // checkChatDate accepts a date for the Llama 3.1+ preamble: one line of printable text.
-func checkChatDate(date string) error {
+func CheckChatDate(date string) error {
 	if len(date) > maxChatDate {
 		return fmt.Errorf("chat date %.20q…: longer than %d bytes", date, maxChatDate)
 	}

@@ -89,7 +89,7 @@ func runStage(ctx context.Context, env *stages.Env) (*Result, error) {
 			set.HF = map[string]*checkpoints.HFModel{}
 		}
 		set.HF[id] = h
-		tok, _, err := hfmodel.ChatTokenizer(h.Dir, h.Config)
+		tok, _, err := hfmodel.ChatTokenizer(h.Dir, h.Config, cfg.Models[id].ChatDate)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", id, err)
 		}
