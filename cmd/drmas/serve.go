@@ -33,9 +33,9 @@ request joins the batch at the next step and leaves it when done, up to --max-ba
 once (the others wait in arrival order); a request arriving while nothing decodes waits
 --window for others to share its first step; a long prompt is fed --max-prefill tokens a step.
 Sampling is seeded per prompt, so results do not depend on batching and equal the in-process
-backend's for the same seed. "stream": true answers with Server-Sent Events as OpenAI does. LATEST is polled every --poll and a new checkpoint is
-swapped in atomically. As vLLM, a request whose prompt and max_tokens together exceed the
-model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
+backend's for the same seed. "stream": true answers with Server-Sent Events as OpenAI does.
+LATEST is polled every --poll and a new checkpoint is swapped in atomically. As vLLM, a
+request whose prompt and max_tokens together exceed the model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
 --max-prompt-tokens prompt tokens in all (413 over it). Point a model's backend at it with backend: openai and
 openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM shuts down gracefully, with one log line.
 
