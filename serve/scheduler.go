@@ -217,6 +217,7 @@ func (s *Server) step(ctx context.Context, sc *sched) {
 			}
 		}
 	}
+	failed := map[*item]bool{}
 	for _, p := range pols {
 		streams := byPol[p]
 		err := model.Step(ctx, streams, model.StepOptions{MaxPrefill: s.o.MaxPrefill})
@@ -229,10 +230,15 @@ func (s *Server) step(ctx context.Context, sc *sched) {
 		}
 		if err != nil {
 			for _, it := range users[p] {
-				it.cancel(err) // answered below, and dropped before the next step
+				failed[it] = true
+				sc.abandon(it)
 				it.done <- result{pol: p, err: err}
 			}
 		}
+	}
+	if len(failed) > 0 {
+		sc.live = slices.DeleteFunc(sc.live, func(it *item) bool { return failed[it] })
+		sc.waiting = slices.DeleteFunc(sc.waiting, func(it *item) bool { return failed[it] })
 	}
 	sc.steps++
 }
