@@ -3,6 +3,7 @@
 package serve_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,7 +163,7 @@ func TestStreamingAsOpenAIsClient(t *testing.T) {
 	dir := oracles.NodeProgram(t, script)
 	_, url, stop := stagetest.ServeUntil(t, serve.Options{HF: hostileModel(t), Name: "m"})
 	defer stop()
-	req := map[string]any{"model": "m", "prompt": []string{"hello there", "a b c"}, "max_tokens": 12, "temperature": 1, "seed": 3, "logprobs": 1}
+	req := map[string]any{"model": "m", "prompt": []string{"hello there", "a b c"}, "max_tokens": 64, "temperature": 1, "seed": 3, "logprobs": 1}
 	st, body, _ := complete(context.Background(), t, url, req)
 	if st != 200 {
 		t.Fatalf("%d %s", st, body)
@@ -208,7 +210,7 @@ func TestStreamingAsOpenAIsClient(t *testing.T) {
 const streamScript = `import OpenAI from "openai";
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "none" });
 const stream = await client.completions.create({ model: "m", prompt: ["hello there", "a b c"],
-  max_tokens: 12, temperature: 1, seed: 3, logprobs: 1, stream: true });
+  max_tokens: 64, temperature: 1, seed: 3, logprobs: 1, stream: true });
 const out = [0, 1].map(() => ({ Text: "", Finish: "", Tokens: [], Logprobs: [], Chunks: 0 }));
 for await (const chunk of stream) {
   for (const c of chunk.choices) {
@@ -283,4 +285,70 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 		_ = tc.SetWriteBuffer(4096)
 	}
 	return c, err
+}
+
+// TestStreamedTextIsTheAnswersText: streamed from a model with the real Qwen3 tokenizer
+// (whose byte tokens cut characters between tokens), each prompt's chunks put together give
+// the non-streamed answer's text and tokens, for several seeds.
+func TestStreamedTextIsTheAnswersText(t *testing.T) {
+	dir, _ := tinyQwen3(t)
+	_, url, stop := stagetest.ServeUntil(t, serve.Options{HF: dir, Name: "q"})
+	defer stop()
+	for seed := range 2 {
+		req := map[string]any{"prompt": []string{"你好，世界", "naïve café"}, "max_tokens": 48, "temperature": 1.5, "seed": seed, "logprobs": 1}
+		st, body, _ := complete(context.Background(), t, url, req)
+		if st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+		var want struct {
+			Choices []struct {
+				Text     string
+				Logprobs struct{ Tokens []string }
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &want); err != nil {
+			t.Fatal(err)
+		}
+		req["stream"] = true
+		b, _ := json.Marshal(req)
+		resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, toks := make([]string, 2), make([][]string, 2)
+		sc := bufio.NewScanner(resp.Body)
+		sawDone := false
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			if line == "[DONE]" {
+				sawDone = true
+				break
+			}
+			var chunk struct {
+				Choices []struct {
+					Index    int
+					Text     string
+					Logprobs struct{ Tokens []string }
+				}
+			}
+			if err := json.Unmarshal([]byte(line), &chunk); err != nil || len(chunk.Choices) != 1 {
+				t.Fatalf("chunk %q: %v", line, err)
+			}
+			c := chunk.Choices[0]
+			text[c.Index] += c.Text
+			toks[c.Index] = append(toks[c.Index], c.Logprobs.Tokens...)
+		}
+		resp.Body.Close()
+		if !sawDone || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("seed %d: no data: [DONE] (%v) or content type %q", seed, sawDone, resp.Header.Get("Content-Type"))
+		}
+		for i := range 2 {
+			if text[i] != want.Choices[i].Text || fmt.Sprint(toks[i]) != fmt.Sprint(want.Choices[i].Logprobs.Tokens) {
+				t.Errorf("seed %d prompt %d: streamed %q, answered %q", seed, i, text[i], want.Choices[i].Text)
+			}
+		}
+	}
 }

@@ -3,12 +3,12 @@
 // (token-id or text prompts, per-token log-probs, seeds, return_tokens_as_token_ids), GET
 // /health.
 //
-// Concurrent requests that arrive within a short window (Options.Window, up to MaxBatch
-// prompts) are sampled together in one model.Sample call. Sampling is seeded per prompt, so a
-// response does not depend on what it was batched with: with the same seed, the server's
-// tokens and log-probs equal the in-process backend's bit for bit (log-probs are written with
-// float32 precision). The server polls LATEST and swaps in a new checkpoint atomically; a
-// batch is always served by one checkpoint, reported as drmas_policy_version and
+// Every admitted prompt is decoded in one batch, a token a step (continuous batching,
+// scheduler.go): a request joins at the next step and leaves when done. Sampling is seeded per
+// prompt, so a response does not depend on what it was batched with: with the same seed, the
+// server's tokens and log-probs equal the in-process backend's bit for bit (log-probs are
+// written with float32 precision). The server polls LATEST and swaps in a new checkpoint
+// atomically; a request is always served by one checkpoint, reported as drmas_policy_version and
 // drmas_checkpoint_sha256. GET /v1/models and /health name the checkpoint served (step, run,
 // manifest sha256), so that a stage sampling through the server (actors/openai,
 // Options.RequireVersion) waits until it serves the step the stage records, and refuses

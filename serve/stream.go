@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drmas-dev/drmas/actors/openai"
 )
@@ -25,7 +25,7 @@ func (s *Server) stream(w http.ResponseWriter, it *item, req *openai.CompletionR
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	st := &streamState{s: s, w: w, rc: rc, it: it, req: req, base: s.response(it.pol, req), n: len(it.reqs)}
-	st.all, st.sent, st.off, st.over = make([][]int32, st.n), make([]string, st.n), make([]int, st.n), make([]bool, st.n)
+	st.all, st.off, st.over = make([][]int32, st.n), make([]int, st.n), make([]bool, st.n)
 	if err := st.event([]byte(": drmas\n\n")); err != nil { // headers out now
 		it.cancel(err)
 		return
@@ -68,10 +68,9 @@ type streamState struct {
 	req  *openai.CompletionRequest
 	base openai.CompletionResponse
 	n    int
-	// Per prompt: its tokens so far, the text written, the text offset of its next token,
-	// and whether its last chunk (with finish_reason) was written.
+	// Per prompt: its tokens whose text is not yet written, the text offset of its next
+	// token, and whether its last chunk (with finish_reason) was written.
 	all  [][]int32
-	sent []string
 	off  []int
 	over []bool
 }
@@ -115,16 +114,17 @@ func (st *streamState) flush() (bool, error) {
 	return done, nil
 }
 
-// delta is prompt i's text not yet written; while it runs, a text ending in a character cut
-// between tokens (U+FFFD) waits for the next token.
+// delta is prompt i's text not yet written: the text of its tokens since the last delta
+// (byte-level tokenizers decode piecewise to the whole's text when cut after a whole
+// character). While it runs, a text that ends in a character cut between tokens (an
+// incomplete byte sequence, or the U+FFFD a tokenizer made of it) waits for the next token.
 func (st *streamState) delta(i int, over bool) string {
-	full := st.s.codec.text(st.all[i], skipSpecial(st.req))
-	if !over && strings.HasSuffix(full, "\uFFFD") || !strings.HasPrefix(full, st.sent[i]) {
+	text := st.s.codec.text(st.all[i], skipSpecial(st.req))
+	if r, _ := utf8.DecodeLastRuneInString(text); !over && r == utf8.RuneError && text != "" {
 		return ""
 	}
-	d := full[len(st.sent[i]):]
-	st.sent[i] = full
-	return d
+	st.all[i] = st.all[i][:0]
+	return text
 }
 
 // event writes one Server-Sent Event within WriteTimeout and flushes it.
