@@ -352,3 +352,43 @@ func TestStreamedTextIsTheAnswersText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStaggeredCompletions: 16 completions of 64 tokens sent 5 ms apart to one server
+// (the tiny model of hostileModel), decoded in one continuous batch; tokens/s over the wall
+// time of the 16.
+func BenchmarkStaggeredCompletions(b *testing.B) {
+	_, url, stop := stagetest.ServeUntil(b, serve.Options{HF: hostileModel(b), Name: "m"})
+	defer stop()
+	total := 0
+	for b.Loop() {
+		done := make(chan int, 16)
+		for i := range 16 {
+			go func() {
+				body, _ := json.Marshal(map[string]any{"prompt": []int{1 + i, 2, 3}, "max_tokens": 64, "temperature": 1, "seed": i, "stop_token_ids": []int{}})
+				resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					done <- 0
+					return
+				}
+				var r struct {
+					Usage struct {
+						CompletionTokens int `json:"completion_tokens"`
+					}
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				done <- r.Usage.CompletionTokens
+			}()
+			time.Sleep(5 * time.Millisecond)
+		}
+		n := 0
+		for range 16 {
+			n += <-done
+		}
+		if n == 0 {
+			b.Fatal("no tokens")
+		}
+		total += n
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "tokens/s")
+}
