@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -62,7 +61,7 @@ type sched struct {
 // scheduler runs the decode loop until ctx is cancelled.
 func (s *Server) scheduler(ctx context.Context) {
 	var sc sched
-	defer sc.fail(ctx.Err())
+	defer sc.fail()
 	for {
 		if !s.collect(ctx, &sc) {
 			return
@@ -200,23 +199,7 @@ func (noStreamer) NewStream(model.SampleRequest, model.SampleOptions) (*model.St
 // step advances every admitted stream by one token: one model.Step per policy (streams of
 // different weights cannot share a step), in the order the policies' requests arrived.
 func (s *Server) step(ctx context.Context, sc *sched) {
-	var pols []*policy
-	byPol := map[*policy][]*model.Stream{}
-	users := map[*policy][]*item{}
-	for _, it := range slices.Concat(sc.live, sc.waiting) {
-		for _, st := range it.streams {
-			if st == nil || st.Done() {
-				continue
-			}
-			if _, ok := byPol[it.pol]; !ok {
-				pols = append(pols, it.pol)
-			}
-			byPol[it.pol] = append(byPol[it.pol], st)
-			if !slices.Contains(users[it.pol], it) {
-				users[it.pol] = append(users[it.pol], it)
-			}
-		}
-	}
+	pols, byPol, users := sc.groups()
 	failed := map[*item]bool{}
 	for _, p := range pols {
 		streams := byPol[p]
@@ -241,6 +224,30 @@ func (s *Server) step(ctx context.Context, sc *sched) {
 		sc.waiting = slices.DeleteFunc(sc.waiting, func(it *item) bool { return failed[it] })
 	}
 	sc.steps++
+}
+
+// groups are the streams not done by policy, the policies in order of their first request,
+// and each policy's requests.
+func (sc *sched) groups() ([]*policy, map[*policy][]*model.Stream, map[*policy][]*item) {
+	var pols []*policy
+	byPol := map[*policy][]*model.Stream{}
+	users := map[*policy][]*item{}
+	for _, it := range slices.Concat(sc.live, sc.waiting) {
+		n := len(byPol[it.pol])
+		for _, st := range it.streams {
+			if st != nil && !st.Done() {
+				byPol[it.pol] = append(byPol[it.pol], st)
+			}
+		}
+		if len(byPol[it.pol]) == n {
+			continue
+		}
+		if _, ok := users[it.pol]; !ok {
+			pols = append(pols, it.pol)
+		}
+		users[it.pol] = append(users[it.pol], it)
+	}
+	return pols, byPol, users
 }
 
 // finish settles every request after a step; the live ones all of whose prompts are done
@@ -282,13 +289,10 @@ func (s *Server) settle(sc *sched, it *item) bool {
 }
 
 // fail answers every request still held when the scheduler stops.
-func (sc *sched) fail(err error) {
-	if err == nil {
-		err = errors.New("the server stopped")
-	}
+func (sc *sched) fail() {
 	for _, it := range slices.Concat(sc.live, sc.waiting) {
 		select {
-		case it.done <- result{pol: it.pol, err: fmt.Errorf("the server stopped: %w", err)}:
+		case it.done <- result{pol: it.pol, err: errors.New("the server stopped")}:
 		default:
 		}
 	}
