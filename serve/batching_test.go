@@ -392,3 +392,48 @@ func BenchmarkStaggeredCompletions(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "tokens/s")
 }
+
+// TestAdapterCompletionJoinsABaseGeneration: a completion for a LoRA adapter (other weights,
+// so its own model.Step each decode step) sent while the base model generates 30,000 tokens is
+// answered within its max_tokens steps, with the tokens and log-probs it gets alone.
+func TestAdapterCompletionJoinsABaseGeneration(t *testing.T) {
+	root := t.TempDir()
+	adapter := filepath.Join(root, "a")
+	if err := os.MkdirAll(adapter, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeHostileAdapter(t, adapter)
+	s, url, stop := stagetest.ServeUntil(t, serve.Options{HF: hostileModel(t), Name: "m", AdapterRoot: root})
+	defer stop()
+	if st, body, err := postCtx(context.Background(), http.DefaultClient, url+"/v1/load_lora_adapter", map[string]string{"lora_name": "a", "lora_path": adapter}); st != 200 {
+		t.Fatalf("load: %d %s %v", st, body, err)
+	}
+	short := map[string]any{"model": "a", "prompt": []int{5, 6, 7}, "max_tokens": 6, "temperature": 1, "seed": 9, "logprobs": 1}
+	st, alone, _ := complete(context.Background(), t, url, short)
+	if st != 200 {
+		t.Fatalf("alone: %d %s", st, alone)
+	}
+	lctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	longDone := make(chan struct{})
+	go func() {
+		defer close(longDone)
+		complete(lctx, t, url, map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 30000, "temperature": 0})
+	}()
+	before := s.Stats().Batches
+	waitFor(t, "the base generation decodes", func() bool { return s.Stats().Batches > before+3 })
+	st, batched, steps := complete(context.Background(), t, url, short)
+	if st != 200 || steps < 1 || steps > 7 {
+		t.Fatalf("beside the base's generation: %d, %d decode steps: %.300s", st, steps, batched)
+	}
+	select {
+	case <-longDone:
+		t.Fatal("the base generation ended first")
+	default:
+	}
+	if choices(t, alone) != choices(t, batched) {
+		t.Fatalf("alone and beside the base differ:\n%s\n%s", choices(t, alone), choices(t, batched))
+	}
+	leave()
+	<-longDone
+}
