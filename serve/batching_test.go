@@ -64,6 +64,42 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// besideALongOne sends req alone, then again while a 30,000-token greedy generation decodes,
+// and checks that the second is answered within maxSteps decode steps of its arrival, the
+// long one still running, with the choices it got alone. leave ends the long one's client and
+// waits for its answer.
+func besideALongOne(t *testing.T, s *serve.Server, url string, req map[string]any, maxSteps int64) (leave func()) {
+	t.Helper()
+	st, alone, _ := complete(context.Background(), t, url, req)
+	if st != 200 {
+		t.Fatalf("alone: %d %s", st, alone)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	longDone := make(chan struct{})
+	go func() {
+		defer close(longDone)
+		complete(lctx, t, url, map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 30000, "temperature": 0})
+	}()
+	leave = func() { cancel(); <-longDone }
+	before := s.Stats().Batches
+	waitFor(t, "the long generation decodes", func() bool { return s.Stats().Batches > before+3 })
+	st, batched, steps := complete(context.Background(), t, url, req)
+	if st != 200 || steps < 1 || steps > maxSteps {
+		leave()
+		t.Fatalf("beside a long generation: %d, %d decode steps (want ≤ %d): %.300s", st, steps, maxSteps, batched)
+	}
+	select {
+	case <-longDone:
+		t.Fatal("the long generation ended before the short completion was answered")
+	default:
+	}
+	if choices(t, alone) != choices(t, batched) {
+		leave()
+		t.Fatalf("alone and batched differ:\n%s\n%s", choices(t, alone), choices(t, batched))
+	}
+	return leave
+}
+
 // TestShortCompletionJoinsALongOne: while a 30,000-token generation decodes, a 6-token
 // completion joins the batch at the next step and is answered within 6 decode steps of its
 // arrival (plus one for a step that ran as it arrived), the long one still running; its
@@ -73,35 +109,11 @@ func TestShortCompletionJoinsALongOne(t *testing.T) {
 	s, url, stop := stagetest.ServeUntil(t, serve.Options{HF: hostileModel(t), Name: "m"})
 	defer stop()
 	short := map[string]any{"prompt": "hello there", "max_tokens": 6, "temperature": 1, "seed": 7, "logprobs": 1, "stop_token_ids": []int{}}
-	st, alone, _ := complete(context.Background(), t, url, short)
-	if st != 200 {
-		t.Fatalf("alone: %d %s", st, alone)
-	}
-	lctx, leave := context.WithCancel(context.Background())
-	longDone := make(chan struct{})
-	go func() {
-		defer close(longDone)
-		complete(lctx, t, url, map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 30000, "temperature": 0})
-	}()
-	before := s.Stats().Batches
-	waitFor(t, "the long generation decodes", func() bool { return s.Stats().Batches > before+3 })
-	st, batched, steps := complete(context.Background(), t, url, short)
-	if st != 200 || steps < 1 || steps > 7 {
-		t.Fatalf("beside a long generation: %d, %d decode steps (want ≤ 7): %.300s", st, steps, batched)
-	}
-	select {
-	case <-longDone:
-		t.Fatal("the long generation ended before the short completion was answered")
-	default:
-	}
+	leave := besideALongOne(t, s, url, short, 7)
 	if s.Stats().MaxBatch < 2 {
 		t.Errorf("the two were never decoded in one step: %+v", s.Stats())
 	}
-	if choices(t, alone) != choices(t, batched) {
-		t.Fatalf("alone and batched differ:\n%s\n%s", choices(t, alone), choices(t, batched))
-	}
 	leave()
-	<-longDone
 	waitStopped(t, s, 1)
 	idle := s.Stats().Batches
 	time.Sleep(50 * time.Millisecond)
@@ -409,31 +421,5 @@ func TestAdapterCompletionJoinsABaseGeneration(t *testing.T) {
 		t.Fatalf("load: %d %s %v", st, body, err)
 	}
 	short := map[string]any{"model": "a", "prompt": []int{5, 6, 7}, "max_tokens": 6, "temperature": 1, "seed": 9, "logprobs": 1}
-	st, alone, _ := complete(context.Background(), t, url, short)
-	if st != 200 {
-		t.Fatalf("alone: %d %s", st, alone)
-	}
-	lctx, leave := context.WithCancel(context.Background())
-	defer leave()
-	longDone := make(chan struct{})
-	go func() {
-		defer close(longDone)
-		complete(lctx, t, url, map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 30000, "temperature": 0})
-	}()
-	before := s.Stats().Batches
-	waitFor(t, "the base generation decodes", func() bool { return s.Stats().Batches > before+3 })
-	st, batched, steps := complete(context.Background(), t, url, short)
-	if st != 200 || steps < 1 || steps > 7 {
-		t.Fatalf("beside the base's generation: %d, %d decode steps: %.300s", st, steps, batched)
-	}
-	select {
-	case <-longDone:
-		t.Fatal("the base generation ended first")
-	default:
-	}
-	if choices(t, alone) != choices(t, batched) {
-		t.Fatalf("alone and beside the base differ:\n%s\n%s", choices(t, alone), choices(t, batched))
-	}
-	leave()
-	<-longDone
+	besideALongOne(t, s, url, short, 7)()
 }
