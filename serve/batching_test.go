@@ -144,7 +144,9 @@ func TestCancelledRequestFreesItsSlot(t *testing.T) {
 		st, _, steps := complete(context.Background(), t, url, map[string]any{"prompt": []int{4, 5}, "max_tokens": 3})
 		shortDone <- answer{st, steps}
 	}()
-	waitFor(t, "the short request has waited 20 steps", func() bool { return s.Stats().Batches > 40 })
+	waitFor(t, "the short request waits for a place", func() bool { return s.Stats().Waiting == 1 })
+	arrived := s.Stats().Batches
+	waitFor(t, "the short request has waited 20 steps", func() bool { return s.Stats().Batches > arrived+20 })
 	select {
 	case a := <-shortDone:
 		t.Fatalf("answered (%d) while the only place was held", a.st)
@@ -155,7 +157,7 @@ func TestCancelledRequestFreesItsSlot(t *testing.T) {
 	}
 	leave()
 	a := <-shortDone
-	if a.st != 200 || a.steps < 20 {
+	if a.st != 200 || a.steps < 20 || s.Stats().Waiting != 0 {
 		t.Fatalf("after the long client left: %d, %d steps since its arrival (it waited ≥ 20)", a.st, a.steps)
 	}
 	<-longDone

@@ -68,6 +68,7 @@ func (s *Server) scheduler(ctx context.Context) {
 		}
 		s.drop(&sc)
 		s.admit(&sc)
+		s.waiting.Store(int64(len(sc.waiting)))
 		if sc.streams == 0 {
 			continue
 		}

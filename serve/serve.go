@@ -149,6 +149,7 @@ type Stats struct {
 	Reloads     int64 // checkpoint swaps after the first load
 	Stopped     int64 // requests whose decoding stopped early: the client left or its deadline passed
 	SlowReaders int64 // streaming requests dropped because their client did not read
+	Waiting     int64 // requests waiting for a place in the decode batch (MaxBatch) now
 }
 
 // policy is one servable model: the built-in checkpoint, an HF model, or an HF model with a
@@ -181,7 +182,7 @@ type Server struct {
 	created int64
 	ids     atomic.Int64
 
-	requests, prompts, batches, maxBatch, reloads, stoppedCalls, slowReaders atomic.Int64
+	requests, prompts, batches, maxBatch, reloads, stoppedCalls, slowReaders, waiting atomic.Int64
 }
 
 // New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
@@ -274,7 +275,7 @@ func (s *Server) Version() int64 { return s.cur.Load().step }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load(), SlowReaders: s.slowReaders.Load()}
+	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load(), SlowReaders: s.slowReaders.Load(), Waiting: s.waiting.Load()}
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
