@@ -14,8 +14,7 @@ import (
 // (the tokenizer's end tokens, e.g. Qwen's <|im_end|>, are the caller's).
 // A request's cache grows with its length.
 func (m *LLM) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	d := &llmDecoder{m: m, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
-	return runSampleLoop(ctx, reqs, opts, m.d.context, m.d.vocab, nil, d.next)
+	return sampleStreams(ctx, m, reqs, opts, nil)
 }
 
 // SampleNoCache is Sample recomputing the full training-path forward pass
@@ -30,64 +29,15 @@ func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Samp
 	}))
 }
 
-type llmDecoder struct {
-	m         *LLM
-	caches    []*kvCache
-	maxTokens int
-}
-
-// next feeds each active request what its cache has not seen and returns its rows' logits a
-// chunk at a time. New requests with the same history (a group's samples of one prompt) share
-// one prefill: the first runs it, the others fork its cache and take its final-norm row, the
-// same bits as their own prefill (every row and each request's attention are computed
-// independently of the batch).
-func (d *llmDecoder) next(active []int, hist [][]int32) (stepLogits, error) {
-	var run []int               // positions in active that go through the model
-	forks := map[int]int{}      // position of a sharing request → position of the one that runs
-	leaders := map[string]int{} // history of a new request → its position
-	for a, i := range active {
-		if d.caches[i] == nil {
-			key := histKey(hist[i])
-			if l, ok := leaders[key]; ok && sharePrefixes {
-				forks[a] = l
-				continue
-			}
-			leaders[key] = a
-			d.caches[i] = d.newCache(len(hist[i]))
-		}
-		run = append(run, a)
-	}
-	cs := make([]*kvCache, len(run))
-	chunks := make([][]int32, len(run))
-	for r, a := range run {
-		i := active[a]
-		cs[r], chunks[r] = d.caches[i], hist[i][d.caches[i].n:]
-	}
-	hf := d.m.cachedStep(cs, chunks)
-	D := d.m.d.D
-	if len(forks) > 0 {
-		all := make([]float32, len(active)*D)
-		for r, a := range run {
-			copy(all[a*D:(a+1)*D], hf[r*D:(r+1)*D])
-		}
-		for a, l := range forks {
-			d.caches[active[a]] = d.caches[active[l]].fork()
-			copy(all[a*D:(a+1)*D], all[l*D:(l+1)*D])
-		}
-		hf = all
-	}
-	return func(lo, hi int, z []float32) { d.m.headLogits(hf, lo, hi, z) }, nil
-}
-
 // sharePrefixes turns the shared prefill of identical histories on (off only to measure it).
 var sharePrefixes = true
 
-// newCache is a request's cache with room for its n-token history and up to 256 (or
-// maxTokens) more positions; append grows it beyond.
-func (d *llmDecoder) newCache(n int) *kvCache {
-	c := d.m.d
-	if d.maxTokens > 0 {
-		n += d.maxTokens
+// newKV is a request's cache with room for its n-token history and up to maxTokens (256 when
+// ≤ 0) more positions; append grows it beyond.
+func (m *LLM) newKV(n, maxTokens int) *kvCache {
+	c := m.d
+	if maxTokens > 0 {
+		n += maxTokens
 	} else {
 		n += 256
 	}

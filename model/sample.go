@@ -2,8 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -44,8 +42,7 @@ const (
 // a request's KV cache starts with room for len(Prompt)+MaxTokens positions
 // (+256 when MaxTokens ≤ 0, growing as needed), never more than Context.
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
-	d := &llmDecoder{m: m.core, caches: make([]*kvCache, len(reqs)), maxTokens: opts.MaxTokens}
-	return m.sampleLoop(ctx, reqs, opts, d.next)
+	return sampleStreams(ctx, m.core, reqs, opts, []int32{EOS})
 }
 
 // SampleNoCache is Sample without a KV cache: every step recomputes the
@@ -76,26 +73,8 @@ func (m *Model) sampleLoop(ctx context.Context, reqs []SampleRequest, opts Sampl
 // runSampleLoop is the decoding loop of a model with context C and
 // vocabulary V; a token in stop or opts.Stop ends a request.
 func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions, C, V int, stops []int32, next nextFn) ([]SampleResult, error) {
-	if opts.Temperature < 0 || math.IsNaN(float64(opts.Temperature)) || math.IsInf(float64(opts.Temperature), 0) {
-		return nil, fmt.Errorf("model: temperature %v must be ≥ 0", opts.Temperature)
-	}
-	if math.IsNaN(float64(opts.TopP)) {
-		return nil, errors.New("model: top_p is NaN")
-	}
-	var errs []error
-	for i, r := range reqs {
-		if len(r.Prompt) == 0 || len(r.Prompt) > C {
-			errs = append(errs, fmt.Errorf("request %d: prompt length %d not in [1,%d]", i, len(r.Prompt), C))
-		}
-		for _, t := range r.Prompt {
-			if t < 0 || int(t) >= V {
-				errs = append(errs, fmt.Errorf("request %d: token %d out of range", i, t))
-				break
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("model: Sample: %w", errors.Join(errs...))
+	if err := checkRequests(reqs, opts, C, V); err != nil {
+		return nil, err
 	}
 	stop := map[int32]bool{}
 	for _, t := range stops {
@@ -127,19 +106,15 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 		if err != nil {
 			return nil, err
 		}
-		toks, lps := pickTokens(logits, len(active), V, opts, func(a int) *rng { return rngs[active[a]] })
+		toks, lps := pickTokens(logits, len(active), V, func(int) *SampleOptions { return &opts }, func(a int) *rng { return rngs[active[a]] })
 		still := active[:0]
 		for a, i := range active {
 			tok, lp := toks[a], lps[a]
 			hist[i] = append(hist[i], tok)
 			res[i].Tokens = append(res[i].Tokens, tok)
 			res[i].LogProbs = append(res[i].LogProbs, lp)
-			switch {
-			case stop[tok]:
-				res[i].FinishReason = FinishStop
-			case len(hist[i]) >= C || (opts.MaxTokens > 0 && len(res[i].Tokens) >= opts.MaxTokens):
-				res[i].FinishReason = FinishLength
-			default:
+			res[i].FinishReason = finishReason(stop[tok], len(hist[i]), len(res[i].Tokens), C, opts.MaxTokens)
+			if res[i].FinishReason == "" {
 				still = append(still, i)
 			}
 		}
@@ -149,8 +124,9 @@ func runSampleLoop(ctx context.Context, reqs []SampleRequest, opts SampleOptions
 }
 
 // pickTokens draws the next token of n requests whose logits come a head chunk of rows at a
-// time (no [n × V] array), the rows of a chunk in parallel; rngOf(a) is request a's stream.
-func pickTokens(logits stepLogits, n, V int, opts SampleOptions, rngOf func(a int) *rng) ([]int32, []float32) {
+// time (no [n × V] array), the rows of a chunk in parallel; optsOf(a) and rngOf(a) are request
+// a's options and random stream.
+func pickTokens(logits stepLogits, n, V int, optsOf func(a int) *SampleOptions, rngOf func(a int) *rng) ([]int32, []float32) {
 	toks, lps := make([]int32, n), make([]float32, n)
 	rows := min(n, headRows(V))
 	zb := getScratch(rows * V)
@@ -161,7 +137,7 @@ func pickTokens(logits stepLogits, n, V int, opts SampleOptions, rngOf func(a in
 		logits(lo, hi, z)
 		parallelRows(hi-lo, 1, func(a0, a1 int) {
 			for a := lo + a0; a < lo+a1; a++ {
-				toks[a], lps[a] = pickToken(z[(a-lo)*V:(a-lo+1)*V], opts, rngOf(a))
+				toks[a], lps[a] = pickToken(z[(a-lo)*V:(a-lo+1)*V], *optsOf(a), rngOf(a))
 			}
 		})
 	}

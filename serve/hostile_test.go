@@ -26,7 +26,7 @@ import (
 
 // hostileModel writes a tiny random Qwen2 folder with the test tokenizer and a long context,
 // so that a long generation runs for seconds while the rest of a test takes milliseconds.
-func hostileModel(t *testing.T) string {
+func hostileModel(t testing.TB) string {
 	t.Helper()
 	tok := filepath.Join("..", "hf", "testdata", "tinytok")
 	info, err := hf.ReadTokenizerInfo(tok)

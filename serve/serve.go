@@ -3,12 +3,12 @@
 // (token-id or text prompts, per-token log-probs, seeds, return_tokens_as_token_ids), GET
 // /health.
 //
-// Concurrent requests that arrive within a short window (Options.Window, up to MaxBatch
-// prompts) are sampled together in one model.Sample call. Sampling is seeded per prompt, so a
-// response does not depend on what it was batched with: with the same seed, the server's
-// tokens and log-probs equal the in-process backend's bit for bit (log-probs are written with
-// float32 precision). The server polls LATEST and swaps in a new checkpoint atomically; a
-// batch is always served by one checkpoint, reported as drmas_policy_version and
+// Every admitted prompt is decoded in one batch, a token a step (continuous batching,
+// scheduler.go): a request joins at the next step and leaves when done. Sampling is seeded per
+// prompt, so a response does not depend on what it was batched with: with the same seed, the
+// server's tokens and log-probs equal the in-process backend's bit for bit (log-probs are
+// written with float32 precision). The server polls LATEST and swaps in a new checkpoint
+// atomically; a request is always served by one checkpoint, reported as drmas_policy_version and
 // drmas_checkpoint_sha256. GET /v1/models and /health name the checkpoint served (step, run,
 // manifest sha256), so that a stage sampling through the server (actors/openai,
 // Options.RequireVersion) waits until it serves the step the stage records, and refuses
@@ -65,9 +65,16 @@ const (
 	PromptBytesPerToken = 16
 	// DefaultRequestTimeout bounds one completion request from its arrival to its answer.
 	DefaultRequestTimeout = 10 * time.Minute
-	// DefaultMaxConcurrent is how many sampling calls run at once: a long generation holds
-	// one, and the requests that arrive meanwhile are sampled beside it.
-	DefaultMaxConcurrent = 4
+	// DefaultMaxPrefill is how many prompt tokens one decode step feeds, all new requests
+	// together: a long prompt is fed over several steps, and the requests decoding beside it
+	// wait at most one such chunk per step (vLLM's chunked prefill).
+	DefaultMaxPrefill = 2048
+	// DefaultStreamBacklog is how many sampled tokens a streaming request may have waiting
+	// for its client to read (all its prompts together) before the client is dropped.
+	DefaultStreamBacklog = 1024
+	// DefaultWriteTimeout bounds one write of a completion to its client (a streamed chunk or
+	// the whole answer): a client that reads nothing for that long is dropped.
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // Options configure a Server.
@@ -78,9 +85,9 @@ type Options struct {
 	Model string
 	// Name is the model name clients send; default Model.
 	Name string
-	// Window is how long the first queued request waits for others to share its Sample call;
-	// MaxBatch caps the prompts of one call (a window or request with more is sampled in
-	// several calls).
+	// Window is how long a request that arrives while nothing is decoding waits for others to
+	// share its first decode step; MaxBatch caps the prompts decoded together (the others wait,
+	// in arrival order, for a place).
 	Window   time.Duration
 	MaxBatch int
 	// Poll is how often LATEST is checked (default 3 s; < 0 = never).
@@ -99,10 +106,15 @@ type Options struct {
 	// RequestTimeout bounds a completion request from its arrival (default
 	// DefaultRequestTimeout; < 0: none): past it, its sampling stops and it gets a 504.
 	RequestTimeout time.Duration
-	// MaxConcurrent is how many sampling calls run at once (default DefaultMaxConcurrent):
-	// a window's requests are sampled beside the calls already running, so a short
-	// completion is not queued behind a long one.
-	MaxConcurrent int
+	// MaxPrefill caps the prompt tokens one decode step feeds (default DefaultMaxPrefill;
+	// < 0: none): see the scheduler (scheduler.go).
+	MaxPrefill int
+	// StreamBacklog is how many sampled tokens a streaming request may have unread before its
+	// client is dropped (default DefaultStreamBacklog), and WriteTimeout how long one write to a
+	// client may block (default DefaultWriteTimeout): a client that stops reading never holds
+	// the decode loop, and the server keeps at most StreamBacklog tokens for it.
+	StreamBacklog int
+	WriteTimeout  time.Duration
 	// HF, when set, is a local Hugging Face model folder (config.json, safetensors,
 	// tokenizer.json) to serve instead of a run's checkpoint (Bucket, Run, Model and Poll are
 	// then unused): Name defaults to the folder's base name, text prompts are encoded with its
@@ -130,12 +142,14 @@ type Options struct {
 
 // Stats counts what the server did.
 type Stats struct {
-	Requests int64 // completion requests answered with 200
-	Prompts  int64 // prompts sampled
-	Batches  int64 // model.Sample calls
-	MaxBatch int64 // most prompts in one Sample call
-	Reloads  int64 // checkpoint swaps after the first load
-	Stopped  int64 // sampling calls stopped early: every request they sampled for had left or timed out
+	Requests    int64 // completion requests answered with 200
+	Prompts     int64 // prompts sampled
+	Batches     int64 // decode steps (model.Step calls)
+	MaxBatch    int64 // most prompts in one decode step
+	Reloads     int64 // checkpoint swaps after the first load
+	Stopped     int64 // requests whose decoding stopped early: the client left or its deadline passed
+	SlowReaders int64 // streaming requests dropped because their client did not read
+	Waiting     int64 // requests waiting for a place in the decode batch (MaxBatch) now
 }
 
 // policy is one servable model: the built-in checkpoint, an HF model, or an HF model with a
@@ -164,12 +178,11 @@ type Server struct {
 	codec   codec
 	hf      *hfState // nil in the checkpoint mode
 	queue   chan *item
-	slots   chan struct{} // one per sampling call running
 	stopped chan struct{}
 	created int64
 	ids     atomic.Int64
 
-	requests, prompts, batches, maxBatch, reloads, stoppedCalls atomic.Int64
+	requests, prompts, batches, maxBatch, reloads, stoppedCalls, slowReaders, waiting atomic.Int64
 }
 
 // New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
@@ -202,8 +215,14 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
-	if o.MaxConcurrent <= 0 {
-		o.MaxConcurrent = DefaultMaxConcurrent
+	if o.MaxPrefill == 0 {
+		o.MaxPrefill = DefaultMaxPrefill
+	}
+	if o.StreamBacklog <= 0 {
+		o.StreamBacklog = DefaultStreamBacklog
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -232,8 +251,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 func newServer(o Options, c codec) *Server {
-	return &Server{o: o, codec: c, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix(),
-		slots: make(chan struct{}, max(1, o.MaxConcurrent))}
+	return &Server{o: o, codec: c, queue: make(chan *item, 4096), stopped: make(chan struct{}), created: time.Now().Unix()}
 }
 
 func (s *Server) install(set *checkpoints.Set) error {
@@ -257,7 +275,7 @@ func (s *Server) Version() int64 { return s.cur.Load().step }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load()}
+	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load(), SlowReaders: s.slowReaders.Load(), Waiting: s.waiting.Load()}
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
@@ -291,7 +309,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bctx, bcancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.batcher(bctx) }()
+	go func() { defer wg.Done(); s.scheduler(bctx) }()
 	if s.o.Poll > 0 && s.hf == nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.poll(ctx) }()
@@ -380,160 +398,6 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// item is one HTTP request's prompts waiting for a Sample call.
-type item struct {
-	// ctx is the request's: done when its client leaves or its deadline passes. A sampling
-	// call stops when every request it samples for is done.
-	ctx  context.Context
-	pol  *policy
-	reqs []model.SampleRequest
-	opts model.SampleOptions
-	done chan result
-}
-
-type result struct {
-	res []model.SampleResult
-	pol *policy // what sampled
-	err error
-}
-
-func (s *Server) batcher(ctx context.Context) {
-	var calls sync.WaitGroup
-	defer calls.Wait()
-	for {
-		var batch []*item
-		select {
-		case it := <-s.queue:
-			batch = append(batch, it)
-		case <-ctx.Done():
-			return
-		}
-		n := len(batch[0].reqs)
-		t := time.NewTimer(s.o.Window)
-	collect:
-		for n < s.o.MaxBatch {
-			select {
-			case it := <-s.queue:
-				batch = append(batch, it)
-				n += len(it.reqs)
-			case <-t.C:
-				break collect
-			case <-ctx.Done():
-				break collect
-			}
-		}
-		t.Stop()
-		s.run(ctx, batch, &calls)
-	}
-}
-
-// optsKey tells apart the items that cannot share a Sample call: another policy (model name
-// or checkpoint) or other sampling options.
-type optsKey struct {
-	pol  *policy
-	t, p float32
-	max  int
-	stop string
-}
-
-// run starts a window's sampling: one call per policy and distinct set of sampling options,
-// each in its own goroutine once one of MaxConcurrent slots is free, so that it runs beside
-// the calls already running (a long generation does not hold the requests that arrive after
-// it). Requests whose client left while queued are dropped.
-func (s *Server) run(ctx context.Context, batch []*item, calls *sync.WaitGroup) {
-	groups := map[optsKey][]*item{}
-	var order []optsKey
-	for _, it := range batch {
-		if it.ctx.Err() != nil {
-			continue // its handler has answered or left
-		}
-		k := optsKey{it.pol, it.opts.Temperature, it.opts.TopP, it.opts.MaxTokens, fmt.Sprint(it.opts.Stop)}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], it)
-	}
-	for _, k := range order {
-		items := groups[k]
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			for _, it := range items {
-				it.done <- result{err: ctx.Err()}
-			}
-			continue
-		}
-		calls.Add(1)
-		go func() {
-			defer calls.Done()
-			defer func() { <-s.slots }()
-			s.sample(ctx, k.pol, items)
-		}()
-	}
-}
-
-// sample runs one group's Sample calls, at most MaxBatch prompts a call (the window may
-// overshoot it by the last request, and one request may hold any number of prompts), and
-// answers each item. The calls stop when every item's request is done.
-func (s *Server) sample(ctx context.Context, p *policy, items []*item) {
-	callCtx, stop := whenAllDone(ctx, items)
-	defer stop()
-	var all []model.SampleRequest
-	for _, it := range items {
-		all = append(all, it.reqs...)
-	}
-	var res []model.SampleResult
-	var err error
-	for lo := 0; lo < len(all) && err == nil; lo += s.o.MaxBatch {
-		chunk := all[lo:min(lo+s.o.MaxBatch, len(all))]
-		var r []model.SampleResult
-		r, err = p.m.Sample(callCtx, chunk, items[0].opts)
-		res = append(res, r...)
-		s.batches.Add(1)
-		s.prompts.Add(int64(len(chunk)))
-		for {
-			cur := s.maxBatch.Load()
-			if int64(len(chunk)) <= cur || s.maxBatch.CompareAndSwap(cur, int64(len(chunk))) {
-				break
-			}
-		}
-	}
-	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
-		s.stoppedCalls.Add(1)
-	}
-	off := 0
-	for _, it := range items {
-		r := result{pol: p, err: err}
-		if err == nil {
-			r.res = res[off : off+len(it.reqs)]
-		}
-		off += len(it.reqs)
-		it.done <- r
-	}
-}
-
-// whenAllDone is a context under parent that is also cancelled once every item's context is
-// done; stop releases it.
-func whenAllDone(parent context.Context, items []*item) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(parent)
-	var left atomic.Int64
-	left.Store(int64(len(items)))
-	stops := make([]func() bool, len(items))
-	for i, it := range items {
-		stops[i] = context.AfterFunc(it.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, st := range stops {
-			st()
-		}
-		cancel()
-	}
-}
-
 // httpError is a failure with its status.
 type httpError struct {
 	status int
@@ -585,9 +449,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr.status, herr.msg, herr.typ)
 		return
 	}
-	ctx, cancel := s.requestContext(r)
+	rctx, cancel := s.requestContext(r)
 	defer cancel()
-	it.ctx = ctx
+	ctx, end := context.WithCancelCause(rctx)
+	defer end(nil)
+	it.ctx, it.cancel = ctx, end
+	if req.Stream {
+		it.prog = newProgress(len(it.reqs))
+	}
 	select {
 	case s.queue <- it:
 	case <-ctx.Done():
@@ -595,6 +464,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	case <-s.stopped:
 		writeError(w, http.StatusServiceUnavailable, "server is shutting down", "ServiceUnavailableError")
+		return
+	}
+	if req.Stream {
+		s.stream(w, it, &req)
 		return
 	}
 	var res result
@@ -616,44 +489,64 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.requests.Add(1)
-	asIDs := req.ReturnTokensAsTokenIDs
-	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
-	out := openai.CompletionResponse{
-		ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(),
-		Model: res.pol.name, Choices: make([]openai.CompletionChoice, len(res.res)), Usage: &openai.Usage{},
-	}
-	out.DrmasSeedsHonoured = req.DrmasSeeds != nil
-	if res.pol.versioned {
-		out.DrmasPolicyVersion, out.DrmasCheckpointSHA256 = &res.pol.step, res.pol.sha
-	}
+	out := s.response(res.pol, &req)
+	out.Choices, out.Usage = make([]openai.CompletionChoice, len(res.res)), &openai.Usage{}
 	for i, sr := range res.res {
 		c := openai.CompletionChoice{Index: i, FinishReason: &sr.FinishReason}
-		off := 0
-		lp := &openai.Logprobs{TextOffset: []int{}, TokenLogprobs: []openai.LogProb{}, Tokens: []string{}, TopLogprobs: []map[string]openai.LogProb{}}
-		for j, t := range sr.Tokens {
-			lp.TextOffset = append(lp.TextOffset, off)
-			tok := s.codec.token(t)
-			if !skip || !s.codec.special(t) {
-				off += len(tok)
-			}
-			if asIDs {
-				tok = openai.TokenIDString(t)
-			}
-			v := openai.LogProb{V: sr.LogProbs[j]}
-			lp.Tokens = append(lp.Tokens, tok)
-			lp.TokenLogprobs = append(lp.TokenLogprobs, v)
-			lp.TopLogprobs = append(lp.TopLogprobs, map[string]openai.LogProb{tok: v})
-		}
-		c.Text = s.codec.text(sr.Tokens, skip)
-		if req.Logprobs != nil {
-			c.Logprobs = lp
+		c.Logprobs, _ = s.logprobs(sr.Tokens, sr.LogProbs, 0, &req)
+		c.Text = s.codec.text(sr.Tokens, skipSpecial(&req))
+		if req.Logprobs == nil {
+			c.Logprobs = nil
 		}
 		out.Choices[i] = c
 		out.Usage.PromptTokens += len(it.reqs[i].Prompt)
 		out.Usage.CompletionTokens += len(sr.Tokens)
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
+	w.Header().Set(StepsHeader, strconv.FormatInt(res.steps, 10))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 	writeJSON(w, http.StatusOK, out)
+}
+
+// StepsHeader is the response header that says how many decode steps the server ran from a
+// completion's arrival to its last token: with continuous batching, about its max_tokens
+// however long the generations beside it are.
+const StepsHeader = "Drmas-Decode-Steps"
+
+// response is a completion response without its choices, for a request sampled by pol.
+func (s *Server) response(pol *policy, req *openai.CompletionRequest) openai.CompletionResponse {
+	out := openai.CompletionResponse{ID: "cmpl-drmas-" + strconv.FormatInt(s.ids.Add(1), 16), Object: "text_completion", Created: time.Now().Unix(), Model: pol.name}
+	out.DrmasSeedsHonoured = req.DrmasSeeds != nil
+	if pol.versioned {
+		out.DrmasPolicyVersion, out.DrmasCheckpointSHA256 = &pol.step, pol.sha
+	}
+	return out
+}
+
+func skipSpecial(req *openai.CompletionRequest) bool {
+	return req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
+}
+
+// logprobs is the per-token detail of toks (log-probs lps), their text starting at offset
+// off, and the offset after them.
+func (s *Server) logprobs(toks []int32, lps []float32, off int, req *openai.CompletionRequest) (*openai.Logprobs, int) {
+	skip := skipSpecial(req)
+	lp := &openai.Logprobs{TextOffset: []int{}, TokenLogprobs: []openai.LogProb{}, Tokens: []string{}, TopLogprobs: []map[string]openai.LogProb{}}
+	for j, t := range toks {
+		lp.TextOffset = append(lp.TextOffset, off)
+		tok := s.codec.token(t)
+		if !skip || !s.codec.special(t) {
+			off += len(tok)
+		}
+		if req.ReturnTokensAsTokenIDs {
+			tok = openai.TokenIDString(t)
+		}
+		v := openai.LogProb{V: lps[j]}
+		lp.Tokens = append(lp.Tokens, tok)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, v)
+		lp.TopLogprobs = append(lp.TopLogprobs, map[string]openai.LogProb{tok: v})
+	}
+	return lp, off
 }
 
 // requestContext is r's context (cancelled when the client leaves) bounded by RequestTimeout.
@@ -676,11 +569,19 @@ func (s *Server) ended(w http.ResponseWriter, ctx context.Context) {
 // a 200 would hand a client numbers it cannot use.
 func finite(res []model.SampleResult) *httpError {
 	for i, sr := range res {
-		for j, lp := range sr.LogProbs {
-			if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 1) {
-				return &httpError{http.StatusInternalServerError, "InternalServerError",
-					fmt.Sprintf("prompt %d: token %d has the log-probability %v: the model's computation is not finite (its weights overflow)", i, j, lp)}
-			}
+		if herr := finiteRow(i, sr.LogProbs); herr != nil {
+			return herr
+		}
+	}
+	return nil
+}
+
+// finiteRow is finite for prompt i's log-probabilities lps.
+func finiteRow(i int, lps []float32) *httpError {
+	for j, lp := range lps {
+		if math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 1) {
+			return &httpError{http.StatusInternalServerError, "InternalServerError",
+				fmt.Sprintf("prompt %d: token %d has the log-probability %v: the model's computation is not finite (its weights overflow)", i, j, lp)}
 		}
 	}
 	return nil
@@ -691,9 +592,6 @@ func (s *Server) parse(req *openai.CompletionRequest) (*item, *httpError) {
 	pol, herr := s.lookup(req.Model)
 	if herr != nil {
 		return nil, herr
-	}
-	if req.Stream {
-		return nil, badRequest("stream is not supported")
 	}
 	if req.Echo {
 		return nil, badRequest("echo is not supported")

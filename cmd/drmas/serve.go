@@ -29,11 +29,14 @@ an OpenAI-compatible API, as vLLM serves it:
                           return_tokens_as_token_ids, skip_special_tokens, drmas_seeds
   GET  /health
 
-Requests that arrive within --window share one batched sampling call (up to --max-batch
-prompts); sampling is seeded per prompt, so results do not depend on batching and equal the
-in-process backend's for the same seed. LATEST is polled every --poll and a new checkpoint is
-swapped in atomically. As vLLM, a request whose prompt and max_tokens together exceed the
-model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
+Every admitted prompt is decoded in one batch, one token a step (continuous batching): a
+request joins the batch at the next step and leaves it when done, up to --max-batch prompts at
+once (the others wait in arrival order); a request arriving while nothing decodes waits
+--window for others to share its first step; a long prompt is fed --max-prefill tokens a step.
+Sampling is seeded per prompt, so results do not depend on batching and equal the in-process
+backend's for the same seed. "stream": true answers with Server-Sent Events as OpenAI does.
+LATEST is polled every --poll and a new checkpoint is swapped in atomically. As vLLM, a
+request whose prompt and max_tokens together exceed the model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
 --max-prompt-tokens prompt tokens in all (413 over it). Point a model's backend at it with backend: openai and
 openai.endpoint: http://ADDR (see configs/vllm-shared.yaml). Ctrl-C or SIGTERM shuts down gracefully, with one log line.
 
@@ -54,8 +57,9 @@ nothing else, into a temporary folder removed once the adapter is merged or refu
 
 Bounds (hostile clients): a request's text prompts have at most --max-prompt-bytes bytes (413,
 checked before tokenizing); a completion is answered within --request-timeout (504 past it, its
-sampling stopped); a client that disconnects stops its sampling; up to --max-concurrent sampling
-calls run at once, so a short completion is sampled beside a long one instead of after it.
+sampling stopped); a client that disconnects leaves the batch at the next step; a streaming
+client with more than --stream-backlog tokens unread, or a write blocked for --write-timeout, is
+dropped, so a client that stops reading never holds the others.
 
 A request whose "model" is an adapter's name samples with it; GET /v1/models lists the base and
 the adapters (with "parent"). At most --max-loras adapters are loaded at a time. It also
@@ -84,8 +88,12 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 				return fmt.Errorf("--max-prompt-tokens %d: must be ≥ 1", o.MaxPromptTokens)
 			case o.MaxPromptBytes < 0:
 				return fmt.Errorf("--max-prompt-bytes %d: must be ≥ 1, or 0 for %d × --max-prompt-tokens", o.MaxPromptBytes, serve.PromptBytesPerToken)
-			case o.MaxConcurrent < 1:
-				return fmt.Errorf("--max-concurrent %d: must be ≥ 1", o.MaxConcurrent)
+			case o.MaxPrefill == 0:
+				return fmt.Errorf("--max-prefill 0: must be ≥ 1, or negative for no cap")
+			case o.StreamBacklog < 1:
+				return fmt.Errorf("--stream-backlog %d: must be ≥ 1", o.StreamBacklog)
+			case o.WriteTimeout <= 0:
+				return fmt.Errorf("--write-timeout %s: must be > 0", o.WriteTimeout)
 			case o.RequestTimeout == 0:
 				return fmt.Errorf("--request-timeout 0: must be > 0, or negative for none")
 			case o.MaxLoRAs < 1:
@@ -109,13 +117,18 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 	f.StringVar(&o.Model, "model", "", "model id of the checkpoint to serve (default: its only model)")
 	f.StringVar(&o.Name, "served-model-name", "", "model name clients send (default: --model, or with --hf the folder's base name)")
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address host:port")
-	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request waits for others to batch with")
-	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts in one sampling call")
+	f.DurationVar(&o.Window, "window", serve.DefaultWindow, "how long a request arriving while nothing decodes waits for others to share its first step")
+	f.IntVar(&o.MaxBatch, "max-batch", serve.DefaultMaxBatch, "most prompts decoded together (continuous batching); the others wait in arrival order")
+	f.IntVar(&o.MaxPrefill, "max-prefill", serve.DefaultMaxPrefill, "most prompt tokens one decode step feeds (a longer prompt is fed over several steps); negative: no cap")
+	f.IntVar(&o.StreamBacklog, "stream-backlog", serve.DefaultStreamBacklog, "most sampled tokens a streaming request may have unread before its client is dropped")
+	f.DurationVar(&o.WriteTimeout, "write-timeout", serve.DefaultWriteTimeout, "longest one write of a completion to its client may block before the client is dropped")
 	f.IntVar(&o.MaxPrompts, "max-prompts", serve.DefaultMaxPrompts, "most prompts in one request (400 over it); a rollout sends at most openai.max_batch")
 	f.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", serve.DefaultMaxPromptTokens, "most prompt tokens in one request, all its prompts together (413 over it)")
 	f.IntVar(&o.MaxPromptBytes, "max-prompt-bytes", 0, fmt.Sprintf("most bytes of text prompts in one request, checked before tokenizing (413 over it); 0: %d × --max-prompt-tokens", serve.PromptBytesPerToken))
 	f.DurationVar(&o.RequestTimeout, "request-timeout", serve.DefaultRequestTimeout, "longest a completion request may take (504 past it, its sampling stopped); negative: none")
-	f.IntVar(&o.MaxConcurrent, "max-concurrent", serve.DefaultMaxConcurrent, "most sampling calls running at once; requests arriving while they run wait for one to end")
+	var maxConcurrent int
+	f.IntVar(&maxConcurrent, "max-concurrent", 4, "no effect: every request is decoded in one continuous batch (see --max-batch)")
+	_ = f.MarkDeprecated("max-concurrent", "every request is decoded in one continuous batch; use --max-batch")
 	f.StringVar(&adapterRoot, "adapter-root", "", "with --hf: load LoRA adapters only from under this folder or store URL prefix (default: a run's checkpoints in the store, <store>/runs/<run>/checkpoints/…)")
 	f.DurationVar(&o.Poll, "poll", serve.DefaultPoll, "how often LATEST is checked for a new checkpoint (negative: never); rollout and evaluate wait for the reload, so each iteration waits up to this long (keep it under the models' openai.version_wait, default 2m)")
 	return cmd
