@@ -146,7 +146,7 @@ func run(ctx context.Context, o options) error {
 
 // compare measures both engines on one GGUF file at every batch size.
 func compare(ctx context.Context, o options, m *model.LLM, path string, t gguf.Type, prompts [][]int32) ([]row, error) {
-	resp, err := llamacpp.Decode(ctx, llamacpp.Request{Model: path, Prompts: prompts, New: o.newTok, Threads: o.threads, Reps: o.reps, Batches: o.batches})
+	resp, err := llamacpp.Decode(ctx, llamacpp.Request{Model: path, Prompts: prompts, New: o.newTok, Threads: o.threads, Reps: o.reps, Batches: o.batches, Log: os.Stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +158,7 @@ func compare(ctx context.Context, o options, m *model.LLM, path string, t gguf.T
 		if err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(os.Stderr, "drmas: %v, batch %d: %.2f s a repetition (median)\n", t, b, 1/rates(1, wall).med)
 		n := float64(b * o.newTok)
 		r.drmas, r.llama = rates(n, wall), rates(n, lr.Seconds)
 		// Tokens per CPU-second × threads: the speed on an otherwise idle machine, steadier than

@@ -49,6 +49,7 @@ for (const b of req.batches) {
         run.tokens = await Promise.all(seqs.map((s, i) => generate(s, req.prompts[i], req.new)));
         run.seconds.push((performance.now() - t0) / 1000);
         run.cpu_seconds.push(cpuSeconds() - c0);
+        process.stderr.write(`llama.cpp: batch ${b}, repetition ${r + 1}: ${run.seconds.at(-1).toFixed(2)} s\n`);
     }
     runs.push(run);
     await context.dispose();

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,9 @@ type Request struct {
 	Reps    int       `json:"reps"`
 	Batches []int     `json:"batches"`
 	KV      string    `json:"kv"` // KV cache type: "F32" (default) or "F16"
+
+	// Log, when set, receives the script's progress lines and llama.cpp's log as they come.
+	Log io.Writer `json:"-"`
 }
 
 // Run is one batch size's measurements.
@@ -68,7 +72,7 @@ func Available() error {
 	return nil
 }
 
-// Decode runs the request in a node process; llama.cpp's own log goes to stderr.
+// Decode runs the request in a node process; what it writes to stderr is in the error.
 func Decode(ctx context.Context, req Request) (Response, error) {
 	if err := Available(); err != nil {
 		return Response{}, err
@@ -97,6 +101,9 @@ func Decode(ctx context.Context, req Request) (Response, error) {
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "decode.mjs"), filepath.Join(dir, "request.json"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	if req.Log != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, req.Log)
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		return Response{}, fmt.Errorf("llamacpp: node decode.mjs: %w\n%s", err, stderr.Bytes())
