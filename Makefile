@@ -8,7 +8,7 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build docs test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-gpu gpu-check lint demo clean
+.PHONY: build docs test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-llamacpp bench-gpu gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
@@ -83,6 +83,12 @@ bench-engine:
 ## python3-torch + OpenBLAS.
 bench-qwen:
 	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
+
+## bench-llamacpp: drmas's KV-cache greedy decode beside llama.cpp (node-llama-cpp's prebuilt build,
+## installed by .ci/install-oracles.sh) on the same random weights written as GGUF, F32 and BF16,
+## batch 1 and 8, Qwen2.5-0.5B shape, 2 threads each; prints tokens/s, ratios, greedy agreement.
+bench-llamacpp:
+	$(GO) run ./bench/llamacpp $(BENCHLLAMACPP_ARGS)
 
 ## bench-gpu: one PPO learner step on the GPU engine vs the CPU engine at d=512, 8 layers, B=64,
 ## T=256 (the anchor: the CPU engine), then a per-kernel profile; prints the speed-up.

