@@ -15,6 +15,9 @@ func (e *mathEpisode) parseVerdict(resp string) (approve, ok bool) {
 	if e.paper[AgentVerifier] {
 		return ParsePaperVerifier(resp)
 	}
+	if e.digits {
+		return ParseVerifierMarks(resp)
+	}
 	return ParseVerifier(resp)
 }
 

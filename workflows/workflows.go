@@ -163,6 +163,10 @@ type Options struct {
 	// Rewards are per-agent reward designs (rewards.go); the zero value scores every row by
 	// the episode outcome.
 	Rewards
+	// VerifierCheck (math, the compact format) is how the verifier shows its check:
+	// VerifierCheckAnswer ("" too) its answer and a verdict ("231 yes"), VerifierCheckDigits its
+	// answer and a mark per digit ("231 yyn", ParseVerifierMarks).
+	VerifierCheck string `json:"verifier_check,omitempty"`
 	// PaperAgents are the agents that get prompts and parse responses in the paper format
 	// (paper.go), the format for Hugging Face models; the others keep the compact format of the
 	// built-in model. Empty: every agent is compact.
@@ -170,6 +174,12 @@ type Options struct {
 	// Program configures the "program" workflow (program.go); unset for the others.
 	Program ProgramOptions `json:"program,omitzero"`
 }
+
+// Verifier check formats (Options.VerifierCheck).
+const (
+	VerifierCheckAnswer = "answer"
+	VerifierCheckDigits = "digits"
+)
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
 // first: the 24 "<city> is in <country>" facts must be fewer than half of the
@@ -207,6 +217,11 @@ func (o Options) Problems() []error {
 	}
 	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
+	}
+	switch o.VerifierCheck {
+	case "", VerifierCheckAnswer, VerifierCheckDigits:
+	default:
+		errs = append(errs, fmt.Errorf("verifier_check: %q, want %s or %s", o.VerifierCheck, VerifierCheckAnswer, VerifierCheckDigits))
 	}
 	errs = append(errs, o.Retriever.problems()...)
 	errs = append(errs, o.paperProblems()...)
