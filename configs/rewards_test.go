@@ -71,7 +71,7 @@ func TestVerifierCheckKey(t *testing.T) {
 		t.Error("the default workflow's JSON names verifier_check: digests of existing runs would change")
 	}
 	_, err = Load(LoadOptions{File: write(t, "b.yaml", "workflow: {verifier_check: marks}\n"), LookupEnv: noEnv})
-	if err == nil || !strings.Contains(err.Error(), `workflow.verifier_check: "marks", want answer or digits`) || strings.Count(err.Error(), "\n") != 0 {
+	if err == nil || !strings.Contains(err.Error(), `workflow.verifier_check: "marks", want answer, digits or recompute`) || strings.Count(err.Error(), "\n") != 0 {
 		t.Errorf("bad verifier_check: %v", err)
 	}
 }

@@ -132,7 +132,10 @@ func (e *mathEpisode) solverDemo(rng *rand.Rand, mistake bool) string {
 func (e *mathEpisode) verifierDemo(rng *rand.Rand, mistake bool) string {
 	if e.wantOK && !e.paper[AgentVerifier] {
 		work, _ := e.expertAnswer(rng, mistake)
-		if e.digits {
+		switch e.check {
+		case VerifierCheckRecompute:
+			return work
+		case VerifierCheckDigits:
 			cand := e.lastText
 			if !e.lastOK {
 				cand = ""

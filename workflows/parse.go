@@ -14,6 +14,8 @@ import (
 //	verifier  [<work> ]yes | no   <work> = 1..9 ASCII digits: the verifier's own answer
 //	          yes | no | <work> <marks>   (verifier_check: digits) <marks> = one y or n per
 //	                                      digit of <work>; approves when every mark is y
+//	          yes | no | <work>           (verifier_check: recompute) approves when <work>
+//	                                      equals the candidate as an integer
 //	router    enough | more
 //	searcher  q <words>       1..6 words of [a-z0-9], single spaces, ≤ 48 bytes
 //	answerer  a <answer>      printable ASCII (0x20..0x7e), ≤ 40 bytes, not starting
@@ -104,6 +106,24 @@ func ParseVerifierMarks(resp string) (approve, ok bool) {
 		}
 	}
 	return approve, true
+}
+
+// ParseVerifierWork parses a verifier action in the recomputing format: its own answer, 1..9
+// digits ("231"), which the workflow compares with the candidate; a bare "yes" or "no" stays
+// valid (the verdict on a task whose answer is no digit string). isWork tells which it was.
+func ParseVerifierWork(resp string) (work int, isWork, approve, ok bool) {
+	s := trimASCII(resp)
+	switch s {
+	case "yes":
+		return 0, false, true, true
+	case "no":
+		return 0, false, false, true
+	}
+	if s == "" || digitAnswer(s) != s {
+		return 0, false, false, false
+	}
+	v, _ := strconv.Atoi(s) // ≤ 9 digits
+	return v, true, false, true
 }
 
 // digitMarks are the marks of the digit-checking format for work against candidate: "y" where

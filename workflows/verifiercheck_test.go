@@ -78,7 +78,7 @@ func TestVerifierCheckDigitsDemos(t *testing.T) {
 func TestVerifierCheckOption(t *testing.T) {
 	o := DefaultOptions()
 	o.VerifierCheck = "marks"
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `verifier_check: "marks", want answer or digits`) {
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `verifier_check: "marks", want answer, digits or recompute`) {
 		t.Fatalf("Validate: %v", err)
 	}
 }
@@ -116,6 +116,53 @@ func TestVerdictRewardWithDigits(t *testing.T) {
 				t.Errorf("%v: scores %v, want %v", c.turns, got, c.want)
 				break
 			}
+		}
+	}
+}
+
+func TestParseVerifierWork(t *testing.T) {
+	for _, c := range []struct {
+		in                    string
+		work                  int
+		isWork, approve, want bool
+	}{
+		{"231", 231, true, false, true}, {" 0231\n", 231, true, false, true}, {"0", 0, true, false, true},
+		{"123456789", 123456789, true, false, true}, {"yes", 0, false, true, true}, {"no", 0, false, false, true},
+		{"", 0, false, false, false}, {"231 yes", 0, false, false, false}, {"-231", 0, false, false, false},
+		{"1234567890", 0, false, false, false}, {"23 1", 0, false, false, false}, {"ans 231", 0, false, false, false},
+	} {
+		work, isWork, approve, ok := ParseVerifierWork(c.in)
+		if ok != c.want || work != c.work || isWork != c.isWork || approve != c.approve {
+			t.Errorf("ParseVerifierWork(%q) = %d,%v,%v,%v, want %d,%v,%v,%v", c.in, work, isWork, approve, ok, c.work, c.isWork, c.approve, c.want)
+		}
+	}
+}
+
+// With verifier_check: recompute the expert verifier writes only its answer, and the episode
+// approves exactly a candidate equal to it as an integer.
+func TestVerifierCheckRecompute(t *testing.T) {
+	w := newWF(t, "math", func(o *Options) { o.VerifierCheck = VerifierCheckRecompute })
+	task := Task{ID: "t", Question: "74+58", Answer: "231", DataSource: SourceMathEasy}
+	demos := w.Demonstrations(task, rand.New(rand.NewPCG(1, 2)), 0)
+	if len(demos) != 3 || demos[1].Response != "231" || demos[2].Response != "231" || demos[2].Prompt == demos[1].Prompt {
+		t.Fatalf("demos %+v", demos)
+	}
+	for _, c := range []struct {
+		cand, verdict string
+		approved      bool
+	}{
+		{"ans 231", "231", true}, {"ans 231", "0231", true}, {"ans 221", "221", true},
+		{"ans 221", "231", false}, {"ans 231", "221", false}, {"ans 231", "no", false}, {"ans 221", "yes", true},
+		{"oops", "231", false}, {"ans 231", "231 yes", false},
+	} {
+		ep := w.NewEpisode(task)
+		ep.Next()
+		ep.Act(c.cand)
+		ep.Next()
+		ep.Act(c.verdict)
+		v := ep.(Verdicter).Verdicts()
+		if len(v) != 1 || v[0].Approved != c.approved {
+			t.Errorf("candidate %q, verifier %q: verdicts %+v, want approved %v", c.cand, c.verdict, v, c.approved)
 		}
 	}
 }

@@ -165,7 +165,8 @@ type Options struct {
 	Rewards
 	// VerifierCheck (math, the compact format) is how the verifier shows its check:
 	// VerifierCheckAnswer ("" too) its answer and a verdict ("231 yes"), VerifierCheckDigits its
-	// answer and a mark per digit ("231 yyn", ParseVerifierMarks).
+	// answer and a mark per digit ("231 yyn", ParseVerifierMarks), VerifierCheckRecompute its
+	// answer alone ("231"), which approves exactly a candidate equal to it (ParseVerifierWork).
 	VerifierCheck string `json:"verifier_check,omitempty"`
 	// PaperAgents are the agents that get prompts and parse responses in the paper format
 	// (paper.go), the format for Hugging Face models; the others keep the compact format of the
@@ -179,6 +180,8 @@ type Options struct {
 const (
 	VerifierCheckAnswer = "answer"
 	VerifierCheckDigits = "digits"
+	// VerifierCheckRecompute: the verifier recomputes the answer and the workflow compares.
+	VerifierCheckRecompute = "recompute"
 )
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
@@ -219,9 +222,9 @@ func (o Options) Problems() []error {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
 	}
 	switch o.VerifierCheck {
-	case "", VerifierCheckAnswer, VerifierCheckDigits:
+	case "", VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute:
 	default:
-		errs = append(errs, fmt.Errorf("verifier_check: %q, want %s or %s", o.VerifierCheck, VerifierCheckAnswer, VerifierCheckDigits))
+		errs = append(errs, fmt.Errorf("verifier_check: %q, want %s, %s or %s", o.VerifierCheck, VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute))
 	}
 	errs = append(errs, o.Retriever.problems()...)
 	errs = append(errs, o.paperProblems()...)
