@@ -1,0 +1,177 @@
+// Command verifiercheck measures a math run's verifier on the held-out prompts its evaluation
+// uses (the same prompts, k and sampling seeds as `drmas run-stage evaluate`), paired over
+// distinct questions: the accept rates on correct and on wrong candidates of each question
+// that had both, their difference with its standard error, and what the verifier's retry is
+// worth (the success of the final answer against that of the solver's first answer, which is
+// what the team scores without a verifier), with the share of verdicts that follow from the
+// verifier's work. It is an experiment tool (docs/testbed.md): the evaluation stage persists
+// no per-question verdicts yet.
+//
+//	go run ./cmd/verifiercheck -config my.yaml -steps 0,30 [-show 20]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/drmas-dev/drmas/actors"
+	"github.com/drmas-dev/drmas/configs"
+	"github.com/drmas-dev/drmas/internal/seeds"
+	"github.com/drmas-dev/drmas/stages"
+	"github.com/drmas-dev/drmas/stages/rollout"
+	"github.com/drmas-dev/drmas/workflows"
+)
+
+func meanSE(xs []float64) (float64, float64) {
+	n := float64(len(xs))
+	if n < 2 {
+		return math.NaN(), math.NaN()
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	m := s / n
+	var v float64
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return m, math.Sqrt(v / (n - 1) / n)
+}
+
+func main() {
+	cfgPath := flag.String("config", "", "the run's config file (its store, run, seed, evaluate.* and tasks.eval_size)")
+	steps := flag.String("steps", "0", "checkpoint steps, comma-separated")
+	show := flag.Int("show", 0, "verifier turns to print")
+	flag.Parse()
+	ctx := context.Background()
+	cfg, err := configs.Load(configs.LoadOptions{File: *cfgPath, Context: ctx})
+	must(err)
+	b, err := stages.OpenStore(ctx, cfg)
+	must(err)
+	env := &stages.Env{Bucket: b, Config: cfg}
+	wf, err := stages.Workflow(cfg)
+	must(err)
+	tasks, err := stages.EvalTasks(cfg, wf)
+	must(err)
+	for _, st := range strings.Split(*steps, ",") {
+		var step int64
+		fmt.Sscan(st, &step)
+		set, err := stages.LoadPolicy(ctx, env, step, false)
+		must(err)
+		backends, err := stages.Backends(cfg, set)
+		must(err)
+		var eps []*rollout.Episode
+		for s := 0; s < len(tasks); s += 64 {
+			chunk, err := rollout.Play(ctx, wf, tasks[s:min(s+64, len(tasks))], backends, rollout.PlayOptions{
+				Samples:  cfg.Evaluate.K,
+				Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+				Seed: func(t workflows.Task, sample, turn int) uint64 {
+					return seeds.Derive(cfg.Seed, "eval", t.ID, sample, turn)
+				},
+			})
+			must(err)
+			eps = append(eps, chunk...)
+		}
+		report(step, eps, *show)
+	}
+}
+
+func report(step int64, eps []*rollout.Episode, show int) {
+	type q struct {
+		acc, jud        [2]float64
+		first, final, n float64
+		consist, vt     float64
+	}
+	per := map[string]*q{}
+	var order []string
+	shown := 0
+	var workEqCand, vturns, consistent float64
+	for _, ep := range eps {
+		p := per[ep.Task.ID]
+		if p == nil {
+			p = &q{}
+			per[ep.Task.ID] = p
+			order = append(order, ep.Task.ID)
+		}
+		p.n++
+		p.final += ep.Reward
+		if len(ep.Verdicts) > 0 {
+			v := ep.Verdicts[0]
+			if v.CandidateCorrect {
+				p.first++
+			}
+		} else if ep.Reward > 0 {
+			p.first++
+		}
+		for _, v := range ep.Verdicts {
+			i := 0
+			if !v.CandidateCorrect {
+				i = 1
+			}
+			p.jud[i]++
+			if v.Approved {
+				p.acc[i]++
+			}
+		}
+		var cand string
+		vstart := int(vturns)
+		for _, t := range ep.Turns {
+			if t.Agent == workflows.AgentSolver {
+				cand = strings.TrimPrefix(strings.TrimSpace(t.ResponseText), "ans ")
+			}
+			if t.Agent == workflows.AgentVerifier {
+				vi := int(vturns) - vstart
+				vturns++
+				w, _, _ := strings.Cut(strings.TrimSpace(t.ResponseText), " ")
+				if w == cand {
+					workEqCand++
+				}
+				if vi < len(ep.Verdicts) && ep.Verdicts[vi].Approved == (w == cand) {
+					consistent++
+				}
+				if shown < show {
+					fmt.Printf("  Q %s ans %s | cand %q -> %q\n", ep.Task.Question, ep.Task.Answer, cand, t.ResponseText)
+					shown++
+				}
+			}
+		}
+	}
+	var diffs, ac, aw, first, final, gain []float64
+	var pa, pj [2]float64
+	for _, id := range order {
+		p := per[id]
+		for i := range 2 {
+			pa[i] += p.acc[i]
+			pj[i] += p.jud[i]
+		}
+		if p.jud[0] > 0 && p.jud[1] > 0 {
+			c, w := p.acc[0]/p.jud[0], p.acc[1]/p.jud[1]
+			ac = append(ac, c)
+			aw = append(aw, w)
+			diffs = append(diffs, c-w)
+		}
+		first = append(first, p.first/p.n)
+		final = append(final, p.final/p.n)
+		gain = append(gain, (p.final-p.first)/p.n)
+	}
+	dm, ds := meanSE(diffs)
+	cm, _ := meanSE(ac)
+	wm, _ := meanSE(aw)
+	fm, _ := meanSE(first)
+	lm, _ := meanSE(final)
+	gm, gs := meanSE(gain)
+	fmt.Printf("step %d: pooled accept correct=%.3f wrong=%.3f (judged %.0f/%.0f) | paired over %d questions: correct %.3f wrong %.3f diff %+.3f ± %.3f | first-answer success %.3f final %.3f retry gain %+.3f ± %.3f | work==candidate %.3f verdict==[work==candidate] %.3f\n",
+		step, pa[0]/pj[0], pa[1]/pj[1], pj[0], pj[1], len(diffs), cm, wm, dm, ds, fm, lm, gm, gs, workEqCand/vturns, consistent/vturns)
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
