@@ -7,7 +7,7 @@
 // verifier's work. It is an experiment tool (docs/testbed.md): the evaluation stage persists
 // no per-question verdicts yet.
 //
-//	go run ./cmd/verifiercheck -config my.yaml -steps 0,30 [-show 20]
+//	go run ./cmd/verifiercheck -config my.yaml [-seed 2] -steps 0,30 [-show 20]
 package main
 
 import (
@@ -47,10 +47,14 @@ func main() {
 	cfgPath := flag.String("config", "", "the run's config file (its store, run, seed, evaluate.* and tasks.eval_size)")
 	steps := flag.String("steps", "0", "checkpoint steps, comma-separated")
 	show := flag.Int("show", 0, "verifier turns to print")
+	seed := flag.Uint64("seed", 0, "the run's seed when it was run with --seed (0: the config's)")
 	flag.Parse()
 	ctx := context.Background()
 	cfg, err := configs.Load(configs.LoadOptions{File: *cfgPath, Context: ctx})
 	must(err)
+	if *seed != 0 {
+		cfg.Seed = *seed
+	}
 	b, err := stages.OpenStore(ctx, cfg)
 	must(err)
 	env := &stages.Env{Bucket: b, Config: cfg}
