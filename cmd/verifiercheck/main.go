@@ -85,83 +85,92 @@ func main() {
 	}
 }
 
-func report(step int64, eps []*rollout.Episode, show int) {
-	type q struct {
-		acc, jud        [2]float64
-		first, final, n float64
-		consist, vt     float64
+// question tallies one held-out question's episodes: verdicts approved and judged on correct
+// ([0]) and wrong ([1]) candidates, first answers and final answers right, episodes.
+type question struct {
+	acc, jud        [2]float64
+	first, final, n float64
+}
+
+func (q *question) add(ep *rollout.Episode) {
+	q.n++
+	q.final += ep.Reward
+	// The first verdict judged the solver's first answer; without one, the first answer is final.
+	if (len(ep.Verdicts) > 0 && ep.Verdicts[0].CandidateCorrect) || (len(ep.Verdicts) == 0 && ep.Reward > 0) {
+		q.first++
 	}
-	per := map[string]*q{}
+	for _, v := range ep.Verdicts {
+		i := 0
+		if !v.CandidateCorrect {
+			i = 1
+		}
+		q.jud[i]++
+		if v.Approved {
+			q.acc[i]++
+		}
+	}
+}
+
+// workStats counts the verifier turns, those whose work (the response up to its first space)
+// equals the candidate, and those whose verdict is that equality; it prints up to *show turns.
+type workStats struct{ turns, workIsCand, consistent float64 }
+
+func (w *workStats) add(ep *rollout.Episode, show *int) {
+	var cand string
+	vi := 0
+	for _, t := range ep.Turns {
+		if t.Agent == workflows.AgentSolver {
+			cand = strings.TrimPrefix(strings.TrimSpace(t.ResponseText), "ans ")
+			continue
+		}
+		if t.Agent != workflows.AgentVerifier {
+			continue
+		}
+		w.turns++
+		work, _, _ := strings.Cut(strings.TrimSpace(t.ResponseText), " ")
+		if work == cand {
+			w.workIsCand++
+		}
+		if vi < len(ep.Verdicts) && ep.Verdicts[vi].Approved == (work == cand) {
+			w.consistent++
+		}
+		vi++
+		if *show > 0 {
+			fmt.Printf("  Q %s ans %s | cand %q -> %q\n", ep.Task.Question, ep.Task.Answer, cand, t.ResponseText)
+			*show--
+		}
+	}
+}
+
+func report(step int64, eps []*rollout.Episode, show int) {
+	per := map[string]*question{}
 	var order []string
-	shown := 0
-	var workEqCand, vturns, consistent float64
+	var ws workStats
 	for _, ep := range eps {
-		p := per[ep.Task.ID]
-		if p == nil {
-			p = &q{}
-			per[ep.Task.ID] = p
+		q := per[ep.Task.ID]
+		if q == nil {
+			q = &question{}
+			per[ep.Task.ID] = q
 			order = append(order, ep.Task.ID)
 		}
-		p.n++
-		p.final += ep.Reward
-		if len(ep.Verdicts) > 0 {
-			v := ep.Verdicts[0]
-			if v.CandidateCorrect {
-				p.first++
-			}
-		} else if ep.Reward > 0 {
-			p.first++
-		}
-		for _, v := range ep.Verdicts {
-			i := 0
-			if !v.CandidateCorrect {
-				i = 1
-			}
-			p.jud[i]++
-			if v.Approved {
-				p.acc[i]++
-			}
-		}
-		var cand string
-		vstart := int(vturns)
-		for _, t := range ep.Turns {
-			if t.Agent == workflows.AgentSolver {
-				cand = strings.TrimPrefix(strings.TrimSpace(t.ResponseText), "ans ")
-			}
-			if t.Agent == workflows.AgentVerifier {
-				vi := int(vturns) - vstart
-				vturns++
-				w, _, _ := strings.Cut(strings.TrimSpace(t.ResponseText), " ")
-				if w == cand {
-					workEqCand++
-				}
-				if vi < len(ep.Verdicts) && ep.Verdicts[vi].Approved == (w == cand) {
-					consistent++
-				}
-				if shown < show {
-					fmt.Printf("  Q %s ans %s | cand %q -> %q\n", ep.Task.Question, ep.Task.Answer, cand, t.ResponseText)
-					shown++
-				}
-			}
-		}
+		q.add(ep)
+		ws.add(ep, &show)
 	}
 	var diffs, ac, aw, first, final, gain []float64
 	var pa, pj [2]float64
 	for _, id := range order {
-		p := per[id]
+		q := per[id]
 		for i := range 2 {
-			pa[i] += p.acc[i]
-			pj[i] += p.jud[i]
+			pa[i] += q.acc[i]
+			pj[i] += q.jud[i]
 		}
-		if p.jud[0] > 0 && p.jud[1] > 0 {
-			c, w := p.acc[0]/p.jud[0], p.acc[1]/p.jud[1]
-			ac = append(ac, c)
-			aw = append(aw, w)
-			diffs = append(diffs, c-w)
+		if q.jud[0] > 0 && q.jud[1] > 0 {
+			c, w := q.acc[0]/q.jud[0], q.acc[1]/q.jud[1]
+			ac, aw, diffs = append(ac, c), append(aw, w), append(diffs, c-w)
 		}
-		first = append(first, p.first/p.n)
-		final = append(final, p.final/p.n)
-		gain = append(gain, (p.final-p.first)/p.n)
+		first = append(first, q.first/q.n)
+		final = append(final, q.final/q.n)
+		gain = append(gain, (q.final-q.first)/q.n)
 	}
 	dm, ds := meanSE(diffs)
 	cm, _ := meanSE(ac)
@@ -170,7 +179,7 @@ func report(step int64, eps []*rollout.Episode, show int) {
 	lm, _ := meanSE(final)
 	gm, gs := meanSE(gain)
 	fmt.Printf("step %d: pooled accept correct=%.3f wrong=%.3f (judged %.0f/%.0f) | paired over %d questions: correct %.3f wrong %.3f diff %+.3f ± %.3f | first-answer success %.3f final %.3f retry gain %+.3f ± %.3f | work==candidate %.3f verdict==[work==candidate] %.3f\n",
-		step, pa[0]/pj[0], pa[1]/pj[1], pj[0], pj[1], len(diffs), cm, wm, dm, ds, fm, lm, gm, gs, workEqCand/vturns, consistent/vturns)
+		step, pa[0]/pj[0], pa[1]/pj[1], pj[0], pj[1], len(diffs), cm, wm, dm, ds, fm, lm, gm, gs, ws.workIsCand/ws.turns, ws.consistent/ws.turns)
 }
 
 func must(err error) {
