@@ -84,6 +84,11 @@ type Workflow struct {
 	RetrieverTimeout time.Duration `mapstructure:"retriever_timeout" json:"retriever_timeout,omitempty"`
 	RetrieverRetries int           `mapstructure:"retriever_retries" json:"retriever_retries,omitempty"`
 	PassageBytes     int           `mapstructure:"passage_bytes" json:"passage_bytes,omitempty"`
+	// VerifierCheck (math) is how the verifier shows its check: answer, its answer and a verdict
+	// ("231 yes", also when unset); digits, its answer and a y/n mark per digit of the candidate
+	// ("231 yyn"); or recompute, its answer alone ("231"), the workflow approving a candidate
+	// equal to it (docs/testbed.md). Omitted from digests while unset.
+	VerifierCheck string `mapstructure:"verifier_check" json:"verifier_check,omitempty"`
 	// Per-agent reward designs (workflows.Rewards), unset by default: omitted from digests then,
 	// so runs without them keep their digests.
 	VerifierReward string             `mapstructure:"verifier_reward" json:"verifier_reward,omitempty"`

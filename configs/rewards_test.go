@@ -48,3 +48,30 @@ func TestRewardDesignKeys(t *testing.T) {
 		t.Errorf("bad verifier_reward: %v", err)
 	}
 }
+
+// workflow.verifier_check loads, reaches the workflow's episodes, is left out of the default's
+// JSON (digests of existing runs keep), and a bad value is one line naming the key.
+func TestVerifierCheckKey(t *testing.T) {
+	c, err := Load(LoadOptions{File: write(t, "c.yaml", "workflow: {verifier_check: digits}\n"), LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := c.NewWorkflow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := wf.NewEpisode(workflows.Task{ID: "t", Question: "74+58", Answer: "231"})
+	ep.Next()
+	ep.Act("ans 231")
+	ep.Next()
+	if !ep.Act("231 yyy") {
+		t.Error(`verifier_check: digits did not reach the episode: "231 yyy" invalid`)
+	}
+	if strings.Contains(string(mustJSON(Default().Workflow)), "verifier_check") {
+		t.Error("the default workflow's JSON names verifier_check: digests of existing runs would change")
+	}
+	_, err = Load(LoadOptions{File: write(t, "b.yaml", "workflow: {verifier_check: marks}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), `workflow.verifier_check: "marks", want answer, digits or recompute`) || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("bad verifier_check: %v", err)
+	}
+}

@@ -22,7 +22,7 @@ func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 	w := c.Workflow
 	var errs []error
 	o := workflows.Options{MaxLoop: w.MaxLoop, MaxSteps: w.MaxSteps, TopK: w.TopK, HardFrac: w.HardFrac,
-		CorpusSeed: w.CorpusSeed, CorpusPeople: w.CorpusPeople, Retriever: workflows.RetrieverOptions{
+		CorpusSeed: w.CorpusSeed, CorpusPeople: w.CorpusPeople, VerifierCheck: w.VerifierCheck, Retriever: workflows.RetrieverOptions{
 			URL: w.RetrieverURL, Timeout: w.RetrieverTimeout, Retries: w.RetrieverRetries, PassageBytes: w.PassageBytes},
 		Rewards: workflows.Rewards{VerifierReward: w.VerifierReward, VerdictShare: w.VerdictShare,
 			FormatPenalty: w.FormatPenalty, StepCost: w.StepCost},

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,6 +40,39 @@ func FuzzParseVerifier(f *testing.F) {
 		m := verifierAction.FindStringSubmatch(trimASCII(s))
 		if ok != (m != nil) || approve != (m != nil && m[1] == "yes") {
 			t.Fatalf("%q → %v,%v", s, approve, ok)
+		}
+	})
+}
+
+// verifierMarks and verifierWork are ParseVerifierMarks's and ParseVerifierWork's grammars
+// written independently (a bare verdict, or work and marks / work alone); that the marks number
+// the work's digits is checked beside the regexp.
+var (
+	verifierMarks = regexp.MustCompile(`^(?:(yes|no)|([0-9]{1,9}) ([yn]{1,9}))$`)
+	verifierWork  = regexp.MustCompile(`^(?:(yes|no)|([0-9]{1,9}))$`)
+)
+
+func FuzzParseVerifierMarks(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		approve, ok := ParseVerifierMarks(s)
+		m := verifierMarks.FindStringSubmatch(trimASCII(s))
+		want := m != nil && (m[1] != "" || len(m[2]) == len(m[3]))
+		wantApprove := want && (m[1] == "yes" || (m[1] == "" && !strings.Contains(m[3], "n")))
+		if ok != want || approve != wantApprove {
+			t.Fatalf("%q → %v,%v", s, approve, ok)
+		}
+	})
+}
+
+func FuzzParseVerifierWork(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		work, isWork, approve, ok := ParseVerifierWork(s)
+		m := verifierWork.FindStringSubmatch(trimASCII(s))
+		if ok != (m != nil) || isWork != (m != nil && m[2] != "") || approve != (m != nil && m[1] == "yes") {
+			t.Fatalf("%q → %d,%v,%v,%v", s, work, isWork, approve, ok)
+		}
+		if isWork && strings.TrimLeft(m[2], "0") != strings.TrimLeft(strconv.Itoa(work), "0") {
+			t.Fatalf("%q → work %d", s, work)
 		}
 	})
 }

@@ -84,6 +84,7 @@ func (m *Math) NewEpisode(t Task) Episode {
 func (m *Math) newEpisode(t Task) *mathEpisode {
 	want, ok := parseTaskInt(t.Answer)
 	e := &mathEpisode{maxLoop: m.opts.MaxLoop, question: promptText(t.Question, maxMathQuestion), want: want, wantOK: ok, answer: t.Answer}
+	e.check = m.opts.VerifierCheck
 	if e.paper = m.opts.paperSet(); e.paper != nil {
 		e.full = paperQuestion(t.Question)
 	}
@@ -132,6 +133,8 @@ type mathEpisode struct {
 
 	// The paper format (paper.go): which agents use it, the question and the responses as its
 	// prompts show them.
+	check string // the verifier's compact format (Options.VerifierCheck)
+
 	paper              paperAgents
 	full               string
 	solution           string // the solver's last response

@@ -132,6 +132,16 @@ func (e *mathEpisode) solverDemo(rng *rand.Rand, mistake bool) string {
 func (e *mathEpisode) verifierDemo(rng *rand.Rand, mistake bool) string {
 	if e.wantOK && !e.paper[AgentVerifier] {
 		work, _ := e.expertAnswer(rng, mistake)
+		switch e.check {
+		case VerifierCheckRecompute:
+			return work
+		case VerifierCheckDigits:
+			cand := e.lastText
+			if !e.lastOK {
+				cand = ""
+			}
+			return work + " " + digitMarks(work, cand)
+		}
 		return work + " " + map[bool]string{true: "yes", false: "no"}[e.lastOK && work == e.lastText]
 	}
 	approve := e.correct()

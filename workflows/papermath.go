@@ -15,6 +15,16 @@ func (e *mathEpisode) parseVerdict(resp string) (approve, ok bool) {
 	if e.paper[AgentVerifier] {
 		return ParsePaperVerifier(resp)
 	}
+	switch e.check {
+	case VerifierCheckDigits:
+		return ParseVerifierMarks(resp)
+	case VerifierCheckRecompute:
+		work, isWork, approve, ok := ParseVerifierWork(resp)
+		if isWork {
+			approve = e.lastOK && work == e.last
+		}
+		return approve, ok
+	}
 	return ParseVerifier(resp)
 }
 

@@ -12,6 +12,10 @@ import (
 //
 //	solver    ans <int>       <int> = optional + or -, then 1..9 ASCII digits
 //	verifier  [<work> ]yes | no   <work> = 1..9 ASCII digits: the verifier's own answer
+//	          yes | no | <work> <marks>   (verifier_check: digits) <marks> = one y or n per
+//	                                      digit of <work>; approves when every mark is y
+//	          yes | no | <work>           (verifier_check: recompute) approves when <work>
+//	                                      equals the candidate as an integer
 //	router    enough | more
 //	searcher  q <words>       1..6 words of [a-z0-9], single spaces, ≤ 48 bytes
 //	answerer  a <answer>      printable ASCII (0x20..0x7e), ≤ 40 bytes, not starting
@@ -72,6 +76,68 @@ func ParseVerifier(resp string) (approve, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// ParseVerifierMarks parses a verifier action in the digit-checking format: its work (its own
+// answer, 1..9 digits), one space, and one mark per digit of the work, "y" where the candidate's
+// digit is the same and "n" where it is not ("231 yyn"). It approves exactly when every mark
+// is "y". A bare "yes" or "no" stays valid (the verdict on a task whose answer is no digit
+// string).
+func ParseVerifierMarks(resp string) (approve, ok bool) {
+	s := trimASCII(resp)
+	switch s {
+	case "yes":
+		return true, true
+	case "no":
+		return false, true
+	}
+	work, marks, found := strings.Cut(s, " ")
+	if !found || digitAnswer(work) != work || len(marks) != len(work) {
+		return false, false
+	}
+	approve = true
+	for i := 0; i < len(marks); i++ {
+		switch marks[i] {
+		case 'y':
+		case 'n':
+			approve = false
+		default:
+			return false, false
+		}
+	}
+	return approve, true
+}
+
+// ParseVerifierWork parses a verifier action in the recomputing format: its own answer, 1..9
+// digits ("231"), which the workflow compares with the candidate; a bare "yes" or "no" stays
+// valid (the verdict on a task whose answer is no digit string). isWork tells which it was.
+func ParseVerifierWork(resp string) (work int, isWork, approve, ok bool) {
+	s := trimASCII(resp)
+	switch s {
+	case "yes":
+		return 0, false, true, true
+	case "no":
+		return 0, false, false, true
+	}
+	if s == "" || digitAnswer(s) != s {
+		return 0, false, false, false
+	}
+	v, _ := strconv.Atoi(s) // ≤ 9 digits
+	return v, true, false, true
+}
+
+// digitMarks are the marks of the digit-checking format for work against candidate: "y" where
+// their digits agree; all "n" when their lengths differ (no digit lines up).
+func digitMarks(work, candidate string) string {
+	b := []byte(strings.Repeat("n", len(work)))
+	if len(work) == len(candidate) {
+		for i := range b {
+			if work[i] == candidate[i] {
+				b[i] = 'y'
+			}
+		}
+	}
+	return string(b)
 }
 
 // ParseRouter parses a router action: "enough" or "more".

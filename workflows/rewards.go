@@ -162,8 +162,8 @@ func (e *scoredEpisode) Act(resp string) bool {
 		}
 	case AgentVerifier:
 		approve, ok := ParseVerifier(resp)
-		if me != nil && me.paper[AgentVerifier] {
-			approve, ok = ParsePaperVerifier(resp)
+		if me != nil {
+			approve, ok = me.parseVerdict(resp) // the episode's format (paper, digit marks)
 		}
 		// An invalid verdict acts as a reject, but it is no verdict: never right.
 		if ok && approve == e.correct {

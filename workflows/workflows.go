@@ -163,6 +163,11 @@ type Options struct {
 	// Rewards are per-agent reward designs (rewards.go); the zero value scores every row by
 	// the episode outcome.
 	Rewards
+	// VerifierCheck (math, the compact format) is how the verifier shows its check:
+	// VerifierCheckAnswer ("" too) its answer and a verdict ("231 yes"), VerifierCheckDigits its
+	// answer and a mark per digit ("231 yyn", ParseVerifierMarks), VerifierCheckRecompute its
+	// answer alone ("231"), which approves exactly a candidate equal to it (ParseVerifierWork).
+	VerifierCheck string `json:"verifier_check,omitempty"`
 	// PaperAgents are the agents that get prompts and parse responses in the paper format
 	// (paper.go), the format for Hugging Face models; the others keep the compact format of the
 	// built-in model. Empty: every agent is compact.
@@ -170,6 +175,14 @@ type Options struct {
 	// Program configures the "program" workflow (program.go); unset for the others.
 	Program ProgramOptions `json:"program,omitzero"`
 }
+
+// Verifier check formats (Options.VerifierCheck).
+const (
+	VerifierCheckAnswer = "answer"
+	VerifierCheckDigits = "digits"
+	// VerifierCheckRecompute: the verifier recomputes the answer and the workflow compares.
+	VerifierCheckRecompute = "recompute"
+)
 
 // minCorpusPeople is the smallest corpus whose expert queries rank their fact
 // first: the 24 "<city> is in <country>" facts must be fewer than half of the
@@ -207,6 +220,11 @@ func (o Options) Problems() []error {
 	}
 	if o.CorpusPeople < minCorpusPeople || o.CorpusPeople > 2000 {
 		errs = append(errs, fmt.Errorf("corpus_people: %d, want %d..2000", o.CorpusPeople, minCorpusPeople))
+	}
+	switch o.VerifierCheck {
+	case "", VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute:
+	default:
+		errs = append(errs, fmt.Errorf("verifier_check: %q, want %s, %s or %s", o.VerifierCheck, VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute))
 	}
 	errs = append(errs, o.Retriever.problems()...)
 	errs = append(errs, o.paperProblems()...)
