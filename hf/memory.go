@@ -46,7 +46,7 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 	s.Scratch = 4 * (t*(4*D+3*F+od+ld) + t*(2*F+D) + 2*F*D)
 	// The head holds three chunk buffers (logits, probabilities or their gradient, the GEMM's
 	// transposed copy); a fourth counts the one its pool may be allocating again while the
-	// collector recycles another (measured: the peak of a head-dominated step exceeds three).
+	// collector recycles another (a head-dominated step's peak exceeds three).
 	rows := min(t, int64(model.HeadRows(a.Vocab)))
 	s.Head = 4 * (4*scratch(rows*V) + scratch(V*D))
 	L := int64(seqLen)

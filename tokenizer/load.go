@@ -24,7 +24,7 @@ var ErrUnsupported = errors.New("unsupported tokenizer")
 // tokens can cost. Qwen's hold about 4 KiB, Llama 3's about 8 KiB.
 const MaxAddedBytes = 1 << 20
 
-// maxFileBytes bounds what LoadDir reads; real tokenizer.json files are ~10 MB.
+// maxFileBytes bounds what LoadDir reads, with room above real tokenizer.json files.
 const maxFileBytes = 256 << 20
 
 // BPE is a loaded byte-level BPE tokenizer. It is safe for concurrent use.

@@ -5,8 +5,9 @@
 // RSS of a full AdamW training step. It prints both sides and the ratios.
 //
 // Defaults are the Qwen2.5-0.5B shape (hidden 896, 24 layers, 14 heads, 2 KV
-// heads, intermediate 4864, vocab 151,936) on 2 threads; drmas needs ~9 GB
-// and PyTorch ~7 GB, run one after the other. The PyTorch side
+// heads, intermediate 4864, vocab 151,936) on 2 threads; the two sides run one
+// after the other so their memory peaks do not add (docs/performance.md has
+// them). The PyTorch side
 // (torch_bench.py, Debian's /usr/bin/python3 with torch) reads the weights
 // from a temporary safetensors file.
 //
