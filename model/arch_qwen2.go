@@ -5,6 +5,7 @@ func init() {
 	registerArch(Arch{
 		Name: "qwen2", Class: "Qwen2ForCausalLM", Block: LlamaBlock,
 		QKVBias:    true,
+		GGUF:       "qwen2",
 		InitConfig: qwenInit,
 	})
 }

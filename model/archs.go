@@ -72,6 +72,9 @@ type Arch struct {
 	// HeadDimFree: head_dim may differ from hidden/heads and config.json
 	// states it; otherwise head_dim is hidden/heads.
 	HeadDimFree bool
+	// GGUF is llama.cpp's general.architecture for this block, for hf/gguf's export ("":
+	// not exported).
+	GGUF string
 	// InitConfig is what drmas model init writes into config.json besides
 	// the sizes, as the released configs of the family do (layers is
 	// num_hidden_layers).

@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -23,7 +24,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/drmas-dev/drmas/hf"
@@ -51,14 +51,7 @@ func main() {
 }
 
 func parseFlags() options {
-	c := model.ArchConfig{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936,
-		Context: 32768, RopeTheta: 1e6, Tie: true}
-	flag.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden size")
-	flag.IntVar(&c.Layers, "layers", c.Layers, "layers")
-	flag.IntVar(&c.Heads, "heads", c.Heads, "attention heads")
-	flag.IntVar(&c.KVHeads, "kv-heads", c.KVHeads, "key/value heads")
-	flag.IntVar(&c.Intermediate, "intermediate", c.Intermediate, "MLP width")
-	flag.IntVar(&c.Vocab, "vocab", c.Vocab, "vocabulary")
+	c := benchutil.QwenShapeFlags(flag.CommandLine)
 	o := options{}
 	flag.IntVar(&o.threads, "threads", 2, "threads for each engine")
 	flag.IntVar(&o.prompt, "prompt", 16, "prompt tokens")
@@ -187,13 +180,13 @@ func decodeDrmas(ctx context.Context, m *model.LLM, prompts [][]int32, newTok, r
 	var toks [][]int32
 	var wall, cpu []float64
 	for range reps {
-		t0, c0 := time.Now(), cpuSeconds()
+		t0, c0 := time.Now(), benchutil.CPUSeconds()
 		out, err := m.Sample(ctx, reqs, model.SampleOptions{MaxTokens: newTok})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		wall = append(wall, time.Since(t0).Seconds())
-		cpu = append(cpu, cpuSeconds()-c0)
+		cpu = append(cpu, benchutil.CPUSeconds()-c0)
 		toks = toks[:0]
 		for _, r := range out {
 			toks = append(toks, r.Tokens)
@@ -225,13 +218,4 @@ func makePrompts(vocab, length, n int) [][]int32 {
 		}
 	}
 	return out
-}
-
-// cpuSeconds is the process's user+system CPU time so far.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

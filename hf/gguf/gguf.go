@@ -134,8 +134,8 @@ func WriteFile(ctx context.Context, path string, m *model.LLM, t Type, v Vocab) 
 }
 
 func check(c model.ArchConfig, t Type, v Vocab) error {
-	if c.Arch != "qwen2" {
-		return fmt.Errorf("gguf: architecture %q: only qwen2 is written: %w", c.Arch, ErrUnsupported)
+	if a, ok := model.LookupArch(c.Arch); !ok || a.GGUF == "" {
+		return fmt.Errorf("gguf: architecture %q: only %s written: %w", c.Arch, strings.Join(ggufArchs(), ", "), ErrUnsupported)
 	}
 	if _, ok := fileType[t]; !ok {
 		return fmt.Errorf("gguf: tensor type %v: %w", t, ErrUnsupported)
@@ -146,11 +146,23 @@ func check(c model.ArchConfig, t Type, v Vocab) error {
 	return v.Validate()
 }
 
+// ggufArchs are the registered architectures with a GGUF name.
+func ggufArchs() []string {
+	var names []string
+	for _, n := range model.ArchNames() {
+		if a, _ := model.LookupArch(n); a.GGUF != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // archKVs is the general and architecture metadata llama.cpp reads for a Qwen2 model.
 func archKVs(c model.ArchConfig, t Type) []kv {
-	a := c.Arch + "."
+	arch, _ := model.LookupArch(c.Arch)
+	a := arch.GGUF + "."
 	return []kv{
-		{"general.architecture", tString, c.Arch},
+		{"general.architecture", tString, arch.GGUF},
 		{"general.name", tString, "drmas " + c.Arch},
 		{"general.file_type", tUint32, fileType[t]},
 		{"general.alignment", tUint32, uint32(Alignment)},

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -50,14 +51,7 @@ type result struct {
 }
 
 func main() {
-	c := model.ArchConfig{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936,
-		Context: 32768, RopeTheta: 1e6, Tie: true}
-	flag.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden size")
-	flag.IntVar(&c.Layers, "layers", c.Layers, "layers")
-	flag.IntVar(&c.Heads, "heads", c.Heads, "attention heads")
-	flag.IntVar(&c.KVHeads, "kv-heads", c.KVHeads, "key/value heads")
-	flag.IntVar(&c.Intermediate, "intermediate", c.Intermediate, "MLP width")
-	flag.IntVar(&c.Vocab, "vocab", c.Vocab, "vocabulary")
+	shape := benchutil.QwenShapeFlags(flag.CommandLine)
 	threads := flag.Int("threads", 2, "threads for both engines")
 	tokens := flag.Int("tokens", 256, "sequence length of the forward+backward")
 	reps := flag.Int("reps", 2, "forward+backward repetitions (best is kept)")
@@ -67,7 +61,7 @@ func main() {
 	script := flag.String("torch-script", filepath.Join("model", "cmd", "benchqwen", "torch_bench.py"), "PyTorch side")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the drmas side to this file")
 	flag.Parse()
-	c = c.WithDefaults()
+	c := shape.WithDefaults()
 	runtime.GOMAXPROCS(*threads)
 
 	m, err := model.InitLLM(c, 1)
@@ -156,15 +150,6 @@ func inputs(V, T, B int) ([]int32, [][]int32) {
 	return seq, prompts
 }
 
-// cpuSeconds is the process's user+system CPU time so far.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 func peakRSSGB() float64 {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
@@ -184,12 +169,12 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 	g := m.NewGrads()
 	best, bestCPU := math.Inf(1), math.Inf(1)
 	for i := 0; i < reps; i++ {
-		t0, c0 := time.Now(), cpuSeconds()
+		t0, c0 := time.Now(), benchutil.CPUSeconds()
 		p, err := m.Forward(seqs, 1)
 		must(err)
 		must(p.Backward(dlp, dent, g))
 		best = min(best, time.Since(t0).Seconds())
-		bestCPU = min(bestCPU, cpuSeconds()-c0)
+		bestCPU = min(bestCPU, benchutil.CPUSeconds()-c0)
 		res.LogProbSum = 0
 		for _, v := range p.LogProbs()[0] {
 			res.LogProbSum += float64(v)
@@ -204,7 +189,7 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 	for i, p := range prompts {
 		reqs[i] = model.SampleRequest{Prompt: p, Seed: uint64(i)}
 	}
-	t0, c0 := time.Now(), cpuSeconds()
+	t0, c0 := time.Now(), benchutil.CPUSeconds()
 	out, err := m.Sample(context.Background(), reqs, model.SampleOptions{MaxTokens: newTok})
 	must(err)
 	n := 0
@@ -213,7 +198,7 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int) re
 		res.Tokens = append(res.Tokens, r.Tokens)
 	}
 	res.DecodeTokS = float64(n) / time.Since(t0).Seconds()
-	res.DecodeCPUTokS = float64(n) * float64(runtime.GOMAXPROCS(0)) / (cpuSeconds() - c0)
+	res.DecodeCPUTokS = float64(n) * float64(runtime.GOMAXPROCS(0)) / (benchutil.CPUSeconds() - c0)
 	o := model.NewLLMAdamW(m, model.DefaultAdamWConfig())
 	must(o.StepLLM(g))
 	res.StepRSSGB = peakRSSGB()
