@@ -34,7 +34,7 @@ test:
 	$(MAKE) fuzz FUZZTIME=5s
 	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -tags invariants -timeout 10m $(INVARIANT_PKGS)
-	$(if $(V3_CPU),GOAMD64=v3 $(GO) test -count=1 -run 'AdamW|DeviceOptimizer|AdamStep|StdNotFused' ./model ./gpu/kernels ./gpu/engine ./kernels,@echo "no GOAMD64=v3 CPU: the fused-multiply-add check of the optimizer is skipped")
+	$(if $(V3_CPU),GOAMD64=v3 $(GO) test -count=1 -run 'AdamW|DeviceOptimizer|AdamStep|StdNotFused' ./model ./gpu/kernels ./gpu/engine ./estimators,@echo "no GOAMD64=v3 CPU: the fused-multiply-add check of the optimizer is skipped")
 	$(GO) test -count=1 -timeout 20m -json $(PKGS) | $(GO) run ./internal/testreport
 
 test-race:
