@@ -14,7 +14,7 @@ import (
 // for the collector, plus a step's activations; without the configs the model counts nothing;
 // a 4 GiB limit refuses the full fine-tune naming models.<id>.hf.
 func TestMemoryCountsHFModels(t *testing.T) {
-	hc, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936})
+	hc, err := hf.NewConfig(hf.Qwen25Shape)
 	if err != nil {
 		t.Fatal(err)
 	}

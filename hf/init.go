@@ -10,6 +10,10 @@ import (
 	"github.com/drmas-dev/drmas/model"
 )
 
+// Qwen25Shape is Qwen2.5-0.5B's shape (tied head), the size the memory estimates, the
+// benchmarks and their tests are quoted at.
+var Qwen25Shape = InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936}
+
 // InitSpec describes a random model to make (drmas model init).
 type InitSpec struct {
 	Arch                                                  string // a registered model_type

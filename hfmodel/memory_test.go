@@ -15,7 +15,7 @@ import (
 // float32 weights, gradients and moments alone are 16 bytes × 494 M parameters), and the
 // refusal gives the figure and what to change; under a large limit it passes.
 func TestCheckMemory(t *testing.T) {
-	hc, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936})
+	hc, err := hf.NewConfig(hf.Qwen25Shape)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,11 @@ func parseFlags() options {
 	batches := flag.String("batches", "1,8", "batch sizes, comma-separated")
 	dtypes := flag.String("dtypes", "f32,bf16", "GGUF tensor types, comma-separated (f32, bf16)")
 	flag.Parse()
-	o.cfg = c.WithDefaults()
+	cfg, err := benchutil.Arch(c)
+	if err != nil {
+		fail(err)
+	}
+	o.cfg = cfg
 	for _, s := range strings.Split(*batches, ",") {
 		b, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || b < 1 {

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/hf/hftest"
 	"github.com/drmas-dev/drmas/internal/oracles"
 	"github.com/drmas-dev/drmas/layout"
 	"github.com/drmas-dev/drmas/model"
-	"github.com/drmas-dev/drmas/stages/stagetest"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
 
@@ -44,7 +44,7 @@ func mixedBases(t *testing.T) (qwen, llama string) {
 	t.Helper()
 	tmp := t.TempDir()
 	qwen, llama = filepath.Join(tmp, "qwen"), filepath.Join(tmp, "llama")
-	tok := stagetest.TinyLlama3Tokenizer(t, filepath.Join(tmp, "llamatok"))
+	tok := hftest.TinyLlama3Tokenizer(t, filepath.Join(tmp, "llamatok"))
 	for _, m := range []struct{ arch, tok, out string }{{"qwen3", oracles.Qwen3TokenizerDir(t), qwen}, {"llama", tok, llama}} {
 		if _, errOut, err := execute(t, "model", "init", "--arch", m.arch, "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
 			"--head-dim", "16", "--intermediate", "64", "--max-positions", "2048", "--tokenizer", m.tok, "--seed", "1", "--out", m.out); err != nil {

@@ -6,22 +6,31 @@ import (
 	"flag"
 	"syscall"
 
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/model"
 )
 
 // QwenShapeFlags registers -hidden, -layers, -heads, -kv-heads, -intermediate and -vocab on fs
-// with the Qwen2.5-0.5B shape (tied head, RoPE θ 10⁶) as defaults, and returns the config they
-// fill when fs is parsed.
-func QwenShapeFlags(fs *flag.FlagSet) *model.ArchConfig {
-	c := &model.ArchConfig{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936,
-		Context: 32768, RopeTheta: 1e6, Tie: true}
-	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden size")
-	fs.IntVar(&c.Layers, "layers", c.Layers, "layers")
-	fs.IntVar(&c.Heads, "heads", c.Heads, "attention heads")
-	fs.IntVar(&c.KVHeads, "kv-heads", c.KVHeads, "key/value heads")
-	fs.IntVar(&c.Intermediate, "intermediate", c.Intermediate, "MLP width")
-	fs.IntVar(&c.Vocab, "vocab", c.Vocab, "vocabulary")
-	return c
+// with hf.Qwen25Shape as defaults, and returns the spec they fill when fs is parsed.
+func QwenShapeFlags(fs *flag.FlagSet) *hf.InitSpec {
+	s := hf.Qwen25Shape
+	fs.IntVar(&s.Hidden, "hidden", s.Hidden, "hidden size")
+	fs.IntVar(&s.Layers, "layers", s.Layers, "layers")
+	fs.IntVar(&s.Heads, "heads", s.Heads, "attention heads")
+	fs.IntVar(&s.KVHeads, "kv-heads", s.KVHeads, "key/value heads")
+	fs.IntVar(&s.Intermediate, "intermediate", s.Intermediate, "MLP width")
+	fs.IntVar(&s.Vocab, "vocab", s.Vocab, "vocabulary")
+	return &s
+}
+
+// Arch is the engine config of a spec: hf.NewConfig's config.json read back, as a folder of
+// that shape would load.
+func Arch(s *hf.InitSpec) (model.ArchConfig, error) {
+	c, err := hf.NewConfig(*s)
+	if err != nil {
+		return model.ArchConfig{}, err
+	}
+	return c.ArchConfig(), nil
 }
 
 // CPUSeconds is the user and system CPU time this process has used (0 if unknown).

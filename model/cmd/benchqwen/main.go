@@ -61,7 +61,8 @@ func main() {
 	script := flag.String("torch-script", filepath.Join("model", "cmd", "benchqwen", "torch_bench.py"), "PyTorch side")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the drmas side to this file")
 	flag.Parse()
-	c := shape.WithDefaults()
+	c, err := benchutil.Arch(shape)
+	must(err)
 	runtime.GOMAXPROCS(*threads)
 
 	m, err := model.InitLLM(c, 1)

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -22,13 +23,7 @@ import (
 )
 
 func main() {
-	spec := hf.InitSpec{Arch: "qwen2", Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 151936}
-	flag.IntVar(&spec.Hidden, "hidden", spec.Hidden, "hidden size")
-	flag.IntVar(&spec.Layers, "layers", spec.Layers, "layers")
-	flag.IntVar(&spec.Heads, "heads", spec.Heads, "attention heads")
-	flag.IntVar(&spec.KVHeads, "kv-heads", spec.KVHeads, "key/value heads")
-	flag.IntVar(&spec.Intermediate, "intermediate", spec.Intermediate, "MLP width")
-	flag.IntVar(&spec.Vocab, "vocab", spec.Vocab, "vocabulary")
+	spec := benchutil.QwenShapeFlags(flag.CommandLine)
 	tokens := flag.Int("tokens", 4096, "tokens of the micro-batch (one sequence)")
 	rank := flag.Int("lora", 0, "LoRA rank on every linear layer of the blocks (0: full fine-tuning)")
 	threads := flag.Int("threads", 2, "threads")
@@ -38,7 +33,7 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(10)
 	}
-	cfg, err := hf.NewConfig(spec)
+	cfg, err := hf.NewConfig(*spec)
 	must(err)
 	est := hf.StepOf(cfg, *rank, 1, *tokens)
 	if *only {

@@ -1,4 +1,4 @@
-package stagetest
+package hftest
 
 import (
 	"encoding/json"
