@@ -95,6 +95,12 @@ type Workflow struct {
 	VerdictShare   float64            `mapstructure:"verdict_share" json:"verdict_share,omitempty"`
 	FormatPenalty  map[string]float64 `mapstructure:"format_penalty" json:"format_penalty,omitempty"`
 	StepCost       float64            `mapstructure:"step_cost" json:"step_cost,omitempty"`
+	// RouterReward (search): outcome (unset) or decision, a router row scoring 1 when it stopped
+	// exactly when the visible passages answer the question (docs/testbed.md).
+	RouterReward string `mapstructure:"router_reward" json:"router_reward,omitempty"`
+	// SearcherReward (search): outcome (unset) or retrieval, a searcher row scoring 1 when its
+	// query brought a fact the question needs into view (docs/testbed.md).
+	SearcherReward string `mapstructure:"searcher_reward" json:"searcher_reward,omitempty"`
 	// The program workflow (workflows.ProgramOptions, docs/agent-programs.md): the agent
 	// program's argv, run once per episode in the config file's folder, and its limits. Unset
 	// (zero: the documented defaults) for the other workflows, and omitted from digests then.

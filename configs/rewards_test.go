@@ -36,7 +36,7 @@ func TestRewardDesignKeys(t *testing.T) {
 	if _, ok := wf.NewEpisode(workflows.Task{ID: "t", Question: "1+1", Answer: "2"}).(workflows.TurnScorer); !ok {
 		t.Error("the configured reward design does not reach the workflow's episodes")
 	}
-	for _, key := range []string{"verifier_reward", "verdict_share", "format_penalty", "step_cost"} {
+	for _, key := range []string{"verifier_reward", "verdict_share", "format_penalty", "step_cost", "router_reward", "searcher_reward"} {
 		if strings.Contains(string(mustJSON(Default().Workflow)), key) {
 			t.Errorf("the default workflow's JSON names %s: digests of existing runs would change", key)
 		}
@@ -46,6 +46,36 @@ func TestRewardDesignKeys(t *testing.T) {
 	_, err = Load(LoadOptions{File: bad, LookupEnv: noEnv})
 	if err == nil || !strings.Contains(err.Error(), `workflow.verifier_reward: "judge", want outcome or verdict`) {
 		t.Errorf("bad verifier_reward: %v", err)
+	}
+}
+
+// The search job rewards load, reach the episodes, and a bad value or a workflow without the
+// agent is refused by key.
+func TestSearchJobRewardKeys(t *testing.T) {
+	p := write(t, "c.yaml", `workflow: {name: search, router_reward: decision, searcher_reward: retrieval}
+agents: {router: {model: m1}, searcher: {model: m1}, answerer: {model: m1}}
+`)
+	c, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workflow.RouterReward != "decision" || c.Workflow.SearcherReward != "retrieval" {
+		t.Fatalf("workflow %+v", c.Workflow)
+	}
+	wf, err := c.NewWorkflow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := wf.NewEpisode(wf.Tasks(1, workflows.Train, 1)[0]).(workflows.TurnScorer); !ok {
+		t.Error("the job rewards do not reach the workflow's episodes")
+	}
+	_, err = Load(LoadOptions{File: write(t, "b.yaml", "workflow: {router_reward: decision}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), "router_reward: decision: workflow math has no router") {
+		t.Errorf("router_reward on math: %v", err)
+	}
+	_, err = Load(LoadOptions{File: write(t, "d.yaml", "workflow: {name: search, searcher_reward: recall}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), `workflow.searcher_reward: "recall", want outcome or retrieval`) {
+		t.Errorf("bad searcher_reward: %v", err)
 	}
 }
 

@@ -16,6 +16,18 @@ const (
 	VerifierVerdict = "verdict"
 )
 
+// Router and searcher reward designs (Rewards.RouterReward, Rewards.SearcherReward).
+const (
+	// RouterDecision scores a router row by whether its decision was the expert's: "enough"
+	// exactly when the visible passages answer the question.
+	RouterDecision = "decision"
+	// SearcherRetrieval scores a searcher row by whether its query brought a missing fact the
+	// question needs into view (or kept them all in view when none was missing).
+	SearcherRetrieval = "retrieval"
+	// JobOutcome is the outcome reward for the router's and the searcher's rows, as unset.
+	JobOutcome = "outcome"
+)
+
 // Rewards are per-agent reward designs that give agents different score distributions by
 // construction, where a global baseline then deviates from an agent's own (the case Dr. MAS's
 // Lemma 4.2 is about). The zero value is the outcome reward for every row: episodes are then
@@ -27,6 +39,11 @@ type Rewards struct {
 	// VerdictShare (math, with verdict) mixes the two: a verifier row scores
 	// (1 − share)·outcome + share·[verdict right]. 0 (unset) with verdict means 1.
 	VerdictShare float64 `json:"verdict_share,omitempty"`
+	// RouterReward (search) is "" or "outcome" or "decision". On a question the expert does not
+	// parse (dataset tasks) the router's rows keep the outcome.
+	RouterReward string `json:"router_reward,omitempty"`
+	// SearcherReward (search) is "" or "outcome" or "retrieval", with the same fallback.
+	SearcherReward string `json:"searcher_reward,omitempty"`
 	// FormatPenalty replaces the workflow's invalid-action penalty for the named agents.
 	FormatPenalty map[string]float64 `json:"format_penalty,omitempty"`
 	// StepCost is subtracted from every row's score once per environment step the episode took
@@ -37,7 +54,7 @@ type Rewards struct {
 // IsZero reports whether r is the outcome reward for every row.
 func (r Rewards) IsZero() bool {
 	return (r.VerifierReward == "" || r.VerifierReward == VerifierOutcome) && r.VerdictShare == 0 &&
-		len(r.FormatPenalty) == 0 && r.StepCost == 0
+		len(r.FormatPenalty) == 0 && r.StepCost == 0 && !r.routerJob() && !r.searcherJob()
 }
 
 // share is the verdict's weight in a verifier row's score.
@@ -51,6 +68,9 @@ func (r Rewards) share() float64 {
 	return r.VerdictShare
 }
 
+func (r Rewards) routerJob() bool   { return r.RouterReward == RouterDecision }
+func (r Rewards) searcherJob() bool { return r.SearcherReward == SearcherRetrieval }
+
 // problems lists the settings out of range, by key, as Options.Problems does.
 func (r Rewards) problems() []error {
 	var errs []error
@@ -58,6 +78,12 @@ func (r Rewards) problems() []error {
 	case "", VerifierOutcome, VerifierVerdict:
 	default:
 		errs = append(errs, fmt.Errorf("verifier_reward: %q, want outcome or verdict", r.VerifierReward))
+	}
+	if r.RouterReward != "" && r.RouterReward != JobOutcome && r.RouterReward != RouterDecision {
+		errs = append(errs, fmt.Errorf("router_reward: %q, want outcome or decision", r.RouterReward))
+	}
+	if r.SearcherReward != "" && r.SearcherReward != JobOutcome && r.SearcherReward != SearcherRetrieval {
+		errs = append(errs, fmt.Errorf("searcher_reward: %q, want outcome or retrieval", r.SearcherReward))
 	}
 	if !(r.VerdictShare >= 0 && r.VerdictShare <= 1) {
 		errs = append(errs, fmt.Errorf("verdict_share: %v, want 0..1", r.VerdictShare))
@@ -89,6 +115,12 @@ func (r Rewards) checkAgents(workflow string, agents []string) error {
 	if r.VerifierReward == VerifierVerdict && !slices.Contains(agents, AgentVerifier) {
 		return fmt.Errorf("verifier_reward: verdict: workflow %s has no verifier (its agents: %s)", workflow, strings.Join(agents, ", "))
 	}
+	if r.routerJob() && !slices.Contains(agents, AgentRouter) {
+		return fmt.Errorf("router_reward: decision: workflow %s has no router (its agents: %s)", workflow, strings.Join(agents, ", "))
+	}
+	if r.searcherJob() && !slices.Contains(agents, AgentSearcher) {
+		return fmt.Errorf("searcher_reward: retrieval: workflow %s has no searcher (its agents: %s)", workflow, strings.Join(agents, ", "))
+	}
 	for _, a := range sortedAgents(r.FormatPenalty) {
 		if !slices.Contains(agents, a) {
 			return fmt.Errorf("format_penalty.%s: workflow %s has no such agent (its agents: %s)", a, workflow, strings.Join(agents, ", "))
@@ -106,7 +138,8 @@ type TurnScorer interface {
 
 // scoredEpisode wraps an episode with a reward design. It watches the turns go by: which agent
 // acted, in which step, whether its action was valid and, for a verifier, whether its verdict
-// was right about the solver's last answer (parsed as the math episode parses it).
+// was right about the solver's last answer (parsed as the math episode parses it); for a search
+// router or searcher under a job reward, whether it did its job.
 type scoredEpisode struct {
 	Episode
 	r       Rewards
@@ -122,9 +155,12 @@ type scoredEpisode struct {
 }
 
 type scoredTurn struct {
-	agent   string
-	valid   bool
-	verdict float64 // 1 for a right verdict, else 0 (verifier turns only)
+	agent string
+	valid bool
+	job   float64 // 1 for a job done right (a right verdict, routing, retrieval), else 0
+	// hasJob: the turn is scored by job alone (router and searcher under their job rewards,
+	// on questions the expert parses); the verifier's verdict mixes in by VerdictShare.
+	hasJob bool
 }
 
 // withRewards wraps e when r is not the zero design.
@@ -150,8 +186,16 @@ func (e *scoredEpisode) Act(resp string) bool {
 	}
 	t := e.pending
 	e.isPending = false
+	se, _ := e.Episode.(*searchEpisode)
+	var job searchJob
+	if se != nil && (t.Agent == AgentRouter && e.r.routerJob() || t.Agent == AgentSearcher && e.r.searcherJob()) {
+		job = se.startJob(t.Agent)
+	}
 	valid := e.Episode.Act(resp)
 	st := scoredTurn{agent: t.Agent, valid: valid}
+	if job.known {
+		st.job, st.hasJob = job.done(se, resp, valid), true
+	}
 	me, _ := e.Episode.(*mathEpisode)
 	switch t.Agent {
 	case AgentSolver:
@@ -167,7 +211,7 @@ func (e *scoredEpisode) Act(resp string) bool {
 		}
 		// An invalid verdict acts as a reject, but it is no verdict: never right.
 		if ok && approve == e.correct {
-			st.verdict = 1
+			st.job = 1
 		}
 	}
 	e.turns = append(e.turns, st)
@@ -176,7 +220,7 @@ func (e *scoredEpisode) Act(resp string) bool {
 }
 
 // TurnScores scores each turn: the outcome (for a verifier under verdict, mixed with the
-// verdict by VerdictShare), minus StepCost per step the episode took, minus the agent's
+// verdict by VerdictShare; for a router or searcher under its job reward, the job alone), minus StepCost per step the episode took, minus the agent's
 // format penalty if its action was invalid. Products are rounded before they are added
 // (explicit conversions), so no build fuses them into a multiply-add.
 func (e *scoredEpisode) TurnScores() []float64 {
@@ -186,8 +230,11 @@ func (e *scoredEpisode) TurnScores() []float64 {
 	out := make([]float64, len(e.turns))
 	for i, t := range e.turns {
 		score := outcome
-		if t.agent == AgentVerifier && s > 0 {
-			score = float64((1-s)*outcome) + float64(s*t.verdict)
+		switch {
+		case t.hasJob:
+			score = t.job
+		case t.agent == AgentVerifier && s > 0:
+			score = float64((1-s)*outcome) + float64(s*t.job)
 		}
 		score -= cost
 		if !t.valid {

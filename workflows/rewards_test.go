@@ -150,3 +150,58 @@ func TestRewardsProblems(t *testing.T) {
 		}
 	}
 }
+
+// Search job rewards, worked by hand on a two-hop question (max_steps 4: routes at steps 0-2,
+// the answerer is forced at step 3). Router: right when it says "enough" exactly when both
+// facts are in view. Searcher: right when its query brings the next fact into view, or keeps
+// them all in view.
+func TestSearchJobRewards(t *testing.T) {
+	both := searchWF(t, func(o *Options) { o.RouterReward = RouterDecision; o.SearcherReward = SearcherRetrieval })
+	router := searchWF(t, func(o *Options) { o.RouterReward = RouterDecision })
+	task, p, city := twoHop(both)
+	other := both.Corpus().People[1]
+	lives, is := "q "+p+" lives", "q "+city+" is"
+	cases := []struct {
+		name      string
+		w         Workflow
+		responses []string
+		want      []float64
+	}{
+		{"the expert's episode, a wrong answer: every job done, the answerer scores the outcome", both,
+			[]string{"more", lives, "more", is, "enough", "a nowhere"}, []float64{1, 1, 1, 1, 1, 0}},
+		{"stops with nothing in view, guesses right", both, []string{"enough", "a " + task.Answer}, []float64{0, 1}},
+		{"a query for someone else brings nothing needed", both,
+			[]string{"more", "q " + other + " works", "enough", "a nowhere"}, []float64{1, 0, 0, 0}},
+		{"goes on with both facts in view; the searcher keeps them in view", both,
+			[]string{"more", lives, "more", is, "more", is, "a " + task.Answer}, []float64{1, 1, 1, 1, 0, 1, 1}},
+		{"the second hop first counts for nothing; the first hop then brings both into view, so going on is wrong", both,
+			[]string{"more", is, "more", lives, "more", is, "a " + task.Answer}, []float64{1, 0, 1, 1, 0, 1, 1}},
+		{"an invalid routing is no decision and pays the penalty", both, []string{"maybe", "a nowhere"}, []float64{-0.01, 0}},
+		{"router only: the searcher keeps the outcome", router,
+			[]string{"more", "q " + other + " works", "enough", "a " + task.Answer}, []float64{1, 1, 0, 1}},
+	}
+	for _, c := range cases {
+		if got := scores(t, c.w, task, c.responses...); !near(got, c.want) {
+			t.Errorf("%s: %v → scores %v, want %v", c.name, c.responses, got, c.want)
+		}
+	}
+	// A question the expert does not parse keeps the outcome for every row.
+	unknown := Task{ID: "u", Question: "who wrote the iliad", Answer: "homer"}
+	if got := scores(t, both, unknown, "more", "q iliad", "enough", "a homer"); !near(got, []float64{1, 1, 1, 1}) {
+		t.Errorf("unparsed question: scores %v, want the outcome 1 on every row", got)
+	}
+	// The job rewards ask for the agents they score.
+	for _, r := range []Rewards{{RouterReward: RouterDecision}, {SearcherReward: SearcherRetrieval}} {
+		opts := DefaultOptions()
+		opts.Rewards = r
+		if _, err := New("math", opts); err == nil || !strings.Contains(err.Error(), "workflow math has no") {
+			t.Errorf("math with %+v: %v", r, err)
+		}
+	}
+	bad := DefaultOptions()
+	bad.Rewards.RouterReward, bad.Rewards.SearcherReward = "route", "recall"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), `router_reward: "route", want outcome or decision`) ||
+		!strings.Contains(err.Error(), `searcher_reward: "recall", want outcome or retrieval`) {
+		t.Errorf("bad values: %v", err)
+	}
+}

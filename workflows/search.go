@@ -110,6 +110,7 @@ const (
 type searchEpisode struct {
 	w        *Search
 	question string
+	task     string // the task's question, as the expert parses it
 	want     string
 	step     int
 	phase    searchPhase
@@ -127,7 +128,7 @@ type searchEpisode struct {
 }
 
 func (s *Search) newEpisode(t Task) *searchEpisode {
-	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), want: NormalizeAnswer(t.Answer), golden: GoldenAnswers(t.Answer)}
+	e := &searchEpisode{w: s, question: promptText(t.Question, maxSearchQuestion), task: t.Question, want: NormalizeAnswer(t.Answer), golden: GoldenAnswers(t.Answer)}
 	if e.paper = s.opts.paperSet(); e.paper != nil {
 		e.full = paperQuestion(t.Question)
 	}
@@ -448,4 +449,73 @@ func (s *Search) Tasks(seed uint64, split Split, n int) []Task {
 		tasks[i].ID = fmt.Sprintf("search-%s-%d-%05d", split, seed, i)
 	}
 	return tasks
+}
+
+// searchJob is what a router's or searcher's job reward needs from before its action.
+type searchJob struct {
+	known  bool // the expert parses the question (else the row keeps the outcome)
+	agent  string
+	enough bool // router: the expert's decision
+	before int  // searcher: needed facts in view before the query
+}
+
+// startJob records the expert's view of the turn agent is about to take.
+func (e *searchEpisode) startJob(agent string) searchJob {
+	kind, x := e.w.parseQuestion(e.task)
+	if kind == qUnknown {
+		return searchJob{}
+	}
+	_, enough := e.derive(kind, x)
+	return searchJob{known: true, agent: agent, enough: enough, before: e.factsInView(kind, x)}
+}
+
+// done scores the job: 1 if the router decided as the expert would (an invalid action is no
+// decision), or if the searcher's query brought a needed fact into view (or, with none
+// missing, kept them all in view).
+func (j searchJob) done(e *searchEpisode, resp string, valid bool) float64 {
+	if !valid {
+		return 0
+	}
+	right := false
+	switch j.agent {
+	case AgentRouter:
+		stopped := e.phase == phaseAnswer
+		right = stopped == j.enough
+	case AgentSearcher:
+		kind, x := e.w.parseQuestion(e.task)
+		after, need := e.factsInView(kind, x), factsNeeded(kind)
+		right = after > j.before || after == need
+	}
+	if right {
+		return 1
+	}
+	return 0
+}
+
+// factsInView counts the facts of the question's chain the visible passages hold, in order
+// (the second hop of a two-hop question counts only after the first).
+func (e *searchEpisode) factsInView(kind qKind, x string) int {
+	switch kind {
+	case qLives, qJob, qCity:
+		if _, ok := e.derive(kind, x); ok {
+			return 1
+		}
+	case qCountry2:
+		city, ok := e.fact(x, retriever.RelLives)
+		if !ok {
+			return 0
+		}
+		if _, ok := e.fact(city, retriever.RelIs); ok {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func factsNeeded(kind qKind) int {
+	if kind == qCountry2 {
+		return 2
+	}
+	return 1
 }
