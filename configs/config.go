@@ -101,6 +101,9 @@ type Workflow struct {
 	// SearcherReward (search): outcome (unset) or retrieval, a searcher row scoring 1 when its
 	// query brought a fact the question needs into view (docs/testbed.md).
 	SearcherReward string `mapstructure:"searcher_reward" json:"searcher_reward,omitempty"`
+	// CriticReward (math_critic): outcome (unset) or verdict, a critic row scoring 1 when it
+	// approved a right answer or rejected a wrong one (docs/testbed.md).
+	CriticReward string `mapstructure:"critic_reward" json:"critic_reward,omitempty"`
 	// The program workflow (workflows.ProgramOptions, docs/agent-programs.md): the agent
 	// program's argv, run once per episode in the config file's folder, and its limits. Unset
 	// (zero: the documented defaults) for the other workflows, and omitted from digests then.

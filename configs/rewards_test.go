@@ -36,7 +36,7 @@ func TestRewardDesignKeys(t *testing.T) {
 	if _, ok := wf.NewEpisode(workflows.Task{ID: "t", Question: "1+1", Answer: "2"}).(workflows.TurnScorer); !ok {
 		t.Error("the configured reward design does not reach the workflow's episodes")
 	}
-	for _, key := range []string{"verifier_reward", "verdict_share", "format_penalty", "step_cost", "router_reward", "searcher_reward"} {
+	for _, key := range []string{"verifier_reward", "verdict_share", "format_penalty", "step_cost", "router_reward", "searcher_reward", "critic_reward"} {
 		if strings.Contains(string(mustJSON(Default().Workflow)), key) {
 			t.Errorf("the default workflow's JSON names %s: digests of existing runs would change", key)
 		}
@@ -76,6 +76,41 @@ agents: {router: {model: m1}, searcher: {model: m1}, answerer: {model: m1}}
 	_, err = Load(LoadOptions{File: write(t, "d.yaml", "workflow: {name: search, searcher_reward: recall}\n"), LookupEnv: noEnv})
 	if err == nil || !strings.Contains(err.Error(), `workflow.searcher_reward: "recall", want outcome or retrieval`) {
 		t.Errorf("bad searcher_reward: %v", err)
+	}
+}
+
+// workflow.critic_reward loads and reaches a math_critic team's episodes; a bad value, or the
+// key on a workflow without a critic, is refused by key.
+func TestCriticRewardKey(t *testing.T) {
+	p := write(t, "c.yaml", `workflow: {name: math_critic, critic_reward: verdict}
+agents: {solver: {model: m1}, critic: {model: m1}, refiner: {model: m1}, verifier: {model: m1}}
+`)
+	c, err := Load(LoadOptions{File: p, LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := c.NewWorkflow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workflow.CriticReward != "verdict" || wf.Name() != workflows.MathCriticName {
+		t.Fatalf("workflow %+v", c.Workflow)
+	}
+	if _, ok := wf.NewEpisode(wf.Tasks(1, workflows.Train, 1)[0]).(workflows.TurnScorer); !ok {
+		t.Error("the critic reward does not reach the workflow's episodes")
+	}
+	_, err = Load(LoadOptions{File: write(t, "b.yaml", "workflow: {critic_reward: verdict}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), "critic_reward: verdict: workflow math has no critic") {
+		t.Errorf("critic_reward on math: %v", err)
+	}
+	_, err = Load(LoadOptions{File: write(t, "d.yaml", "workflow: {name: math_critic, critic_reward: judge}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), `workflow.critic_reward: "judge", want outcome or verdict`) {
+		t.Errorf("bad critic_reward: %v", err)
+	}
+	// The team's agents must all be mapped: the default's two are not enough.
+	_, err = Load(LoadOptions{File: write(t, "e.yaml", "workflow: {name: math_critic}\n"), LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), "agents.critic, agents.refiner") {
+		t.Errorf("math_critic without its agents: %v", err)
 	}
 }
 

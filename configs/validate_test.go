@@ -415,7 +415,7 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 // any work), each with the config's other problems.
 func TestWorkflowCheckedWithTheConfig(t *testing.T) {
 	for name, c := range map[string]struct{ body, want string }{
-		"name.yaml":  {"workflow: {name: maths}\n", `workflow.name: "maths", want one of math, program, search`},
+		"name.yaml":  {"workflow: {name: maths}\n", `workflow.name: "maths", want one of math, math_critic, program, search`},
 		"loop.yaml":  {"workflow: {max_loop: 9, top_k: 0, hard_frac: 1.5}\n", "workflow.max_loop: 9, want 1..8\nworkflow.top_k: 0, want 1..2 to fit the prompt budget\nworkflow.hard_frac: 1.5, want 0..1"},
 		"zero.yaml":  {"workflow: {max_steps: 0, corpus_people: 5}\n", "workflow.max_steps: 0, want 1..8\nworkflow.corpus_people: 5, want 13..2000"},
 		"extra.yaml": {"agents:\n  solver: {model: m1}\n  verifier: {model: m1}\n  critic: {model: m1}\n", "agents.critic: workflow math has no such agent (its agents: solver, verifier)"},

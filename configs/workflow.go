@@ -25,7 +25,8 @@ func (c *Config) NewWorkflow() (workflows.Workflow, error) {
 		CorpusSeed: w.CorpusSeed, CorpusPeople: w.CorpusPeople, VerifierCheck: w.VerifierCheck, Retriever: workflows.RetrieverOptions{
 			URL: w.RetrieverURL, Timeout: w.RetrieverTimeout, Retries: w.RetrieverRetries, PassageBytes: w.PassageBytes},
 		Rewards: workflows.Rewards{VerifierReward: w.VerifierReward, VerdictShare: w.VerdictShare,
-			FormatPenalty: w.FormatPenalty, StepCost: w.StepCost, RouterReward: w.RouterReward, SearcherReward: w.SearcherReward},
+			FormatPenalty: w.FormatPenalty, StepCost: w.StepCost, RouterReward: w.RouterReward, SearcherReward: w.SearcherReward,
+			CriticReward: w.CriticReward},
 		Program: workflows.ProgramOptions{Command: w.Command, Dir: c.Dir, Timeout: w.Timeout, Concurrency: w.Concurrency,
 			MaxCalls: w.MaxCalls, FailureReward: w.FailureReward, RevealAnswer: w.RevealAnswer, Reward: w.Reward}}
 	if w.Name == program.Name {

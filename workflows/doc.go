@@ -59,7 +59,8 @@
 //
 // # Workflows
 //
-// "math" (agents solver, verifier): see [NewMath]. "search" (agents router,
+// "math" (agents solver, verifier): see [NewMath]. "math_critic" (agents solver, critic,
+// refiner, verifier, on math's tasks): see [MathCritic]. "search" (agents router,
 // searcher, answerer): see [NewSearch]. "program" (the config's agents; package
 // workflows/program, options [ProgramOptions]) is a user's agent program, whose episodes the
 // rollout stage runs as processes against package gateway rather than as an [Episode]. The BM25 retriever and the synthetic

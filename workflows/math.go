@@ -246,6 +246,8 @@ func ShownQuestion(workflow, q string) string {
 	switch workflow {
 	case (&Math{}).Name():
 		return promptText(q, maxMathQuestion)
+	case MathCriticName:
+		return promptText(q, maxCriticQuestion)
 	case (&Search{}).Name():
 		return promptText(q, maxSearchQuestion)
 	}

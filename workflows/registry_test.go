@@ -8,7 +8,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	if got := Names(); !reflect.DeepEqual(got, []string{"math", "search"}) {
+	if got := Names(); !reflect.DeepEqual(got, []string{"math", "math_critic", "search"}) {
 		t.Fatalf("names %v", got)
 	}
 	if _, err := New("nope", DefaultOptions()); err == nil || !strings.Contains(err.Error(), "nope") {

@@ -26,6 +26,8 @@ const (
 	SearcherRetrieval = "retrieval"
 	// JobOutcome is the outcome reward for the router's and the searcher's rows, as unset.
 	JobOutcome = "outcome"
+	// CriticVerdict (math_critic) scores a critic row by whether its verdict was right.
+	CriticVerdict = "verdict"
 )
 
 // Rewards are per-agent reward designs that give agents different score distributions by
@@ -44,6 +46,9 @@ type Rewards struct {
 	RouterReward string `json:"router_reward,omitempty"`
 	// SearcherReward (search) is "" or "outcome" or "retrieval", with the same fallback.
 	SearcherReward string `json:"searcher_reward,omitempty"`
+	// CriticReward (math_critic) is "" or "outcome" or "verdict": a critic row scores 1 when it
+	// approved a correct answer or rejected a wrong one, else 0 (no mixing with the outcome).
+	CriticReward string `json:"critic_reward,omitempty"`
 	// FormatPenalty replaces the workflow's invalid-action penalty for the named agents.
 	FormatPenalty map[string]float64 `json:"format_penalty,omitempty"`
 	// StepCost is subtracted from every row's score once per environment step the episode took
@@ -54,7 +59,7 @@ type Rewards struct {
 // IsZero reports whether r is the outcome reward for every row.
 func (r Rewards) IsZero() bool {
 	return (r.VerifierReward == "" || r.VerifierReward == VerifierOutcome) && r.VerdictShare == 0 &&
-		len(r.FormatPenalty) == 0 && r.StepCost == 0 && !r.routerJob() && !r.searcherJob()
+		len(r.FormatPenalty) == 0 && r.StepCost == 0 && !r.routerJob() && !r.searcherJob() && !r.criticJob()
 }
 
 // share is the verdict's weight in a verifier row's score.
@@ -70,6 +75,7 @@ func (r Rewards) share() float64 {
 
 func (r Rewards) routerJob() bool   { return r.RouterReward == RouterDecision }
 func (r Rewards) searcherJob() bool { return r.SearcherReward == SearcherRetrieval }
+func (r Rewards) criticJob() bool   { return r.CriticReward == CriticVerdict }
 
 // problems lists the settings out of range, by key, as Options.Problems does.
 func (r Rewards) problems() []error {
@@ -84,6 +90,9 @@ func (r Rewards) problems() []error {
 	}
 	if r.SearcherReward != "" && r.SearcherReward != JobOutcome && r.SearcherReward != SearcherRetrieval {
 		errs = append(errs, fmt.Errorf("searcher_reward: %q, want outcome or retrieval", r.SearcherReward))
+	}
+	if r.CriticReward != "" && r.CriticReward != JobOutcome && r.CriticReward != CriticVerdict {
+		errs = append(errs, fmt.Errorf("critic_reward: %q, want outcome or verdict", r.CriticReward))
 	}
 	if !(r.VerdictShare >= 0 && r.VerdictShare <= 1) {
 		errs = append(errs, fmt.Errorf("verdict_share: %v, want 0..1", r.VerdictShare))
@@ -120,6 +129,9 @@ func (r Rewards) checkAgents(workflow string, agents []string) error {
 	}
 	if r.searcherJob() && !slices.Contains(agents, AgentSearcher) {
 		return fmt.Errorf("searcher_reward: retrieval: workflow %s has no searcher (its agents: %s)", workflow, strings.Join(agents, ", "))
+	}
+	if r.criticJob() && !slices.Contains(agents, AgentCritic) {
+		return fmt.Errorf("critic_reward: verdict: workflow %s has no critic (its agents: %s)", workflow, strings.Join(agents, ", "))
 	}
 	for _, a := range sortedAgents(r.FormatPenalty) {
 		if !slices.Contains(agents, a) {
@@ -196,8 +208,28 @@ func (e *scoredEpisode) Act(resp string) bool {
 	if job.known {
 		st.job, st.hasJob = job.done(se, resp, valid), true
 	}
+	if g, ok := e.Episode.(verdictGrader); ok {
+		if g.lastVerdictRight() {
+			st.job = 1
+		}
+	} else {
+		e.gradeMathTurn(t.Agent, resp, &st)
+	}
+	e.turns = append(e.turns, st)
+	e.steps = max(e.steps, t.Step+1)
+	return valid
+}
+
+// verdictGrader is implemented by episodes that grade their judging turns themselves
+// (math_critic's critic and verifier): after Act, whether the turn just played was a verdict
+// that was right about the answer it judged.
+type verdictGrader interface{ lastVerdictRight() bool }
+
+// gradeMathTurn follows a math episode's turn: the solver's answer, and whether the verifier's
+// verdict on it was right (st.job).
+func (e *scoredEpisode) gradeMathTurn(agent, resp string, st *scoredTurn) {
 	me, _ := e.Episode.(*mathEpisode)
-	switch t.Agent {
+	switch agent {
 	case AgentSolver:
 		v, ok := ParseSolver(resp)
 		e.correct = ok && e.wantOK && v == e.want
@@ -214,13 +246,11 @@ func (e *scoredEpisode) Act(resp string) bool {
 			st.job = 1
 		}
 	}
-	e.turns = append(e.turns, st)
-	e.steps = max(e.steps, t.Step+1)
-	return valid
 }
 
 // TurnScores scores each turn: the outcome (for a verifier under verdict, mixed with the
-// verdict by VerdictShare; for a router or searcher under its job reward, the job alone), minus StepCost per step the episode took, minus the agent's
+// verdict by VerdictShare; for a router or searcher under its job reward, and a critic under
+// its verdict reward, the job alone), minus StepCost per step the episode took, minus the agent's
 // format penalty if its action was invalid. Products are rounded before they are added
 // (explicit conversions), so no build fuses them into a multiply-add.
 func (e *scoredEpisode) TurnScores() []float64 {
@@ -235,6 +265,8 @@ func (e *scoredEpisode) TurnScores() []float64 {
 			score = t.job
 		case t.agent == AgentVerifier && s > 0:
 			score = float64((1-s)*outcome) + float64(s*t.job)
+		case t.agent == AgentCritic && e.r.criticJob():
+			score = t.job
 		}
 		score -= cost
 		if !t.valid {
