@@ -1,0 +1,23 @@
+//go:build amd64 && !purego
+
+package model
+
+//go:noescape
+func gemv8AVX2(k int, w *float32, ldw int, x *float32, ldx, n int, c *float32, ldc int, alpha float32, add int)
+
+// gemv8 runs gemv8AVX2 on CPUs with AVX2+FMA (those on which BlockedGEMM
+// runs kern6x16AVX2), gemv8Go elsewhere; n ≤ gemvMaxRows rows of x, k > 0.
+func gemv8(k int, w []float32, ldw int, x []float32, ldx, n int, c []float32, ldc int, add bool) {
+	if !hasAVX2FMA {
+		gemv8Go(k, w, ldw, x, ldx, n, c, ldc, 1, add)
+		return
+	}
+	_ = w[7*ldw+k-1]
+	_ = x[(n-1)*ldx+k-1]
+	_ = c[(n-1)*ldc+7]
+	a := 0
+	if add {
+		a = 1
+	}
+	gemv8AVX2(k, &w[0], ldw, &x[0], ldx, n, &c[0], ldc, 1, a)
+}
