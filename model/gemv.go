@@ -1,5 +1,7 @@
 package model
 
+import "math"
+
 // The small-M path of linear: a decode step multiplies a few rows of x by
 // the whole of W, where the blocked GEMM's 6×16 tile spends 15 of every 16
 // multiply-adds on padding (one row of x fills one of the 16 columns). Here
@@ -19,8 +21,10 @@ const gemvMaxRows = 4
 const smallRows = 4
 
 // gemvLinear is linear's small-M path: y[n×out] = x[n×in]·Wᵀ (+ b), the
-// same bits as linearT with BlockedGEMM. in must be positive.
-func gemvLinear(x []float32, n, in int, W, b []float32, out int, y []float32) {
+// same bits as linearT with BlockedGEMM. W is float32 or bfloat16 (uint16
+// bits, widened exactly in the kernel: the bits of the widened W). in must
+// be positive.
+func gemvLinear[T float32 | uint16](x []float32, n, in int, W []T, b []float32, out int, y []float32) {
 	groups := out / 8
 	// A chunk of output groups per goroutine of at least ~64k multiply-adds.
 	minChunk := max(1, (1<<16)/(8*in*max(1, min(n, gemvMaxRows))))
@@ -44,14 +48,13 @@ func gemvLinear(x []float32, n, in int, W, b []float32, out int, y []float32) {
 
 // gemvTail computes outputs [o0, out), fewer than 8, through a zero-padded
 // copy of their W rows (the padding's outputs are dropped).
-func gemvTail(x []float32, n, in int, W, b []float32, out int, y []float32, o0 int) {
+func gemvTail[T float32 | uint16](x []float32, n, in int, W []T, b []float32, out int, y []float32, o0 int) {
 	tail := out - o0
-	wb, cb := getScratch(8*in), getScratch(8*n)
-	defer putScratch(wb)
-	defer putScratch(cb)
-	w, c := *wb, *cb
-	clear(w)
+	w := make([]T, 8*in)
 	copy(w, W[o0*in:out*in])
+	cb := getScratch(8 * n)
+	defer putScratch(cb)
+	c := *cb
 	clear(c)
 	if b != nil {
 		for r := 0; r < n; r++ {
@@ -63,6 +66,26 @@ func gemvTail(x []float32, n, in int, W, b []float32, out int, y []float32, o0 i
 	}
 	for r := 0; r < n; r++ {
 		copy(y[r*out+o0:(r+1)*out], c[r*8:r*8+tail])
+	}
+}
+
+// widenBF16 is the float32 of bfloat16 bits h (exact).
+func widenBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// gemv8GoAny is gemv8Go for either weight type: bfloat16 rows are widened
+// first (exact, so the bits are those of the widened rows).
+func gemv8GoAny[T float32 | uint16](k int, w []T, ldw int, x []float32, ldx, n int, c []float32, ldc int, add bool) {
+	switch w := any(w).(type) {
+	case []float32:
+		gemv8Go(k, w, ldw, x, ldx, n, c, ldc, 1, add)
+	case []uint16:
+		wf := make([]float32, 8*k)
+		for j := 0; j < 8; j++ {
+			for p, h := range w[j*ldw : j*ldw+k] {
+				wf[j*k+p] = widenBF16(h)
+			}
+		}
+		gemv8Go(k, wf, k, x, ldx, n, c, ldc, 1, add)
 	}
 }
 

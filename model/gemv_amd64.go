@@ -5,11 +5,15 @@ package model
 //go:noescape
 func gemv8AVX2(k int, w *float32, ldw int, x *float32, ldx, n int, c *float32, ldc int, alpha float32, add int)
 
-// gemv8 runs gemv8AVX2 on CPUs with AVX2+FMA (those on which BlockedGEMM
-// runs kern6x16AVX2), gemv8Go elsewhere; n ≤ gemvMaxRows rows of x, k > 0.
-func gemv8(k int, w []float32, ldw int, x []float32, ldx, n int, c []float32, ldc int, add bool) {
+//go:noescape
+func gemv8BF16AVX2(k int, w *uint16, ldw int, x *float32, ldx, n int, c *float32, ldc int, alpha float32, add int)
+
+// gemv8 runs the assembly kernels on CPUs with AVX2+FMA (those on which
+// BlockedGEMM runs kern6x16AVX2), gemv8Go elsewhere; n ≤ gemvMaxRows rows
+// of x, k > 0.
+func gemv8[T float32 | uint16](k int, w []T, ldw int, x []float32, ldx, n int, c []float32, ldc int, add bool) {
 	if !hasAVX2FMA {
-		gemv8Go(k, w, ldw, x, ldx, n, c, ldc, 1, add)
+		gemv8GoAny(k, w, ldw, x, ldx, n, c, ldc, add)
 		return
 	}
 	_ = w[7*ldw+k-1]
@@ -19,5 +23,10 @@ func gemv8(k int, w []float32, ldw int, x []float32, ldx, n int, c []float32, ld
 	if add {
 		a = 1
 	}
-	gemv8AVX2(k, &w[0], ldw, &x[0], ldx, n, &c[0], ldc, 1, a)
+	switch w := any(w).(type) {
+	case []float32:
+		gemv8AVX2(k, &w[0], ldw, &x[0], ldx, n, &c[0], ldc, 1, a)
+	case []uint16:
+		gemv8BF16AVX2(k, &w[0], ldw, &x[0], ldx, n, &c[0], ldc, 1, a)
+	}
 }

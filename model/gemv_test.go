@@ -42,11 +42,35 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 			got[i] = float32(math.NaN()) // every element must be written
 		}
 		gemvLinear(x, n, in, W, bias, out, got)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("n=%d in=%d out=%d bias=%v: y[%d][%d] = %v (%#x), GEMM %v (%#x)", n, in, out, bias != nil,
-					i/out, i%out, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-			}
+		sameBits(t, fmt.Sprintf("f32 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+	}
+	// bfloat16 weights: the bits of the GEMM on the widened weights.
+	W16, Wf := toBF16(W)
+	for _, bias := range [][]float32{nil, b} {
+		want := make([]float32, n*out)
+		linearT(BlockedGEMM{}, x, n, in, Wf, bias, out, want)
+		got := make([]float32, n*out)
+		gemvLinear(x, n, in, W16, bias, out, got)
+		sameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+	}
+}
+
+// toBF16 rounds W to bfloat16 (truncating: every bit pattern is a valid
+// weight) and returns the bits and their exact float32 values.
+func toBF16(W []float32) ([]uint16, []float32) {
+	h, f := make([]uint16, len(W)), make([]float32, len(W))
+	for i, v := range W {
+		h[i] = uint16(math.Float32bits(v) >> 16)
+		f[i] = math.Float32frombits(uint32(h[i]) << 16)
+	}
+	return h, f
+}
+
+func sameBits(t *testing.T, what string, out int, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: y[%d][%d] = %v (%#x), GEMM %v (%#x)", what, i/out, i%out, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
 		}
 	}
 }
