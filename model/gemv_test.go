@@ -10,23 +10,22 @@ import (
 // gemvOperands returns x[n×in], W[out×in] and a bias with a share of
 // zeros and negative zeros (so that signed-zero sums are exercised).
 func gemvOperands(rng *rand.Rand, n, in, out int) (x, W, b []float32) {
-	fill := func(v []float32) {
-		for i := range v {
-			switch rng.IntN(16) {
-			case 0:
-				v[i] = 0
-			case 1:
-				v[i] = float32(math.Copysign(0, -1))
-			default:
-				v[i] = float32(rng.NormFloat64())
-			}
+	return randVec(rng, n*in), randVec(rng, out*in), randVec(rng, out)
+}
+
+// randVec is n normal values with one in 16 zero and one in 16 -0.
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		switch rng.IntN(16) {
+		case 0:
+		case 1:
+			v[i] = float32(math.Copysign(0, -1))
+		default:
+			v[i] = float32(rng.NormFloat64())
 		}
 	}
-	x, W, b = make([]float32, n*in), make([]float32, out*in), make([]float32, out)
-	fill(x)
-	fill(W)
-	fill(b)
-	return x, W, b
+	return v
 }
 
 // checkGemvBits asserts that gemvLinear gives the bits of linearT over
@@ -149,4 +148,32 @@ func benchCPU(b *testing.B, bytes int64, fn func()) {
 		fn()
 	}
 	b.ReportMetric((processCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
+}
+
+// TestSgemmBF16B: the GEMM with a bfloat16 B equals Sgemm on the widened B
+// bit for bit, over both layouts of A and B, k across k blocks, ragged
+// column strips and beta 0 and 1.
+func TestSgemmBF16B(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 16))
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {7, 17, 255}, {13, 33, 513}, {50, 70, 300}, {3, 151, 896}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				for _, beta := range []float32{0, 1} {
+					a, c0 := randVec(rng, s.m*s.k), randVec(rng, s.m*s.n)
+					lda, ldb := s.k, s.n
+					if ta {
+						lda = s.m
+					}
+					if tb {
+						ldb = s.k
+					}
+					b16, bw := toBF16(randVec(rng, s.k*s.n))
+					want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					BlockedGEMM{}.Sgemm(ta, tb, s.m, s.n, s.k, 1, a, lda, bw, ldb, beta, want, s.n)
+					BlockedGEMM{}.SgemmBF16B(ta, tb, s.m, s.n, s.k, 1, a, lda, b16, ldb, beta, got, s.n)
+					sameBits(t, fmt.Sprintf("%+v ta=%v tb=%v beta=%v", s, ta, tb, beta), s.n, got, want)
+				}
+			}
+		}
+	}
 }
