@@ -29,8 +29,16 @@ func gemvLinear[T float32 | uint16](x []float32, n, in int, W []T, b []float32, 
 	// A chunk of output groups per goroutine of at least ~64k multiply-adds.
 	minChunk := max(1, (1<<16)/(8*in*max(1, min(n, gemvMaxRows))))
 	parallelRows(groups, minChunk, func(lo, hi int) {
-		for g := lo; g < hi; g++ {
+		for g := lo; g < hi; {
 			o := 8 * g
+			if n == 1 && hi-g >= 4 { // four groups at once: four independent chains
+				if b != nil {
+					copy(y[o:o+32], b[o:o+32])
+				}
+				gemv32x1(in, W[o*in:(o+32)*in], in, x, y[o:o+32], b != nil)
+				g += 4
+				continue
+			}
 			if b != nil {
 				for r := 0; r < n; r++ {
 					copy(y[r*out+o:r*out+o+8], b[o:o+8])
@@ -39,6 +47,7 @@ func gemvLinear[T float32 | uint16](x []float32, n, in int, W []T, b []float32, 
 			for r0 := 0; r0 < n; r0 += gemvMaxRows {
 				gemv8(in, W[o*in:(o+8)*in], in, x[r0*in:], in, min(gemvMaxRows, n-r0), y[r0*out+o:], out, b != nil)
 			}
+			g++
 		}
 	})
 	if tail := out - 8*groups; tail > 0 {
@@ -113,5 +122,12 @@ func gemv8Go(k int, w []float32, ldw int, x []float32, ldx, n int, c []float32, 
 				}
 			}
 		}
+	}
+}
+
+// gemv32x1Go is gemv32x1's portable form: gemv8GoAny on each group of 8.
+func gemv32x1Go[T float32 | uint16](k int, w []T, ldw int, x []float32, c []float32, add bool) {
+	for g := 0; g < 4; g++ {
+		gemv8GoAny(k, w[8*g*ldw:], ldw, x, k, 1, c[8*g:], 8, add)
 	}
 }

@@ -119,8 +119,9 @@ func TestLinearSmallRowsIndependent(t *testing.T) {
 	}
 }
 
-// BenchmarkSmallLinear compares the small-M path with linearT over the
-// blocked GEMM at the Qwen2.5-0.5B projection and head shapes.
+// BenchmarkSmallLinear compares the small-M path (float32 and bfloat16
+// weights) with linearT over the blocked GEMM at the Qwen2.5-0.5B
+// projection and head shapes; MB/s counts the weight bytes read.
 func BenchmarkSmallLinear(b *testing.B) {
 	shapes := []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}}
 	for _, s := range shapes {
@@ -134,6 +135,10 @@ func BenchmarkSmallLinear(b *testing.B) {
 			})
 			b.Run("gemm/"+name, func(b *testing.B) {
 				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, W, nil, s.out, y) })
+			})
+			W16, _ := toBF16(W)
+			b.Run("gemv-bf16/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvLinear(x, n, s.in, W16, nil, s.out, y) })
 			})
 		}
 	}
