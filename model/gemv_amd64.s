@@ -2,812 +2,319 @@
 
 #include "textflag.h"
 
-// Rows r of the accumulators Y9..Y12 take x row r; each does its own
-// k-ordered FMA chain per lane (output), the chain of kern6x16AVX2.
+// The small-M kernels of gemv.go. Each output lane keeps its own
+// k-ordered FMA chain, the chain of kern6x16AVX2; one body per kernel
+// shape, instantiated for float32 and for bfloat16 weights (widened
+// exactly, a 16-bit shift, as they are loaded).
+
+// TRANSPOSE4: Y0..Y3 hold 4 columns of rows 0-3 (low lanes) and 4-7 (high
+// lanes); afterwards Yi lane j = row j, column i.
+#define TRANSPOSE4 \
+	VUNPCKLPS Y1, Y0, Y4; \
+	VUNPCKHPS Y1, Y0, Y5; \
+	VUNPCKLPS Y3, Y2, Y6; \
+	VUNPCKHPS Y3, Y2, Y7; \
+	VSHUFPS $0x44, Y6, Y4, Y0; \
+	VSHUFPS $0xEE, Y6, Y4, Y1; \
+	VSHUFPS $0x44, Y7, Y5, Y2; \
+	VSHUFPS $0xEE, Y7, Y5, Y3
+
+// LOADQ_*(P, Q): columns p..p+3 of rows 0-3 (at P, stride R9, R10 = 3·R9)
+// and rows 4-7 (at Q) into Y0..Y3, before TRANSPOSE4.
+#define LOADQ_F32(P, Q) \
+	VMOVUPS (P), X0; \
+	VINSERTF128 $1, (Q), Y0, Y0; \
+	VMOVUPS (P)(R9*1), X1; \
+	VINSERTF128 $1, (Q)(R9*1), Y1, Y1; \
+	VMOVUPS (P)(R9*2), X2; \
+	VINSERTF128 $1, (Q)(R9*2), Y2, Y2; \
+	VMOVUPS (P)(R10*1), X3; \
+	VINSERTF128 $1, (Q)(R10*1), Y3, Y3
+
+#define LOADQ_BF16(P, Q) \
+	VPMOVZXWD (P), X0; \
+	VPMOVZXWD (Q), X4; \
+	VINSERTI128 $1, X4, Y0, Y0; \
+	VPSLLD $16, Y0, Y0; \
+	VPMOVZXWD (P)(R9*1), X1; \
+	VPMOVZXWD (Q)(R9*1), X5; \
+	VINSERTI128 $1, X5, Y1, Y1; \
+	VPSLLD $16, Y1, Y1; \
+	VPMOVZXWD (P)(R9*2), X2; \
+	VPMOVZXWD (Q)(R9*2), X6; \
+	VINSERTI128 $1, X6, Y2, Y2; \
+	VPSLLD $16, Y2, Y2; \
+	VPMOVZXWD (P)(R10*1), X3; \
+	VPMOVZXWD (Q)(R10*1), X7; \
+	VINSERTI128 $1, X7, Y3, Y3; \
+	VPSLLD $16, Y3, Y3
+
+// LOADS_*(P, Q): column p of the 8 rows into Y0 (lane j = row j).
+#define LOADS_F32(P, Q) \
+	VMOVSS (P), X0; \
+	VINSERTPS $0x10, (P)(R9*1), X0, X0; \
+	VINSERTPS $0x20, (P)(R9*2), X0, X0; \
+	VINSERTPS $0x30, (P)(R10*1), X0, X0; \
+	VMOVSS (Q), X1; \
+	VINSERTPS $0x10, (Q)(R9*1), X1, X1; \
+	VINSERTPS $0x20, (Q)(R9*2), X1, X1; \
+	VINSERTPS $0x30, (Q)(R10*1), X1, X1; \
+	VINSERTF128 $1, X1, Y0, Y0
+
+#define LOADS_BF16(P, Q) \
+	VPXOR X0, X0, X0; \
+	VPINSRW $0, (P), X0, X0; \
+	VPINSRW $1, (P)(R9*1), X0, X0; \
+	VPINSRW $2, (P)(R9*2), X0, X0; \
+	VPINSRW $3, (P)(R10*1), X0, X0; \
+	VPINSRW $4, (Q), X0, X0; \
+	VPINSRW $5, (Q)(R9*1), X0, X0; \
+	VPINSRW $6, (Q)(R9*2), X0, X0; \
+	VPINSRW $7, (Q)(R10*1), X0, X0; \
+	VPMOVZXWD X0, Y0; \
+	VPSLLD $16, Y0, Y0
+
+// ROWFMA4: the 4 columns Y0..Y3 times 4 consecutive x values, in k order.
 #define ROWFMA4(XADDR0, XADDR1, XADDR2, XADDR3, ACC) \
 	VBROADCASTSS XADDR0, Y8; \
-	VFMADD231PS  Y8, Y0, ACC; \
+	VFMADD231PS Y8, Y0, ACC; \
 	VBROADCASTSS XADDR1, Y8; \
-	VFMADD231PS  Y8, Y1, ACC; \
+	VFMADD231PS Y8, Y1, ACC; \
 	VBROADCASTSS XADDR2, Y8; \
-	VFMADD231PS  Y8, Y2, ACC; \
+	VFMADD231PS Y8, Y2, ACC; \
 	VBROADCASTSS XADDR3, Y8; \
-	VFMADD231PS  Y8, Y3, ACC
+	VFMADD231PS Y8, Y3, ACC
 
-// func gemv8AVX2(k int, w *float32, ldw int, x *float32, ldx int, n int, c *float32, ldc int, alpha float32, add int)
+// STOREC/ADDC: c = alpha·ACC or c += alpha·ACC (one FMA) at ADDR, alpha
+// in Y8, as kern6x16AVX2 ends a k block.
+#define STOREC(ACC, ADDR) \
+	VMULPS ACC, Y8, Y0; \
+	VMOVUPS Y0, ADDR
+
+#define ADDC(ACC, ADDR) \
+	VMOVUPS ADDR, Y0; \
+	VFMADD231PS ACC, Y8, Y0; \
+	VMOVUPS Y0, ADDR
+
+// NEXTROW: to row R-1 of c (SI), or to LAB when x has fewer than R rows.
+#define NEXTROW(R, LAB) \
+	CMPQ BX, $R; \
+	JLT LAB; \
+	ADDQ R14, SI
+
+// KBLOCK: SI = the depth of the next k block (at most 256 of the CX left),
+// and four accumulators cleared to +0.
+#define KBLOCK(A0, A1, A2, A3) \
+	MOVQ $256, SI; \
+	CMPQ CX, SI; \
+	CMOVQLT CX, SI; \
+	SUBQ SI, CX; \
+	VXORPS A0, A0, A0; \
+	VXORPS A1, A1, A1; \
+	VXORPS A2, A2, A2; \
+	VXORPS A3, A3, A3
+
+// EACHROW: OP (STOREC or ADDC) on rows Y9..Y12 of c while x has them.
+#define EACHROW(OP, LAB) \
+	OP(Y9, (SI)); \
+	NEXTROW(2, LAB); \
+	OP(Y10, (SI)); \
+	NEXTROW(3, LAB); \
+	OP(Y11, (SI)); \
+	NEXTROW(4, LAB); \
+	OP(Y12, (SI))
+
+// GEMV8: the body of gemv8AVX2 and gemv8BF16AVX2 for weights read by
+// LOADQ/LOADS, SHIFT = log2 of a weight's bytes, QSTEP/SSTEP the bytes of 4
+// and 1 weights.
+#define GEMV8(LOADQ, LOADS, SHIFT, QSTEP, SSTEP) \
+	MOVQ k+0(FP), CX; \
+	MOVQ w+8(FP), R8; \
+	MOVQ ldw+16(FP), R9; \
+	SHLQ $SHIFT, R9; \
+	LEAQ (R9)(R9*2), R10; \
+	LEAQ (R8)(R9*4), R11; \
+	MOVQ x+24(FP), DI; \
+	MOVQ ldx+32(FP), R12; \
+	SHLQ $2, R12; \
+	LEAQ (R12)(R12*2), R13; \
+	MOVQ n+40(FP), BX; \
+	MOVQ c+48(FP), DX; \
+	MOVQ ldc+56(FP), R14; \
+	SHLQ $2, R14; \
+	MOVQ add+72(FP), AX; \
+	block:; \
+	KBLOCK(Y9, Y10, Y11, Y12); \
+	quad:; \
+	CMPQ SI, $4; \
+	JLT single; \
+	LOADQ(R8, R11); \
+	TRANSPOSE4; \
+	ROWFMA4((DI), 4(DI), 8(DI), 12(DI), Y9); \
+	CMPQ BX, $2; \
+	JLT qnext; \
+	ROWFMA4((DI)(R12*1), 4(DI)(R12*1), 8(DI)(R12*1), 12(DI)(R12*1), Y10); \
+	CMPQ BX, $3; \
+	JLT qnext; \
+	ROWFMA4((DI)(R12*2), 4(DI)(R12*2), 8(DI)(R12*2), 12(DI)(R12*2), Y11); \
+	CMPQ BX, $4; \
+	JLT qnext; \
+	ROWFMA4((DI)(R13*1), 4(DI)(R13*1), 8(DI)(R13*1), 12(DI)(R13*1), Y12); \
+	qnext:; \
+	ADDQ $QSTEP, R8; \
+	ADDQ $QSTEP, R11; \
+	ADDQ $16, DI; \
+	SUBQ $4, SI; \
+	JMP quad; \
+	single:; \
+	TESTQ SI, SI; \
+	JE epi; \
+	LOADS(R8, R11); \
+	VBROADCASTSS (DI), Y8; \
+	VFMADD231PS Y8, Y0, Y9; \
+	CMPQ BX, $2; \
+	JLT snext; \
+	VBROADCASTSS (DI)(R12*1), Y8; \
+	VFMADD231PS Y8, Y0, Y10; \
+	CMPQ BX, $3; \
+	JLT snext; \
+	VBROADCASTSS (DI)(R12*2), Y8; \
+	VFMADD231PS Y8, Y0, Y11; \
+	CMPQ BX, $4; \
+	JLT snext; \
+	VBROADCASTSS (DI)(R13*1), Y8; \
+	VFMADD231PS Y8, Y0, Y12; \
+	snext:; \
+	ADDQ $SSTEP, R8; \
+	ADDQ $SSTEP, R11; \
+	ADDQ $4, DI; \
+	DECQ SI; \
+	JMP single; \
+	epi:; \
+	VBROADCASTSS alpha+64(FP), Y8; \
+	MOVQ DX, SI; \
+	TESTQ AX, AX; \
+	JNE addc; \
+	EACHROW(STOREC, stored); \
+	stored:; \
+	MOVQ $1, AX; \
+	JMP next; \
+	addc:; \
+	EACHROW(ADDC, next); \
+	next:; \
+	TESTQ CX, CX; \
+	JNE block; \
+	VZEROUPPER; \
+	RET
+
+// QGROUP/SGROUP: one group of 8 rows (rows 0-3 at P, rows 4-7 at AX) into
+// ACC, for 4 columns (x values broadcast in Y8..Y11) or 1 column (Y8).
+#define QGROUP(LOADQ, P, ACC) \
+	LOADQ(P, AX); \
+	TRANSPOSE4; \
+	VFMADD231PS Y8, Y0, ACC; \
+	VFMADD231PS Y9, Y1, ACC; \
+	VFMADD231PS Y10, Y2, ACC; \
+	VFMADD231PS Y11, Y3, ACC
+
+#define SGROUP(LOADS, P, ACC) \
+	LOADS(P, AX); \
+	VFMADD231PS Y8, Y0, ACC
+
+// NEXTGROUP: BX and AX to rows 0 and 4 of the next group of 8.
+#define NEXTGROUP \
+	LEAQ (AX)(R9*4), BX; \
+	LEAQ (BX)(R9*4), AX
+
+// FOURGROUPS: GROUP (QGROUP or SGROUP, reading with LOAD) on the four
+// groups of 8 rows from R8, into Y12..Y15.
+#define FOURGROUPS(GROUP, LOAD) \
+	LEAQ (R8)(R9*4), AX; \
+	GROUP(LOAD, R8, Y12); \
+	NEXTGROUP; \
+	GROUP(LOAD, BX, Y13); \
+	NEXTGROUP; \
+	GROUP(LOAD, BX, Y14); \
+	NEXTGROUP; \
+	GROUP(LOAD, BX, Y15)
+
+// GEMV32: the body of gemv32x1AVX2 and gemv32x1BF16AVX2 (arguments as
+// GEMV8's).
+#define GEMV32(LOADQ, LOADS, SHIFT, QSTEP, SSTEP) \
+	MOVQ k+0(FP), CX; \
+	MOVQ w+8(FP), R8; \
+	MOVQ ldw+16(FP), R9; \
+	SHLQ $SHIFT, R9; \
+	LEAQ (R9)(R9*2), R10; \
+	MOVQ x+24(FP), DI; \
+	MOVQ c+32(FP), DX; \
+	MOVQ add+48(FP), R12; \
+	block:; \
+	KBLOCK(Y12, Y13, Y14, Y15); \
+	quad:; \
+	CMPQ SI, $4; \
+	JLT single; \
+	VBROADCASTSS (DI), Y8; \
+	VBROADCASTSS 4(DI), Y9; \
+	VBROADCASTSS 8(DI), Y10; \
+	VBROADCASTSS 12(DI), Y11; \
+	FOURGROUPS(QGROUP, LOADQ); \
+	ADDQ $QSTEP, R8; \
+	ADDQ $16, DI; \
+	SUBQ $4, SI; \
+	JMP quad; \
+	single:; \
+	TESTQ SI, SI; \
+	JE epi; \
+	VBROADCASTSS (DI), Y8; \
+	FOURGROUPS(SGROUP, LOADS); \
+	ADDQ $SSTEP, R8; \
+	ADDQ $4, DI; \
+	DECQ SI; \
+	JMP single; \
+	epi:; \
+	VBROADCASTSS alpha+40(FP), Y8; \
+	TESTQ R12, R12; \
+	JNE addc; \
+	STOREC(Y12, (DX)); \
+	STOREC(Y13, 32(DX)); \
+	STOREC(Y14, 64(DX)); \
+	STOREC(Y15, 96(DX)); \
+	MOVQ $1, R12; \
+	JMP next; \
+	addc:; \
+	ADDC(Y12, (DX)); \
+	ADDC(Y13, 32(DX)); \
+	ADDC(Y14, 64(DX)); \
+	ADDC(Y15, 96(DX)); \
+	next:; \
+	TESTQ CX, CX; \
+	JNE block; \
+	VZEROUPPER; \
+	RET
+
+// func gemv8AVX2(k int, w *float32, ldw int, x *float32, ldx, n int, c *float32, ldc int, alpha float32, add int)
 // For the 8 rows j of w (stride ldw) and the n ≤ 4 rows r of x (stride
 // ldx), with the k blocks of 256 of the blocked GEMM: per block,
 // s = Σ_p w[j*ldw+p]·x[r*ldx+p] (a sequential FMA chain from +0), then
 // c[r*ldc+j] = alpha·s (first block, add = 0) or c[r*ldc+j] += alpha·s
 // (one FMA). Strides in elements.
 TEXT ·gemv8AVX2(SB), NOSPLIT, $0-80
-	MOVQ k+0(FP), CX
-	MOVQ w+8(FP), R8
-	MOVQ ldw+16(FP), R9
-	SHLQ $2, R9
-	LEAQ (R9)(R9*2), R10
-	LEAQ (R8)(R9*4), R11
-	MOVQ x+24(FP), DI
-	MOVQ ldx+32(FP), R12
-	SHLQ $2, R12
-	LEAQ (R12)(R12*2), R13
-	MOVQ n+40(FP), BX
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R14
-	SHLQ $2, R14
-	MOVQ add+72(FP), AX
+	GEMV8(LOADQ_F32, LOADS_F32, 2, 16, 4)
 
-block:
-	MOVQ $256, SI
-	CMPQ CX, SI
-	CMOVQLT CX, SI
-	SUBQ SI, CX
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-
-quad:
-	CMPQ SI, $4
-	JLT  single
-	// Columns p..p+3 of the 8 rows, transposed: Yi lane j = w[j][p+i].
-	VMOVUPS     (R8), X0
-	VINSERTF128 $1, (R11), Y0, Y0
-	VMOVUPS     (R8)(R9*1), X1
-	VINSERTF128 $1, (R11)(R9*1), Y1, Y1
-	VMOVUPS     (R8)(R9*2), X2
-	VINSERTF128 $1, (R11)(R9*2), Y2, Y2
-	VMOVUPS     (R8)(R10*1), X3
-	VINSERTF128 $1, (R11)(R10*1), Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	ROWFMA4((DI), 4(DI), 8(DI), 12(DI), Y9)
-	CMPQ BX, $2
-	JLT  qnext
-	ROWFMA4((DI)(R12*1), 4(DI)(R12*1), 8(DI)(R12*1), 12(DI)(R12*1), Y10)
-	CMPQ BX, $3
-	JLT  qnext
-	ROWFMA4((DI)(R12*2), 4(DI)(R12*2), 8(DI)(R12*2), 12(DI)(R12*2), Y11)
-	CMPQ BX, $4
-	JLT  qnext
-	ROWFMA4((DI)(R13*1), 4(DI)(R13*1), 8(DI)(R13*1), 12(DI)(R13*1), Y12)
-
-qnext:
-	ADDQ $16, R8
-	ADDQ $16, R11
-	ADDQ $16, DI
-	SUBQ $4, SI
-	JMP  quad
-
-single:
-	TESTQ SI, SI
-	JE    epi
-	VMOVSS      (R8), X0
-	VINSERTPS   $0x10, (R8)(R9*1), X0, X0
-	VINSERTPS   $0x20, (R8)(R9*2), X0, X0
-	VINSERTPS   $0x30, (R8)(R10*1), X0, X0
-	VMOVSS      (R11), X1
-	VINSERTPS   $0x10, (R11)(R9*1), X1, X1
-	VINSERTPS   $0x20, (R11)(R9*2), X1, X1
-	VINSERTPS   $0x30, (R11)(R10*1), X1, X1
-	VINSERTF128 $1, X1, Y0, Y0
-	VBROADCASTSS (DI), Y8
-	VFMADD231PS  Y8, Y0, Y9
-	CMPQ BX, $2
-	JLT  snext
-	VBROADCASTSS (DI)(R12*1), Y8
-	VFMADD231PS  Y8, Y0, Y10
-	CMPQ BX, $3
-	JLT  snext
-	VBROADCASTSS (DI)(R12*2), Y8
-	VFMADD231PS  Y8, Y0, Y11
-	CMPQ BX, $4
-	JLT  snext
-	VBROADCASTSS (DI)(R13*1), Y8
-	VFMADD231PS  Y8, Y0, Y12
-
-snext:
-	ADDQ $4, R8
-	ADDQ $4, R11
-	ADDQ $4, DI
-	DECQ SI
-	JMP  single
-
-epi:
-	VBROADCASTSS alpha+64(FP), Y8
-	MOVQ  DX, SI
-	TESTQ AX, AX
-	JNE   addc
-	VMULPS  Y9, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $2
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y10, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $3
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y11, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $4
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y12, Y8, Y0
-	VMOVUPS Y0, (SI)
-
-stored:
-	MOVQ $1, AX
-	JMP  next
-
-addc:
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y9, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $2
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y10, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $3
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y11, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $4
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y12, Y8, Y0
-	VMOVUPS     Y0, (SI)
-
-next:
-	TESTQ CX, CX
-	JNE   block
-	VZEROUPPER
-	RET
-
-// func gemv8BF16AVX2(k int, w *uint16, ldw int, x *float32, ldx int, n int, c *float32, ldc int, alpha float32, add int)
-// gemv8AVX2 with w in bfloat16, each element widened exactly (a shift by
-// 16 bits) as it is loaded: the bits of gemv8AVX2 on the widened rows.
+// func gemv8BF16AVX2(k int, w *uint16, ldw int, x *float32, ldx, n int, c *float32, ldc int, alpha float32, add int)
+// gemv8AVX2 on bfloat16 rows.
 TEXT ·gemv8BF16AVX2(SB), NOSPLIT, $0-80
-	MOVQ k+0(FP), CX
-	MOVQ w+8(FP), R8
-	MOVQ ldw+16(FP), R9
-	SHLQ $1, R9
-	LEAQ (R9)(R9*2), R10
-	LEAQ (R8)(R9*4), R11
-	MOVQ x+24(FP), DI
-	MOVQ ldx+32(FP), R12
-	SHLQ $2, R12
-	LEAQ (R12)(R12*2), R13
-	MOVQ n+40(FP), BX
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R14
-	SHLQ $2, R14
-	MOVQ add+72(FP), AX
-
-block:
-	MOVQ $256, SI
-	CMPQ CX, SI
-	CMOVQLT CX, SI
-	SUBQ SI, CX
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-
-quad:
-	CMPQ SI, $4
-	JLT  single
-	// Columns p..p+3 of the 8 rows, widened and transposed: Yi lane j =
-	// w[j][p+i].
-	VPMOVZXWD   (R8), X0
-	VPMOVZXWD   (R11), X4
-	VINSERTI128 $1, X4, Y0, Y0
-	VPSLLD      $16, Y0, Y0
-	VPMOVZXWD   (R8)(R9*1), X1
-	VPMOVZXWD   (R11)(R9*1), X5
-	VINSERTI128 $1, X5, Y1, Y1
-	VPSLLD      $16, Y1, Y1
-	VPMOVZXWD   (R8)(R9*2), X2
-	VPMOVZXWD   (R11)(R9*2), X6
-	VINSERTI128 $1, X6, Y2, Y2
-	VPSLLD      $16, Y2, Y2
-	VPMOVZXWD   (R8)(R10*1), X3
-	VPMOVZXWD   (R11)(R10*1), X7
-	VINSERTI128 $1, X7, Y3, Y3
-	VPSLLD      $16, Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	ROWFMA4((DI), 4(DI), 8(DI), 12(DI), Y9)
-	CMPQ BX, $2
-	JLT  qnext
-	ROWFMA4((DI)(R12*1), 4(DI)(R12*1), 8(DI)(R12*1), 12(DI)(R12*1), Y10)
-	CMPQ BX, $3
-	JLT  qnext
-	ROWFMA4((DI)(R12*2), 4(DI)(R12*2), 8(DI)(R12*2), 12(DI)(R12*2), Y11)
-	CMPQ BX, $4
-	JLT  qnext
-	ROWFMA4((DI)(R13*1), 4(DI)(R13*1), 8(DI)(R13*1), 12(DI)(R13*1), Y12)
-
-qnext:
-	ADDQ $8, R8
-	ADDQ $8, R11
-	ADDQ $16, DI
-	SUBQ $4, SI
-	JMP  quad
-
-single:
-	TESTQ SI, SI
-	JE    epi
-	VPXOR     X0, X0, X0
-	VPINSRW   $0, (R8), X0, X0
-	VPINSRW   $1, (R8)(R9*1), X0, X0
-	VPINSRW   $2, (R8)(R9*2), X0, X0
-	VPINSRW   $3, (R8)(R10*1), X0, X0
-	VPINSRW   $4, (R11), X0, X0
-	VPINSRW   $5, (R11)(R9*1), X0, X0
-	VPINSRW   $6, (R11)(R9*2), X0, X0
-	VPINSRW   $7, (R11)(R10*1), X0, X0
-	VPMOVZXWD X0, Y0
-	VPSLLD    $16, Y0, Y0
-	VBROADCASTSS (DI), Y8
-	VFMADD231PS  Y8, Y0, Y9
-	CMPQ BX, $2
-	JLT  snext
-	VBROADCASTSS (DI)(R12*1), Y8
-	VFMADD231PS  Y8, Y0, Y10
-	CMPQ BX, $3
-	JLT  snext
-	VBROADCASTSS (DI)(R12*2), Y8
-	VFMADD231PS  Y8, Y0, Y11
-	CMPQ BX, $4
-	JLT  snext
-	VBROADCASTSS (DI)(R13*1), Y8
-	VFMADD231PS  Y8, Y0, Y12
-
-snext:
-	ADDQ $2, R8
-	ADDQ $2, R11
-	ADDQ $4, DI
-	DECQ SI
-	JMP  single
-
-epi:
-	VBROADCASTSS alpha+64(FP), Y8
-	MOVQ  DX, SI
-	TESTQ AX, AX
-	JNE   addc
-	VMULPS  Y9, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $2
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y10, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $3
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y11, Y8, Y0
-	VMOVUPS Y0, (SI)
-	CMPQ    BX, $4
-	JLT     stored
-	ADDQ    R14, SI
-	VMULPS  Y12, Y8, Y0
-	VMOVUPS Y0, (SI)
-
-stored:
-	MOVQ $1, AX
-	JMP  next
-
-addc:
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y9, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $2
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y10, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $3
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y11, Y8, Y0
-	VMOVUPS     Y0, (SI)
-	CMPQ        BX, $4
-	JLT         next
-	ADDQ        R14, SI
-	VMOVUPS     (SI), Y0
-	VFMADD231PS Y12, Y8, Y0
-	VMOVUPS     Y0, (SI)
-
-next:
-	TESTQ CX, CX
-	JNE   block
-	VZEROUPPER
-	RET
+	GEMV8(LOADQ_BF16, LOADS_BF16, 1, 8, 2)
 
 // func gemv32x1AVX2(k int, w *float32, ldw int, x *float32, c *float32, alpha float32, add int)
-// One row of x against the 32 rows of w: 
-// gemv8AVX2 with n = 1 on four groups of 8 rows at once, so that four
-// independent FMA chains hide the FMA latency. c holds 32 outputs.
+// gemv8AVX2 with n = 1 on the 32 rows of w (four groups of 8 at once, so
+// that four independent FMA chains hide the FMA latency); c holds 32
+// outputs.
 TEXT ·gemv32x1AVX2(SB), NOSPLIT, $0-56
-	MOVQ k+0(FP), CX
-	MOVQ w+8(FP), R8
-	MOVQ ldw+16(FP), R9
-	SHLQ $2, R9
-	LEAQ (R9)(R9*2), R10
-	MOVQ x+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ add+48(FP), R12
-
-block:
-	MOVQ $256, SI
-	CMPQ CX, SI
-	CMOVQLT CX, SI
-	SUBQ SI, CX
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
-
-quad:
-	CMPQ SI, $4
-	JLT  single
-	VBROADCASTSS (DI), Y8
-	VBROADCASTSS 4(DI), Y9
-	VBROADCASTSS 8(DI), Y10
-	VBROADCASTSS 12(DI), Y11
-	LEAQ (R8)(R9*4), AX
-	VMOVUPS     (R8), X0
-	VINSERTF128 $1, (AX), Y0, Y0
-	VMOVUPS     (R8)(R9*1), X1
-	VINSERTF128 $1, (AX)(R9*1), Y1, Y1
-	VMOVUPS     (R8)(R9*2), X2
-	VINSERTF128 $1, (AX)(R9*2), Y2, Y2
-	VMOVUPS     (R8)(R10*1), X3
-	VINSERTF128 $1, (AX)(R10*1), Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y12
-	VFMADD231PS Y9, Y1, Y12
-	VFMADD231PS Y10, Y2, Y12
-	VFMADD231PS Y11, Y3, Y12
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVUPS     (BX), X0
-	VINSERTF128 $1, (AX), Y0, Y0
-	VMOVUPS     (BX)(R9*1), X1
-	VINSERTF128 $1, (AX)(R9*1), Y1, Y1
-	VMOVUPS     (BX)(R9*2), X2
-	VINSERTF128 $1, (AX)(R9*2), Y2, Y2
-	VMOVUPS     (BX)(R10*1), X3
-	VINSERTF128 $1, (AX)(R10*1), Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y13
-	VFMADD231PS Y9, Y1, Y13
-	VFMADD231PS Y10, Y2, Y13
-	VFMADD231PS Y11, Y3, Y13
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVUPS     (BX), X0
-	VINSERTF128 $1, (AX), Y0, Y0
-	VMOVUPS     (BX)(R9*1), X1
-	VINSERTF128 $1, (AX)(R9*1), Y1, Y1
-	VMOVUPS     (BX)(R9*2), X2
-	VINSERTF128 $1, (AX)(R9*2), Y2, Y2
-	VMOVUPS     (BX)(R10*1), X3
-	VINSERTF128 $1, (AX)(R10*1), Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y14
-	VFMADD231PS Y9, Y1, Y14
-	VFMADD231PS Y10, Y2, Y14
-	VFMADD231PS Y11, Y3, Y14
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVUPS     (BX), X0
-	VINSERTF128 $1, (AX), Y0, Y0
-	VMOVUPS     (BX)(R9*1), X1
-	VINSERTF128 $1, (AX)(R9*1), Y1, Y1
-	VMOVUPS     (BX)(R9*2), X2
-	VINSERTF128 $1, (AX)(R9*2), Y2, Y2
-	VMOVUPS     (BX)(R10*1), X3
-	VINSERTF128 $1, (AX)(R10*1), Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y15
-	VFMADD231PS Y9, Y1, Y15
-	VFMADD231PS Y10, Y2, Y15
-	VFMADD231PS Y11, Y3, Y15
-	ADDQ $16, R8
-	ADDQ $16, DI
-	SUBQ $4, SI
-	JMP  quad
-
-single:
-	TESTQ SI, SI
-	JE    epi
-	VBROADCASTSS (DI), Y8
-	LEAQ (R8)(R9*4), AX
-	VMOVSS      (R8), X0
-	VINSERTPS   $0x10, (R8)(R9*1), X0, X0
-	VINSERTPS   $0x20, (R8)(R9*2), X0, X0
-	VINSERTPS   $0x30, (R8)(R10*1), X0, X0
-	VMOVSS      (AX), X1
-	VINSERTPS   $0x10, (AX)(R9*1), X1, X1
-	VINSERTPS   $0x20, (AX)(R9*2), X1, X1
-	VINSERTPS   $0x30, (AX)(R10*1), X1, X1
-	VINSERTF128 $1, X1, Y0, Y0
-	VFMADD231PS Y8, Y0, Y12
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVSS      (BX), X0
-	VINSERTPS   $0x10, (BX)(R9*1), X0, X0
-	VINSERTPS   $0x20, (BX)(R9*2), X0, X0
-	VINSERTPS   $0x30, (BX)(R10*1), X0, X0
-	VMOVSS      (AX), X1
-	VINSERTPS   $0x10, (AX)(R9*1), X1, X1
-	VINSERTPS   $0x20, (AX)(R9*2), X1, X1
-	VINSERTPS   $0x30, (AX)(R10*1), X1, X1
-	VINSERTF128 $1, X1, Y0, Y0
-	VFMADD231PS Y8, Y0, Y13
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVSS      (BX), X0
-	VINSERTPS   $0x10, (BX)(R9*1), X0, X0
-	VINSERTPS   $0x20, (BX)(R9*2), X0, X0
-	VINSERTPS   $0x30, (BX)(R10*1), X0, X0
-	VMOVSS      (AX), X1
-	VINSERTPS   $0x10, (AX)(R9*1), X1, X1
-	VINSERTPS   $0x20, (AX)(R9*2), X1, X1
-	VINSERTPS   $0x30, (AX)(R10*1), X1, X1
-	VINSERTF128 $1, X1, Y0, Y0
-	VFMADD231PS Y8, Y0, Y14
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VMOVSS      (BX), X0
-	VINSERTPS   $0x10, (BX)(R9*1), X0, X0
-	VINSERTPS   $0x20, (BX)(R9*2), X0, X0
-	VINSERTPS   $0x30, (BX)(R10*1), X0, X0
-	VMOVSS      (AX), X1
-	VINSERTPS   $0x10, (AX)(R9*1), X1, X1
-	VINSERTPS   $0x20, (AX)(R9*2), X1, X1
-	VINSERTPS   $0x30, (AX)(R10*1), X1, X1
-	VINSERTF128 $1, X1, Y0, Y0
-	VFMADD231PS Y8, Y0, Y15
-	ADDQ $4, R8
-	ADDQ $4, DI
-	DECQ SI
-	JMP  single
-
-epi:
-	VBROADCASTSS alpha+40(FP), Y8
-	TESTQ R12, R12
-	JNE   addc
-	VMULPS  Y12, Y8, Y0
-	VMOVUPS Y0, (DX)
-	VMULPS  Y13, Y8, Y0
-	VMOVUPS Y0, 32(DX)
-	VMULPS  Y14, Y8, Y0
-	VMOVUPS Y0, 64(DX)
-	VMULPS  Y15, Y8, Y0
-	VMOVUPS Y0, 96(DX)
-	MOVQ    $1, R12
-	JMP     next
-
-addc:
-	VMOVUPS     (DX), Y0
-	VFMADD231PS Y12, Y8, Y0
-	VMOVUPS     Y0, (DX)
-	VMOVUPS     32(DX), Y0
-	VFMADD231PS Y13, Y8, Y0
-	VMOVUPS     Y0, 32(DX)
-	VMOVUPS     64(DX), Y0
-	VFMADD231PS Y14, Y8, Y0
-	VMOVUPS     Y0, 64(DX)
-	VMOVUPS     96(DX), Y0
-	VFMADD231PS Y15, Y8, Y0
-	VMOVUPS     Y0, 96(DX)
-
-next:
-	TESTQ CX, CX
-	JNE   block
-	VZEROUPPER
-	RET
+	GEMV32(LOADQ_F32, LOADS_F32, 2, 16, 4)
 
 // func gemv32x1BF16AVX2(k int, w *uint16, ldw int, x *float32, c *float32, alpha float32, add int)
-// One row of x against the 32 rows of w: the bfloat16 rows widened as in gemv8BF16AVX2, otherwise 
-// gemv8AVX2 with n = 1 on four groups of 8 rows at once, so that four
-// independent FMA chains hide the FMA latency. c holds 32 outputs.
+// gemv32x1AVX2 on bfloat16 rows.
 TEXT ·gemv32x1BF16AVX2(SB), NOSPLIT, $0-56
-	MOVQ k+0(FP), CX
-	MOVQ w+8(FP), R8
-	MOVQ ldw+16(FP), R9
-	SHLQ $1, R9
-	LEAQ (R9)(R9*2), R10
-	MOVQ x+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ add+48(FP), R12
-
-block:
-	MOVQ $256, SI
-	CMPQ CX, SI
-	CMOVQLT CX, SI
-	SUBQ SI, CX
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
-
-quad:
-	CMPQ SI, $4
-	JLT  single
-	VBROADCASTSS (DI), Y8
-	VBROADCASTSS 4(DI), Y9
-	VBROADCASTSS 8(DI), Y10
-	VBROADCASTSS 12(DI), Y11
-	LEAQ (R8)(R9*4), AX
-	VPMOVZXWD   (R8), X0
-	VPMOVZXWD   (AX), X4
-	VINSERTI128 $1, X4, Y0, Y0
-	VPSLLD      $16, Y0, Y0
-	VPMOVZXWD   (R8)(R9*1), X1
-	VPMOVZXWD   (AX)(R9*1), X5
-	VINSERTI128 $1, X5, Y1, Y1
-	VPSLLD      $16, Y1, Y1
-	VPMOVZXWD   (R8)(R9*2), X2
-	VPMOVZXWD   (AX)(R9*2), X6
-	VINSERTI128 $1, X6, Y2, Y2
-	VPSLLD      $16, Y2, Y2
-	VPMOVZXWD   (R8)(R10*1), X3
-	VPMOVZXWD   (AX)(R10*1), X7
-	VINSERTI128 $1, X7, Y3, Y3
-	VPSLLD      $16, Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y12
-	VFMADD231PS Y9, Y1, Y12
-	VFMADD231PS Y10, Y2, Y12
-	VFMADD231PS Y11, Y3, Y12
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPMOVZXWD   (BX), X0
-	VPMOVZXWD   (AX), X4
-	VINSERTI128 $1, X4, Y0, Y0
-	VPSLLD      $16, Y0, Y0
-	VPMOVZXWD   (BX)(R9*1), X1
-	VPMOVZXWD   (AX)(R9*1), X5
-	VINSERTI128 $1, X5, Y1, Y1
-	VPSLLD      $16, Y1, Y1
-	VPMOVZXWD   (BX)(R9*2), X2
-	VPMOVZXWD   (AX)(R9*2), X6
-	VINSERTI128 $1, X6, Y2, Y2
-	VPSLLD      $16, Y2, Y2
-	VPMOVZXWD   (BX)(R10*1), X3
-	VPMOVZXWD   (AX)(R10*1), X7
-	VINSERTI128 $1, X7, Y3, Y3
-	VPSLLD      $16, Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y13
-	VFMADD231PS Y9, Y1, Y13
-	VFMADD231PS Y10, Y2, Y13
-	VFMADD231PS Y11, Y3, Y13
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPMOVZXWD   (BX), X0
-	VPMOVZXWD   (AX), X4
-	VINSERTI128 $1, X4, Y0, Y0
-	VPSLLD      $16, Y0, Y0
-	VPMOVZXWD   (BX)(R9*1), X1
-	VPMOVZXWD   (AX)(R9*1), X5
-	VINSERTI128 $1, X5, Y1, Y1
-	VPSLLD      $16, Y1, Y1
-	VPMOVZXWD   (BX)(R9*2), X2
-	VPMOVZXWD   (AX)(R9*2), X6
-	VINSERTI128 $1, X6, Y2, Y2
-	VPSLLD      $16, Y2, Y2
-	VPMOVZXWD   (BX)(R10*1), X3
-	VPMOVZXWD   (AX)(R10*1), X7
-	VINSERTI128 $1, X7, Y3, Y3
-	VPSLLD      $16, Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y14
-	VFMADD231PS Y9, Y1, Y14
-	VFMADD231PS Y10, Y2, Y14
-	VFMADD231PS Y11, Y3, Y14
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPMOVZXWD   (BX), X0
-	VPMOVZXWD   (AX), X4
-	VINSERTI128 $1, X4, Y0, Y0
-	VPSLLD      $16, Y0, Y0
-	VPMOVZXWD   (BX)(R9*1), X1
-	VPMOVZXWD   (AX)(R9*1), X5
-	VINSERTI128 $1, X5, Y1, Y1
-	VPSLLD      $16, Y1, Y1
-	VPMOVZXWD   (BX)(R9*2), X2
-	VPMOVZXWD   (AX)(R9*2), X6
-	VINSERTI128 $1, X6, Y2, Y2
-	VPSLLD      $16, Y2, Y2
-	VPMOVZXWD   (BX)(R10*1), X3
-	VPMOVZXWD   (AX)(R10*1), X7
-	VINSERTI128 $1, X7, Y3, Y3
-	VPSLLD      $16, Y3, Y3
-	VUNPCKLPS   Y1, Y0, Y4
-	VUNPCKHPS   Y1, Y0, Y5
-	VUNPCKLPS   Y3, Y2, Y6
-	VUNPCKHPS   Y3, Y2, Y7
-	VSHUFPS     $0x44, Y6, Y4, Y0
-	VSHUFPS     $0xEE, Y6, Y4, Y1
-	VSHUFPS     $0x44, Y7, Y5, Y2
-	VSHUFPS     $0xEE, Y7, Y5, Y3
-	VFMADD231PS Y8, Y0, Y15
-	VFMADD231PS Y9, Y1, Y15
-	VFMADD231PS Y10, Y2, Y15
-	VFMADD231PS Y11, Y3, Y15
-	ADDQ $8, R8
-	ADDQ $16, DI
-	SUBQ $4, SI
-	JMP  quad
-
-single:
-	TESTQ SI, SI
-	JE    epi
-	VBROADCASTSS (DI), Y8
-	LEAQ (R8)(R9*4), AX
-	VPXOR     X0, X0, X0
-	VPINSRW   $0, (R8), X0, X0
-	VPINSRW   $1, (R8)(R9*1), X0, X0
-	VPINSRW   $2, (R8)(R9*2), X0, X0
-	VPINSRW   $3, (R8)(R10*1), X0, X0
-	VPINSRW   $4, (AX), X0, X0
-	VPINSRW   $5, (AX)(R9*1), X0, X0
-	VPINSRW   $6, (AX)(R9*2), X0, X0
-	VPINSRW   $7, (AX)(R10*1), X0, X0
-	VPMOVZXWD X0, Y0
-	VPSLLD    $16, Y0, Y0
-	VFMADD231PS Y8, Y0, Y12
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPXOR     X0, X0, X0
-	VPINSRW   $0, (BX), X0, X0
-	VPINSRW   $1, (BX)(R9*1), X0, X0
-	VPINSRW   $2, (BX)(R9*2), X0, X0
-	VPINSRW   $3, (BX)(R10*1), X0, X0
-	VPINSRW   $4, (AX), X0, X0
-	VPINSRW   $5, (AX)(R9*1), X0, X0
-	VPINSRW   $6, (AX)(R9*2), X0, X0
-	VPINSRW   $7, (AX)(R10*1), X0, X0
-	VPMOVZXWD X0, Y0
-	VPSLLD    $16, Y0, Y0
-	VFMADD231PS Y8, Y0, Y13
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPXOR     X0, X0, X0
-	VPINSRW   $0, (BX), X0, X0
-	VPINSRW   $1, (BX)(R9*1), X0, X0
-	VPINSRW   $2, (BX)(R9*2), X0, X0
-	VPINSRW   $3, (BX)(R10*1), X0, X0
-	VPINSRW   $4, (AX), X0, X0
-	VPINSRW   $5, (AX)(R9*1), X0, X0
-	VPINSRW   $6, (AX)(R9*2), X0, X0
-	VPINSRW   $7, (AX)(R10*1), X0, X0
-	VPMOVZXWD X0, Y0
-	VPSLLD    $16, Y0, Y0
-	VFMADD231PS Y8, Y0, Y14
-	LEAQ (AX)(R9*4), BX
-	LEAQ (BX)(R9*4), AX
-	VPXOR     X0, X0, X0
-	VPINSRW   $0, (BX), X0, X0
-	VPINSRW   $1, (BX)(R9*1), X0, X0
-	VPINSRW   $2, (BX)(R9*2), X0, X0
-	VPINSRW   $3, (BX)(R10*1), X0, X0
-	VPINSRW   $4, (AX), X0, X0
-	VPINSRW   $5, (AX)(R9*1), X0, X0
-	VPINSRW   $6, (AX)(R9*2), X0, X0
-	VPINSRW   $7, (AX)(R10*1), X0, X0
-	VPMOVZXWD X0, Y0
-	VPSLLD    $16, Y0, Y0
-	VFMADD231PS Y8, Y0, Y15
-	ADDQ $2, R8
-	ADDQ $4, DI
-	DECQ SI
-	JMP  single
-
-epi:
-	VBROADCASTSS alpha+40(FP), Y8
-	TESTQ R12, R12
-	JNE   addc
-	VMULPS  Y12, Y8, Y0
-	VMOVUPS Y0, (DX)
-	VMULPS  Y13, Y8, Y0
-	VMOVUPS Y0, 32(DX)
-	VMULPS  Y14, Y8, Y0
-	VMOVUPS Y0, 64(DX)
-	VMULPS  Y15, Y8, Y0
-	VMOVUPS Y0, 96(DX)
-	MOVQ    $1, R12
-	JMP     next
-
-addc:
-	VMOVUPS     (DX), Y0
-	VFMADD231PS Y12, Y8, Y0
-	VMOVUPS     Y0, (DX)
-	VMOVUPS     32(DX), Y0
-	VFMADD231PS Y13, Y8, Y0
-	VMOVUPS     Y0, 32(DX)
-	VMOVUPS     64(DX), Y0
-	VFMADD231PS Y14, Y8, Y0
-	VMOVUPS     Y0, 64(DX)
-	VMOVUPS     96(DX), Y0
-	VFMADD231PS Y15, Y8, Y0
-	VMOVUPS     Y0, 96(DX)
-
-next:
-	TESTQ CX, CX
-	JNE   block
-	VZEROUPPER
-	RET
+	GEMV32(LOADQ_BF16, LOADS_BF16, 1, 8, 2)
