@@ -138,6 +138,10 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 		return
 	}
 	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
+	if _, blocked := m.gemm.(BlockedGEMM); blocked && !m.d.directLinear && n <= smallRows && in > 0 {
+		gemvLinear(x, n, in, W, b, out, y)
+		return
+	}
 	if !m.d.directLinear && (n <= 16 || out >= 64*n) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return

@@ -39,6 +39,22 @@ func getBuf(pool *sync.Pool, n int) *[]float32 {
 
 // Sgemm implements GEMM.
 func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemm(transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+		packB(dst, transB, b, ldb, pc, kcur, jc, ncur)
+	}, beta, c, ldc)
+}
+
+// SgemmBF16B is Sgemm with B in bfloat16 (uint16 bits), widened exactly as
+// it is packed: the bits of Sgemm on the widened B, at half the bytes read.
+func (BlockedGEMM) SgemmBF16B(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	sgemm(transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+		packBBF16(dst, transB, b, ldb, pc, kcur, jc, ncur)
+	}, beta, c, ldc)
+}
+
+// sgemm is Sgemm with op(B) reached only through pack, which writes depth
+// [pc, pc+kcur) × columns [jc, jc+ncur) of op(B) in packB's layout.
+func sgemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, pack func(dst []float32, pc, kcur, jc, ncur int), beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -118,7 +134,7 @@ func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 			js0, js1 := part*stripsPerB, min(nstrips, (part+1)*stripsPerB)
 			if js0 < js1 {
 				off := pc*npad + js0*nr*kcur
-				packB((*bp)[off:off+(js1-js0)*nr*kcur], transB, b, ldb, pc, kcur, js0*nr, min(n, js1*nr)-js0*nr)
+				pack((*bp)[off:off+(js1-js0)*nr*kcur], pc, kcur, js0*nr, min(n, js1*nr)-js0*nr)
 			}
 			return
 		}
@@ -256,6 +272,28 @@ func packB(dst []float32, trans bool, b []float32, ldb, pc, kcur, jc, ncur int) 
 		scatterRows(dst[p*nr:], nr*kcur, row, nr, full)
 		if full < nstrips {
 			copy(dst[full*nr*kcur+p*nr:], row[full*nr:])
+		}
+	}
+}
+
+// packBBF16 is packB for a bfloat16 B, widening each element (exact).
+func packBBF16(dst []float32, trans bool, b []uint16, ldb, pc, kcur, jc, ncur int) {
+	nstrips := (ncur + nr - 1) / nr
+	if full := ncur / nr; full < nstrips {
+		clear(dst[full*nr*kcur : nstrips*nr*kcur])
+	}
+	if trans {
+		for j := 0; j < ncur; j++ {
+			d := dst[(j/nr)*nr*kcur+j%nr:]
+			for p, h := range b[(jc+j)*ldb+pc:][:kcur] {
+				d[p*nr] = widenBF16(h)
+			}
+		}
+		return
+	}
+	for p := 0; p < kcur; p++ {
+		for j, h := range b[(pc+p)*ldb+jc:][:ncur] {
+			dst[(j/nr)*nr*kcur+p*nr+j%nr] = widenBF16(h)
 		}
 	}
 }
