@@ -57,7 +57,17 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 // CheckpointedStepOf is StepOf with activation checkpointing: the forward keeps each block's
 // input, and the backward recomputes one block's activations at a time.
 func CheckpointedStepOf(cfg Config, lora, seqs, seqLen int) Step {
-	return CheckpointedStepOfArch(cfg.ArchConfig(), cfg.Params(), lora, seqs, seqLen)
+	s := StepOf(cfg, lora, seqs, seqLen)
+	s.Activations = checkpointedActivations(cfg.ArchConfig(), lora, int64(seqs)*int64(seqLen))
+	return s
+}
+
+// StepOfMode is CheckpointedStepOf when checkpointing is on, else StepOf.
+func StepOfMode(cfg Config, lora, seqs, seqLen int, checkpointing bool) Step {
+	if checkpointing {
+		return CheckpointedStepOf(cfg, lora, seqs, seqLen)
+	}
+	return StepOf(cfg, lora, seqs, seqLen)
 }
 
 // CheckpointedStepOfArch is StepOfArch with activation checkpointing.

@@ -32,7 +32,7 @@ func TestCheckMemory(t *testing.T) {
 	if err == nil {
 		t.Fatal("a 0.5B full fine-tune passed under 1 GiB")
 	}
-	one := hfmodel.Step(cfg, "q", hc, 1).Total()
+	one := hfmodel.Step(cfg, "q", hc, 1, true).Total()
 	for _, want := range []string{configs.Bytes(float64(one)), "GOMEMLIMIT", "models.q.lora", "rollout.max_tokens", "a micro-batch of 1 sequence"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q lacks %q", err, want)
@@ -45,7 +45,7 @@ func TestCheckMemory(t *testing.T) {
 	if lora >= need || lora <= 4*hc.Params() {
 		t.Errorf("LoRA estimate %d, full %d, frozen weights %d", lora, need, 4*hc.Params())
 	}
-	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(hfmodel.Step(cfg, "q", hc, 1).Total()))) {
+	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(hfmodel.Step(cfg, "q", hc, 1, true).Total()))) {
 		t.Errorf("LoRA refusal: %v", err)
 	}
 	debug.SetMemoryLimit(1 << 50)
