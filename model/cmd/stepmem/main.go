@@ -36,9 +36,9 @@ func main() {
 	}
 	cfg, err := hf.NewConfig(*spec)
 	must(err)
-	est := hf.StepOf(cfg, *rank, 1, *tokens)
+	est, estName := hf.StepOf(cfg, *rank, 1, *tokens), "hf.StepOf"
 	if *ckpt {
-		est = hf.CheckpointedStepOf(cfg, *rank, 1, *tokens)
+		est, estName = hf.CheckpointedStepOf(cfg, *rank, 1, *tokens), "hf.CheckpointedStepOf"
 	}
 	if *only {
 		terms(est)
@@ -81,7 +81,7 @@ func main() {
 		what += " with activation checkpointing"
 	}
 	fmt.Printf("%s, %d tokens, %d layers, vocab %d, %d threads: step %.0f s\n", what, *tokens, spec.Layers, spec.Vocab, *threads, time.Since(t0).Seconds())
-	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (hf.StepOf) %.2f GiB: ratio %.2f\n", gib(peak), gib(est.Total()), float64(peak)/float64(est.Total()))
+	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (%s) %.2f GiB: ratio %.2f\n", gib(peak), estName, gib(est.Total()), float64(peak)/float64(est.Total()))
 	terms(est)
 }
 
