@@ -13,7 +13,8 @@ import (
 
 // TestCheckMemory: a Qwen2.5-0.5B shape does not train in full under a 1 GiB limit (its
 // float32 weights, gradients and moments alone are 16 bytes × 494 M parameters), and the
-// refusal gives the figure and what to change; under a large limit it passes.
+// refusal gives the figure and what to change (with activation checkpointing off, the step
+// without it and the key); under a large limit it passes.
 func TestCheckMemory(t *testing.T) {
 	hc, err := hf.NewConfig(hf.Qwen25Shape)
 	if err != nil {
@@ -47,6 +48,15 @@ func TestCheckMemory(t *testing.T) {
 	}
 	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(hfmodel.Step(cfg, "q", hc, 1, true).Total()))) {
 		t.Errorf("LoRA refusal: %v", err)
+	}
+	// With activation checkpointing off the refusal counts the step without it and names the key.
+	cfg.Learn.ActivationCheckpointing = "off"
+	off := hfmodel.Step(cfg, "q", hc, 1, false).Total()
+	if on := hfmodel.Step(cfg, "q", hc, 1, true).Total(); off <= on {
+		t.Errorf("LoRA step %d bytes without checkpointing, %d with", off, on)
+	}
+	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "learn.activation_checkpointing: auto") || !strings.Contains(err.Error(), configs.Bytes(float64(off))) {
+		t.Errorf("refusal with checkpointing off: %v", err)
 	}
 	debug.SetMemoryLimit(1 << 50)
 	if err := hfmodel.CheckMemory(cfg, "q", hc); err != nil {
