@@ -343,6 +343,10 @@ type Learn struct {
 	RolloutIS     string  `mapstructure:"rollout_is" json:"rollout_is,omitempty"`
 	RolloutISCap  float64 `mapstructure:"rollout_is_cap" json:"rollout_is_cap,omitempty"`
 	RolloutISMode string  `mapstructure:"rollout_is_mode" json:"rollout_is_mode,omitempty"`
+	// ActivationCheckpointing is auto, on or off (ActivationCheckpointings): whether the CPU
+	// engine's training step keeps each block's input only and recomputes the block in the
+	// backward. It changes memory and time, never a result, so digests leave it out.
+	ActivationCheckpointing string `mapstructure:"activation_checkpointing" json:"activation_checkpointing,omitempty"`
 }
 
 // Warmup configures the supervised warm-up that publishes checkpoint step 0.

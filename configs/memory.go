@@ -120,8 +120,9 @@ func (c *Config) episodes(what string, tasks, samples float64, keys ...string) M
 }
 
 // activations is what learning holds per micro-batch of batch sequences. An HF model's step
-// is hf.StepOf's on one sequence of rollout.max_tokens and a 512-token prompt: its learner
-// splits a micro-batch that does not fit into accumulation chunks.
+// is hf.StepOf's on one sequence of rollout.max_tokens and a 512-token prompt, with
+// activation checkpointing unless learn.activation_checkpointing is off: its learner
+// checkpoints or splits a micro-batch that does not fit into accumulation chunks.
 func (c *Config) activations(batch float64, key string, hfs HFConfigs) MemoryTerm {
 	var b float64
 	for name, m := range c.Models {
@@ -133,7 +134,7 @@ func (c *Config) activations(batch float64, key string, hfs HFConfigs) MemoryTer
 				if m.LoRA != nil {
 					r = m.LoRA.R
 				}
-				s := hf.StepOf(hc, r, 1, min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context))
+				s := hf.StepOfMode(hc, r, 1, min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context), c.Learn.Checkpointing() != "off")
 				b = max(b, float64(s.Total()-s.Weights-s.Optimizer))
 			}
 		default:

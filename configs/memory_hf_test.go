@@ -11,7 +11,8 @@ import (
 // TestMemoryCountsHFModels: with its HF models' configs, the learn estimate of the default
 // config pointed at a Qwen2.5-0.5B shape counts 16 bytes a parameter (weights, gradients, two
 // moments) and a reference, or with LoRA r 16 the frozen weights and the adapter, each doubled
-// for the collector, plus a step's activations; without the configs the model counts nothing;
+// for the collector, plus a step's activations (with activation checkpointing unless
+// learn.activation_checkpointing is off, a quarter or less of those without); without the configs the model counts nothing;
 // a 4 GiB limit refuses the full fine-tune naming models.<id>.hf.
 func TestMemoryCountsHFModels(t *testing.T) {
 	hc, err := hf.NewConfig(hf.Qwen25Shape)
@@ -26,12 +27,21 @@ func TestMemoryCountsHFModels(t *testing.T) {
 	}
 	n := float64(len(hfs))
 	p := float64(hc.Params())
-	learn := c.MemoryOf("learn", hfs)
-	step := hf.StepOf(hc, 0, 1, min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context))
-	acts := float64(step.Total() - step.Weights - step.Optimizer)
-	if want := gcHeadroom * (n*4*p*optimizerCopies + acts); learn.Bytes < want || learn.Bytes > want*1.01 {
-		t.Errorf("learn estimate %s, want weights, gradients, moments and a reference of %.0f parameters and %s of activations, doubled: %s",
-			Bytes(learn.Bytes), p, Bytes(acts), Bytes(want))
+	tokens := min(c.Rollout.MaxTokens+512, hc.ArchConfig().Context)
+	var learn MemoryEstimate
+	// auto (the default) and on count the step with activation checkpointing, off without.
+	for _, mode := range []string{"off", "on", "auto"} {
+		c.Learn.ActivationCheckpointing = mode
+		learn = c.MemoryOf("learn", hfs)
+		step := hf.StepOfMode(hc, 0, 1, tokens, mode != "off")
+		acts := float64(step.Total() - step.Weights - step.Optimizer)
+		if want := gcHeadroom * (n*4*p*optimizerCopies + acts); learn.Bytes < want || learn.Bytes > want*1.01 {
+			t.Errorf("%s: learn estimate %s, want weights, gradients, moments and a reference of %.0f parameters and %s of activations, doubled: %s",
+				mode, Bytes(learn.Bytes), p, Bytes(acts), Bytes(want))
+		}
+	}
+	if off, on := hf.StepOf(hc, 0, 1, tokens), hf.CheckpointedStepOf(hc, 0, 1, tokens); on.Activations >= off.Activations/4 {
+		t.Errorf("activations %d bytes with checkpointing, %d without", on.Activations, off.Activations)
 	}
 	if bare := c.Memory("learn"); bare.Bytes >= learn.Bytes/10 {
 		t.Errorf("without the HF configs the estimate is %s", Bytes(bare.Bytes))

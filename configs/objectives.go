@@ -21,7 +21,18 @@ var (
 	KLRefs         = []string{"step0", "base"}
 	RolloutISs     = []string{"none", "token", "sequence"}
 	RolloutISModes = []string{"truncate", "mask"}
+	// ActivationCheckpointings: auto turns checkpointing on for a step that would not fit
+	// the memory this process may use without it.
+	ActivationCheckpointings = []string{"auto", "on", "off"}
 )
+
+// Checkpointing is learn.activation_checkpointing, auto when empty.
+func (l Learn) Checkpointing() string {
+	if l.ActivationCheckpointing == "" {
+		return ActivationCheckpointings[0]
+	}
+	return l.ActivationCheckpointing
+}
 
 // oneOf reports whether v is empty (the default) or one of values.
 func oneOf(v string, values []string) bool {
@@ -45,6 +56,7 @@ func (l Learn) Canonical() Learn {
 	blank(&l.KLType, KLTypes)
 	blank(&l.KLRef, KLRefs)
 	blank(&l.RolloutIS, RolloutISs)
+	l.ActivationCheckpointing = "" // the same bits whatever its value
 	if l.LossAgg != "seq-mean-token-sum-norm" {
 		l.LossNormLen = 0
 	}
@@ -73,6 +85,7 @@ func validateObjective(l Learn, models map[string]Model, need func(fail bool, ke
 	enum("kl_ref", l.KLRef, KLRefs)
 	enum("rollout_is", l.RolloutIS, RolloutISs)
 	enum("rollout_is_mode", l.RolloutISMode, RolloutISModes)
+	enum("activation_checkpointing", l.ActivationCheckpointing, ActivationCheckpointings)
 	need(l.LossNormLen < 0, "learn.loss_norm_len", l.LossNormLen, "≥ 0 (0: rollout.max_tokens)")
 	need(l.ClipC != 0 && l.ClipC <= 1, "learn.clip_c", l.ClipC, "0 (off) or > 1 (verl uses 3)")
 	need(l.SeqClipLow < 0 || l.SeqClipLow >= 1, "learn.seq_clip_low", l.SeqClipLow, "in [0, 1)")

@@ -20,9 +20,17 @@ func TestObjectiveDefaultsDigestAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"lr_schedule", "lr_warmup_steps", "min_lr_ratio", "loss_agg", "loss_norm_len", "clip_c", "ratio_level",
-		"seq_clip_low", "seq_clip_high", "entropy_coef", "agent_balance", "kl_type", "kl_ref", "rollout_is", "rollout_is_cap", "rollout_is_mode"} {
+		"seq_clip_low", "seq_clip_high", "entropy_coef", "agent_balance", "kl_type", "kl_ref", "rollout_is", "rollout_is_cap", "rollout_is_mode",
+		"activation_checkpointing"} {
 		if strings.Contains(string(data), `"`+key+`"`) {
 			t.Errorf("default learn section digests %s: %s", key, data)
+		}
+	}
+	// Activation checkpointing changes memory and time, never a result: no value digests.
+	for _, mode := range configs.ActivationCheckpointings {
+		l.ActivationCheckpointing = mode
+		if data, _ := json.Marshal(l.Canonical()); strings.Contains(string(data), "activation_checkpointing") {
+			t.Errorf("learn.activation_checkpointing %s digests: %s", mode, data)
 		}
 	}
 	if warm != 8 {
@@ -40,6 +48,7 @@ func TestObjectiveOptionsValidate(t *testing.T) {
 		want string
 	}{
 		{func(l *configs.Learn) { l.LRSchedule = "linear" }, `learn.lr_schedule: "linear", want constant or cosine`},
+		{func(l *configs.Learn) { l.ActivationCheckpointing = "yes" }, `learn.activation_checkpointing: "yes", want auto, on, off`},
 		{func(l *configs.Learn) { l.LRWarmupSteps = -1 }, "learn.lr_warmup_steps: -1, want ≥ 0"},
 		{func(l *configs.Learn) { l.MinLRRatio = 1.5 }, "learn.min_lr_ratio: 1.5, want in [0, 1]"},
 		{func(l *configs.Learn) { l.LossAgg = "mean" }, `learn.loss_agg: "mean", want token-mean, seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm`},

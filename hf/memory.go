@@ -54,6 +54,37 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 	return s
 }
 
+// CheckpointedStepOf is StepOf with activation checkpointing: the forward keeps each block's
+// input, and the backward recomputes one block's activations at a time.
+func CheckpointedStepOf(cfg Config, lora, seqs, seqLen int) Step {
+	s := StepOf(cfg, lora, seqs, seqLen)
+	s.Activations = checkpointedActivations(cfg.ArchConfig(), lora, int64(seqs)*int64(seqLen))
+	return s
+}
+
+// StepOfMode is CheckpointedStepOf when checkpointing is on, else StepOf.
+func StepOfMode(cfg Config, lora, seqs, seqLen int, checkpointing bool) Step {
+	if checkpointing {
+		return CheckpointedStepOf(cfg, lora, seqs, seqLen)
+	}
+	return StepOf(cfg, lora, seqs, seqLen)
+}
+
+// CheckpointedStepOfArch is StepOfArch with activation checkpointing.
+func CheckpointedStepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
+	s := StepOfArch(a, params, lora, seqs, seqLen)
+	s.Activations = checkpointedActivations(a, lora, int64(seqs)*int64(seqLen))
+	return s
+}
+
+// StepOfArchMode is CheckpointedStepOfArch when checkpointing is on, else StepOfArch.
+func StepOfArchMode(a model.ArchConfig, params int64, lora, seqs, seqLen int, checkpointing bool) Step {
+	if checkpointing {
+		return CheckpointedStepOfArch(a, params, lora, seqs, seqLen)
+	}
+	return StepOfArch(a, params, lora, seqs, seqLen)
+}
+
 // scratch is the floats the engine's scratch pools hold for a request of n.
 func scratch(n int64) int64 { return int64(model.ScratchFloats(int(n))) }
 
@@ -81,12 +112,30 @@ func loraParams(a model.ArchConfig, r int) int64 {
 func Activations(cfg Config, t int) int64 { return activations(cfg.ArchConfig(), int64(t)) }
 
 func activations(a model.ArchConfig, t int64) int64 {
+	return 4 * (blockActivations(a)*int64(a.Layers) + headActivations(a)) * t
+}
+
+// checkpointedActivations is activations with activation checkpointing: each block's input
+// (D floats a token a block), one block's activations (recomputed in the backward), the rest
+// as without, and with a LoRA of rank lora the adapter's x·Aᵀ of every layer, which the forward
+// keeps (the backward's recomputation replaces them block by block).
+func checkpointedActivations(a model.ArchConfig, lora int, t int64) int64 {
+	perToken := int64(a.Hidden)*int64(a.Layers) + blockActivations(a) + headActivations(a)
+	return 4*perToken*t + 4*t*7*int64(lora)*int64(a.Layers)
+}
+
+// blockActivations is the floats a token one block keeps: both norms' normalised inputs, scales
+// and outputs, q|k|v, Qwen3's q/k norms, the attention output, gate|up and its product.
+func blockActivations(a model.ArchConfig) int64 {
 	D, F := int64(a.Hidden), int64(a.Intermediate)
 	H, KV, hd := int64(a.Heads), int64(a.KVHeads), int64(a.HeadDim)
 	block := 4*D + 2 + (H+2*KV)*hd + H*hd + 3*F
 	if a.QKNorm {
 		block += (H + KV) * (hd + 1)
 	}
-	perToken := block*int64(a.Layers) + 5*D + hd + 8
-	return 4 * perToken * t
+	return block
 }
+
+// headActivations is the floats a token the rest keeps: the residual stream, the final norm's
+// input, normalised input and output, and the rotary angles.
+func headActivations(a model.ArchConfig) int64 { return 5*int64(a.Hidden) + int64(a.HeadDim) + 8 }

@@ -18,11 +18,25 @@ import (
 // and weights are all a sizeable share of a step.
 var measuredSpec = InitSpec{Arch: "qwen3", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Intermediate: 384, Vocab: 8192, MaxPositions: 4096}
 
+// measuredCase is one step TestStepMemoryMeasured measures: seqs sequences of 1,024 tokens of
+// measuredSpec with layers layers, with or without activation checkpointing.
+type measuredCase struct {
+	seqs, layers int
+	ckpt         bool
+}
+
+func (c measuredCase) spec() InitSpec {
+	s := measuredSpec
+	s.Layers = c.layers
+	return s
+}
+
 // TestStepMemoryMeasured: the peak of one full AdamW training step (forward, backward,
 // optimizer) measured in a child process whose collector runs at GOGC=10 (so that its peak
 // resident memory is about the Go heap's high-water mark), less the child's memory before the
-// model exists, lies within ±25 % of StepOf's estimate, at micro-batches of 2 and 8 sequences
-// of 1,024 tokens.
+// model exists, lies within ±25 % of the estimate, at micro-batches of 2 and 8 sequences of
+// 1,024 tokens: StepOf's for 2 layers, and CheckpointedStepOf's with activation checkpointing
+// for 8 layers, whose peak also lies below three quarters of StepOf's estimate without.
 func TestStepMemoryMeasured(t *testing.T) {
 	if spec := os.Getenv("DRMAS_STEP_MEMORY_CHILD"); spec != "" {
 		stepMemoryChild(t, spec)
@@ -31,13 +45,13 @@ func TestStepMemoryMeasured(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model in a child process")
 	}
-	cfg, err := NewConfig(measuredSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, seqs := range []int{2, 8} {
+	for _, c := range []measuredCase{{2, 2, false}, {8, 2, false}, {2, 8, true}, {8, 8, true}} {
+		cfg, err := NewConfig(c.spec())
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStepMemoryMeasured$", "-test.v")
-		cmd.Env = append(os.Environ(), "DRMAS_STEP_MEMORY_CHILD="+strconv.Itoa(seqs), "GOGC=10")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("DRMAS_STEP_MEMORY_CHILD=%d,%d,%v", c.seqs, c.layers, c.ckpt), "GOGC=10")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
@@ -48,24 +62,31 @@ func TestStepMemoryMeasured(t *testing.T) {
 				fmt.Sscan(rest, &base, &peak)
 			}
 		}
-		est := StepOf(cfg, 0, seqs, 1024)
+		est, without := StepOf(cfg, 0, c.seqs, 1024), StepOf(cfg, 0, c.seqs, 1024)
+		if c.ckpt {
+			est = CheckpointedStepOf(cfg, 0, c.seqs, 1024)
+		}
 		got := peak - base
 		ratio := float64(got) / float64(est.Total())
-		t.Logf("%d × 1,024 tokens: measured %.1f MiB, estimated %.1f MiB (%+v), ratio %.2f", seqs, float64(got)/(1<<20), float64(est.Total())/(1<<20), est, ratio)
+		t.Logf("%+v: measured %.1f MiB, estimated %.1f MiB (%+v), ratio %.2f; without checkpointing estimated %.1f MiB", c, float64(got)/(1<<20),
+			float64(est.Total())/(1<<20), est, ratio, float64(without.Total())/(1<<20))
 		if ratio < 0.75 || ratio > 1.25 {
-			t.Errorf("%d × 1,024 tokens: measured peak %d bytes is %.2f × the estimate %d", seqs, got, ratio, est.Total())
+			t.Errorf("%+v: measured peak %d bytes is %.2f × the estimate %d", c, got, ratio, est.Total())
+		}
+		if c.ckpt && float64(got) > 0.75*float64(without.Total()) {
+			t.Errorf("%+v: measured peak %d bytes with checkpointing, over 3/4 of the estimate without (%d)", c, got, without.Total())
 		}
 	}
 }
 
-// stepMemoryChild runs one training step of measuredSpec on spec sequences and prints its
-// resident memory before the model and at the peak.
+// stepMemoryChild runs one training step of the case spec ("seqs,layers,checkpointing") and
+// prints its resident memory before the model and at the peak.
 func stepMemoryChild(t *testing.T, spec string) {
-	seqs, err := strconv.Atoi(spec)
-	if err != nil {
+	var c measuredCase
+	if _, err := fmt.Sscanf(spec, "%d,%d,%t", &c.seqs, &c.layers, &c.ckpt); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := NewConfig(measuredSpec)
+	cfg, err := NewConfig(c.spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +96,9 @@ func stepMemoryChild(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]model.Sequence, seqs)
-	d := make([][]float32, seqs)
+	m.SetActivationCheckpointing(c.ckpt)
+	batch := make([]model.Sequence, c.seqs)
+	d := make([][]float32, c.seqs)
 	for i := range batch {
 		s := model.Sequence{Prompt: []int32{int32(i)}, Response: make([]int32, 1023)}
 		for j := range s.Response {
@@ -127,7 +149,8 @@ func procStatus(t *testing.T, field string) int64 {
 // 4 heads of 4, 2 KV heads, intermediate 24, vocab 40), one sequence of 10 tokens, LoRA rank
 // 2, worked by hand: P = 2·640 (embeddings, lm_head) + 16 + 2·(256+128+128+256 + 32 biases +
 // 1152 MLP + 32 norms) = 5,264; A = 2·2·232 = 928; activations 4·10·(2·(4·16 + 2 + 32 + 16 +
-// 3·24) + 5·16 + 4 + 8) = 18,560 (+ 4·10·7·2·2 = 1,120 with LoRA); scratch 4·(10·(64+72+16+32)
+// 3·24) + 5·16 + 4 + 8) = 18,560 (+ 4·10·7·2·2 = 1,120 with LoRA), with checkpointing each
+// block's input and one block's: 4·10·(2·16 + 186 + 92) = 12,400; scratch 4·(10·(64+72+16+32)
 // + 10·(48+16) + 2·24·16) = 12,992; head (four buffers of one chunk of 10 rows, and the packed
 // head, each a power-of-two size class of the scratch pools) 4·(4·512 + 1024) = 12,288;
 // attention 4·3·workers·10·10.
@@ -147,6 +170,15 @@ func TestStepMemoryHandWorked(t *testing.T) {
 	wantL := Step{Weights: 4*5264 + 4*928, Optimizer: 12 * 928, Activations: 18560 + 1120, Scratch: 12992, Head: 12288, Attention: att}
 	if got := StepOf(cfg, 2, 1, 10); got != wantL {
 		t.Errorf("LoRA: %+v, want %+v", got, wantL)
+	}
+	// With checkpointing: 4·10·(2·16 inputs + 186 one block + 92) = 12,400 (+ 1,120 with LoRA).
+	wantC, wantCL := want, wantL
+	wantC.Activations, wantCL.Activations = 12400, 12400+1120
+	if got := CheckpointedStepOf(cfg, 0, 1, 10); got != wantC {
+		t.Errorf("full, checkpointed: %+v, want %+v", got, wantC)
+	}
+	if got := CheckpointedStepOf(cfg, 2, 1, 10); got != wantCL {
+		t.Errorf("LoRA, checkpointed: %+v, want %+v", got, wantCL)
 	}
 	full, lora := StepMemory(cfg, 2, 10)
 	if full != want.Total() || lora != wantL.Total() {

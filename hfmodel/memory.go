@@ -20,17 +20,19 @@ const promptAllowance = 512
 
 // CheckMemory refuses, before its weights are loaded, an HF model whose training step needs
 // more memory than this process may use (GOMEMLIMIT, else the memory the machine has
-// available) even on a micro-batch of one sequence of rollout.max_tokens and a prompt
-// (hf.StepOf: float32 weights, gradients and AdamW moments, activations, the head's chunk, the
-// attention blocks). A larger micro_batch that does not fit is no refusal: the learner splits
-// it into accumulation chunks that fit (MicroBatchFit). The error gives the figure and what to
+// available) even on a micro-batch of one sequence of rollout.max_tokens and a prompt, with
+// activation checkpointing unless learn.activation_checkpointing is off (hf.StepOf: float32
+// weights, gradients and AdamW moments, activations, the head's chunk, the attention blocks).
+// A larger micro_batch that does not fit is no refusal: the learner checkpoints or splits it
+// into accumulation chunks that fit (MicroBatchFit). The error gives the figure and what to
 // change. Nothing is checked when the limit is unknown.
 func CheckMemory(cfg *configs.Config, id string, hc hf.Config) error {
 	limit, by := memoryLimit()
 	if limit <= 0 {
 		return nil
 	}
-	need := Step(cfg, id, hc, 1).Total()
+	ckpt := cfg.Learn.Checkpointing() != "off"
+	need := Step(cfg, id, hc, 1, ckpt).Total()
 	if float64(need) <= limit {
 		return nil
 	}
@@ -38,23 +40,30 @@ func CheckMemory(cfg *configs.Config, id string, hc hf.Config) error {
 	if l := cfg.Models[id].LoRA; l != nil {
 		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (float32 weights, the adapter's gradients and moments", l.R), fmt.Sprintf("lower models.%s.lora.r", id)
 	}
+	if ckpt {
+		what += ", activation checkpointing"
+	} else {
+		change = "set learn.activation_checkpointing: auto, " + change
+	}
 	return fmt.Errorf("model %s (%s parameters) needs about %s to train %s, and a micro-batch of 1 sequence of %d tokens), more than %s (%s): %s, lower rollout.max_tokens, or use a smaller model",
 		id, strconv.FormatInt(hc.Params(), 10), configs.Bytes(float64(need)), what, stepTokens(cfg, hc), configs.Bytes(limit), by, change)
 }
 
-// StepMemory is the memory of one training step of model id at its micro_batch.
+// StepMemory is the memory of one training step of model id at its micro_batch, with
+// activation checkpointing when learn.activation_checkpointing is on.
 func StepMemory(cfg *configs.Config, id string, hc hf.Config) int64 {
-	return Step(cfg, id, hc, cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch).Total()
+	return Step(cfg, id, hc, cfg.OptimOf(cfg.AgentsOf(id)[0]).MicroBatch, cfg.Learn.Checkpointing() == "on").Total()
 }
 
-// Step is hf.StepOf for model id on a micro-batch of micro sequences of rollout.max_tokens
-// and a prompt (at most the model's context), with its LoRA rank.
-func Step(cfg *configs.Config, id string, hc hf.Config, micro int) hf.Step {
+// Step is hf.StepOf (hf.CheckpointedStepOf when ckpt) for model id on a micro-batch of micro
+// sequences of rollout.max_tokens and a prompt (at most the model's context), with its LoRA
+// rank.
+func Step(cfg *configs.Config, id string, hc hf.Config, micro int, ckpt bool) hf.Step {
 	r := 0
 	if l := cfg.Models[id].LoRA; l != nil {
 		r = l.R
 	}
-	return hf.StepOf(hc, r, micro, stepTokens(cfg, hc))
+	return hf.StepOfMode(hc, r, micro, stepTokens(cfg, hc), ckpt)
 }
 
 func stepTokens(cfg *configs.Config, hc hf.Config) int {
@@ -103,9 +112,10 @@ func memoryLimit() (float64, string) {
 	return 0, ""
 }
 
-// TrainableStep is hf.StepOfArch for a loaded Hugging Face model (or a LoRA adapter over one)
-// on micro sequences of rollout.max_tokens and a prompt; ok is false for any other model.
-func TrainableStep(cfg *configs.Config, m model.Trainable, micro int) (s hf.Step, ok bool) {
+// TrainableStep is hf.StepOfArchMode for a loaded Hugging Face model (or a LoRA adapter over
+// one) on micro sequences of rollout.max_tokens and a prompt, with activation checkpointing
+// when ckpt; ok is false for any other model.
+func TrainableStep(cfg *configs.Config, m model.Trainable, micro int, ckpt bool) (s hf.Step, ok bool) {
 	var a model.ArchConfig
 	var params int64
 	rank := 0
@@ -117,5 +127,5 @@ func TrainableStep(cfg *configs.Config, m model.Trainable, micro int) (s hf.Step
 	default:
 		return s, false
 	}
-	return hf.StepOfArch(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context)), true
+	return hf.StepOfArchMode(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context), ckpt), true
 }

@@ -13,7 +13,8 @@ import (
 
 // TestCheckMemory: a Qwen2.5-0.5B shape does not train in full under a 1 GiB limit (its
 // float32 weights, gradients and moments alone are 16 bytes × 494 M parameters), and the
-// refusal gives the figure and what to change; under a large limit it passes.
+// refusal gives the figure and what to change (with activation checkpointing off, the step
+// without it and the key); under a large limit it passes.
 func TestCheckMemory(t *testing.T) {
 	hc, err := hf.NewConfig(hf.Qwen25Shape)
 	if err != nil {
@@ -32,7 +33,7 @@ func TestCheckMemory(t *testing.T) {
 	if err == nil {
 		t.Fatal("a 0.5B full fine-tune passed under 1 GiB")
 	}
-	one := hfmodel.Step(cfg, "q", hc, 1).Total()
+	one := hfmodel.Step(cfg, "q", hc, 1, true).Total()
 	for _, want := range []string{configs.Bytes(float64(one)), "GOMEMLIMIT", "models.q.lora", "rollout.max_tokens", "a micro-batch of 1 sequence"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q lacks %q", err, want)
@@ -45,8 +46,17 @@ func TestCheckMemory(t *testing.T) {
 	if lora >= need || lora <= 4*hc.Params() {
 		t.Errorf("LoRA estimate %d, full %d, frozen weights %d", lora, need, 4*hc.Params())
 	}
-	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(hfmodel.Step(cfg, "q", hc, 1).Total()))) {
+	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "lower models.q.lora.r") || !strings.Contains(err.Error(), configs.Bytes(float64(hfmodel.Step(cfg, "q", hc, 1, true).Total()))) {
 		t.Errorf("LoRA refusal: %v", err)
+	}
+	// With activation checkpointing off the refusal counts the step without it and names the key.
+	cfg.Learn.ActivationCheckpointing = "off"
+	off := hfmodel.Step(cfg, "q", hc, 1, false).Total()
+	if on := hfmodel.Step(cfg, "q", hc, 1, true).Total(); off <= on {
+		t.Errorf("LoRA step %d bytes without checkpointing, %d with", off, on)
+	}
+	if err := hfmodel.CheckMemory(cfg, "q", hc); err == nil || !strings.Contains(err.Error(), "learn.activation_checkpointing: auto") || !strings.Contains(err.Error(), configs.Bytes(float64(off))) {
+		t.Errorf("refusal with checkpointing off: %v", err)
 	}
 	debug.SetMemoryLimit(1 << 50)
 	if err := hfmodel.CheckMemory(cfg, "q", hc); err != nil {

@@ -262,6 +262,7 @@ type LLM struct {
 	gemm   GEMM
 	params []Param
 	ad     *loraRun // a LoRA's adapter on this view of the base (lora.go); nil: none
+	ckpt   bool     // activation checkpointing (recompute.go)
 }
 
 func newLLM(c ArchConfig) (*LLM, error) {

@@ -64,23 +64,48 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 			putScratch(sb)
 		}
 	}()
+	if p.ins != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		xb := getScratch(N * D)
+		defer putScratch(xb)
+		bs.x = *xb
+	}
 	for l := b.layers - 1; l >= 0; l-- {
-		p.blockBackward(l, dX, g, bs)
+		p.blockBackward(l, p.recompute(l, bs), dX, g, bs)
 	}
 	if gw.embed != nil { // nil: frozen (a LoRA's base)
 		b.embedBackward(gw, p.tokens, p.pos, dX)
 	}
 }
 
-// blockGrads is the scratch of blockBackward.
-type blockGrads struct{ dT, dAct, dGU, dAO, dQKV []float32 }
+// blockGrads is the scratch of blockBackward; x is the residual stream a
+// checkpointed block is recomputed on.
+type blockGrads struct{ dT, dAct, dGU, dAO, dQKV, x []float32 }
+
+// recompute returns block l's activations: kept by the forward, or with
+// checkpointing computed again from the block's kept input with the
+// forward's calls (the same bits) into the one block's buffers, unless they
+// hold block l already. s.dT serves as the forward's scratch: blockBackward
+// writes it before reading it.
+func (p *LLMPass) recompute(l int, s *blockGrads) *llmAct {
+	a := p.act(l)
+	if p.ins == nil || p.held == l {
+		return a
+	}
+	copy(s.x, p.ins[l])
+	p.m.blockForward(p, l, s.x, s.dT, a)
+	p.held = l
+	return a
+}
 
 // blockBackward turns dX (gradient of block l's output) into the gradient
-// of its input, in place, accumulating the block's tensor gradients into g.
-func (p *LLMPass) blockBackward(l int, dX []float32, g *LLMGrads, s *blockGrads) {
+// of its input, in place, accumulating the block's tensor gradients (its
+// activations a) into g.
+func (p *LLMPass) blockBackward(l int, a *llmAct, dX []float32, g *LLMGrads, s *blockGrads) {
 	m, b := p.m, p.m.d
 	N, D, F, ld, od := p.n, b.D, b.F, b.ld(), b.H*b.hd
-	bw, gl, a := &m.w.blocks[l], &g.w.blocks[l], &p.acts[l]
+	bw, gl := &m.w.blocks[l], &g.w.blocks[l]
 	// MLP: x += down(act(up(h2))).
 	weightGrad(m.gemm, N, dX, D, a.act, F, gl.down)
 	if gl.downB != nil {

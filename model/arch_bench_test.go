@@ -20,11 +20,17 @@ func qwenSlice(b *testing.B) *LLM {
 
 // BenchmarkLLMTrainStep: forward+backward of one 256-token sequence (make bench-qwen compares
 // the full model with PyTorch), and of one of 1,024 tokens (four head chunks and four attention
-// blocks, recomputed in the backward).
+// blocks, recomputed in the backward); each without and with activation checkpointing.
 func BenchmarkLLMTrainStep(b *testing.B) {
 	m := qwenSlice(b)
-	for _, n := range []int{256, 1024} {
-		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n    int
+		ckpt bool
+	}{{256, false}, {256, true}, {1024, false}, {1024, true}} {
+		n := c.n
+		b.Run(fmt.Sprintf("tokens=%d/checkpointing=%v", n, c.ckpt), func(b *testing.B) {
+			m.SetActivationCheckpointing(c.ckpt)
+			defer m.SetActivationCheckpointing(false)
 			seq := make([]int32, n)
 			for i := range seq {
 				seq[i] = int32(i * 97 % m.cfg.Vocab)

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 )
 
 // llmAct is what one block keeps for the backward pass.
@@ -30,7 +32,13 @@ type LLMPass struct {
 	pos      []int32   // position of each packed row
 	cos, sin []float32 // RoPE angles per packed row
 	attLen   int       // floats of one block's kept attention maps
-	acts     []llmAct
+	acts     []llmAct  // per block; with checkpointing one, the block held
+	// With activation checkpointing: every block's input, from which the
+	// backward recomputes the block's activations into acts[0]; held is the
+	// block acts[0] holds; mu serialises the backwards that rewrite it.
+	ins  [][]float32
+	held int
+	mu   sync.Mutex
 
 	M        int
 	respRows []int32
@@ -51,7 +59,9 @@ func (m *LLM) checkSeqs(seqs []Sequence) error {
 
 // Forward runs the batch (packed, no padding), keeping the activations for
 // Backward: per response token log softmax(logits/temperature)[token] and
-// the entropy of that distribution. temperature must be > 0.
+// the entropy of that distribution. temperature must be > 0. With
+// activation checkpointing on (SetActivationCheckpointing) it keeps only
+// each block's input, and Backward recomputes each block's activations.
 func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
 		return nil, fmt.Errorf("model: temperature %v must be > 0", temperature)
@@ -68,10 +78,18 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	defer putScratch(tmpb)
 	x := *xb
 	d.embed(&m.w, p.tokens, p.pos, x)
-	p.acts = make([]llmAct, d.layers)
-	for l := range p.acts {
-		m.blockForward(p, l, x, *tmpb)
+	if m.ckpt {
+		p.ins, p.acts = make([][]float32, d.layers), make([]llmAct, 1)
+	} else {
+		p.acts = make([]llmAct, d.layers)
 	}
+	for l := range d.layers {
+		if p.ins != nil {
+			p.ins[l] = slices.Clone(x)
+		}
+		m.blockForward(p, l, x, *tmpb, p.act(l))
+	}
+	p.held = d.layers - 1
 	w := &m.w
 	xg := make([]float32, M*D)
 	for k, r := range p.respRows {
@@ -98,34 +116,54 @@ func (m *LLM) newPass(seqs []Sequence, temperature float32) *LLMPass {
 	return p
 }
 
-// blockForward runs block l on the residual stream x[N×D] in place,
-// keeping its activations in p.acts[l]; tmp is N×D scratch.
-func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32) {
-	b := m.d
-	N, D, H, F, ld := p.n, b.D, b.H, b.F, b.ld()
-	bw, a := &m.w.blocks[l], &p.acts[l]
-	a.inHat, a.inRstd = make([]float32, N*D), make([]float32, N)
-	a.h1 = make([]float32, N*D)
-	b.normRows(x, N, bw.in, bw.inB, a.h1, a.inHat, a.inRstd)
-	a.qkv = make([]float32, N*ld)
-	m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
-	if bw.qn != nil {
-		a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
-		qkNorm(a.qkv, N, b.blockDims, bw.qn, bw.kn, a.qkHat, a.qkRstd)
+// act is where block l's activations are kept: its own, or with
+// checkpointing the one block's that acts[0] holds.
+func (p *LLMPass) act(l int) *llmAct {
+	if p.ins != nil {
+		return &p.acts[0]
 	}
-	if p.cos != nil {
-		rope(a.qkv, N, b.blockDims, p.cos, p.sin, false)
+	return &p.acts[l]
+}
+
+// alloc gives a (once) its buffers for the N rows of a pass.
+func (a *llmAct) alloc(p *LLMPass, b netDesc, qkNorm bool) {
+	if a.h1 != nil {
+		return
+	}
+	N, D, H := p.n, b.D, b.H
+	a.inHat, a.inRstd, a.h1 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
+	a.qkv = make([]float32, N*b.ld())
+	if qkNorm {
+		a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
 	}
 	if b.keepMaps {
 		a.maps = make([]float32, p.attLen)
 	}
 	a.attOut = make([]float32, N*H*b.hd)
+	a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
+	a.gu, a.act = make([]float32, N*b.up()), make([]float32, N*b.F)
+}
+
+// blockForward runs block l on the residual stream x[N×D] in place,
+// keeping its activations in a; tmp is N×D scratch. Every kept value is
+// written whatever a held before, so a recomputation gives the same bits.
+func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
+	b := m.d
+	N, D, H, F, ld := p.n, b.D, b.H, b.F, b.ld()
+	bw := &m.w.blocks[l]
+	a.alloc(p, b, bw.qn != nil)
+	b.normRows(x, N, bw.in, bw.inB, a.h1, a.inHat, a.inRstd)
+	m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
+	if bw.qn != nil {
+		qkNorm(a.qkv, N, b.blockDims, bw.qn, bw.kn, a.qkHat, a.qkRstd)
+	}
+	if p.cos != nil {
+		rope(a.qkv, N, b.blockDims, p.cos, p.sin, false)
+	}
 	gqaForward(m.gemm, p.seqs, b.blockDims, a.qkv, a.attOut, a.maps)
 	m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
 	addIntoPar(x, tmp)
-	a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
 	b.normRows(x, N, bw.post, bw.postB, a.h2, a.postHat, a.postRstd)
-	a.gu, a.act = make([]float32, N*b.up()), make([]float32, N*F)
 	m.linear(a.h2, N, D, bw.gateUp, bw.upB, b.up(), a.gu)
 	b.act(a.gu, N, a.act)
 	m.linear(a.act, N, F, bw.down, bw.downB, D, tmp)

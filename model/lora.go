@@ -96,6 +96,7 @@ type LoRA struct {
 	sites map[*float32]*loraSite
 	// passes counts training forwards: each draws its dropout masks from (seed, count).
 	passes atomic.Uint64
+	ckpt   bool // activation checkpointing of the training forwards (recompute.go)
 }
 
 // NewLoRA returns an adapter for base: per layer and target module A [r, in] drawn as PEFT
@@ -224,6 +225,7 @@ func (l *LoRA) SetDropoutSeed(seed uint64) { l.seed = seed }
 // view returns the base with run as its adapter (a copy of the LLM value sharing its weights).
 func (l *LoRA) view(train bool, dropSeed uint64) (*LLM, *loraRun) {
 	v := *l.base
+	v.ckpt = train && l.ckpt
 	run := &loraRun{l: l, gemm: v.gemm, train: train, drop: train && l.cfg.Dropout > 0, dropSeed: dropSeed}
 	if train {
 		run.u = make([][]float32, len(l.mods))

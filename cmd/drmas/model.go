@@ -163,6 +163,10 @@ type inspectReport struct {
 	LoRAAdapterParams int64    `json:"lora_adapter_parameters"`
 
 	RopeScaling model.RopeScaling `json:"rope_scaling,omitzero"`
+
+	// The steps' memory with activation checkpointing (learn.activation_checkpointing).
+	FullStepBytesCheckpointed int64 `json:"full_step_bytes_checkpointed"`
+	LoRAStepBytesCheckpointed int64 `json:"lora_step_bytes_checkpointed"`
 }
 
 func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectReport, error) {
@@ -185,12 +189,14 @@ func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectRe
 	}
 	c := w.Config
 	full, lora := hf.StepMemory(c, rank, tokens)
+	fullC, loraC := hf.CheckpointedStepOf(c, 0, 1, tokens).Total(), hf.CheckpointedStepOf(c, rank, 1, tokens).Total()
 	r := &inspectReport{Dir: dir, ModelType: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads,
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim, Intermediate: c.Intermediate, Vocab: c.Vocab, MaxPositions: c.MaxPositions,
 		QKVBias: c.QKVBias(), OBias: c.OBias(), QKNorm: c.QKNorm(), Tied: c.TieWordEmbeddings, RopeTheta: c.RopeTheta, RopeScaling: c.RopeScaling,
 		RMSNormEps: c.RMSNormEps, Params: c.Params(), Dtypes: w.Dtypes(), WeightFiles: w.Files,
 		TokenizerFiles: tok.Files, TokenizerModel: tok.Model, TokenizerVocab: tok.Vocab, TokenizerAdded: tok.Added,
-		Tokens: tokens, LoRARank: rank, FullStepBytes: full, LoRAStepBytes: lora, LoRAAdapterParams: hf.LoRAParams(c, rank)}
+		Tokens: tokens, LoRARank: rank, FullStepBytes: full, LoRAStepBytes: lora, LoRAAdapterParams: hf.LoRAParams(c, rank),
+		FullStepBytesCheckpointed: fullC, LoRAStepBytesCheckpointed: loraC}
 	if a, ok := c.Raw["architectures"].([]any); ok {
 		for _, s := range a {
 			if s, ok := s.(string); ok {
@@ -234,6 +240,8 @@ func printInspect(out io.Writer, r *inspectReport) {
 	fmt.Fprintf(out, "tokenizer     %s\n", tok)
 	fmt.Fprintf(out, "train memory  full fine-tuning %s; LoRA r=%d %s (%s adapter parameters); estimates for a %d-token micro-batch\n",
 		humanBytes(r.FullStepBytes), r.LoRARank, humanBytes(r.LoRAStepBytes), thousands(r.LoRAAdapterParams), r.Tokens)
+	fmt.Fprintf(out, "              with activation checkpointing: full fine-tuning %s; LoRA r=%d %s\n",
+		humanBytes(r.FullStepBytesCheckpointed), r.LoRARank, humanBytes(r.LoRAStepBytesCheckpointed))
 }
 
 // shortCount is a parameter count as model cards write it: 0.49B, 119K.

@@ -97,6 +97,10 @@ func TestModelInspectJSON(t *testing.T) {
 	if r.LoRAAdapterParams != 2*4*(128+2*96+128+2*192+192) || r.FullStepBytes <= 16*r.Params || r.LoRAStepBytes >= r.FullStepBytes {
 		t.Errorf("memory: %+v", r)
 	}
+	// With checkpointing both steps keep less: hf.CheckpointedStepOf's totals.
+	if r.FullStepBytesCheckpointed >= r.FullStepBytes || r.LoRAStepBytesCheckpointed >= r.LoRAStepBytes || r.LoRAStepBytesCheckpointed >= r.FullStepBytesCheckpointed {
+		t.Errorf("memory with checkpointing: %+v", r)
+	}
 }
 
 // TestModelErrors: bad input is one line naming what is wrong.

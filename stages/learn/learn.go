@@ -664,7 +664,7 @@ func trainModel(ctx context.Context, env *stages.Env, iter int, est, id string, 
 		return nil, nil, err
 	}
 	defer release()
-	h.MicroBatch = microBatchFor(cfg, id, m, eng, h.MicroBatch, env.Logf)
+	h.MicroBatch = planSteps(cfg, id, m, eng, h.MicroBatch, env.Logf).micro
 	if err := scoreOld(eng, id, m, ref, exs, h); err != nil {
 		return nil, nil, err
 	}

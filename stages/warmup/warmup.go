@@ -177,6 +177,10 @@ func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFM
 			return nil, fmt.Errorf("models.%s.lora: %w", id, err)
 		}
 	}
+	if c, ok := h.Model.(model.Checkpointing); ok {
+		// The warm-up's demonstrations are short: auto leaves it to the learner's plan.
+		c.SetActivationCheckpointing(env.Config.Learn.Checkpointing() == "on")
+	}
 	return h, nil
 }
 

@@ -3,7 +3,7 @@
 // estimate. Random weights; the collector runs at GOGC=10 unless GOGC is set, so that the peak
 // resident memory is about the Go heap's high-water mark.
 //
-//	go run ./model/cmd/stepmem [-tokens 4096] [-lora 16] [-threads 2]
+//	go run ./model/cmd/stepmem [-tokens 4096] [-lora 16] [-checkpointing] [-threads 2]
 package main
 
 import (
@@ -28,6 +28,7 @@ func main() {
 	rank := flag.Int("lora", 0, "LoRA rank on every linear layer of the blocks (0: full fine-tuning)")
 	threads := flag.Int("threads", 2, "threads")
 	only := flag.Bool("estimate", false, "print the estimate only (no step)")
+	ckpt := flag.Bool("checkpointing", false, "activation checkpointing: keep each block's input, recompute its activations in the backward")
 	flag.Parse()
 	runtime.GOMAXPROCS(*threads)
 	if os.Getenv("GOGC") == "" {
@@ -35,7 +36,10 @@ func main() {
 	}
 	cfg, err := hf.NewConfig(*spec)
 	must(err)
-	est := hf.StepOf(cfg, *rank, 1, *tokens)
+	est, estName := hf.StepOf(cfg, *rank, 1, *tokens), "hf.StepOf"
+	if *ckpt {
+		est, estName = hf.CheckpointedStepOf(cfg, *rank, 1, *tokens), "hf.CheckpointedStepOf"
+	}
 	if *only {
 		terms(est)
 		return
@@ -48,6 +52,7 @@ func main() {
 		m, err = model.NewLoRA(llm, model.LoRAConfig{R: *rank, Alpha: 2 * float64(*rank), Targets: model.LoRATargets}, 1)
 		must(err)
 	}
+	m.(model.Checkpointing).SetActivationCheckpointing(*ckpt)
 	seq := model.Sequence{Prompt: []int32{1}, Response: make([]int32, *tokens-1)}
 	d := [][]float32{make([]float32, *tokens-1)}
 	for j := range seq.Response {
@@ -72,8 +77,11 @@ func main() {
 	if *rank > 0 {
 		what = fmt.Sprintf("LoRA r=%d", *rank)
 	}
+	if *ckpt {
+		what += " with activation checkpointing"
+	}
 	fmt.Printf("%s, %d tokens, %d layers, vocab %d, %d threads: step %.0f s\n", what, *tokens, spec.Layers, spec.Vocab, *threads, time.Since(t0).Seconds())
-	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (hf.StepOf) %.2f GiB: ratio %.2f\n", gib(peak), gib(est.Total()), float64(peak)/float64(est.Total()))
+	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (%s) %.2f GiB: ratio %.2f\n", gib(peak), estName, gib(est.Total()), float64(peak)/float64(est.Total()))
 	terms(est)
 }
 
