@@ -41,7 +41,7 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 			got[i] = float32(math.NaN()) // every element must be written
 		}
 		gemvLinear(x, n, in, W, bias, out, got)
-		sameBits(t, fmt.Sprintf("f32 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+		mustSameBits(t, fmt.Sprintf("f32 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
 	}
 	// bfloat16 weights: the bits of the GEMM on the widened weights.
 	W16, Wf := toBF16(W)
@@ -50,7 +50,7 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 		linearT(BlockedGEMM{}, x, n, in, Wf, bias, out, want)
 		got := make([]float32, n*out)
 		gemvLinear(x, n, in, W16, bias, out, got)
-		sameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+		mustSameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
 	}
 }
 
@@ -65,7 +65,7 @@ func toBF16(W []float32) ([]uint16, []float32) {
 	return h, f
 }
 
-func sameBits(t *testing.T, what string, out int, got, want []float32) {
+func mustSameBits(t *testing.T, what string, out int, got, want []float32) {
 	t.Helper()
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -176,7 +176,7 @@ func TestSgemmBF16B(t *testing.T) {
 					want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
 					BlockedGEMM{}.Sgemm(ta, tb, s.m, s.n, s.k, 1, a, lda, bw, ldb, beta, want, s.n)
 					BlockedGEMM{}.SgemmBF16B(ta, tb, s.m, s.n, s.k, 1, a, lda, b16, ldb, beta, got, s.n)
-					sameBits(t, fmt.Sprintf("%+v ta=%v tb=%v beta=%v", s, ta, tb, beta), s.n, got, want)
+					mustSameBits(t, fmt.Sprintf("%+v ta=%v tb=%v beta=%v", s, ta, tb, beta), s.n, got, want)
 				}
 			}
 		}
