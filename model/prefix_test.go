@@ -10,7 +10,7 @@ import (
 // TestSharedPrefillSameDraws: eight requests over three prompts (a group's samples share one)
 // draw the same tokens and log-probs, bit for bit, as each request decoded alone, while the
 // model runs each distinct prompt once: the rows fed are the distinct prompts' tokens plus one
-// row per later token.
+// row per later token, and the output head runs one row per sampled token.
 func TestSharedPrefillSameDraws(t *testing.T) {
 	c := tinyArchs()["qwen3_untied_hd6_bias"]
 	m, err := InitLLM(c, 2)
@@ -25,12 +25,12 @@ func TestSharedPrefillSameDraws(t *testing.T) {
 		reqs = append(reqs, SampleRequest{Prompt: prompts[i%3].Prompt, Seed: uint64(100 + i)})
 	}
 	opts := SampleOptions{Temperature: 1, TopP: 0.9, MaxTokens: 7}
-	before := cachedRows.Load()
+	before, headBefore := cachedRows.Load(), headRowsRun.Load()
 	got, err := m.Sample(context.Background(), reqs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := cachedRows.Load() - before
+	rows, head := cachedRows.Load()-before, headRowsRun.Load()-headBefore
 	want := int64(9 + 4 + 13)
 	for i, req := range reqs {
 		alone, err := m.Sample(context.Background(), []SampleRequest{req}, opts)
@@ -44,6 +44,13 @@ func TestSharedPrefillSameDraws(t *testing.T) {
 	}
 	if rows != want {
 		t.Errorf("the batch ran %d rows, want %d (each distinct prompt once)", rows, want)
+	}
+	sampled := int64(0)
+	for _, g := range got {
+		sampled += int64(len(g.Tokens))
+	}
+	if head != sampled {
+		t.Errorf("the head ran %d rows, want %d (one per sampled token, none for the other prompt rows)", head, sampled)
 	}
 }
 

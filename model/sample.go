@@ -212,13 +212,7 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 	}
 }
 
-// kvCache holds one request's keys and values, per layer [positions×KVHeads·HeadDim].
-type kvCache struct {
-	k, v [][]float32
-	n    int
-}
-
-// attendCached writes into o the attention output of query q over the
+// attendCached (the reference of attendPaged) writes into o the attention output of query q over the
 // cached keys and values of positions 0..p (rows of K and V with the given
 // stride, the head's columns from off), using s (≥ p+1 floats) as scratch.
 func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
