@@ -224,3 +224,44 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 		b.ReportMetric(float64(rowsOff), "nocache-rows")
 	}
 }
+
+// BenchmarkRolloutPhases measures the two phases of BenchmarkGroupRollout separately, for
+// shapes where the whole rollout takes too long: the prefill of one 512-token prompt (its
+// first step, one token sampled) and a decode step of 64 rows (64 streams of 16-token prompts,
+// so attention reads fewer positions than after a 512-token prompt). It reports the rollout
+// ratio these give, 8 groups × 8 samples and 64 new tokens: every sample prefilling
+// (64 prefills + 64 steps) over the group's prompt prefilled once (8 prefills + 64 steps).
+func BenchmarkRolloutPhases(b *testing.B) {
+	m := rolloutModel(b)
+	r := rand.New(rand.NewPCG(6, 7))
+	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
+	for i := 0; i < b.N; i++ {
+		long := archSeqs(m.d.vocab, r, [2]int{512, 0})[0].Prompt
+		s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
+		t0 := time.Now()
+		if err := Step(context.Background(), []*Stream{s}, StepOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		prefill := time.Since(t0).Seconds()
+		var ss []*Stream
+		for k := range 64 {
+			p := archSeqs(m.d.vocab, r, [2]int{16, 0})[0].Prompt
+			s, _ := m.NewStream(SampleRequest{Prompt: p, Seed: uint64(k)}, opts)
+			ss = append(ss, s)
+		}
+		if err := Step(context.Background(), ss, StepOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		const steps = 3
+		t0 = time.Now()
+		for range steps {
+			if err := Step(context.Background(), ss, StepOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		step := time.Since(t0).Seconds() / steps
+		b.ReportMetric(prefill, "prefill512-s")
+		b.ReportMetric(step, "decode64-step-s")
+		b.ReportMetric((64*prefill+63*step)/(8*prefill+63*step), "est-ratio")
+	}
+}
