@@ -5,9 +5,20 @@ import (
 	"flag"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// cpuSeconds is the user and system CPU time of this process: on a machine shared with other
+// jobs, a ratio of CPU times is steadier than one of wall times.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
 
 // TestSharedPrefillSameDraws: eight requests over three prompts (a group's samples share one)
 // draw the same tokens and log-probs, bit for bit, as each request decoded alone, while the
@@ -149,9 +160,11 @@ func BenchmarkGroupRollout(b *testing.B) {
 	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
 	blockMB := float64(2*m.d.layers*kvBlockLen*m.d.KV*m.d.hd*4) / 1e6
 	for i := 0; i < b.N; i++ {
-		var rate [2]float64
+		var rate, cpu [2]float64
 		for k, share := range []bool{true, false} {
+			c0 := cpuSeconds()
 			first, rest, n, blocks := rollout(b, m, reqs, opts, share, nil)
+			cpu[k] = cpuSeconds() - c0
 			rate[k] = float64(n) / (first + rest)
 			name := map[bool]string{true: "shared", false: "unshared"}[share]
 			b.ReportMetric(rate[k], name+"-tokens/s")
@@ -160,6 +173,7 @@ func BenchmarkGroupRollout(b *testing.B) {
 			b.ReportMetric(float64(blocks)*blockMB, name+"-KV-MB")
 		}
 		b.ReportMetric(rate[0]/rate[1], "ratio")
+		b.ReportMetric(cpu[1]/cpu[0], "cpu-ratio")
 	}
 }
 
@@ -181,8 +195,8 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 		questions[t] = slices.Concat(opening, seg(64))
 	}
 	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
-	turns := func(pc *PrefixCache) (res [3][]SampleResult, rows int64, secs float64) {
-		before, t0 := cachedRows.Load(), time.Now()
+	turns := func(pc *PrefixCache) (res [3][]SampleResult, rows int64, secs, cpu float64) {
+		before, t0, c0 := cachedRows.Load(), time.Now(), cpuSeconds()
 		for turn := range 3 {
 			var reqs []SampleRequest
 			for t := range tasks {
@@ -203,11 +217,11 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 			}
 			res[turn] = out
 		}
-		return res, cachedRows.Load() - before, time.Since(t0).Seconds()
+		return res, cachedRows.Load() - before, time.Since(t0).Seconds(), cpuSeconds() - c0
 	}
 	for i := 0; i < b.N; i++ {
-		on, rowsOn, secsOn := turns(NewPrefixCache(DefaultPrefixCacheBytes))
-		off, rowsOff, secsOff := turns(nil)
+		on, rowsOn, secsOn, cpuOn := turns(NewPrefixCache(DefaultPrefixCacheBytes))
+		off, rowsOff, secsOff, cpuOff := turns(nil)
 		n := 0
 		for turn := range on {
 			for k := range on[turn] {
@@ -220,6 +234,7 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 		b.ReportMetric(float64(n)/secsOn, "cache-tokens/s")
 		b.ReportMetric(float64(n)/secsOff, "nocache-tokens/s")
 		b.ReportMetric(secsOff/secsOn, "ratio")
+		b.ReportMetric(cpuOff/cpuOn, "cpu-ratio")
 		b.ReportMetric(float64(rowsOn), "cache-rows")
 		b.ReportMetric(float64(rowsOff), "nocache-rows")
 	}
@@ -238,11 +253,11 @@ func BenchmarkRolloutPhases(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		long := archSeqs(m.d.vocab, r, [2]int{512, 0})[0].Prompt
 		s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuSeconds()
 		if err := Step(context.Background(), []*Stream{s}, StepOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		prefill := time.Since(t0).Seconds()
+		prefill, prefillCPU := time.Since(t0).Seconds(), cpuSeconds()-c0
 		var ss []*Stream
 		for k := range 64 {
 			p := archSeqs(m.d.vocab, r, [2]int{16, 0})[0].Prompt
@@ -253,15 +268,16 @@ func BenchmarkRolloutPhases(b *testing.B) {
 			b.Fatal(err)
 		}
 		const steps = 3
-		t0 = time.Now()
+		t0, c0 = time.Now(), cpuSeconds()
 		for range steps {
 			if err := Step(context.Background(), ss, StepOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		step := time.Since(t0).Seconds() / steps
+		step, stepCPU := time.Since(t0).Seconds()/steps, (cpuSeconds()-c0)/steps
 		b.ReportMetric(prefill, "prefill512-s")
 		b.ReportMetric(step, "decode64-step-s")
 		b.ReportMetric((64*prefill+63*step)/(8*prefill+63*step), "est-ratio")
+		b.ReportMetric((64*prefillCPU+63*stepCPU)/(8*prefillCPU+63*stepCPU), "est-cpu-ratio")
 	}
 }
