@@ -73,8 +73,8 @@ func (c *kvCache) fork() *kvCache {
 	return &kvCache{blocks: slices.Clone(c.blocks), n: c.n, layers: c.layers, kvd: c.kvd}
 }
 
-// attendPaged is attendCached over c's blocks at layer l: the same operations in the same
-// order, so the same bits.
+// attendPaged is attention over c's blocks at layer l: the operations of the contiguous
+// reference (attendCached, in the tests) in the same order, so the same bits.
 func attendPaged(q []float32, c *kvCache, l, off, p int, scale float32, s, o []float32) {
 	hd := len(q)
 	mx := float32(math.Inf(-1))

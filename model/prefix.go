@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -188,11 +189,15 @@ func (l *LoRA) SampleCached(ctx context.Context, reqs []SampleRequest, opts Samp
 }
 
 // UsePrefixCache makes a stream that has fed nothing yet start from pc's blocks of its
-// prompt and register its prompt's blocks there once prefilled. pc must hold blocks of the
-// stream's model only.
+// prompt and register its prompt's blocks there once prefilled (nil: no cache). pc must hold
+// blocks of the stream's weights only.
 func (s *Stream) UsePrefixCache(pc *PrefixCache) error {
 	if s.kv != nil {
-		return fmt.Errorf("model: UsePrefixCache: the stream has started")
+		return errors.New("model: UsePrefixCache: the stream has started")
+	}
+	if pc == nil {
+		s.pc = nil
+		return nil
 	}
 	if err := pc.bind(s.m); err != nil {
 		return err

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -175,5 +176,42 @@ func TestPrefixCacheBounded(t *testing.T) {
 	other, _ := InitLLM(tinyArchs()["llama_untied"], 1)
 	if _, err := other.SampleCached(context.Background(), []SampleRequest{{Prompt: []int32{1}}}, opts, pc); err == nil || !strings.Contains(err.Error(), "one cache per model") {
 		t.Fatalf("another model's shape: %v", err)
+	}
+}
+
+// attendCached, the reference of attendPaged, writes into o the attention output of query q
+// over the keys and values of positions 0..p (rows of K and V with the given stride, the
+// head's columns from off), using s (≥ p+1 floats) as scratch.
+func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
+	hd := len(q)
+	mx := float32(math.Inf(-1))
+	for j := 0; j <= p; j++ {
+		kj := K[j*stride+off:][:hd]
+		var dot float32
+		for e, qv := range q {
+			dot += qv * kj[e]
+		}
+		dot *= scale
+		s[j] = dot
+		if dot > mx {
+			mx = dot
+		}
+	}
+	for j := 0; j <= p; j++ {
+		s[j] -= mx
+	}
+	expSpan(s[:p+1])
+	var sum float32
+	for _, e := range s[:p+1] {
+		sum += e
+	}
+	inv := 1 / sum
+	clear(o)
+	for j := 0; j <= p; j++ {
+		pj := s[j] * inv
+		vj := V[j*stride+off:][:hd]
+		for e := range o {
+			o[e] += pj * vj[e]
+		}
 	}
 }

@@ -212,43 +212,6 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 	}
 }
 
-// attendCached (the reference of attendPaged) writes into o the attention output of query q over the
-// cached keys and values of positions 0..p (rows of K and V with the given
-// stride, the head's columns from off), using s (≥ p+1 floats) as scratch.
-func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
-	hd := len(q)
-	mx := float32(math.Inf(-1))
-	for j := 0; j <= p; j++ {
-		kj := K[j*stride+off:][:hd]
-		var dot float32
-		for e, qv := range q {
-			dot += qv * kj[e]
-		}
-		dot *= scale
-		s[j] = dot
-		if dot > mx {
-			mx = dot
-		}
-	}
-	for j := 0; j <= p; j++ {
-		s[j] -= mx
-	}
-	expSpan(s[:p+1])
-	var sum float32
-	for _, e := range s[:p+1] {
-		sum += e
-	}
-	inv := 1 / sum
-	clear(o)
-	for j := 0; j <= p; j++ {
-		pj := s[j] * inv
-		vj := V[j*stride+off:][:hd]
-		for e := range o {
-			o[e] += pj * vj[e]
-		}
-	}
-}
-
 // topPPrefix returns the nucleus of p for top_p: the indices of p in decreasing probability
 // (ties by index) up to and including the first at which their sum, accumulated in that order
 // in float64, reaches topP; and that sum. It equals topPPrefixRef's answer in O(len(p)) plus a
