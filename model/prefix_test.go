@@ -69,10 +69,13 @@ func TestSharedPrefillSameDraws(t *testing.T) {
 
 // The rollout benchmarks' shape: -rollout-shape small (hidden 256, 4 layers, vocab 32,000) or
 // qwen05 (Qwen2.5-0.5B: hidden 896, 14 heads, 2 KV heads, MLP 4864, vocab 151,936, tied), with
-// -rollout-layers overriding its layer count (0: the shape's).
+// -rollout-layers overriding its layer count (0: the shape's), and their top_p (-rollout-top-p,
+// 0.95; random weights give a nearly flat distribution, whose nucleus at 0.95 holds most of
+// the vocabulary, so the sampler sorts far more candidates than after training).
 var (
 	rolloutShape  = flag.String("rollout-shape", "small", "rollout benchmarks' model shape: small or qwen05")
 	rolloutLayers = flag.Int("rollout-layers", 0, "rollout benchmarks' layers (0: the shape's)")
+	rolloutTopP   = flag.Float64("rollout-top-p", 0.95, "rollout benchmarks' top_p (1: off)")
 )
 
 func rolloutModel(b *testing.B) *LLM {
@@ -157,7 +160,7 @@ func BenchmarkGroupRollout(b *testing.B) {
 			reqs = append(reqs, SampleRequest{Prompt: prompts[p].Prompt, Seed: uint64(8*p + s)})
 		}
 	}
-	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
+	opts := SampleOptions{Temperature: 1, TopP: float32(*rolloutTopP), MaxTokens: 64}
 	blockMB := float64(2*m.d.layers*kvBlockLen*m.d.KV*m.d.hd*4) / 1e6
 	for i := 0; i < b.N; i++ {
 		var rate, cpu [2]float64
@@ -194,7 +197,7 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 	for t := range questions {
 		questions[t] = slices.Concat(opening, seg(64))
 	}
-	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
+	opts := SampleOptions{Temperature: 1, TopP: float32(*rolloutTopP), MaxTokens: 64}
 	turns := func(pc *PrefixCache) (res [3][]SampleResult, rows int64, secs, cpu float64) {
 		before, t0, c0 := cachedRows.Load(), time.Now(), cpuSeconds()
 		for turn := range 3 {
@@ -249,7 +252,7 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 func BenchmarkRolloutPhases(b *testing.B) {
 	m := rolloutModel(b)
 	r := rand.New(rand.NewPCG(6, 7))
-	opts := SampleOptions{Temperature: 1, TopP: 0.95, MaxTokens: 64}
+	opts := SampleOptions{Temperature: 1, TopP: float32(*rolloutTopP), MaxTokens: 64}
 	for i := 0; i < b.N; i++ {
 		long := archSeqs(m.d.vocab, r, [2]int{512, 0})[0].Prompt
 		s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
