@@ -39,8 +39,8 @@ const (
 // each step, every active request advances one token; finished requests drop
 // out. Results do not depend on batch composition or order. ctx is checked
 // before every step. The decoder is the block skeleton's (arch_sample.go):
-// a request's KV cache starts with room for len(Prompt)+MaxTokens positions
-// (+256 when MaxTokens ≤ 0, growing as needed), never more than Context.
+// a request's KV cache grows by blocks of 16 positions (kvpages.go), and the
+// requests of one prompt share its blocks.
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
 	return sampleStreams(ctx, m.core, reqs, opts, []int32{EOS})
 }

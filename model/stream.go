@@ -101,8 +101,9 @@ type StepOptions struct {
 }
 
 // Step advances every stream that is not done by one token (see Stream); streams earlier in
-// the slice get the prefill budget first. All streams must come from one model. A stream
-// sampled in this step is one whose Len grew.
+// the slice get the prefill budget first, and a new stream over a prefix cache may wait a step
+// for another's prefill of the blocks they share (see feed). All streams must come from one
+// model. A stream sampled in this step is one whose Len grew.
 func Step(ctx context.Context, streams []*Stream, o StepOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
