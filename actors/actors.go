@@ -84,6 +84,22 @@ func Ready(ctx context.Context, backends map[string]Backend) error {
 	return nil
 }
 
+// Releaser is implemented by backends that keep state across Generate calls (an in-process
+// model's cached prompt prefixes) which the caller can drop once the episodes that used it
+// have ended.
+type Releaser interface {
+	Release()
+}
+
+// Release calls Release on every backend of backends that implements Releaser.
+func Release(backends map[string]Backend) {
+	for _, b := range backends {
+		if r, ok := b.(Releaser); ok {
+			r.Release()
+		}
+	}
+}
+
 // Describer is implemented by backends that can say what serves them, for the model → agents
 // mapping printed at the start of a stage ("local, step 3", "openai http://…, concurrency 8").
 type Describer interface {
@@ -128,6 +144,10 @@ type Local struct {
 	context int     // the longest sequence the model reads
 	stop    []int32 // tokens that end a turn besides the model's own EOS
 	raise   string  // what to change when a prompt does not fit the context
+	// prefixes keeps the KV blocks of the prompts this backend has prefilled, so that a later
+	// turn with the same token prefix skips their prefill; the backend serves one checkpoint,
+	// so its weights never change under the cache.
+	prefixes *model.PrefixCache
 }
 
 var (
@@ -137,7 +157,8 @@ var (
 
 // NewLocal serves the built-in policy m as model id at checkpoint step version.
 func NewLocal(id string, version int64, m *model.Model) *Local {
-	l := &Local{id: id, version: version, p: m, tok: Bytes{}, raise: fmt.Sprintf("raise models.%s.context", id)}
+	l := &Local{id: id, version: version, p: m, tok: Bytes{}, raise: fmt.Sprintf("raise models.%s.context", id),
+		prefixes: model.NewPrefixCache(model.DefaultPrefixCacheBytes)}
 	if m != nil { // a backend only asked for its tokenizer (tests) has no model
 		l.context = m.Config().Context
 	}
@@ -149,7 +170,7 @@ func NewLocal(id string, version int64, m *model.Model) *Local {
 // turn ends at one of stop (the tokenizer's end-of-turn token, Qwen's <|im_end|>, and the
 // config's eos_token_id) or at max_tokens. dir names the model's folder in errors.
 func NewLocalHF(id string, version int64, p model.Policy, context int, tok Tokenizer, stop []int32, dir string) *Local {
-	return &Local{id: id, version: version, p: p, tok: tok, context: context, stop: stop,
+	return &Local{id: id, version: version, p: p, tok: tok, context: context, stop: stop, prefixes: model.NewPrefixCache(model.DefaultPrefixCacheBytes),
 		raise: fmt.Sprintf("shorten the workflow's prompts or use a model with a longer context (max_position_embeddings in %s/config.json)", dir)}
 }
 
@@ -181,6 +202,12 @@ func (l *Local) Policy() *model.Model {
 	return m
 }
 
+// Release implements Releaser: it drops the cached prompt prefixes.
+func (l *Local) Release() { l.prefixes.Release() }
+
+// PrefixStats are the counters of the backend's prefix cache.
+func (l *Local) PrefixStats() model.PrefixStats { return l.prefixes.Stats() }
+
 // Generate implements Backend with one batched, KV-cached sampling call.
 func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Response, error) {
 	sr := make([]model.SampleRequest, len(reqs))
@@ -191,7 +218,14 @@ func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Res
 		}
 		sr[i] = model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed}
 	}
-	res, err := l.p.Sample(ctx, sr, model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens, Stop: l.stop})
+	opts := model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens, Stop: l.stop}
+	var res []model.SampleResult
+	var err error
+	if ps, ok := l.p.(model.PrefixSampler); ok {
+		res, err = ps.SampleCached(ctx, sr, opts, l.prefixes)
+	} else {
+		res, err = l.p.Sample(ctx, sr, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model %s: sample: %w", l.id, err)
 	}

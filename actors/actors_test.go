@@ -46,3 +46,45 @@ func TestTinyTopPKeepsTheMostLikelyToken(t *testing.T) {
 		t.Fatalf("top_p 1e-300 samples other tokens than top_p 1e-30:\n%v\n%v", tiny, small)
 	}
 }
+
+// TestLocalReusesPrefixes: an in-process backend's later call whose prompts repeat an earlier
+// prompt's opening (a later turn) takes those positions from its prefix cache and returns what
+// a fresh backend returns; Release empties the cache.
+func TestLocalReusesPrefixes(t *testing.T) {
+	cfg := model.Config{Vocab: model.VocabSize, Context: 128, Dim: 16, Layers: 1, Heads: 2, FFMult: 2, TiedHead: true}
+	m, err := model.New(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	question := "What is the sum of the first ten primes?"
+	first := []actors.Request{{Agent: "solver", Prompt: actors.PromptIDs("solver", question+" Solve it."), Seed: 1}}
+	later := []actors.Request{
+		{Agent: "solver", Prompt: actors.PromptIDs("solver", question+" Check: 129."), Seed: 2},
+		{Agent: "solver", Prompt: actors.PromptIDs("solver", question+" Check: 131."), Seed: 3},
+	}
+	s := actors.Sampling{Temperature: 1, TopP: 0.9, MaxTokens: 6}
+	warm := actors.NewLocal("m", 0, m)
+	if _, err := warm.Generate(context.Background(), first, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := warm.Generate(context.Background(), later, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := actors.NewLocal("m", 0, m).Generate(context.Background(), later, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("over the cache %v, fresh %v", got, want)
+	}
+	// The shared opening is 49 byte tokens (BOS, "solver", SEP, the 40-byte question and a
+	// space): 3 whole blocks of 16 for each later request.
+	if hit := warm.PrefixStats().HitTokens; hit != 2*48 {
+		t.Errorf("the later call took %d positions from the cache, want 96", hit)
+	}
+	warm.Release()
+	if n := warm.PrefixStats().Blocks; n != 0 {
+		t.Errorf("%d blocks after Release", n)
+	}
+}

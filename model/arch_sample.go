@@ -32,33 +32,8 @@ func (m *LLM) SampleNoCache(ctx context.Context, reqs []SampleRequest, opts Samp
 // sharePrefixes turns the shared prefill of identical histories on (off only to measure it).
 var sharePrefixes = true
 
-// newKV is a request's cache with room for its n-token history and up to maxTokens (256 when
-// ≤ 0) more positions; append grows it beyond.
-func (m *LLM) newKV(n, maxTokens int) *kvCache {
-	c := m.d
-	if maxTokens > 0 {
-		n += maxTokens
-	} else {
-		n += 256
-	}
-	n = min(n, c.context)
-	kc := &kvCache{k: make([][]float32, c.layers), v: make([][]float32, c.layers)}
-	for l := range kc.k {
-		kc.k[l] = make([]float32, 0, n*c.KV*c.hd)
-		kc.v[l] = make([]float32, 0, n*c.KV*c.hd)
-	}
-	return kc
-}
-
-// fork is a copy of c with the same room.
-func (c *kvCache) fork() *kvCache {
-	f := &kvCache{k: make([][]float32, len(c.k)), v: make([][]float32, len(c.v)), n: c.n}
-	for l := range c.k {
-		f.k[l] = append(make([]float32, 0, cap(c.k[l])), c.k[l]...)
-		f.v[l] = append(make([]float32, 0, cap(c.v[l])), c.v[l]...)
-	}
-	return f
-}
+// newKV is an empty cache for a request of m.
+func (m *LLM) newKV() *kvCache { return newKVCache(m.d.layers, m.d.KV*m.d.hd) }
 
 // histKey is a map key of a token history.
 func histKey(h []int32) string {
@@ -89,6 +64,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 			pos[start[i]+t], toks[start[i]+t] = int32(cs[i].n+t), tok
 		}
 		maxLen = max(maxLen, cs[i].n+len(ch))
+		cs[i].reserve(len(ch))
 	}
 	b.embed(&m.w, toks, pos, x)
 	cachedRows.Add(int64(R))
@@ -112,8 +88,9 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	return hf
 }
 
-// cachedRows counts the rows cachedStep has run (for tests of the shared prefill).
-var cachedRows atomic.Int64
+// cachedRows counts the rows cachedStep has run, headRowsRun those the output head has run in
+// decoding (for tests of the shared prefill).
+var cachedRows, headRowsRun atomic.Int64
 
 // decodeStep is the state of one cachedStep shared by its blocks.
 type decodeStep struct {
@@ -146,8 +123,7 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 	for i, ch := range st.chunks {
 		for t := range ch {
 			r := st.start[i] + t
-			st.cs[i].k[l] = append(st.cs[i].k[l], st.qkv[r*ld+od:][:kvd]...)
-			st.cs[i].v[l] = append(st.cs[i].v[l], st.qkv[r*ld+od+kvd:][:kvd]...)
+			st.cs[i].put(l, st.cs[i].n+t, st.qkv[r*ld+od:][:kvd], st.qkv[r*ld+od+kvd:][:kvd])
 		}
 	}
 	parallelTasks(len(st.chunks)*H, func(worker, task int) {
@@ -157,7 +133,7 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 		}
 		for t := range st.chunks[i] {
 			r := st.start[i] + t
-			attendCached(st.qkv[r*ld+hh*hd:][:hd], st.cs[i].k[l], st.cs[i].v[l], kvd, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
+			attendPaged(st.qkv[r*ld+hh*hd:][:hd], st.cs[i], l, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
 		}
 	})
 	m.linear(st.att, R, od, bw.oW, bw.oB, D, st.tmp)

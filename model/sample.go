@@ -39,8 +39,8 @@ const (
 // each step, every active request advances one token; finished requests drop
 // out. Results do not depend on batch composition or order. ctx is checked
 // before every step. The decoder is the block skeleton's (arch_sample.go):
-// a request's KV cache starts with room for len(Prompt)+MaxTokens positions
-// (+256 when MaxTokens ≤ 0, growing as needed), never more than Context.
+// a request's KV cache grows by blocks of 16 positions (kvpages.go), and the
+// requests of one prompt share its blocks.
 func (m *Model) Sample(ctx context.Context, reqs []SampleRequest, opts SampleOptions) ([]SampleResult, error) {
 	return sampleStreams(ctx, m.core, reqs, opts, []int32{EOS})
 }
@@ -209,49 +209,6 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 		}
 		V := len(z) / max(len(active), 1)
 		return func(lo, hi int, out []float32) { copy(out, z[lo*V:hi*V]) }, nil
-	}
-}
-
-// kvCache holds one request's keys and values, per layer [positions×KVHeads·HeadDim].
-type kvCache struct {
-	k, v [][]float32
-	n    int
-}
-
-// attendCached writes into o the attention output of query q over the
-// cached keys and values of positions 0..p (rows of K and V with the given
-// stride, the head's columns from off), using s (≥ p+1 floats) as scratch.
-func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
-	hd := len(q)
-	mx := float32(math.Inf(-1))
-	for j := 0; j <= p; j++ {
-		kj := K[j*stride+off:][:hd]
-		var dot float32
-		for e, qv := range q {
-			dot += qv * kj[e]
-		}
-		dot *= scale
-		s[j] = dot
-		if dot > mx {
-			mx = dot
-		}
-	}
-	for j := 0; j <= p; j++ {
-		s[j] -= mx
-	}
-	expSpan(s[:p+1])
-	var sum float32
-	for _, e := range s[:p+1] {
-		sum += e
-	}
-	inv := 1 / sum
-	clear(o)
-	for j := 0; j <= p; j++ {
-		pj := s[j] * inv
-		vj := V[j*stride+off:][:hd]
-		for e := range o {
-			o[e] += pj * vj[e]
-		}
 	}
 }
 

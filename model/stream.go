@@ -23,6 +23,8 @@ type Stream struct {
 	rng  *rng
 	kv   *kvCache
 	res  SampleResult
+	pc   *PrefixCache // nil: none
+	reg  int          // prompt blocks registered in pc
 }
 
 // Streamer is a model that decodes Streams one step at a time.
@@ -99,8 +101,9 @@ type StepOptions struct {
 }
 
 // Step advances every stream that is not done by one token (see Stream); streams earlier in
-// the slice get the prefill budget first. All streams must come from one model. A stream
-// sampled in this step is one whose Len grew.
+// the slice get the prefill budget first, and a new stream over a prefix cache may wait a step
+// for another's prefill of the blocks they share (see feed). All streams must come from one
+// model. A stream sampled in this step is one whose Len grew.
 func Step(ctx context.Context, streams []*Stream, o StepOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -129,6 +132,7 @@ func Step(ctx context.Context, streams []*Stream, o StepOptions) error {
 			rows = append(rows, hf[r*D:(r+1)*D]...)
 		}
 	}
+	headRowsRun.Add(int64(len(ready)))
 	logits := func(lo, hi int, z []float32) { m.headLogits(rows, lo, hi, z) }
 	toks, lps := pickTokens(logits, len(ready), m.d.vocab, func(a int) *SampleOptions { return &ready[a].opts }, func(a int) *rng { return ready[a].rng })
 	for a, s := range ready {
@@ -162,20 +166,32 @@ func finishReason(stop bool, n, k, C, maxTokens int) string {
 // new stream's prompt capped by the prefill budget (≤ 0: none). It returns the streams fed,
 // in order, and their last rows' final-norm outputs. New streams with the same prompt, all of
 // it fed in this step (a group's samples of one prompt), share one prefill: the first runs
-// it, the others fork its cache and take its row, the same bits as their own prefill.
+// it, the others fork its cache and take its row, the same bits as their own prefill. A new
+// stream with a prefix cache starts from the cached blocks of its prompt, and waits a step
+// when another new stream prefills its first uncached block in this one (it then finds the
+// block cached).
 func feed(m *LLM, live []*Stream, budget int) ([]*Stream, []float32) {
 	var run, fed []*Stream
 	var chunks [][]int32
 	forks := map[*Stream]*Stream{}
 	leaders := map[string]*Stream{}
+	pending := map[string]bool{}
 	left := budget
 	for _, s := range live {
 		fresh := s.kv == nil
-		n := 0
-		if !fresh {
-			n = s.kv.n
+		key := ""
+		if fresh {
+			key = histKey(s.hist)
+			if l, ok := leaders[key]; ok && sharePrefixes {
+				forks[s] = l
+				fed = append(fed, s)
+				continue
+			}
+			if !s.start(pending) {
+				continue
+			}
 		}
-		chunk := s.hist[n:]
+		chunk := s.hist[s.kv.n:]
 		if len(chunk) > 1 && budget > 0 {
 			if left <= 0 {
 				continue // no prefill left this step
@@ -183,21 +199,8 @@ func feed(m *LLM, live []*Stream, budget int) ([]*Stream, []float32) {
 			chunk = chunk[:min(len(chunk), left)]
 			left -= len(chunk)
 		}
-		if fresh {
-			whole := len(chunk) == len(s.hist)
-			key := histKey(s.hist)
-			if l, ok := leaders[key]; ok && whole && sharePrefixes {
-				forks[s] = l
-				if budget > 0 {
-					left += len(chunk) // a fork feeds no rows
-				}
-				fed = append(fed, s)
-				continue
-			}
-			if whole {
-				leaders[key] = s
-			}
-			s.kv = s.m.newKV(len(s.hist), s.opts.MaxTokens)
+		if fresh && s.kv.n+len(chunk) == len(s.hist) {
+			leaders[key] = s
 		}
 		run = append(run, s)
 		fed = append(fed, s)
@@ -209,6 +212,13 @@ func feed(m *LLM, live []*Stream, budget int) ([]*Stream, []float32) {
 		cs[r], at[s] = s.kv, r
 	}
 	out := m.cachedStep(cs, chunks)
+	for _, s := range run {
+		prompt := s.hist[:len(s.hist)-len(s.res.Tokens)]
+		if n := min(len(prompt), s.kv.n) / kvBlockLen; s.pc != nil && n > s.reg {
+			s.pc.register(prompt, s.kv)
+			s.reg = n
+		}
+	}
 	if len(forks) == 0 {
 		return fed, out
 	}
@@ -223,6 +233,27 @@ func feed(m *LLM, live []*Stream, budget int) ([]*Stream, []float32) {
 		copy(hf[i*D:(i+1)*D], out[r*D:(r+1)*D])
 	}
 	return fed, hf
+}
+
+// start gives a new stream its cache: empty, or its prompt's cached blocks. It reports false,
+// leaving the stream new, when the first block it would prefill is in pending (another new
+// stream prefills it in this step); otherwise it adds that block's prefix to pending.
+func (s *Stream) start(pending map[string]bool) bool {
+	kv := s.m.newKV()
+	if s.pc != nil && sharePrefixes {
+		kv.blocks = s.pc.lookup(s.hist)
+		kv.n = len(kv.blocks) * kvBlockLen
+		if end := kv.n + kvBlockLen; end < len(s.hist) {
+			k := histKey(s.hist[:end])
+			if pending[k] {
+				return false
+			}
+			pending[k] = true
+		}
+		s.pc.hit(kv.n)
+	}
+	s.kv = kv
+	return true
 }
 
 // checkOptions refuses sampling options no request can be decoded with.
@@ -269,12 +300,22 @@ func checkPrompt(p []int32, C, V int) error {
 // sampleStreams is Sample over streams: every request a stream, stepped together until all
 // are done.
 func sampleStreams(ctx context.Context, m *LLM, reqs []SampleRequest, opts SampleOptions, stops []int32) ([]SampleResult, error) {
+	return sampleStreamsCached(ctx, m, reqs, opts, stops, nil)
+}
+
+// sampleStreamsCached is sampleStreams with the streams over the prefix cache pc (nil: none).
+func sampleStreamsCached(ctx context.Context, m *LLM, reqs []SampleRequest, opts SampleOptions, stops []int32, pc *PrefixCache) ([]SampleResult, error) {
 	if err := checkRequests(reqs, opts, m.d.context, m.d.vocab); err != nil {
 		return nil, err
 	}
 	streams := make([]*Stream, len(reqs))
 	for i, r := range reqs {
 		streams[i] = newStream(m, r, opts, stops)
+		if pc != nil {
+			if err := streams[i].UsePrefixCache(pc); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for {
 		done := true

@@ -55,13 +55,16 @@ type PlayOptions struct {
 // Play runs Samples episodes of every task to the end. Each round, every active episode's next
 // turn is collected, and the turns of agents that share a model go to that model's backend as
 // one batch (the shared backend); backends are called in model-id order and responses applied
-// in episode order, so the result is deterministic. Episodes are returned task-major.
+// in episode order, so the result is deterministic. Episodes are returned task-major. An
+// in-process backend keeps the prompt prefixes it prefilled across the rounds (a later turn
+// skips the prefill of what it shares with an earlier one) and drops them when Play returns.
 func Play(ctx context.Context, wf workflows.Workflow, tasks []workflows.Task, backends map[string]actors.Backend, o PlayOptions) ([]*Episode, error) {
 	type live struct {
 		ep    *Episode
 		state workflows.Episode
 		turns int
 	}
+	defer actors.Release(backends) // the episodes' cached prompt prefixes end with them
 	var all []*Episode
 	var active []*live
 	for _, t := range tasks {

@@ -21,6 +21,7 @@ func playerOf(wf workflows.Workflow, logf func(string, ...any)) player {
 		return Play
 	}
 	return func(ctx context.Context, _ workflows.Workflow, tasks []workflows.Task, backends map[string]actors.Backend, o PlayOptions) ([]*Episode, error) {
+		defer actors.Release(backends) // the episodes' cached prompt prefixes end with them
 		outs, err := gateway.Run(ctx, gateway.RunOptions{Program: pw.Options(), Grade: pw.Grade, Agents: backends,
 			Sampling: o.Sampling, Tasks: tasks, Samples: o.Samples, Seed: o.Seed, Done: o.Done, Logf: logf})
 		if err != nil {

@@ -1,0 +1,217 @@
+package model
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAttendPagedMatchesReference: attention over a cache's blocks gives the bits of the
+// contiguous reference at every length, across block edges.
+func TestAttendPagedMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const layers, kvd, hd, n = 2, 12, 6, 3*kvBlockLen + 5
+	c := newKVCache(layers, kvd)
+	c.reserve(n)
+	K, V := make([][]float32, layers), make([][]float32, layers)
+	for l := range layers {
+		K[l], V[l] = make([]float32, n*kvd), make([]float32, n*kvd)
+		for i := range K[l] {
+			K[l][i], V[l][i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		for p := range n {
+			c.put(l, p, K[l][p*kvd:][:kvd], V[l][p*kvd:][:kvd])
+		}
+	}
+	c.n = n
+	q := make([]float32, hd)
+	for i := range q {
+		q[i] = float32(r.NormFloat64())
+	}
+	s1, s2 := make([]float32, n), make([]float32, n)
+	for l := range layers {
+		for _, off := range []int{0, hd} {
+			for p := range n {
+				want, got := make([]float32, hd), make([]float32, hd)
+				attendCached(q, K[l], V[l], kvd, off, p, 0.4, s1, want)
+				attendPaged(q, c, l, off, p, 0.4, s2, got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("layer %d, offset %d, position %d: paged %v, contiguous %v", l, off, p, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestForksShareBlocks: the samples of one 37-token prompt share its two whole blocks (the
+// same memory, not copies) and copy only the partial third one as they write; their draws are
+// those of each sample alone.
+func TestForksShareBlocks(t *testing.T) {
+	c := tinyArchs()["qwen2_tied_gqa"]
+	m, _ := InitLLM(c, 2)
+	randomizeLLM(m, 3, 0.4)
+	p := archSeqs(c.Vocab, rand.New(rand.NewPCG(4, 5)), [2]int{37, 0})[0].Prompt
+	opts := SampleOptions{Temperature: 1, MaxTokens: 6}
+	var ss []*Stream
+	for i := range 3 {
+		s, err := m.NewStream(SampleRequest{Prompt: p, Seed: uint64(i)}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	for !ss[0].Done() {
+		if err := Step(context.Background(), ss, StepOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range ss {
+		for b := range 2 {
+			if s.kv.blocks[b] != ss[0].kv.blocks[b] {
+				t.Errorf("sample %d: whole block %d is a copy", i, b)
+			}
+		}
+		if i > 0 && s.kv.blocks[2] == ss[0].kv.blocks[2] {
+			t.Errorf("sample %d writes into the partial block of sample 0", i)
+		}
+		alone, _ := m.Sample(context.Background(), []SampleRequest{{Prompt: p, Seed: uint64(i)}}, opts)
+		if g := s.Result(); !slices.Equal(g.Tokens, alone[0].Tokens) || !slices.Equal(g.LogProbs, alone[0].LogProbs) {
+			t.Fatalf("sample %d: forked %v %v, alone %v %v", i, g.Tokens, g.LogProbs, alone[0].Tokens, alone[0].LogProbs)
+		}
+	}
+}
+
+// TestPrefixCacheLaterTurn: a first turn fills the cache with a 40-token prompt's blocks; a
+// second turn of three requests whose prompts repeat its first 35 tokens and then differ
+// draws, over the cache, the same tokens and log-probs as without it, while the model runs
+// 32 rows fewer for each of them (two whole blocks found); a third turn of three new prompts
+// sharing 20 tokens with each other (none with the cache) prefills their first block once.
+func TestPrefixCacheLaterTurn(t *testing.T) {
+	c := tinyArchs()["qwen3_untied_hd6_bias"]
+	m, _ := InitLLM(c, 2)
+	randomizeLLM(m, 3, 0.4)
+	r := rand.New(rand.NewPCG(7, 8))
+	first := archSeqs(c.Vocab, r, [2]int{40, 0})[0].Prompt
+	opts := SampleOptions{Temperature: 1, TopP: 0.9, MaxTokens: 5}
+	pc := NewPrefixCache(1 << 20)
+	if _, err := m.SampleCached(context.Background(), []SampleRequest{{Prompt: first, Seed: 1}}, opts, pc); err != nil {
+		t.Fatal(err)
+	}
+	if got := pc.Stats().Blocks; got != 2 {
+		t.Fatalf("the cache holds %d blocks after a 40-token prompt, want 2", got)
+	}
+	later := func(shared []int32, lens ...int) []SampleRequest {
+		var reqs []SampleRequest
+		for i, n := range lens {
+			p := slices.Clone(shared)
+			for len(p) < n {
+				p = append(p, int32(r.IntN(c.Vocab)))
+			}
+			reqs = append(reqs, SampleRequest{Prompt: p, Seed: uint64(10 + i)})
+		}
+		return reqs
+	}
+	compare := func(name string, reqs []SampleRequest, saved int64) {
+		t.Helper()
+		before := cachedRows.Load()
+		want, err := m.Sample(context.Background(), reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := cachedRows.Load() - before
+		got, err := m.SampleCached(context.Background(), reqs, opts, pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached := cachedRows.Load() - before - plain
+		for i := range reqs {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+				t.Fatalf("%s, request %d: cached %v %v, plain %v %v", name, i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+			}
+		}
+		if plain-cached != saved {
+			t.Errorf("%s: the cache saved %d rows (%d against %d), want %d", name, plain-cached, cached, plain, saved)
+		}
+	}
+	hits := pc.Stats().HitTokens
+	compare("second turn", later(first[:35], 44, 38, 50), 3*32)
+	if got := pc.Stats().HitTokens - hits; got != 3*32 {
+		t.Errorf("the second turn took %d positions from the cache, want 96", got)
+	}
+	third := later(nil, 20)[0].Prompt
+	compare("third turn", later(third, 30, 41, 26), 2*16)
+}
+
+// TestPrefixCacheBounded: a cache of three blocks keeps three of a 70-token prompt's four
+// (its first three: a prefix's last blocks go first), a later request finds those 48 tokens,
+// Release empties it, and a model of another shape is refused.
+func TestPrefixCacheBounded(t *testing.T) {
+	c := tinyArchs()["qwen2_tied_gqa"]
+	c.Context = 128
+	m, _ := InitLLM(c, 2)
+	block := int64(2 * c.Layers * kvBlockLen * c.KVHeads * (c.Hidden / c.Heads) * 4)
+	pc := NewPrefixCache(3 * block)
+	p := archSeqs(c.Vocab, rand.New(rand.NewPCG(1, 1)), [2]int{70, 0})[0].Prompt
+	opts := SampleOptions{Temperature: 1, MaxTokens: 3}
+	if _, err := m.SampleCached(context.Background(), []SampleRequest{{Prompt: p, Seed: 1}}, opts, pc); err != nil {
+		t.Fatal(err)
+	}
+	st := pc.Stats()
+	if st.Blocks != 3 || st.Evicted != 1 || st.Registered != 4 {
+		t.Fatalf("after a 70-token prompt: %+v, want 3 blocks held, 4 registered, 1 evicted", st)
+	}
+	if _, err := m.SampleCached(context.Background(), []SampleRequest{{Prompt: p[:60], Seed: 2}}, opts, pc); err != nil {
+		t.Fatal(err)
+	}
+	if got := pc.Stats().HitTokens; got != 48 {
+		t.Errorf("a later request found %d positions, want 48 (the first three blocks)", got)
+	}
+	pc.Release()
+	if got := pc.Stats().Blocks; got != 0 {
+		t.Errorf("%d blocks after Release", got)
+	}
+	other, _ := InitLLM(tinyArchs()["llama_untied"], 1)
+	if _, err := other.SampleCached(context.Background(), []SampleRequest{{Prompt: []int32{1}}}, opts, pc); err == nil || !strings.Contains(err.Error(), "one cache per model") {
+		t.Fatalf("another model's shape: %v", err)
+	}
+}
+
+// attendCached, the reference of attendPaged, writes into o the attention output of query q
+// over the keys and values of positions 0..p (rows of K and V with the given stride, the
+// head's columns from off), using s (≥ p+1 floats) as scratch.
+func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []float32) {
+	hd := len(q)
+	mx := float32(math.Inf(-1))
+	for j := 0; j <= p; j++ {
+		kj := K[j*stride+off:][:hd]
+		var dot float32
+		for e, qv := range q {
+			dot += qv * kj[e]
+		}
+		dot *= scale
+		s[j] = dot
+		if dot > mx {
+			mx = dot
+		}
+	}
+	for j := 0; j <= p; j++ {
+		s[j] -= mx
+	}
+	expSpan(s[:p+1])
+	var sum float32
+	for _, e := range s[:p+1] {
+		sum += e
+	}
+	inv := 1 / sum
+	clear(o)
+	for j := 0; j <= p; j++ {
+		pj := s[j] * inv
+		vj := V[j*stride+off:][:hd]
+		for e := range o {
+			o[e] += pj * vj[e]
+		}
+	}
+}
