@@ -7,9 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/drmas-dev/drmas/commit"
@@ -55,12 +56,7 @@ func Fetch(ctx context.Context, b storage.Bucket, cache string) (FetchStats, err
 	_, st.Committed = want[commit.ManifestName]
 	delete(want, commit.ManifestName)
 	record := readRecord(cache)
-	names := make([]string, 0, len(want))
-	for name := range want {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		w := want[name]
 		st.Files++
 		st.Bytes += w.Bytes

@@ -206,7 +206,7 @@ func (e *scoredEpisode) Act(resp string) bool {
 	valid := e.Episode.Act(resp)
 	st := scoredTurn{agent: t.Agent, valid: valid}
 	if job.known {
-		st.job, st.hasJob = job.done(se, resp, valid), true
+		st.job, st.hasJob = job.done(se, valid), true
 	}
 	if g, ok := e.Episode.(verdictGrader); ok {
 		if g.lastVerdictRight() {

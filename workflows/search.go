@@ -455,6 +455,8 @@ func (s *Search) Tasks(seed uint64, split Split, n int) []Task {
 type searchJob struct {
 	known  bool // the expert parses the question (else the row keeps the outcome)
 	agent  string
+	kind   qKind
+	x      string
 	enough bool // router: the expert's decision
 	before int  // searcher: needed facts in view before the query
 }
@@ -466,25 +468,22 @@ func (e *searchEpisode) startJob(agent string) searchJob {
 		return searchJob{}
 	}
 	_, enough := e.derive(kind, x)
-	return searchJob{known: true, agent: agent, enough: enough, before: e.factsInView(kind, x)}
+	return searchJob{known: true, agent: agent, kind: kind, x: x, enough: enough, before: e.factsInView(kind, x)}
 }
 
 // done scores the job: 1 if the router decided as the expert would (an invalid action is no
 // decision), or if the searcher's query brought a needed fact into view (or, with none
 // missing, kept them all in view).
-func (j searchJob) done(e *searchEpisode, resp string, valid bool) float64 {
-	if !valid {
-		return 0
-	}
+func (j searchJob) done(e *searchEpisode, valid bool) float64 {
 	right := false
-	switch j.agent {
-	case AgentRouter:
+	switch {
+	case !valid:
+	case j.agent == AgentRouter:
 		stopped := e.phase == phaseAnswer
 		right = stopped == j.enough
-	case AgentSearcher:
-		kind, x := e.w.parseQuestion(e.task)
-		after, need := e.factsInView(kind, x), factsNeeded(kind)
-		right = after > j.before || after == need
+	case j.agent == AgentSearcher:
+		after := e.factsInView(j.kind, j.x)
+		right = after > j.before || after == factsNeeded(j.kind)
 	}
 	if right {
 		return 1
@@ -495,19 +494,10 @@ func (j searchJob) done(e *searchEpisode, resp string, valid bool) float64 {
 // factsInView counts the facts of the question's chain the visible passages hold, in order
 // (the second hop of a two-hop question counts only after the first).
 func (e *searchEpisode) factsInView(kind qKind, x string) int {
-	switch kind {
-	case qLives, qJob, qCity:
-		if _, ok := e.derive(kind, x); ok {
-			return 1
-		}
-	case qCountry2:
-		city, ok := e.fact(x, retriever.RelLives)
-		if !ok {
-			return 0
-		}
-		if _, ok := e.fact(city, retriever.RelIs); ok {
-			return 2
-		}
+	if _, ok := e.derive(kind, x); ok {
+		return factsNeeded(kind)
+	}
+	if _, ok := e.fact(x, retriever.RelLives); kind == qCountry2 && ok {
 		return 1
 	}
 	return 0
