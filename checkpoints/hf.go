@@ -134,7 +134,11 @@ func loadHF(ctx context.Context, dir, name string, params map[string]string) (*H
 	if _, err := os.Stat(filepath.Join(dir, hf.AdapterConfigFile)); err == nil {
 		return loadLoRA(ctx, dir, name, base, params)
 	}
-	m, cfg, err := hf.LoadLLM(dir)
+	load := hf.LoadLLMContext
+	if frozenWeights(ctx) {
+		load = hf.LoadFrozenLLM
+	}
+	m, cfg, err := load(ctx, dir)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,17 @@ func WithBaseResolver(ctx context.Context, r BaseResolver) context.Context {
 	return context.WithValue(ctx, baseResolverKey{}, r)
 }
 
+type frozenKey struct{}
+
+// WithFrozenWeights returns ctx under which Load and LoadStep load full Hugging Face models as
+// frozen (hf.LoadFrozenLLM: BF16 matrices stay BF16), for a model that will not train, such as
+// the KL reference. A LoRA step's base is always loaded so.
+func WithFrozenWeights(ctx context.Context) context.Context {
+	return context.WithValue(ctx, frozenKey{}, true)
+}
+
+func frozenWeights(ctx context.Context) bool { v, _ := ctx.Value(frozenKey{}).(bool); return v }
+
 // ErrBaseNotLocal says a LoRA step's base is a store folder that is not in the local cache and
 // no BaseResolver was given to fetch it.
 var ErrBaseNotLocal = errors.New("the base model is not on this machine")
@@ -98,7 +109,7 @@ func loadLoRA(ctx context.Context, dir, name, base string, params map[string]str
 	if err != nil {
 		return nil, fmt.Errorf("base of LoRA model %s: %w", name, err)
 	}
-	llm, cfg, err := hf.LoadLLM(baseDir)
+	llm, cfg, err := hf.LoadFrozenLLM(ctx, baseDir) // the adapter trains, not the base
 	if err != nil {
 		return nil, fmt.Errorf("base of LoRA model %s: %w", name, err)
 	}

@@ -2,8 +2,10 @@ package hf
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/drmas-dev/drmas/model"
@@ -42,19 +44,32 @@ func (c Config) EngineCheck() error { return checkArch(c.ArchConfig(), ConfigFil
 
 // NewLLM builds the engine's model from open weights, converting each tensor to float32 once
 // (the model holds the only full copy; the mapped file is read tensor by tensor).
-func (w *Weights) NewLLM() (*model.LLM, error) { return w.newLLM(context.Background()) }
+func (w *Weights) NewLLM() (*model.LLM, error) { return w.newLLM(context.Background(), false) }
 
-// newLLM is NewLLM stopping between tensors when ctx is cancelled.
-func (w *Weights) newLLM(ctx context.Context) (*model.LLM, error) {
+// newLLM is NewLLM stopping between tensors when ctx is cancelled; with frozen, a folder
+// whose matrices are all BF16 keeps them in BF16 (model.NewLLMBF16).
+func (w *Weights) newLLM(ctx context.Context, frozen bool) (*model.LLM, error) {
 	if err := w.Config.EngineCheck(); err != nil {
 		return nil, err
 	}
-	m, err := model.NewLLM(w.Config.ArchConfig(), func(name string, dst []float32) error {
+	get := func(name string, dst []float32) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return w.finiteFloat32(name, dst)
-	})
+	}
+	var m *model.LLM
+	var err error
+	if frozen && w.MatricesBF16() {
+		m, err = model.NewLLMBF16(w.Config.ArchConfig(), get, func(name string, dst []uint16) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return w.finiteBF16(name, dst)
+		})
+	} else {
+		m, err = model.NewLLM(w.Config.ArchConfig(), get)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -69,6 +84,37 @@ func (w *Weights) finiteFloat32(name string, dst []float32) error {
 	}
 	if i := nonFinite(dst); i >= 0 {
 		return formatErr(w.tensors[name].Source, fmt.Sprintf("tensor %s has %v at index %d: weights must be finite", name, dst[i], i))
+	}
+	return nil
+}
+
+// MatricesBF16 reports whether every matrix of the model (the block projections, the
+// embedding, an untied head) is stored in BF16: a frozen model then keeps their bits.
+func (w *Weights) MatricesBF16() bool {
+	for _, s := range w.Config.ArchConfig().TensorSpecs() {
+		if len(s.Shape) == 2 && w.Dtype(s.Name) != BF16 {
+			return false
+		}
+	}
+	return true
+}
+
+// finiteBF16 copies a BF16 tensor's bits into dst, refusing a NaN or an infinity.
+func (w *Weights) finiteBF16(name string, dst []uint16) error {
+	t, ok := w.tensors[name]
+	if !ok || t.Dtype != BF16 {
+		return fmt.Errorf("tensor %s: no BF16 tensor of that name in the model: %w", name, ErrFormat)
+	}
+	if n := (t.End - t.Begin) / 2; int64(len(dst)) != n {
+		return fmt.Errorf("tensor %s: shape %v has %d values, the buffer %d", name, t.Shape, n, len(dst))
+	}
+	raw := w.maps[filepath.Base(t.Source)][t.Begin:t.End]
+	for i := range dst {
+		h := binary.LittleEndian.Uint16(raw[2*i:])
+		if h&0x7f80 == 0x7f80 { // exponent all ones: an infinity or a NaN
+			return formatErr(t.Source, fmt.Sprintf("tensor %s has %v at index %d: weights must be finite", name, Float32FromBF16(h), i))
+		}
+		dst[i] = h
 	}
 	return nil
 }
@@ -92,11 +138,22 @@ func LoadLLM(dir string) (*model.LLM, Config, error) {
 
 // LoadLLMContext is LoadLLM with reads that ctx cancels.
 func LoadLLMContext(ctx context.Context, dir string) (*model.LLM, Config, error) {
+	return loadLLM(ctx, dir, false)
+}
+
+// LoadFrozenLLM is LoadLLMContext for a model that will not train (a LoRA adapter's base, a
+// KL reference): when every matrix of the folder is BF16 they stay BF16 in memory (half the
+// bytes; model.LLM.StoredBF16), computing the same bits as their float32 values would.
+func LoadFrozenLLM(ctx context.Context, dir string) (*model.LLM, Config, error) {
+	return loadLLM(ctx, dir, true)
+}
+
+func loadLLM(ctx context.Context, dir string, frozen bool) (*model.LLM, Config, error) {
 	w, err := OpenWeightsContext(ctx, dir)
 	if err != nil {
 		return nil, Config{}, err
 	}
-	m, err := w.newLLM(ctx)
+	m, err := w.newLLM(ctx, frozen)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("load model: %w", cerr)
 	}
@@ -138,9 +195,10 @@ func WriteLLM(dir string, cfg Config, m *model.LLM, dtype, tokenizerFrom string)
 	if dtype == "" {
 		dtype = F32
 	}
-	byName := make(map[string][]float32, len(m.Params()))
+	byName := make(map[string]model.Param, len(m.Params()))
 	for _, p := range m.Params() {
-		byName[p.Name] = p.Data
+		byName[p.Name] = p
 	}
-	return WriteFolder(dir, cfg, dtype, func(name string) []float32 { return byName[name] }, tokenizerFrom)
+	// A model stored in BF16 widens one tensor at a time.
+	return WriteFolder(dir, cfg, dtype, func(name string) []float32 { return byName[name].Float32() }, tokenizerFrom)
 }

@@ -2,6 +2,7 @@ package hf
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -177,5 +178,60 @@ func TestArchConfigLongContext(t *testing.T) {
 	ac := c.ArchConfig()
 	if err := ac.Validate(); err != nil || ac.Context != 1<<20 {
 		t.Fatalf("context %d: %v", ac.Context, err)
+	}
+}
+
+// TestLoadFrozenLLM: a frozen load of a BF16 folder keeps the matrices in BF16 and scores the
+// bits of the float32 load; WriteLLM writes it back to the same file, and merging an adapter
+// into it is refused. A folder in another dtype loads in float32.
+func TestLoadFrozenLLM(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		dtype string
+	}{
+		{"qwen2 untied bf16", tinyConfig(t, "qwen2", true), BF16},
+		{"qwen3 tied bf16", tinyConfig(t, "qwen3", false), BF16},
+		{"llama bias f16", llamaConfig(t, true), F16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeTestFolder(t, tc.cfg, tc.dtype, RandomTensors(tc.cfg, 7))
+			want, _, err := LoadLLM(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, cfg, err := LoadFrozenLLM(context.Background(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.StoredBF16() != (tc.dtype == BF16) || want.StoredBF16() {
+				t.Fatalf("stored in BF16: frozen load %v, plain load %v", m.StoredBF16(), want.StoredBF16())
+			}
+			seqs := []model.Sequence{{Prompt: []int32{1, 2, 3}, Response: []int32{4, 5, 6, 7, 8, 9}}, {Prompt: []int32{9}, Response: []int32{3}}}
+			lpA, enA, errA := want.Score(seqs, 1)
+			lpB, enB, errB := m.Score(seqs, 1)
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			for i := range lpA {
+				for j := range lpA[i] {
+					if !sameBits(lpA[i][j], lpB[i][j]) || !sameBits(enA[i][j], enB[i][j]) {
+						t.Fatalf("sequence %d token %d: frozen %v %v, float32 %v %v", i, j, lpB[i][j], enB[i][j], lpA[i][j], enA[i][j])
+					}
+				}
+			}
+			out := filepath.Join(t.TempDir(), "back")
+			if err := WriteLLM(out, cfg, m, "", filepath.Join("testdata", "tinytok")); err != nil {
+				t.Fatal(err)
+			}
+			if fileHash(t, dir, SingleFile) != fileHash(t, out, SingleFile) {
+				t.Error("the frozen model writes other weights than it read")
+			}
+			if m.StoredBF16() {
+				if err := ApplyAdapter(m, dir); !errors.Is(err, model.ErrStoredBF16) {
+					t.Errorf("merging into a model stored in BF16: error %v, want model.ErrStoredBF16", err)
+				}
+			}
+		})
 	}
 }

@@ -252,6 +252,9 @@ func ApplyAdapter(m *model.LLM, dir string) error {
 // ApplyAdapterContext is ApplyAdapter with reads that ctx cancels (between modules; m is then
 // partly merged, so the caller drops it).
 func ApplyAdapterContext(ctx context.Context, m *model.LLM, dir string) error {
+	if m.StoredBF16() {
+		return fmt.Errorf("merge adapter %s: %w: load the model in float32 (LoadLLM) to merge into it", dir, model.ErrStoredBF16)
+	}
 	ad, err := openAdapter(ctx, m, dir)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 // collector's overhead. Every term is linear in the micro-batch's tokens except Attention
 // (each worker's block of rows of one sequence's map) and Head (one chunk of rows).
 type Step struct {
-	Weights     int64 // float32 weights (with LoRA: the frozen base and the adapter)
+	Weights     int64 // weights: float32, but a LoRA's frozen base from a BF16 folder keeps its matrices in BF16
 	Optimizer   int64 // gradients and AdamW's two moments of what trains
 	Activations int64 // what the forward keeps for the backward
 	Scratch     int64 // the backward's per-token buffers and the GEMMs' packed operands
@@ -25,9 +25,38 @@ func (s Step) Total() int64 {
 }
 
 // StepOf estimates a training step on a micro-batch of seqs sequences of seqLen tokens, in
-// full (lora 0) or of a LoRA adapter of rank lora on every linear layer of the blocks.
+// full (lora 0) or of a LoRA adapter of rank lora on every linear layer of the blocks. A LoRA's
+// base from a BF16 folder (BaseBF16) counts 2 bytes a matrix value.
 func StepOf(cfg Config, lora, seqs, seqLen int) Step {
-	return StepOfArch(cfg.ArchConfig(), cfg.Params(), lora, seqs, seqLen)
+	s := StepOfArch(cfg.ArchConfig(), cfg.Params(), lora, seqs, seqLen)
+	if lora > 0 && cfg.BaseBF16() {
+		s = s.WithBF16Base(cfg.ArchConfig())
+	}
+	return s
+}
+
+// BaseBF16 reports whether a frozen model loaded from a folder with this config keeps its
+// matrices in BF16 (LoadFrozenLLM): its torch_dtype is bfloat16, as the stored weights of such
+// a folder are.
+func (c Config) BaseBF16() bool { return c.TorchDtype == torchDtypes[BF16] }
+
+// WithBF16Base is s with the frozen base's matrices (MatrixParams) at 2 bytes each rather
+// than 4: a LoRA over a base stored in BF16.
+func (s Step) WithBF16Base(a model.ArchConfig) Step {
+	s.Weights -= 2 * MatrixParams(a)
+	return s
+}
+
+// MatrixParams is the number of values in a's matrices (the block projections, the embedding,
+// an untied head): what a model stored in BF16 holds in 2 bytes.
+func MatrixParams(a model.ArchConfig) int64 {
+	var n int64
+	for _, s := range a.TensorSpecs() {
+		if len(s.Shape) == 2 {
+			n += int64(s.Shape[0]) * int64(s.Shape[1])
+		}
+	}
+	return n
 }
 
 // StepOfArch is StepOf for the engine's description of a model of params parameters.
@@ -57,7 +86,7 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 // CheckpointedStepOf is StepOf with activation checkpointing: the forward keeps each block's
 // input, and the backward recomputes one block's activations at a time.
 func CheckpointedStepOf(cfg Config, lora, seqs, seqLen int) Step {
-	s := StepOf(cfg, lora, seqs, seqLen)
+	s := StepOf(cfg, lora, seqs, seqLen) // with its BF16 base
 	s.Activations = checkpointedActivations(cfg.ArchConfig(), lora, int64(seqs)*int64(seqLen))
 	return s
 }

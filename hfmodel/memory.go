@@ -38,7 +38,11 @@ func CheckMemory(cfg *configs.Config, id string, hc hf.Config) error {
 	}
 	what, change := "in full (float32 weights, gradients and AdamW moments", fmt.Sprintf("train a LoRA adapter (models.%s.lora)", id)
 	if l := cfg.Models[id].LoRA; l != nil {
-		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (float32 weights, the adapter's gradients and moments", l.R), fmt.Sprintf("lower models.%s.lora.r", id)
+		weights := "float32 weights"
+		if hc.BaseBF16() {
+			weights = "the base's matrices in BF16"
+		}
+		what, change = fmt.Sprintf("with a LoRA adapter of rank %d (%s, the adapter's gradients and moments", l.R, weights), fmt.Sprintf("lower models.%s.lora.r", id)
 	}
 	if ckpt {
 		what += ", activation checkpointing"
@@ -127,5 +131,9 @@ func TrainableStep(cfg *configs.Config, m model.Trainable, micro int, ckpt bool)
 	default:
 		return s, false
 	}
-	return hf.StepOfArchMode(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context), ckpt), true
+	s = hf.StepOfArchMode(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context), ckpt)
+	if l, ok := m.(*model.LoRA); ok && l.Base().StoredBF16() {
+		s = s.WithBF16Base(a)
+	}
+	return s, true
 }

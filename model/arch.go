@@ -196,57 +196,78 @@ func (c ArchConfig) NumParams() int64 {
 // without biases); gateUp is gate then up as one [2F × D] matrix.
 // inB, postB, upB and downB are the norms' biases (LayerNorm) and the MLP
 // projections' biases (the built-in model); nil in the Llama family.
+// In a model stored in BF16 (bf16.go) the four matrices are qkvH, oH, gateUpH
+// and downH instead, and their float32 views are nil.
 type blockW struct {
 	in, qkvW, qkvB, oW, oB, qn, kn, post, gateUp, down []float32
 	inB, postB, upB, downB                             []float32
+	qkvH, oH, gateUpH, downH                           []uint16
 }
 
-// llmW holds views of every tensor of a model-shaped buffer.
+// llmW holds views of every tensor of a model-shaped buffer (embedH and
+// headH instead of embed and head in a model stored in BF16).
 type llmW struct {
 	embed, norm, head []float32 // head aliases embed when tied
 	pos, normB        []float32 // learned positions, final norm's bias: the built-in model
+	embedH, headH     []uint16
 	blocks            []blockW
 }
 
 // llmViews slices buf (laid out as c.TensorSpecs()) into per-tensor parts
-// and the grouped views the passes use.
-func llmViews(c ArchConfig, specs []TensorSpec, buf []float32) (llmW, [][]float32) {
-	parts := make([][]float32, len(specs))
-	byName := make(map[string]int, len(specs))
-	off := 0
+// and the grouped views the passes use. With hbuf (a model stored in BF16)
+// the matrices (isMatrix) are laid out in hbuf instead, in the same order,
+// and their views are hparts and the H fields.
+func llmViews(c ArchConfig, specs []TensorSpec, buf []float32, hbuf []uint16) (llmW, [][]float32, [][]uint16) {
+	parts, hparts := make([][]float32, len(specs)), make([][]uint16, len(specs))
+	byName, inH := make(map[string]int, len(specs)), make(map[string]bool, len(specs))
+	off, hoff := 0, 0
 	for i, s := range specs {
 		n := prod(s.Shape)
+		if hbuf != nil && isMatrix(s) {
+			hparts[i] = hbuf[hoff : hoff+n : hoff+n]
+			byName[s.Name], inH[s.Name] = hoff, true
+			hoff += n
+			continue
+		}
 		parts[i] = buf[off : off+n : off+n]
 		byName[s.Name] = off
 		off += n
 	}
-	// span returns buf from tensor a's start through n floats.
+	// span returns buf from tensor name's start through n floats; spanH
+	// hbuf's.
 	span := func(name string, n int) []float32 {
-		o, ok := byName[name]
-		if !ok {
-			return nil
+		if o, ok := byName[name]; ok && !inH[name] {
+			return buf[o : o+n : o+n]
 		}
-		return buf[o : o+n : o+n]
+		return nil
+	}
+	spanH := func(name string, n int) []uint16 {
+		if o, ok := byName[name]; ok && inH[name] {
+			return hbuf[o : o+n : o+n]
+		}
+		return nil
 	}
 	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
 	qkv := (c.Heads + 2*c.KVHeads) * hd
 	tn := c.Block().Names
-	w := llmW{embed: span(tn.Embed, c.Vocab*D), norm: span(tn.Final+wSfx, D), blocks: make([]blockW, c.Layers)}
+	w := llmW{embed: span(tn.Embed, c.Vocab*D), embedH: spanH(tn.Embed, c.Vocab*D), norm: span(tn.Final+wSfx, D), blocks: make([]blockW, c.Layers)}
 	for l := range w.blocks {
 		p := fmt.Sprintf(tn.Layer, l)
+		qkvN, oN, guN, dN := p+tn.QKV+wSfx, p+tn.O+wSfx, p+tn.Up+wSfx, p+tn.Down+wSfx
 		w.blocks[l] = blockW{
-			in: span(p+tn.Norm1+wSfx, D), qkvW: span(p+tn.QKV+wSfx, qkv*D), qkvB: span(p+tn.QKV+bSfx, qkv),
-			oW: span(p+tn.O+wSfx, D*c.Heads*hd), oB: span(p+tn.O+bSfx, D),
+			in: span(p+tn.Norm1+wSfx, D), qkvW: span(qkvN, qkv*D), qkvB: span(p+tn.QKV+bSfx, qkv),
+			oW: span(oN, D*c.Heads*hd), oB: span(p+tn.O+bSfx, D),
 			qn: span(p+tn.QNorm+wSfx, hd), kn: span(p+tn.KNorm+wSfx, hd), post: span(p+tn.Norm2+wSfx, D),
-			gateUp: span(p+tn.Up+wSfx, 2*F*D), down: span(p+tn.Down+wSfx, D*F),
+			gateUp: span(guN, 2*F*D), down: span(dN, D*F),
+			qkvH: spanH(qkvN, qkv*D), oH: spanH(oN, D*c.Heads*hd), gateUpH: spanH(guN, 2*F*D), downH: spanH(dN, D*F),
 		}
 	}
 	if c.Tie {
-		w.head = w.embed
+		w.head, w.headH = w.embed, w.embedH
 	} else {
-		w.head = span(tn.Head, c.Vocab*D)
+		w.head, w.headH = span(tn.Head, c.Vocab*D), spanH(tn.Head, c.Vocab*D)
 	}
-	return w, parts
+	return w, parts, hparts
 }
 
 // LLM is a model of the Llama family (ArchConfig) on the CPU engine. Its
@@ -258,6 +279,7 @@ type LLM struct {
 	specs  []TensorSpec
 	buf    []float32
 	parts  [][]float32
+	hbuf   []uint16 // the matrices of a model stored in BF16 (bf16.go); nil: float32
 	w      llmW
 	gemm   GEMM
 	params []Param
@@ -265,16 +287,30 @@ type LLM struct {
 	ckpt   bool     // activation checkpointing (recompute.go)
 }
 
-func newLLM(c ArchConfig) (*LLM, error) {
+func newLLM(c ArchConfig) (*LLM, error) { return newLLMStored(c, false) }
+
+// newLLMStored is newLLM with the matrices in bfloat16 when bf16.
+func newLLMStored(c ArchConfig, bf16 bool) (*LLM, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	m := &LLM{cfg: c, d: descOf(c), specs: c.TensorSpecs(), gemm: DefaultGEMM}
-	m.buf = make([]float32, c.NumParams())
-	m.w, m.parts = llmViews(c, m.specs, m.buf)
+	n := int(c.NumParams())
+	if bf16 {
+		nh := 0
+		for _, s := range m.specs {
+			if isMatrix(s) {
+				nh += prod(s.Shape)
+			}
+		}
+		m.hbuf, n = make([]uint16, nh), n-nh
+	}
+	m.buf = make([]float32, n)
+	var hparts [][]uint16
+	m.w, m.parts, hparts = llmViews(c, m.specs, m.buf, m.hbuf)
 	m.params = make([]Param, len(m.specs))
 	for i, s := range m.specs {
-		m.params[i] = Param{Name: s.Name, Shape: slices.Clone(s.Shape), Data: m.parts[i], Decay: s.Decay}
+		m.params[i] = Param{Name: s.Name, Shape: slices.Clone(s.Shape), Data: m.parts[i], BF16: hparts[i], Decay: s.Decay}
 	}
 	return m, nil
 }
@@ -318,8 +354,8 @@ func (m *LLM) Config() ArchConfig { return m.cfg }
 // aliases the model.
 func (m *LLM) Params() []Param { return m.params }
 
-// NumParams is the total number of float32 parameters.
-func (m *LLM) NumParams() int { return len(m.buf) }
+// NumParams is the total number of parameters.
+func (m *LLM) NumParams() int { return len(m.buf) + len(m.hbuf) }
 
 // Tensors returns every parameter as an F32 tensor by Hugging Face name,
 // ready for WriteSafetensors. The tensors are encoded copies (as much memory
@@ -327,7 +363,7 @@ func (m *LLM) NumParams() int { return len(m.buf) }
 func (m *LLM) Tensors() []Tensor {
 	out := make([]Tensor, len(m.params))
 	for i, p := range m.params {
-		out[i] = F32Tensor(p.Name, p.Shape, p.Data)
+		out[i] = F32Tensor(p.Name, p.Shape, p.Float32())
 	}
 	return out
 }
@@ -351,8 +387,8 @@ type LLMGrads struct {
 
 // NewGrads returns zeroed gradients shaped like m.
 func (m *LLM) NewGrads() *LLMGrads {
-	g := &LLMGrads{cfg: m.cfg, specs: m.specs, buf: make([]float32, len(m.buf))}
-	g.w, g.parts = llmViews(m.cfg, m.specs, g.buf)
+	g := &LLMGrads{cfg: m.cfg, specs: m.specs, buf: make([]float32, m.NumParams())}
+	g.w, g.parts, _ = llmViews(m.cfg, m.specs, g.buf, nil)
 	return g
 }
 

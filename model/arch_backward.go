@@ -111,23 +111,23 @@ func (p *LLMPass) blockBackward(l int, a *llmAct, dX []float32, g *LLMGrads, s *
 	if gl.downB != nil {
 		colSumAdd(dX, N, D, gl.downB)
 	}
-	m.gemm.Sgemm(false, false, N, F, D, 1, dX, D, bw.down, F, 0, s.dAct, F)
-	m.ad.backward(bw.down, N, a.act, dX, s.dAct)
+	sgemmW(m.gemm, false, false, N, F, D, 1, dX, D, bw.downM(), F, 0, s.dAct, F)
+	m.ad.backward(bw.downM(), N, a.act, dX, s.dAct)
 	b.actBackward(a.gu, s.dAct, N, s.dGU)
 	weightGrad(m.gemm, N, s.dGU, b.up(), a.h2, D, gl.gateUp)
 	if gl.upB != nil {
 		colSumAdd(s.dGU, N, b.up(), gl.upB)
 	}
-	m.gemm.Sgemm(false, false, N, D, b.up(), 1, s.dGU, b.up(), bw.gateUp, D, 0, s.dT, D)
-	m.ad.backward(bw.gateUp, N, a.h2, s.dGU, s.dT)
+	sgemmW(m.gemm, false, false, N, D, b.up(), 1, s.dGU, b.up(), bw.gateUpM(), D, 0, s.dT, D)
+	m.ad.backward(bw.gateUpM(), N, a.h2, s.dGU, s.dT)
 	b.normRowsBackward(s.dT, a.postHat, a.postRstd, N, bw.post, dX, gl.post, gl.postB)
 	// Attention: x += o_proj(attention(rope(norm(qkv(h1))))).
 	weightGrad(m.gemm, N, dX, D, a.attOut, od, gl.oW)
 	if gl.oB != nil {
 		colSumAdd(dX, N, D, gl.oB)
 	}
-	m.gemm.Sgemm(false, false, N, od, D, 1, dX, D, bw.oW, od, 0, s.dAO, od)
-	m.ad.backward(bw.oW, N, a.attOut, dX, s.dAO)
+	sgemmW(m.gemm, false, false, N, od, D, 1, dX, D, bw.oM(), od, 0, s.dAO, od)
+	m.ad.backward(bw.oM(), N, a.attOut, dX, s.dAO)
 	gqaBackward(m.gemm, p.seqs, b.blockDims, a.qkv, a.maps, s.dAO, s.dQKV)
 	if p.cos != nil {
 		rope(s.dQKV, N, b.blockDims, p.cos, p.sin, true)
@@ -139,8 +139,8 @@ func (p *LLMPass) blockBackward(l int, a *llmAct, dX []float32, g *LLMGrads, s *
 	if gl.qkvB != nil {
 		colSumAdd(s.dQKV, N, ld, gl.qkvB)
 	}
-	m.gemm.Sgemm(false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvW, D, 0, s.dT, D)
-	m.ad.backward(bw.qkvW, N, a.h1, s.dQKV, s.dT)
+	sgemmW(m.gemm, false, false, N, D, ld, 1, s.dQKV, ld, bw.qkvM(), D, 0, s.dT, D)
+	m.ad.backward(bw.qkvM(), N, a.h1, s.dQKV, s.dT)
 	b.normRowsBackward(s.dT, a.inHat, a.inRstd, N, bw.in, dX, gl.in, gl.inB)
 }
 

@@ -101,8 +101,12 @@ func (d netDesc) actBackward(pre, dact []float32, n int, dpre []float32) {
 // position's for learned positions.
 func (d netDesc) embed(w *llmW, tokens, pos []int32, x []float32) {
 	D := d.D
+	var row []float32
+	if w.embedH != nil {
+		row = make([]float32, D)
+	}
 	for r, tok := range tokens {
-		te, xr := w.embed[int(tok)*D:][:D], x[r*D:(r+1)*D]
+		te, xr := w.embedRow(int(tok), D, row), x[r*D:(r+1)*D]
 		if d.pos != PosLearned {
 			copy(xr, te)
 			continue

@@ -153,7 +153,7 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 	bw := &m.w.blocks[l]
 	a.alloc(p, b, bw.qn != nil)
 	b.normRows(x, N, bw.in, bw.inB, a.h1, a.inHat, a.inRstd)
-	m.linear(a.h1, N, D, bw.qkvW, bw.qkvB, ld, a.qkv)
+	m.linear(a.h1, N, D, bw.qkvM(), bw.qkvB, ld, a.qkv)
 	if bw.qn != nil {
 		qkNorm(a.qkv, N, b.blockDims, bw.qn, bw.kn, a.qkHat, a.qkRstd)
 	}
@@ -161,27 +161,33 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 		rope(a.qkv, N, b.blockDims, p.cos, p.sin, false)
 	}
 	gqaForward(m.gemm, p.seqs, b.blockDims, a.qkv, a.attOut, a.maps)
-	m.linear(a.attOut, N, H*b.hd, bw.oW, bw.oB, D, tmp)
+	m.linear(a.attOut, N, H*b.hd, bw.oM(), bw.oB, D, tmp)
 	addIntoPar(x, tmp)
 	b.normRows(x, N, bw.post, bw.postB, a.h2, a.postHat, a.postRstd)
-	m.linear(a.h2, N, D, bw.gateUp, bw.upB, b.up(), a.gu)
+	m.linear(a.h2, N, D, bw.gateUpM(), bw.upB, b.up(), a.gu)
 	b.act(a.gu, N, a.act)
-	m.linear(a.act, N, F, bw.down, bw.downB, D, tmp)
+	m.linear(a.act, N, F, bw.downM(), bw.downB, D, tmp)
 	addIntoPar(x, tmp)
 }
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
-func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float32) {
+// BF16 weights take the direct product (SgemmBF16B widens B, not A): the
+// same bits as linearT's (the GEMM contract).
+func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	if n == 0 {
 		return
 	}
 	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
 	if _, blocked := m.gemm.(BlockedGEMM); blocked && !m.d.directLinear && n <= smallRows && in > 0 {
-		gemvLinear(x, n, in, W, b, out, y)
+		if W.h != nil {
+			gemvLinear(x, n, in, W.h, b, out, y)
+		} else {
+			gemvLinear(x, n, in, W.f, b, out, y)
+		}
 		return
 	}
-	if !m.d.directLinear && (n <= 16 || out >= 64*n) {
-		linearT(m.gemm, x, n, in, W, b, out, y)
+	if !m.d.directLinear && W.h == nil && (n <= 16 || out >= 64*n) {
+		linearT(m.gemm, x, n, in, W.f, b, out, y)
 		return
 	}
 	beta := float32(0)
@@ -193,7 +199,7 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 			}
 		})
 	}
-	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, y, out)
+	sgemmW(m.gemm, false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
 // linearT is linear for far fewer rows than outputs (decoding steps; the

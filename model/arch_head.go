@@ -38,7 +38,7 @@ func (m *LLM) scoreHead(p *LLMPass) {
 // headLogits writes into z the logits of final-norm rows [lo, hi) of hf.
 func (m *LLM) headLogits(hf []float32, lo, hi int, z []float32) {
 	D, V := m.d.D, m.d.vocab
-	m.linear(hf[lo*D:hi*D], hi-lo, D, m.w.head, nil, V, z[:(hi-lo)*V])
+	m.linear(hf[lo*D:hi*D], hi-lo, D, m.w.headM(), nil, V, z[:(hi-lo)*V])
 }
 
 // logits returns the raw logits [M×Vocab] of every response row (only for the slow checking
@@ -83,7 +83,7 @@ func (p *LLMPass) headBackward(dlps, des, dHf, gHead []float32) {
 			})
 		}
 		logitGradRows(z, pr, p.lse[lo:hi], p.ent[lo:hi], p.targets[lo:hi], dlps[lo:hi], sliceOrNil(des, lo, hi), V, p.temp, dZ)
-		m.gemm.Sgemm(false, false, k, D, V, 1, dZ, V, m.w.head, D, 0, dHf[lo*D:], D)
+		sgemmW(m.gemm, false, false, k, D, V, 1, dZ, V, m.w.headM(), D, 0, dHf[lo*D:], D)
 		weightGrad(m.gemm, k, dZ, V, p.hf[lo*D:hi*D], D, gHead)
 	}
 }

@@ -136,6 +136,6 @@ func (b BlockRef) GQABackward(qkv, dO []float32, lens []int) ([]float32, error) 
 // projection (the path Qwen2's q/k/v biases take).
 func (b BlockRef) Linear(x []float32, n, in int, W, bias []float32, out int) []float32 {
 	y := make([]float32, n*out)
-	(&LLM{gemm: DefaultGEMM}).linear(x, n, in, W, bias, out, y)
+	(&LLM{gemm: DefaultGEMM}).linear(x, n, in, weight{f: W}, bias, out, y)
 	return y
 }

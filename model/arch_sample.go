@@ -113,7 +113,7 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	bw := &m.w.blocks[l]
 	b.normRows(x, R, bw.in, bw.inB, st.h, nil, nil)
-	m.linear(st.h, R, D, bw.qkvW, bw.qkvB, ld, st.qkv)
+	m.linear(st.h, R, D, bw.qkvM(), bw.qkvB, ld, st.qkv)
 	if bw.qn != nil {
 		qkNorm(st.qkv, R, b.blockDims, bw.qn, bw.kn, nil, nil)
 	}
@@ -136,11 +136,11 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 			attendPaged(st.qkv[r*ld+hh*hd:][:hd], st.cs[i], l, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
 		}
 	})
-	m.linear(st.att, R, od, bw.oW, bw.oB, D, st.tmp)
+	m.linear(st.att, R, od, bw.oM(), bw.oB, D, st.tmp)
 	addInto(x, st.tmp)
 	b.normRows(x, R, bw.post, bw.postB, st.h, nil, nil)
-	m.linear(st.h, R, D, bw.gateUp, bw.upB, b.up(), st.gu)
+	m.linear(st.h, R, D, bw.gateUpM(), bw.upB, b.up(), st.gu)
 	b.act(st.gu, R, st.act)
-	m.linear(st.act, R, F, bw.down, bw.downB, D, st.tmp)
+	m.linear(st.act, R, F, bw.downM(), bw.downB, D, st.tmp)
 	addInto(x, st.tmp)
 }

@@ -384,7 +384,7 @@ func TestLinearTSameBits(t *testing.T) {
 		}
 		DefaultGEMM.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, want, out)
 		got := make([]float32, n*out)
-		m.linear(x, n, in, W, bias, out, got)
+		m.linear(x, n, in, weight{f: W}, bias, out, got)
 		if !slices.Equal(got, want) {
 			t.Fatalf("bias %v: transposed linear differs from the direct GEMM", bias != nil)
 		}

@@ -105,11 +105,11 @@ func TestLinearSmallRowsIndependent(t *testing.T) {
 	x, W, b := gemvOperands(rng, n, in, out)
 	m := &LLM{gemm: BlockedGEMM{}}
 	all := make([]float32, n*out)
-	m.linear(x, n, in, W, b, out, all)
+	m.linear(x, n, in, weight{f: W}, b, out, all)
 	for _, rows := range []int{1, 2, 3, 4} {
 		for r0 := 0; r0+rows <= n; r0 += 7 {
 			part := make([]float32, rows*out)
-			m.linear(x[r0*in:(r0+rows)*in], rows, in, W, b, out, part)
+			m.linear(x[r0*in:(r0+rows)*in], rows, in, weight{f: W}, b, out, part)
 			for i, v := range part {
 				if math.Float32bits(v) != math.Float32bits(all[r0*out+i]) {
 					t.Fatalf("rows %d at %d: element %d = %v, in the batch %v", rows, r0, i, v, all[r0*out+i])

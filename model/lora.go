@@ -93,7 +93,7 @@ type LoRA struct {
 	mods   []loraModule
 	// sites maps the first element of a fused base weight to the modules on that linear: the
 	// base's linear finds its adapter by the weight it multiplies by.
-	sites map[*float32]*loraSite
+	sites map[any]*loraSite
 	// passes counts training forwards: each draws its dropout masks from (seed, count).
 	passes atomic.Uint64
 	ckpt   bool // activation checkpointing of the training forwards (recompute.go)
@@ -110,7 +110,7 @@ func NewLoRA(base *LLM, cfg LoRAConfig, seed uint64) (*LoRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &LoRA{base: base, cfg: cfg, scale: float32(cfg.Scale()), seed: seed, sites: map[*float32]*loraSite{}}
+	l := &LoRA{base: base, cfg: cfg, scale: float32(cfg.Scale()), seed: seed, sites: map[any]*loraSite{}}
 	l.layout()
 	r := newRNG(seed)
 	for i := range l.mods {
@@ -132,19 +132,19 @@ type loraGeom struct {
 	parent       string // self_attn or mlp
 	in, out, col int    // input and output widths, first column in the fused output
 	ld           int    // the fused output's width
-	fused        func(*blockW) []float32
+	fused        func(*blockW) weight
 }
 
 func loraGeometry(b blockDims) map[string]loraGeom {
 	qd, kvd, ld := b.H*b.hd, b.KV*b.hd, b.ld()
-	qkv := func(w *blockW) []float32 { return w.qkvW }
-	gu := func(w *blockW) []float32 { return w.gateUp }
+	qkv := (*blockW).qkvM
+	gu := (*blockW).gateUpM
 	return map[string]loraGeom{
 		"q_proj": {"self_attn", b.D, qd, 0, ld, qkv}, "k_proj": {"self_attn", b.D, kvd, qd, ld, qkv},
 		"v_proj":    {"self_attn", b.D, kvd, qd + kvd, ld, qkv},
-		"o_proj":    {"self_attn", qd, b.D, 0, b.D, func(w *blockW) []float32 { return w.oW }},
+		"o_proj":    {"self_attn", qd, b.D, 0, b.D, (*blockW).oM},
 		"gate_proj": {"mlp", b.D, b.F, 0, 2 * b.F, gu}, "up_proj": {"mlp", b.D, b.F, b.F, 2 * b.F, gu},
-		"down_proj": {"mlp", b.F, b.D, 0, b.D, func(w *blockW) []float32 { return w.down }},
+		"down_proj": {"mlp", b.F, b.D, 0, b.D, (*blockW).downM},
 	}
 }
 
@@ -159,7 +159,7 @@ func (l *LoRA) layout() {
 			md := loraModule{name: fmt.Sprintf("model.layers.%d.%s.%s", layer, g.parent, t), in: g.in, out: g.out, col: g.col,
 				aOff: n, bOff: n + R*g.in}
 			n = md.bOff + g.out*R
-			key := &g.fused(&l.base.w.blocks[layer])[0]
+			key := g.fused(&l.base.w.blocks[layer]).key()
 			if l.sites[key] == nil {
 				l.sites[key] = &loraSite{ld: g.ld}
 			}
@@ -273,14 +273,18 @@ func (l *LoRA) NewGradBuf() GradBuf { return &LoRAGrads{l: l, buf: make([]float3
 func (l *LoRA) NewOptimizer(cfg AdamWConfig) *AdamW { return NewParamAdamW(l.params, cfg) }
 
 // Merged returns a copy of the base with every adapted weight W + scale·B·A (MergeLoRA: the
-// arithmetic of hf.ApplyAdapter), for serving or scoring without the adapter.
+// arithmetic of hf.ApplyAdapter), for serving or scoring without the adapter. A base stored
+// in BF16 is widened: the merged model is float32.
 func (l *LoRA) Merged() (*LLM, error) {
-	m, err := newLLM(l.base.cfg)
-	if err != nil {
-		return nil, err
+	m := l.base.Float32()
+	if m == l.base {
+		var err error
+		if m, err = newLLM(l.base.cfg); err != nil {
+			return nil, err
+		}
+		copy(m.buf, l.base.buf)
+		m.gemm = l.base.gemm
 	}
-	copy(m.buf, l.base.buf)
-	m.gemm = l.base.gemm
 	idx := make(map[string]int, len(m.specs))
 	for i, s := range m.specs {
 		idx[s.Name] = i
@@ -395,11 +399,11 @@ type loraRun struct {
 
 // forward adds the adapter's output to y[n×ld] = x[n×in]·Wᵀ (+ b) when W is an adapted fused
 // weight. A nil run (a plain LLM) does nothing.
-func (r *loraRun) forward(x []float32, n, in int, W []float32, ld int, y []float32) {
+func (r *loraRun) forward(x []float32, n, in int, W weight, ld int, y []float32) {
 	if r == nil {
 		return
 	}
-	site := r.l.sites[&W[0]]
+	site := r.l.sites[W.key()]
 	if site == nil {
 		return
 	}
@@ -420,11 +424,11 @@ func (r *loraRun) forward(x []float32, n, in int, W []float32, ld int, y []float
 // backward, for the adapted fused weight W with input x[n×in] and output gradient dY[n×ld],
 // adds into the input gradient dx[n×in] the adapter's part and into the LoRA's gradients
 // dB = scale·dYᵀ·u and dA = scale·(dY·B)ᵀ·dropout(x).
-func (r *loraRun) backward(W []float32, n int, x, dY, dx []float32) {
+func (r *loraRun) backward(W weight, n int, x, dY, dx []float32) {
 	if r == nil || r.grad == nil {
 		return
 	}
-	site := r.l.sites[&W[0]]
+	site := r.l.sites[W.key()]
 	if site == nil {
 		return
 	}

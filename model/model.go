@@ -12,6 +12,9 @@ type Param struct {
 	Name  string
 	Shape []int
 	Data  []float32
+	// BF16 holds the tensor's bfloat16 bits instead of Data (nil then) in a
+	// model stored in BF16 (LLM.FrozenBF16): read it through Float32.
+	BF16 []uint16
 	// Decay reports whether AdamW applies weight decay to this tensor (true
 	// only for the linear layers' weight matrices, including an untied head;
 	// never for biases, LayerNorm parameters or embeddings).

@@ -85,6 +85,9 @@ func (m *Model) NewOptimizer(cfg AdamWConfig) *AdamW { return NewAdamW(m, cfg) }
 
 // TrainForward is Forward as a TrainPass: every weight trains.
 func (m *LLM) TrainForward(seqs []Sequence, temperature float32) (TrainPass, error) {
+	if m.StoredBF16() {
+		return nil, fmt.Errorf("model: train every weight: %w (load it in float32, or train a LoRA adapter over it)", ErrStoredBF16)
+	}
 	p, err := m.Forward(seqs, temperature)
 	if err != nil {
 		return nil, err

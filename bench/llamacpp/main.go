@@ -123,14 +123,19 @@ func run(ctx context.Context, o options) error {
 		c.Arch, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.Intermediate, c.Vocab, float64(m.NumParams())/1e6, o.prompt, o.newTok, o.threads, o.reps)
 	var rows []row
 	for _, t := range o.dtypes {
+		dm := m
 		if t == gguf.BF16 {
+			// drmas decodes the BF16 file's values stored as BF16, as llama.cpp does.
 			roundToBF16(m)
+			if dm, err = m.FrozenBF16(); err != nil {
+				return err
+			}
 		}
 		path := filepath.Join(dir, "model-"+strings.ToLower(t.String())+".gguf")
-		if err := gguf.WriteFile(ctx, path, m, t, vocab); err != nil {
+		if err := gguf.WriteFile(ctx, path, dm, t, vocab); err != nil {
 			return err
 		}
-		rs, err := compare(ctx, o, m, path, t, prompts)
+		rs, err := compare(ctx, o, dm, path, t, prompts)
 		if err != nil {
 			return err
 		}

@@ -161,6 +161,8 @@ type inspectReport struct {
 	FullStepBytes     int64    `json:"full_step_bytes"`
 	LoRAStepBytes     int64    `json:"lora_step_bytes"`
 	LoRAAdapterParams int64    `json:"lora_adapter_parameters"`
+	// LoRABaseBF16: the LoRA steps count the frozen base's matrices in BF16 (2 bytes each).
+	LoRABaseBF16 bool `json:"lora_base_bf16"`
 
 	RopeScaling model.RopeScaling `json:"rope_scaling,omitzero"`
 
@@ -188,6 +190,9 @@ func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectRe
 		}
 	}
 	c := w.Config
+	if w.MatricesBF16() {
+		c.TorchDtype = "bfloat16" // the base a LoRA trains over stays BF16 (hf.LoadFrozenLLM)
+	}
 	full, lora := hf.StepMemory(c, rank, tokens)
 	fullC, loraC := hf.CheckpointedStepOf(c, 0, 1, tokens).Total(), hf.CheckpointedStepOf(c, rank, 1, tokens).Total()
 	r := &inspectReport{Dir: dir, ModelType: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads,
@@ -196,7 +201,7 @@ func inspectModel(ctx context.Context, dir string, rank, tokens int) (*inspectRe
 		RMSNormEps: c.RMSNormEps, Params: c.Params(), Dtypes: w.Dtypes(), WeightFiles: w.Files,
 		TokenizerFiles: tok.Files, TokenizerModel: tok.Model, TokenizerVocab: tok.Vocab, TokenizerAdded: tok.Added,
 		Tokens: tokens, LoRARank: rank, FullStepBytes: full, LoRAStepBytes: lora, LoRAAdapterParams: hf.LoRAParams(c, rank),
-		FullStepBytesCheckpointed: fullC, LoRAStepBytesCheckpointed: loraC}
+		FullStepBytesCheckpointed: fullC, LoRAStepBytesCheckpointed: loraC, LoRABaseBF16: c.BaseBF16()}
 	if a, ok := c.Raw["architectures"].([]any); ok {
 		for _, s := range a {
 			if s, ok := s.(string); ok {
@@ -238,8 +243,12 @@ func printInspect(out io.Writer, r *inspectReport) {
 		}
 	}
 	fmt.Fprintf(out, "tokenizer     %s\n", tok)
-	fmt.Fprintf(out, "train memory  full fine-tuning %s; LoRA r=%d %s (%s adapter parameters); estimates for a %d-token micro-batch\n",
-		humanBytes(r.FullStepBytes), r.LoRARank, humanBytes(r.LoRAStepBytes), thousands(r.LoRAAdapterParams), r.Tokens)
+	base := "float32"
+	if r.LoRABaseBF16 {
+		base = "BF16"
+	}
+	fmt.Fprintf(out, "train memory  full fine-tuning %s; LoRA r=%d %s (%s adapter parameters, the base's matrices in %s); estimates for a %d-token micro-batch\n",
+		humanBytes(r.FullStepBytes), r.LoRARank, humanBytes(r.LoRAStepBytes), thousands(r.LoRAAdapterParams), base, r.Tokens)
 	fmt.Fprintf(out, "              with activation checkpointing: full fine-tuning %s; LoRA r=%d %s\n",
 		humanBytes(r.FullStepBytesCheckpointed), r.LoRARank, humanBytes(r.LoRAStepBytesCheckpointed))
 }

@@ -150,9 +150,10 @@ func newTrainer(dev Device, params []model.Param) (*Trainer, error) {
 		splitBlocks: DefaultBigGemmBlocks, splitMinK: 256, splitTabs: map[splitKey]ir.Ptr{}, grads: map[*Grads]struct{}{}}
 	for i, p := range params {
 		t.off = append(t.off, t.total)
-		t.sizes = append(t.sizes, len(p.Data))
+		n := len(p.Data) + len(p.BF16) // a model stored in BF16 is uploaded widened
+		t.sizes = append(t.sizes, n)
 		t.idx[p.Name] = i
-		t.total += len(p.Data)
+		t.total += n
 	}
 	if t.total > maxWords {
 		return nil, fmt.Errorf("gpu engine: %d parameters above the kernels' int32 indexing (%d words)", t.total, maxWords)
@@ -221,7 +222,7 @@ func (t *Trainer) upload(m *model.Model) error {
 // writeParams copies params (laid out as newTrainer's) into the device's weights.
 func (t *Trainer) writeParams(params []model.Param) error {
 	for i, p := range params {
-		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Data); err != nil {
+		if err := t.dev.WriteF32(t.w.Add(t.off[i]), p.Float32()); err != nil {
 			return fmt.Errorf("gpu engine: upload %s: %w", p.Name, err)
 		}
 	}

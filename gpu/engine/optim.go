@@ -237,6 +237,9 @@ func (t *Trainer) Sync() error {
 	start := time.Now()
 	defer func() { t.times.Download += time.Since(start) }()
 	for i, p := range t.src.Params() {
+		if p.BF16 != nil {
+			continue // frozen: a model stored in BF16 never trains
+		}
 		if err := t.dev.ReadF32(p.Data, t.w.Add(t.off[i])); err != nil {
 			return fmt.Errorf("gpu engine: sync %s: %w", p.Name, err)
 		}

@@ -194,14 +194,18 @@ type tensor struct {
 	dims   []uint64
 	typ    Type
 	data   []float32
+	bf16   []uint16 // instead of data: a model stored in BF16's matrix, widened as it is written
 	offset uint64
 }
 
+// count is the number of values.
+func (x tensor) count() int { return len(x.data) + len(x.bf16) }
+
 func (x tensor) size() uint64 {
 	if x.typ == BF16 {
-		return 2 * uint64(len(x.data))
+		return 2 * uint64(x.count())
 	}
-	return 4 * uint64(len(x.data))
+	return 4 * uint64(x.count())
 }
 
 // tensorsOf maps params to llama.cpp's tensors: matrices in t, vectors in F32; offsets are
@@ -214,7 +218,7 @@ func tensorsOf(params []model.Param, t Type) ([]tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		x := tensor{name: name, typ: t, data: p.Data}
+		x := tensor{name: name, typ: t, data: p.Data, bf16: p.BF16}
 		if len(p.Shape) < 2 {
 			x.typ = F32
 		}
@@ -351,9 +355,20 @@ func (e *encoder) value(v any) {
 // data writes x's elements in x.typ, a buffer at a time.
 func (e *encoder) data(x tensor) {
 	var buf []byte
-	for i := 0; i < len(x.data) && e.err == nil; i += 1 << 16 {
+	var wide []float32
+	for i := 0; i < x.count() && e.err == nil; i += 1 << 16 {
 		buf = buf[:0]
-		for _, f := range x.data[i:min(i+1<<16, len(x.data))] {
+		vals := x.data
+		if x.bf16 != nil {
+			wide = wide[:0]
+			for _, h := range x.bf16[i:min(i+1<<16, len(x.bf16))] {
+				wide = append(wide, hf.Float32FromBF16(h))
+			}
+			vals = wide
+		} else {
+			vals = vals[i:min(i+1<<16, len(vals))]
+		}
+		for _, f := range vals {
 			if x.typ == BF16 {
 				buf = binary.LittleEndian.AppendUint16(buf, hf.BF16FromFloat32(f))
 			} else {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -387,5 +388,29 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if !bytes.Equal(b, write(t, m, F32)) {
 		t.Error("WriteFile and Write differ")
+	}
+}
+
+// TestWriteStoredBF16: a model stored in BF16 (its matrices' bits, widened as they are
+// written) gives the bytes of the same model in float32, in F32 and in BF16 files.
+func TestWriteStoredBF16(t *testing.T) {
+	for _, tie := range []bool{false, true} {
+		m := testModel(t, tie)
+		for _, p := range m.Params() {
+			if len(p.Shape) == 2 {
+				for i, v := range p.Data {
+					p.Data[i] = hf.Float32FromBF16(hf.BF16FromFloat32(v))
+				}
+			}
+		}
+		h, err := m.FrozenBF16()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []Type{F32, BF16} {
+			if !bytes.Equal(write(t, m, typ), write(t, h, typ)) {
+				t.Errorf("tie=%v, %v: the model stored in BF16 writes other bytes", tie, typ)
+			}
+		}
 	}
 }

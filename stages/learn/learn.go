@@ -379,7 +379,7 @@ func (l *stageRun) train(ctx context.Context) (*checkpoints.Set, []MetricsRow, e
 	}
 	var ref *checkpoints.Set
 	if cfg.Learn.KLCoef > 0 && cfg.Learn.KLRef != "base" {
-		if ref, err = stages.LoadPolicy(ctx, l.env, 0, false); err != nil {
+		if ref, err = stages.LoadPolicy(checkpoints.WithFrozenWeights(ctx), l.env, 0, false); err != nil {
 			return nil, nil, fmt.Errorf("load the reference policy (step 0): %w", err)
 		}
 	}

@@ -1,16 +1,17 @@
 // Command stepmem measures the peak memory of one training step (forward, backward, AdamW) of
 // a Qwen-shaped model on one micro-batch, in full or of a LoRA adapter, beside hf.StepOf's
 // estimate. Random weights; the collector runs at GOGC=10 unless GOGC is set, so that the peak
-// resident memory is about the Go heap's high-water mark.
+// resident memory is about the Go heap's high-water mark. With -bf16 a LoRA's base is built
+// stored in BF16 (as a BF16 folder's base is loaded), never holding float32 matrices.
 //
-//	go run ./model/cmd/stepmem [-tokens 4096] [-lora 16] [-checkpointing] [-threads 2]
+//	go run ./model/cmd/stepmem [-tokens 4096] [-lora 16 [-bf16]] [-checkpointing] [-threads 2]
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
-	"github.com/drmas-dev/drmas/internal/benchutil"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"github.com/drmas-dev/drmas/model"
 )
 
@@ -29,13 +31,20 @@ func main() {
 	threads := flag.Int("threads", 2, "threads")
 	only := flag.Bool("estimate", false, "print the estimate only (no step)")
 	ckpt := flag.Bool("checkpointing", false, "activation checkpointing: keep each block's input, recompute its activations in the backward")
+	bf16 := flag.Bool("bf16", false, "with -lora: the frozen base's matrices stored in BF16")
 	flag.Parse()
+	if *bf16 && *rank == 0 {
+		must(fmt.Errorf("-bf16 needs -lora: a model stored in BF16 is frozen"))
+	}
 	runtime.GOMAXPROCS(*threads)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(10)
 	}
 	cfg, err := hf.NewConfig(*spec)
 	must(err)
+	if *bf16 {
+		cfg.TorchDtype = "bfloat16"
+	}
 	est, estName := hf.StepOf(cfg, *rank, 1, *tokens), "hf.StepOf"
 	if *ckpt {
 		est, estName = hf.CheckpointedStepOf(cfg, *rank, 1, *tokens), "hf.CheckpointedStepOf"
@@ -45,7 +54,7 @@ func main() {
 		return
 	}
 	base := status("VmRSS:")
-	llm, err := model.InitLLM(cfg.ArchConfig(), 1)
+	llm, err := newBase(cfg.ArchConfig(), *bf16)
 	must(err)
 	var m model.Trainable = llm
 	if *rank > 0 {
@@ -77,12 +86,39 @@ func main() {
 	if *rank > 0 {
 		what = fmt.Sprintf("LoRA r=%d", *rank)
 	}
+	if *bf16 {
+		what += " over a BF16 base"
+	}
 	if *ckpt {
 		what += " with activation checkpointing"
 	}
 	fmt.Printf("%s, %d tokens, %d layers, vocab %d, %d threads: step %.0f s\n", what, *tokens, spec.Layers, spec.Vocab, *threads, time.Since(t0).Seconds())
 	fmt.Printf("peak RSS above the process's start: %.2f GiB; estimate (%s) %.2f GiB: ratio %.2f\n", gib(peak), estName, gib(est.Total()), float64(peak)/float64(est.Total()))
 	terms(est)
+}
+
+// newBase is model.InitLLM's model, or with bf16 a model of N(0, 0.02) matrices built stored
+// in BF16 (norm weights 1, biases 0).
+func newBase(c model.ArchConfig, bf16 bool) (*model.LLM, error) {
+	if !bf16 {
+		return model.InitLLM(c, 1)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	return model.NewLLMBF16(c, func(name string, dst []float32) error {
+		v := float32(0)
+		if strings.HasSuffix(name, "norm.weight") {
+			v = 1
+		}
+		for i := range dst {
+			dst[i] = v
+		}
+		return nil
+	}, func(_ string, dst []uint16) error {
+		for i := range dst {
+			dst[i] = hf.BF16FromFloat32(float32(0.02 * r.NormFloat64()))
+		}
+		return nil
+	})
 }
 
 func terms(est hf.Step) {

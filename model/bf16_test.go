@@ -1,0 +1,210 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// roundMatricesBF16 truncates every matrix value of m to a bfloat16 (its
+// low 16 bits cleared), as a BF16 checkpoint's values are.
+func roundMatricesBF16(m *LLM) {
+	for i, p := range m.Params() {
+		if isMatrix(m.specs[i]) {
+			for j, v := range p.Data {
+				p.Data[j] = math.Float32frombits(math.Float32bits(v) &^ 0xffff)
+			}
+		}
+	}
+}
+
+// bf16Pair returns a randomized model of c with BF16 matrix values in float32 and its copy
+// stored in BF16.
+func bf16Pair(t *testing.T, c ArchConfig) (f32, h *LLM) {
+	t.Helper()
+	m, err := InitLLM(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeLLM(m, 3, 0.3)
+	roundMatricesBF16(m)
+	h, err = m.FrozenBF16()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.StoredBF16() || m.StoredBF16() {
+		t.Fatal("FrozenBF16 did not store the copy in BF16, or changed the original")
+	}
+	return m, h
+}
+
+// twinLoRAs are the same adapter (B away from 0, dropout) over a float32 base and over its
+// BF16 copy.
+func twinLoRAs(t *testing.T, a, b *LLM) (*LoRA, *LoRA) {
+	t.Helper()
+	var out [2]*LoRA
+	for i, base := range []*LLM{a, b} {
+		l, err := NewLoRA(base, LoRAConfig{R: 3, Alpha: 6, Dropout: 0.1}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(5, 99))
+		for _, p := range l.Params() {
+			if strings.HasSuffix(p.Name, "lora_B.weight") {
+				for j := range p.Data {
+					p.Data[j] = float32(r.NormFloat64() * 0.3)
+				}
+			}
+		}
+		out[i] = l
+	}
+	return out[0], out[1]
+}
+
+// TestFrozenBF16BitIdentical: a model stored in BF16 gives the bits of its float32 twin (the
+// same values widened) for Qwen2, Qwen3 and Llama configs: Score's log-probs and entropies on
+// the GEMM path (many rows), on the small-M path (a sequence of at most 4 rows) and through a
+// kernel other than BlockedGEMM; a LoRA adapter's training step with dropout (log-probs,
+// entropies, A and B gradients over two Backward calls), with and without activation
+// checkpointing; and sampling with the KV cache at batch 1 and 6 and through a prefix cache,
+// with and without an adapter.
+func TestFrozenBF16BitIdentical(t *testing.T) {
+	for name, c := range ckptArchs() {
+		t.Run(name, func(t *testing.T) {
+			m, h := bf16Pair(t, c)
+			r := rand.New(rand.NewPCG(7, 7))
+			seqs := ckptSeqs(c, r)
+			score := func(name string, seqs []Sequence) {
+				t.Helper()
+				lpA, enA, errA := m.Score(seqs, 0.9)
+				lpB, enB, errB := h.Score(seqs, 0.9)
+				if errA != nil || errB != nil {
+					t.Fatal(errA, errB)
+				}
+				if !sameBits(flat(lpA), flat(lpB)) || !sameBits(flat(enA), flat(enB)) {
+					t.Errorf("%s: log-probs or entropies differ between float32 and BF16 storage", name)
+				}
+			}
+			score("GEMM path", seqs)
+			score("small-M path", archSeqs(c.Vocab, r, [2]int{1, 3}))
+			m.SetGEMM(GonumGEMM{})
+			h.SetGEMM(GonumGEMM{})
+			score("another kernel", seqs)
+			m.SetGEMM(nil)
+			h.SetGEMM(nil)
+
+			dlp, dent := randGrads(seqs, r)
+			la, lb := twinLoRAs(t, m, h)
+			for _, on := range []bool{false, true} {
+				run := func(l *LoRA) ckptRun {
+					l.SetActivationCheckpointing(on)
+					p, err := l.trainForward(seqs, 0.9, 42)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ckptStep(t, p, dlp, dent, l.NewGradBuf())
+				}
+				if a, b := run(la), run(lb); !a.same(b) {
+					t.Errorf("LoRA step (checkpointing %v): log-probs, entropies or gradients differ", on)
+				}
+			}
+
+			opts := SampleOptions{Temperature: 1, TopP: 0.9, MaxTokens: 6}
+			prompts := archSeqs(c.Vocab, r, [2]int{7, 0}, [2]int{3, 0}, [2]int{12, 0}, [2]int{5, 0}, [2]int{9, 0}, [2]int{20, 0})
+			var reqs []SampleRequest
+			for i, s := range prompts {
+				reqs = append(reqs, SampleRequest{Prompt: s.Prompt, Seed: uint64(i + 1)})
+			}
+			type sampler func(context.Context, []SampleRequest, SampleOptions) ([]SampleResult, error)
+			sample := func(name string, a, b sampler, reqs []SampleRequest) {
+				t.Helper()
+				ra, errA := a(context.Background(), reqs, opts)
+				rb, errB := b(context.Background(), reqs, opts)
+				if errA != nil || errB != nil {
+					t.Fatal(errA, errB)
+				}
+				for i := range ra {
+					if !slices.Equal(ra[i].Tokens, rb[i].Tokens) || !sameBits(ra[i].LogProbs, rb[i].LogProbs) {
+						t.Errorf("%s, request %d: %v %v against %v %v", name, i, ra[i].Tokens, ra[i].LogProbs, rb[i].Tokens, rb[i].LogProbs)
+					}
+				}
+			}
+			sample("decode, batch 1", m.Sample, h.Sample, reqs[:1])
+			sample("decode, batch 6", m.Sample, h.Sample, reqs)
+			sample("LoRA decode, batch 1", la.Sample, lb.Sample, reqs[:1])
+			pa, pb := NewPrefixCache(1<<20), NewPrefixCache(1<<20)
+			cached := func(m *LLM, pc *PrefixCache) sampler {
+				return func(ctx context.Context, reqs []SampleRequest, o SampleOptions) ([]SampleResult, error) {
+					return m.SampleCached(ctx, reqs, o, pc)
+				}
+			}
+			for turn := range 2 { // the second turn finds the first's prefix in the cache
+				sample("prefix cache, turn "+string(rune('1'+turn)), cached(m, pa), cached(h, pb), reqs)
+			}
+		})
+	}
+}
+
+// TestFrozenBF16Storage: the BF16 copy holds 2 bytes a matrix value (the heap grows by that,
+// not by float32 copies), Params exposes the bits and Float32 widens them back to the
+// original, Merged of an adapter over it is the float32 merge, and training every weight or
+// storing values that are not bfloat16 is refused.
+func TestFrozenBF16Storage(t *testing.T) {
+	c := ArchConfig{Arch: "qwen2", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 256, Vocab: 8192, Context: 64, Tie: false}.WithDefaults()
+	m, err := InitLLM(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundMatricesBF16(m)
+	var matrix int
+	for _, s := range m.specs {
+		if isMatrix(s) {
+			matrix += prod(s.Shape)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h, err := m.FrozenBF16()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	want := int64(2*matrix + 4*(m.NumParams()-matrix))
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew < want*9/10 || grew > want*11/10 {
+		t.Errorf("the BF16 copy grew the heap by %d bytes, want about %d (float32: %d)", grew, want, 4*m.NumParams())
+	}
+	if len(h.hbuf) != matrix || len(h.buf) != m.NumParams()-matrix || h.NumParams() != m.NumParams() {
+		t.Errorf("BF16 copy holds %d bfloat16 and %d float32 values, want %d and %d", len(h.hbuf), len(h.buf), matrix, m.NumParams()-matrix)
+	}
+	for i, p := range h.Params() {
+		if (p.BF16 != nil) != isMatrix(h.specs[i]) || (p.Data != nil) == (p.BF16 != nil) {
+			t.Errorf("%s: Data %d values, BF16 %d", p.Name, len(p.Data), len(p.BF16))
+		}
+		if !sameBits(p.Float32(), m.Params()[i].Data) {
+			t.Errorf("%s: Float32 does not give back the values", p.Name)
+		}
+	}
+	if !sameBits(h.Float32().buf, m.buf) {
+		t.Error("Float32() is not the float32 model")
+	}
+	la, lb := twinLoRAs(t, m, h)
+	ma, errA := la.Merged()
+	mb, errB := lb.Merged()
+	if errA != nil || errB != nil || !sameBits(ma.buf, mb.buf) || mb.StoredBF16() {
+		t.Errorf("Merged over the BF16 base differs from the float32 merge (%v, %v)", errA, errB)
+	}
+	if _, err := h.TrainForward(archSeqs(c.Vocab, rand.New(rand.NewPCG(1, 1)), [2]int{3, 3}), 1); !errors.Is(err, ErrStoredBF16) {
+		t.Errorf("training every weight of a BF16 model: error %v, want ErrStoredBF16", err)
+	}
+	m.Params()[0].Data[5] = 0.1 // not a bfloat16
+	if _, err := m.FrozenBF16(); err == nil || !strings.Contains(err.Error(), m.Params()[0].Name) {
+		t.Errorf("FrozenBF16 of a value that is not a bfloat16: error %v, want one naming %s", err, m.Params()[0].Name)
+	}
+}
