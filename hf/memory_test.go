@@ -184,4 +184,21 @@ func TestStepMemoryHandWorked(t *testing.T) {
 	if full != want.Total() || lora != wantL.Total() {
 		t.Errorf("StepMemory: full %d lora %d", full, lora)
 	}
+	// A base from a BF16 folder: the matrices, 2·640 + 2·(256+128+128+256 + 1152) = 5,120
+	// values, at 2 bytes; the other 144 at 4. Training in full is float32 whatever the folder.
+	cfg.TorchDtype = "bfloat16"
+	if m := MatrixParams(cfg.ArchConfig()); m != 5120 {
+		t.Errorf("matrix values %d, want 5120", m)
+	}
+	wantB, wantCB := wantL, wantCL
+	wantB.Weights, wantCB.Weights = 2*5120+4*144+4*928, 2*5120+4*144+4*928
+	if got := StepOf(cfg, 2, 1, 10); got != wantB {
+		t.Errorf("LoRA over a BF16 base: %+v, want %+v", got, wantB)
+	}
+	if got := CheckpointedStepOf(cfg, 2, 1, 10); got != wantCB {
+		t.Errorf("LoRA over a BF16 base, checkpointed: %+v, want %+v", got, wantCB)
+	}
+	if got := StepOf(cfg, 0, 1, 10); got != want {
+		t.Errorf("full, BF16 folder: %+v, want %+v", got, want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/drmas-dev/drmas/configs"
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/hfmodel"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
@@ -61,5 +62,45 @@ func TestCheckMemory(t *testing.T) {
 	debug.SetMemoryLimit(1 << 50)
 	if err := hfmodel.CheckMemory(cfg, "q", hc); err != nil {
 		t.Errorf("refused under 1 PiB: %v", err)
+	}
+}
+
+// TestTrainableStepBF16Base: a LoRA over a base stored in BF16 is estimated with the base's
+// matrices at 2 bytes (hf.MatrixParams of them fewer × 2 than over the float32 base); the
+// plan-time estimate of a bfloat16 folder says the same.
+func TestTrainableStepBF16Base(t *testing.T) {
+	hc, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 64, Vocab: 256, MaxPositions: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := model.InitLLM(hc.ArchConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := base.Float32().FrozenBF16() // InitLLM's values are not bfloat16
+	if err == nil {
+		t.Fatal("FrozenBF16 accepted float32 values that are not bfloat16")
+	}
+	for _, p := range base.Params() {
+		for i, v := range p.Data {
+			p.Data[i] = hf.Float32FromBF16(hf.BF16FromFloat32(v))
+		}
+	}
+	if frozen, err = base.FrozenBF16(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := configs.Default()
+	lc := model.LoRAConfig{R: 4, Alpha: 8}
+	la, _ := model.NewLoRA(base, lc, 1)
+	lb, _ := model.NewLoRA(frozen, lc, 1)
+	a, okA := hfmodel.TrainableStep(cfg, la, 1, true)
+	b, okB := hfmodel.TrainableStep(cfg, lb, 1, true)
+	if !okA || !okB || a.Weights-b.Weights != 2*hf.MatrixParams(hc.ArchConfig()) || a.Total()-b.Total() != a.Weights-b.Weights {
+		t.Errorf("weights over a float32 base %d, over a BF16 base %d: want %d apart", a.Weights, b.Weights, 2*hf.MatrixParams(hc.ArchConfig()))
+	}
+	hc.TorchDtype = "bfloat16"
+	cfg.Models = map[string]configs.Model{"q": {HF: "/models/q", LoRA: &configs.LoRA{R: 4, Alpha: 8}}}
+	if got := hfmodel.Step(cfg, "q", hc, 1, true); got.Weights != b.Weights {
+		t.Errorf("plan-time estimate of a bfloat16 folder: weights %d, the loaded base %d", got.Weights, b.Weights)
 	}
 }
