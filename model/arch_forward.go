@@ -171,14 +171,16 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 }
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
-// BF16 weights take the direct product (SgemmBF16B widens B, not A): the
-// same bits as linearT's (the GEMM contract).
+// BF16 weights never take linearT (SgemmBF16B widens operand B, not A):
+// up to bf16SmallRows rows the small-M path, more the direct product, both
+// with linearT's bits (the GEMM contract).
 func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	if n == 0 {
 		return
 	}
 	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
-	if _, blocked := m.gemm.(BlockedGEMM); blocked && !m.d.directLinear && n <= smallRows && in > 0 {
+	small := n <= smallRows || (W.h != nil && n <= bf16SmallRows)
+	if _, blocked := m.gemm.(BlockedGEMM); blocked && !m.d.directLinear && small && in > 0 {
 		if W.h != nil {
 			gemvLinear(x, n, in, W.h, b, out, y)
 		} else {

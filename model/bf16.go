@@ -18,6 +18,11 @@ import (
 // stored in BF16: its weights are frozen (train a LoRA adapter over it).
 var ErrStoredBF16 = errors.New("the model's weights are stored in BF16 and frozen")
 
+// bf16SmallRows is the most rows for which a product by BF16 weights takes
+// the small-M path (passes of gemvMaxRows over W): the direct product would
+// widen and pack the whole of W for a decoding step's few rows.
+const bf16SmallRows = 16
+
 // isMatrix reports whether s is one of the matrices a model stored in BF16
 // keeps as bfloat16.
 func isMatrix(s TensorSpec) bool { return len(s.Shape) == 2 }
