@@ -147,7 +147,7 @@ func TestRunLoRAModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	baseLLM, _, err := hf.LoadLLM(baseDir)
+	baseLLM, baseCfg, err := hf.LoadLLM(baseDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +159,14 @@ func TestRunLoRAModels(t *testing.T) {
 		}
 		// Only the adapter trains: the base under it is the base folder's, B moved from 0 in
 		// the warm-up and the adapter moved again in RL.
+		// A BF16 base folder's matrices stay BF16 under the adapter (hf.LoadFrozenLLM).
 		for i, p := range l.Base().Params() {
-			if !slices.Equal(p.Data, baseLLM.Params()[i].Data) {
+			if !slices.Equal(p.Float32(), baseLLM.Params()[i].Data) {
 				t.Errorf("%s: base tensor %s differs from the base folder's", id, p.Name)
 			}
+		}
+		if got, want := l.Base().StoredBF16(), baseCfg.TorchDtype == "bfloat16"; got != want {
+			t.Errorf("%s: base stored in BF16 %v, want %v (the folder is %s)", id, got, want, baseCfg.TorchDtype)
 		}
 		if d := adapterDistance(l0, nil); d == 0 {
 			t.Errorf("%s: the warm-up left B = 0", id)
