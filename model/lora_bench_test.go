@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// loraBenchShape is the small Qwen-like shape of the LoRA benchmarks.
-var loraBenchShape = ArchConfig{Arch: "qwen2", Hidden: 256, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 1024, Vocab: 8192, Context: 1024,
-	RopeTheta: 1e6, Tie: true}.WithDefaults()
+// loraBenchShape is the small Qwen-like shape of the LoRA benchmarks (a function: the
+// architectures register at init).
+func loraBenchShape() ArchConfig {
+	return ArchConfig{Arch: "qwen2", Hidden: 256, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 1024, Vocab: 8192, Context: 1024,
+		RopeTheta: 1e6, Tie: true}.WithDefaults()
+}
 
 // benchStepper times training steps (forward, backward, AdamW at lr 0, so the weights stay put)
 // on one 256-token sequence: step returns a step's wall and CPU seconds (CPU time is the
@@ -45,7 +48,7 @@ var benchAdamW = AdamWConfig{LR: 0, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 // every linear layer against the anchor, the same step training the full model, at a small
 // Qwen-like shape, and reports both and their ratio.
 func BenchmarkLoRAStep(b *testing.B) {
-	m, err := InitLLM(loraBenchShape, 1)
+	m, err := InitLLM(loraBenchShape(), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func BenchmarkLoRAStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	step := benchStepper(b, loraBenchShape.Vocab)
+	step := benchStepper(b, loraBenchShape().Vocab)
 	fg, lg := m.NewGradBuf(), l.NewGradBuf()
 	fo, lo := m.NewOptimizer(benchAdamW), l.NewOptimizer(benchAdamW)
 	var full, lora, fullCPU, loraCPU float64
@@ -76,7 +79,7 @@ func BenchmarkLoRAStep(b *testing.B) {
 // the same adapter over the base's float32 twin (the same bits), alternating, and reports the
 // CPU time of both and their ratio.
 func BenchmarkLoRAStepBF16Base(b *testing.B) {
-	m, err := InitLLM(loraBenchShape, 1)
+	m, err := InitLLM(loraBenchShape(), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +94,7 @@ func BenchmarkLoRAStepBF16Base(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	step := benchStepper(b, loraBenchShape.Vocab)
+	step := benchStepper(b, loraBenchShape().Vocab)
 	g, o := ls[0].NewGradBuf(), ls[0].NewOptimizer(benchAdamW)
 	var cpu [2]float64
 	b.ResetTimer()
