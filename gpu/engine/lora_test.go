@@ -136,6 +136,31 @@ func TestLoRAMatchesCPU(t *testing.T) {
 	t.Run("qwen3-subset", func(t *testing.T) {
 		checkLoRA(t, dev, tinyLoRA(t, q3, []string{"k_proj", "v_proj", "up_proj", "down_proj"}), nil)
 	})
+	t.Run("qwen2-bf16-base", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, bf16Base(t, q2), nil), nil) })
+}
+
+// bf16Base is m with its matrices rounded to bfloat16 and stored so (the engine uploads them
+// widened).
+func bf16Base(t *testing.T, m *model.LLM) *model.LLM {
+	t.Helper()
+	r := m.Float32()
+	f, err := model.InitLLM(r.Config(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range f.Params() {
+		for j, v := range r.Params()[i].Data {
+			p.Data[j] = v
+			if len(p.Shape) == 2 {
+				p.Data[j] = math.Float32frombits(math.Float32bits(v) &^ 0xffff)
+			}
+		}
+	}
+	h, err := f.FrozenBF16()
+	if err != nil || !h.StoredBF16() {
+		t.Fatalf("BF16 copy: %v", err)
+	}
+	return h
 }
 
 // TestGPULoRAMatchesCPU is TestLoRAMatchesCPU on the GPU (gpu/devicecheck.sh runs it), then
