@@ -170,3 +170,28 @@ func TestLoadHFDamaged(t *testing.T) {
 		t.Fatalf("a damaged config.json loaded: %v", err)
 	}
 }
+
+// TestLoadFrozenHF: under WithFrozenWeights a full model's BF16 step folder loads with its
+// matrices stored in BF16 (a KL reference), holding the plain load's values; without it the
+// model is float32.
+func TestLoadFrozenHF(t *testing.T) {
+	ctx := context.Background()
+	b, _, _, _ := publishHF(t)
+	plain, err := checkpoints.LoadStep(ctx, b, "r", 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := checkpoints.LoadStep(checkpoints.WithFrozenWeights(ctx), b, "r", 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, fm := plain.HF["q"].Model.(*model.LLM), frozen.HF["q"].Model.(*model.LLM)
+	if pm.StoredBF16() || !fm.StoredBF16() {
+		t.Fatalf("stored in BF16: plain load %v, frozen load %v", pm.StoredBF16(), fm.StoredBF16())
+	}
+	for i, p := range fm.Params() {
+		if !slices.Equal(p.Float32(), pm.Params()[i].Data) {
+			t.Errorf("%s: the frozen load's values differ from the plain load's", p.Name)
+		}
+	}
+}
