@@ -19,13 +19,14 @@ import (
 
 // TestWarmupLoRA: with models.<id>.lora, step 0 is a LoRA adapter over the base: with
 // warmup.steps 0 a new one (B = 0, so it scores as the base), with steps one the warm-up
-// trained (B moved, the base's weights as the folder holds them), of the configured shape.
+// trained (B moved, the base's weights as the folder holds them, stored in BF16 when the
+// folder is), of the configured shape.
 func TestWarmupLoRA(t *testing.T) {
 	tok := oracles.Qwen3TokenizerDir(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	base := hftest.TinyHF(t, filepath.Join(t.TempDir(), "q"), tok, 2)
 	ctx := context.Background()
-	baseLLM, _, err := hf.LoadLLM(base)
+	baseLLM, baseCfg, err := hf.LoadLLM(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +57,12 @@ func TestWarmupLoRA(t *testing.T) {
 			t.Errorf("adapter %+v, dropout seed %d", c, set.HF["q"].DropoutSeed)
 		}
 		for i, p := range l.Base().Params() {
-			if !slices.Equal(p.Data, baseLLM.Params()[i].Data) {
+			if !slices.Equal(p.Float32(), baseLLM.Params()[i].Data) {
 				t.Fatalf("base tensor %s differs from the folder's", p.Name)
 			}
+		}
+		if l.Base().StoredBF16() != (baseCfg.TorchDtype == "bfloat16") {
+			t.Errorf("base stored in BF16 %v, the folder's dtype %s", l.Base().StoredBF16(), baseCfg.TorchDtype)
 		}
 		return l
 	}

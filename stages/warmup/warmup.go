@@ -164,7 +164,11 @@ func loadBase(ctx context.Context, env *stages.Env, id string) (*checkpoints.HFM
 	if err := hfmodel.CheckMemory(env.Config, id, hc); err != nil {
 		return nil, err
 	}
-	m, hc, err := hf.LoadLLM(dir)
+	load := hf.LoadLLMContext
+	if env.Config.Models[id].LoRA != nil {
+		load = hf.LoadFrozenLLM // the base under an adapter never trains: BF16 matrices stay BF16
+	}
+	m, hc, err := load(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("models.%s.hf: %w", id, err)
 	}
