@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"math"
-	"slices"
 	"sort"
 )
 
@@ -167,7 +166,9 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	lse, _ := softmaxStats(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
 	if o.TopP > 0 && o.TopP < 1 {
-		keys, cum := topPNucleus(p, float64(o.TopP))
+		kb := getKeys(len(p))
+		defer keyScratch.Put(kb)
+		keys, cum := topPNucleus(p, float64(o.TopP), *kb)
 		target := u * cum
 		var acc float64
 		for _, key := range keys {
@@ -224,7 +225,7 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 // sum are the full sort's. Should the bucket sums' rounding have placed θ too high, θ drops
 // and the candidates are gathered again.
 func topPPrefix(p []float32, topP float64) ([]int, float64) {
-	keys, cum := topPNucleus(p, topP)
+	keys, cum := topPNucleus(p, topP, nil)
 	idx := make([]int, len(keys))
 	for i, key := range keys {
 		idx[i] = int(uint32(key))
@@ -233,8 +234,9 @@ func topPPrefix(p []float32, topP float64) ([]int, float64) {
 }
 
 // topPNucleus is topPPrefix's nucleus as sorted candidate keys (the index in the low 32
-// bits, see topPCandidates); cap(keys) is how many candidates were sorted.
-func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
+// bits, see topPCandidates), appended to keys[:0]; cap of the result is how many candidates
+// were sorted.
+func topPNucleus(p []float32, topP float64, keys []uint64) ([]uint64, float64) {
 	if len(p) == 0 {
 		return nil, 0
 	}
@@ -248,7 +250,6 @@ func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
 			break
 		}
 	}
-	var keys []uint64
 	for b = max(b-1, 0); ; b = max(b-8, 0) {
 		keys = topPCandidates(p, uint32(b)<<topPShift, keys[:0])
 		var cum float64
@@ -279,7 +280,7 @@ func topPCandidates(p []float32, lo uint32, keys []uint64) []uint64 {
 			keys = append(keys, uint64(^bits)<<32|uint64(j))
 		}
 	}
-	slices.Sort(keys)
+	sortKeys(keys)
 	return keys
 }
 

@@ -62,7 +62,7 @@ func BenchmarkTopP(b *testing.B) {
 func TestTopPSortsNearTheNucleus(t *testing.T) {
 	p := peakedQwenDist()
 	for _, topP := range []float64{0.5, 0.9, 0.95} {
-		keys, _ := topPNucleus(p, topP)
+		keys, _ := topPNucleus(p, topP, nil)
 		if n, sorted := len(keys), cap(keys); sorted > 2*n+512 {
 			t.Errorf("top_p %v: sorted %d candidates for a nucleus of %d", topP, sorted, n)
 		}
@@ -121,4 +121,71 @@ func BenchmarkPickToken(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		pickToken(z, o, g)
 	}
+}
+
+// TestSortKeysMatchesSort: the radix sort orders candidate keys as slices.Sort does, for
+// flat, peaked and tied distributions and key counts on both sides of radixMin.
+func TestSortKeysMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for trial := 0; trial < 60; trial++ {
+		V := []int{radixMin - 1, radixMin, 5000, 151936}[trial%4]
+		z := make([]float32, V)
+		scale := []float64{0, 0.01, 1, 4, 30}[trial%5]
+		for j := range z {
+			z[j] = float32(r.NormFloat64() * scale)
+			if trial%3 == 0 {
+				z[j] = float32(math.Round(float64(z[j])))
+			}
+		}
+		p := make([]float32, V)
+		softmaxStats(z, 1, p)
+		keys := make([]uint64, 0, V)
+		for j, v := range p {
+			if r.IntN(8) > 0 {
+				keys = append(keys, uint64(^math.Float32bits(v))<<32|uint64(j))
+			}
+		}
+		r.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		sortKeys(keys)
+		if !slices.Equal(keys, want) {
+			t.Fatalf("trial %d (V %d, scale %v): radix order differs from slices.Sort", trial, V, scale)
+		}
+	}
+}
+
+// BenchmarkTopPFlat: the nucleus of a nearly flat distribution over Qwen's 151,936 tokens
+// (random weights' logits), where top_p 0.95 keeps ~95 % of the vocabulary, by candidates
+// (radix-sorted) beside the full sort.
+func BenchmarkTopPFlat(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	z := make([]float32, 151936)
+	for j := range z {
+		z[j] = float32(r.NormFloat64() * 0.1)
+	}
+	p := make([]float32, len(z))
+	softmaxStats(z, 1, p)
+	var fast, ref float64
+	for _, c := range []struct {
+		name string
+		f    func([]float32, float64) ([]int, float64)
+		ns   *float64
+	}{{"candidates", topPPrefix, &fast}, {"fullsort", topPPrefixRef, &ref}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c.f(p, 0.95)
+			}
+			*c.ns = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	if fast > 0 {
+		b.Logf("full sort / candidates: %.1fx", ref/fast)
+	}
+	b.Run("pick", func(b *testing.B) { // a row's softmax, nucleus and draw
+		o, g := SampleOptions{Temperature: 1, TopP: 0.95}, newRNG(1)
+		for i := 0; i < b.N; i++ {
+			pickToken(z, o, g)
+		}
+	})
 }
