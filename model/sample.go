@@ -17,6 +17,7 @@ type SampleRequest struct {
 type SampleOptions struct {
 	Temperature float32 // 0 = greedy
 	TopP        float32 // nucleus mass; ≤ 0 or ≥ 1 = off; NaN is an error
+	TopK        int     // the k most likely tokens only, before top_p; 0 or ≥ the vocabulary = off
 	MaxTokens   int     // ≤ 0 = until the context is full
 	Stop        []int32 // extra stop tokens; EOS always stops
 }
@@ -24,7 +25,7 @@ type SampleOptions struct {
 // SampleResult is one request's continuation.
 type SampleResult struct {
 	Tokens       []int32   // sampled tokens, including the stop token if one was sampled
-	LogProbs     []float32 // log softmax(logits/T)[token] before top-p (T=1 when greedy)
+	LogProbs     []float32 // log softmax(logits/T)[token] before top-k and top-p (T=1 when greedy)
 	FinishReason string    // "stop" or "length"
 }
 
@@ -165,10 +166,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	p := *pb
 	lse, _ := softmaxStats(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
-	if o.TopP > 0 && o.TopP < 1 {
+	topK := o.TopK > 0 && o.TopK < len(p)
+	if topK || o.TopP > 0 && o.TopP < 1 {
 		kb := getKeys(len(p))
 		defer keyScratch.Put(kb)
-		keys, cum := topPNucleus(p, float64(o.TopP), *kb)
+		var keys []uint64
+		var cum float64
+		if topK {
+			keys, cum = topKNucleus(p, o.TopK, float64(o.TopP), *kb)
+		} else {
+			keys, cum = topPNucleus(p, float64(o.TopP), *kb)
+		}
 		target := u * cum
 		var acc float64
 		for _, key := range keys {
@@ -262,6 +270,41 @@ func topPNucleus(p []float32, topP float64, keys []uint64) ([]uint64, float64) {
 	}
 }
 
+// topKNucleus is what a draw may pick under top_k k (0 < k < len(p)) and then top_p: the k
+// most likely tokens as sorted keys (ties by index), cut, when top_p is in (0, 1), to the
+// shortest prefix whose float64 sum in that order reaches top_p times the k tokens' sum (top_p
+// over the distribution renormalised to the k, as vLLM and Hugging Face apply them); and that
+// prefix's sum. The tokens' counts per bucket (see topPNucleus) place the k-th exactly, so only
+// the tokens of its bucket and above are sorted. topKPrefixRef is the plain reference.
+func topKNucleus(p []float32, k int, topP float64, keys []uint64) ([]uint64, float64) {
+	var count [topPBuckets]int
+	for _, v := range p {
+		count[topPBucket(v)]++
+	}
+	b, n := topPBuckets-1, 0
+	for ; b > 0; b-- {
+		if n += count[b]; n >= k {
+			break
+		}
+	}
+	keys = topPCandidates(p, uint32(b)<<topPShift, keys[:0])
+	keys = keys[:k:len(keys)]
+	var total float64
+	for _, key := range keys {
+		total += float64(p[uint32(key)])
+	}
+	if !(topP > 0 && topP < 1) {
+		return keys, total
+	}
+	var cum float64
+	for i, key := range keys {
+		if cum += float64(p[uint32(key)]); cum >= topP*total {
+			return keys[: i+1 : len(keys)], cum
+		}
+	}
+	return keys, cum
+}
+
 // topPShift and topPBuckets bucket a non-negative float32 by its sign, exponent and top three
 // mantissa bits: a bucket spans a factor of at most 2^(1/8).
 const (
@@ -282,6 +325,26 @@ func topPCandidates(p []float32, lo uint32, keys []uint64) []uint64 {
 	}
 	sortKeys(keys)
 	return keys
+}
+
+// topKPrefixRef is topKNucleus's answer, as indices, by sorting every index: the plain
+// reference the tests compare against.
+func topKPrefixRef(p []float32, k int, topP float64) ([]int, float64) {
+	idx, _ := topPPrefixRef(p, math.Inf(1))
+	idx = idx[:k]
+	var total, cum float64
+	for _, j := range idx {
+		total += float64(p[j])
+	}
+	if !(topP > 0 && topP < 1) {
+		return idx, total
+	}
+	for n, j := range idx {
+		if cum += float64(p[j]); cum >= topP*total {
+			return idx[:n+1], cum
+		}
+	}
+	return idx, cum
 }
 
 // topPPrefixRef is topPPrefix by sorting every index: the plain reference the tests compare

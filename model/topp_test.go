@@ -189,3 +189,78 @@ func BenchmarkTopPFlat(b *testing.B) {
 		}
 	})
 }
+
+// TestTopKMatchesReference: the k most likely tokens, then top_p over them renormalised, are
+// the full sort's, index for index with the same float64 sum, on peaked, flat and tied
+// distributions, for k from 1 to one below the vocabulary and top_p off or on.
+func TestTopKMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for trial := 0; trial < 200; trial++ {
+		V := 2 + r.IntN(6000)
+		z := make([]float32, V)
+		scale := []float64{0, 0.01, 1, 5, 30}[trial%5]
+		for j := range z {
+			z[j] = float32(r.NormFloat64() * scale)
+			if trial%3 == 0 {
+				z[j] = float32(math.Round(float64(z[j])))
+			}
+		}
+		p := make([]float32, V)
+		softmaxStats(z, 1, p)
+		for _, k := range []int{1, 2, 1 + r.IntN(V-1), V - 1} {
+			for _, topP := range []float64{1, 0.1, 0.5, 0.95, 0.9999999} {
+				keys, gc := topKNucleus(p, k, topP, nil)
+				got := make([]int, len(keys))
+				for i, key := range keys {
+					got[i] = int(uint32(key))
+				}
+				want, wc := topKPrefixRef(p, k, topP)
+				if !slices.Equal(got, want) || gc != wc {
+					t.Fatalf("trial %d V=%d scale %v top_k %d top_p %v: got %d tokens (sum %v), want %d (sum %v)", trial, V, scale, k, topP, len(got), gc, len(want), wc)
+				}
+			}
+		}
+	}
+}
+
+// TestPickTokenTopK: with top_k (and top_p) the seeded draw walks the reference's tokens in
+// order, never draws outside the k most likely, and top_k 0 or ≥ the vocabulary draws what no
+// top_k draws.
+func TestPickTokenTopK(t *testing.T) {
+	z := make([]float32, 4000)
+	r := rand.New(rand.NewPCG(7, 8))
+	for j := range z {
+		z[j] = float32(math.Round(r.NormFloat64() * 3))
+	}
+	for _, o := range []SampleOptions{{Temperature: 1, TopK: 5}, {Temperature: 0.8, TopK: 50, TopP: 0.7}, {Temperature: 1.3, TopK: 3999}} {
+		p := make([]float32, len(z))
+		softmaxStats(z, 1/float64(o.Temperature), p)
+		idx, cum := topKPrefixRef(p, o.TopK, float64(o.TopP))
+		for s := uint64(0); s < 300; s++ {
+			u := newRNG(s).float64()
+			got, lp := pickToken(z, o, newRNG(s))
+			want, acc := idx[len(idx)-1], 0.0
+			for _, j := range idx {
+				if acc += float64(p[j]); u*cum < acc {
+					want = j
+					break
+				}
+			}
+			if int(got) != want {
+				t.Fatalf("%+v seed %d: drew %d, the reference draws %d", o, s, got, want)
+			}
+			if wl := float32(math.Log(float64(p[got]))); math.Abs(float64(lp-wl)) > 1e-4 {
+				t.Fatalf("%+v: log-prob %v, want the untruncated %v", o, lp, wl)
+			}
+		}
+	}
+	for _, k := range []int{0, len(z), len(z) + 7} {
+		for s := uint64(0); s < 50; s++ {
+			a, _ := pickToken(z, SampleOptions{Temperature: 1, TopP: 0.9, TopK: k}, newRNG(s))
+			b, _ := pickToken(z, SampleOptions{Temperature: 1, TopP: 0.9}, newRNG(s))
+			if a != b {
+				t.Fatalf("top_k %d (off) drew %d, without top_k %d", k, a, b)
+			}
+		}
+	}
+}
