@@ -171,9 +171,8 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 }
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
-// BF16 weights never take linearT (SgemmBF16B widens operand B, not A):
-// up to bf16SmallRows rows the small-M path, more the direct product, both
-// with linearT's bits (the GEMM contract).
+// BF16 weights take the small-M path up to bf16SmallRows rows. Every path
+// gives the same bits (the GEMM contract).
 func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	if n == 0 {
 		return
@@ -188,8 +187,8 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 		}
 		return
 	}
-	if !m.d.directLinear && W.h == nil && (n <= 16 || out >= 64*n) {
-		linearT(m.gemm, x, n, in, W.f, b, out, y)
+	if !m.d.directLinear && (n <= transposedRows || out >= 8*n) {
+		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
 	beta := float32(0)
@@ -204,15 +203,19 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 	sgemmW(m.gemm, false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// linearT is linear for far fewer rows than outputs (decoding steps; the
-// head over a large vocabulary): it computes yᵀ = W·xᵀ, so that the GEMM
+// transposedRows is the most rows for which linear always takes linearT; above it, only
+// outputs at least 8 times the rows do (docs/performance.md, "Decoding GEMMs").
+const transposedRows = 128
+
+// linearT is linear for fewer rows than outputs (decoding steps; the MLP's
+// and the head's wide outputs): it computes yᵀ = W·xᵀ, so that the GEMM
 // packs x rather than the much larger W (packing all of W costs about as
-// much as the product when x has a few rows), then transposes. (Measured
-// on the Qwen2.5-0.5B shapes: ~20 % faster for the head at 255 rows, no
-// gain for the MLP's 9728 outputs.) Each element
-// is the same k-ordered chain as in the direct GEMM (the GEMM contract), so
-// the bits do not depend on the path.
-func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float32) {
+// much as the product when x has a few rows) and reads W in place, then
+// transposes. Each element is the same k-ordered chain as in the direct
+// GEMM (the GEMM contract), so the bits do not depend on the path.
+// BF16 weights are widened a cache-sized block of rows at a time, each
+// block multiplied as it is widened.
+func linearT(g GEMM, x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	yt := getScratch(out * n)
 	defer putScratch(yt)
 	t := *yt
@@ -226,7 +229,11 @@ func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float3
 			}
 		}
 	}
-	g.Sgemm(false, true, out, n, in, 1, W, in, x, in, beta, t, n)
+	if W.h == nil {
+		g.Sgemm(false, true, out, n, in, 1, W.f, in, x, in, beta, t, n)
+	} else {
+		linearTBF16(g, x, n, in, W.h, beta, out, t)
+	}
 	// Transpose by blocks of 64 outputs (a block of t stays in cache).
 	parallelRows((out+63)/64, 16, func(lo, hi int) {
 		for o0 := lo * 64; o0 < min(out, hi*64); o0 += 64 {
@@ -288,4 +295,23 @@ func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]floa
 		}
 		return p.LogProbs(), p.Entropy(), nil
 	})
+}
+
+// linearTBF16 is linearT's product t = W·xᵀ (+ t with beta 1) for bfloat16
+// W: blocks of rows of W widened into a scratch buffer of about 256k floats
+// (1 MiB, to stay in cache), each multiplied by the GEMM.
+func linearTBF16(g GEMM, x []float32, n, in int, W []uint16, beta float32, out int, t []float32) {
+	rows := max(16, (1<<18)/in)
+	wb := getScratch(min(rows, out) * in)
+	defer putScratch(wb)
+	for o0 := 0; o0 < out; o0 += rows {
+		o1 := min(out, o0+rows)
+		wf := (*wb)[:(o1-o0)*in]
+		parallelRows(o1-o0, 16, func(lo, hi int) {
+			for i, h := range W[(o0+lo)*in : (o0+hi)*in] {
+				wf[lo*in+i] = widenBF16(h)
+			}
+		})
+		g.Sgemm(false, true, o1-o0, n, in, 1, wf, in, x, in, beta, t[o0*n:], n)
+	}
 }

@@ -19,8 +19,8 @@ import (
 var ErrStoredBF16 = errors.New("the model's weights are stored in BF16 and frozen")
 
 // bf16SmallRows is the most rows for which a product by BF16 weights takes
-// the small-M path (passes of gemvMaxRows over W): the direct product would
-// widen and pack the whole of W for a decoding step's few rows.
+// the small-M path (passes of gemvMaxRows over W), which reads the bits in
+// place where linearT widens them into a buffer first (BenchmarkLinearTBF16).
 const bf16SmallRows = 16
 
 // isMatrix reports whether s is one of the matrices a model stored in BF16

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -208,5 +209,55 @@ func TestFrozenBF16Storage(t *testing.T) {
 	m.Params()[0].Data[5] = 0.1 // not a bfloat16
 	if _, err := m.FrozenBF16(); err == nil || !strings.Contains(err.Error(), m.Params()[0].Name) {
 		t.Errorf("FrozenBF16 of a value that is not a bfloat16: error %v, want one naming %s", err, m.Params()[0].Name)
+	}
+}
+
+// TestLinearBF16PathsSameBits: a product by bfloat16 weights gives the bits of the same
+// product by their float32 values on every path linear takes (small-M up to 16 rows, the
+// transposed product with W widened a block of rows at a time, the direct GEMM with W as
+// operand B), with and without a bias, at widths spanning several k blocks and blocks of rows.
+func TestLinearBF16PathsSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 12))
+	const n, in = 400, 600
+	for _, out := range []int{130, 2500} {
+		x, W, b := gemvOperands(rng, n, in, out)
+		h := make([]uint16, len(W))
+		for i, v := range W {
+			h[i] = uint16(math.Float32bits(v) >> 16)
+			W[i] = widenBF16(h[i])
+		}
+		for _, bias := range [][]float32{nil, b} {
+			m := &LLM{gemm: BlockedGEMM{}}
+			for _, rows := range []int{1, 3, 5, 8, 16, 17, 64, transposedRows, transposedRows + 1, 313, n} {
+				xs := x[:rows*in]
+				want, got := make([]float32, rows*out), make([]float32, rows*out)
+				m.linear(xs, rows, in, weight{f: W}, bias, out, want)
+				m.linear(xs, rows, in, weight{h: h}, bias, out, got)
+				if !sameBits(want, got) {
+					t.Fatalf("out %d, bias %v, %d rows: BF16 weights differ from their float32 values", out, bias != nil, rows)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkLinearTBF16 compares linearT over bfloat16 weights (widened a block of rows at a
+// time) with linearT over float32 weights at the Qwen2.5-0.5B projection and head shapes, at
+// decoding batches the transposed product takes; MB/s counts the weight bytes read.
+func BenchmarkLinearTBF16(b *testing.B) {
+	for _, s := range []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}} {
+		for _, n := range []int{16, 64} {
+			rng := rand.New(rand.NewPCG(1, 2))
+			x, W, _ := gemvOperands(rng, n, s.in, s.out)
+			W16, _ := toBF16(W)
+			y := make([]float32, n*s.out)
+			name := fmt.Sprintf("%dx%d/n=%d", s.in, s.out, n)
+			b.Run("f32/"+name, func(b *testing.B) {
+				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{f: W}, nil, s.out, y) })
+			})
+			b.Run("bf16/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{h: W16}, nil, s.out, y) })
+			})
+		}
 	}
 }

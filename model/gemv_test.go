@@ -35,7 +35,7 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 	x, W, b := gemvOperands(rng, n, in, out)
 	for _, bias := range [][]float32{nil, b} {
 		want := make([]float32, n*out)
-		linearT(BlockedGEMM{}, x, n, in, W, bias, out, want)
+		linearT(BlockedGEMM{}, x, n, in, weight{f: W}, bias, out, want)
 		got := make([]float32, n*out)
 		for i := range got {
 			got[i] = float32(math.NaN()) // every element must be written
@@ -47,7 +47,7 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 	W16, Wf := toBF16(W)
 	for _, bias := range [][]float32{nil, b} {
 		want := make([]float32, n*out)
-		linearT(BlockedGEMM{}, x, n, in, Wf, bias, out, want)
+		linearT(BlockedGEMM{}, x, n, in, weight{f: Wf}, bias, out, want)
 		got := make([]float32, n*out)
 		gemvLinear(x, n, in, W16, bias, out, got)
 		mustSameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
@@ -134,7 +134,7 @@ func BenchmarkSmallLinear(b *testing.B) {
 				benchCPU(b, int64(4*s.in*s.out), func() { gemvLinear(x, n, s.in, W, nil, s.out, y) })
 			})
 			b.Run("gemm/"+name, func(b *testing.B) {
-				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, W, nil, s.out, y) })
+				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{f: W}, nil, s.out, y) })
 			})
 			W16, _ := toBF16(W)
 			b.Run("gemv-bf16/"+name, func(b *testing.B) {
@@ -177,6 +177,32 @@ func TestSgemmBF16B(t *testing.T) {
 					BlockedGEMM{}.Sgemm(ta, tb, s.m, s.n, s.k, 1, a, lda, bw, ldb, beta, want, s.n)
 					BlockedGEMM{}.SgemmBF16B(ta, tb, s.m, s.n, s.k, 1, a, lda, b16, ldb, beta, got, s.n)
 					mustSameBits(t, fmt.Sprintf("%+v ta=%v tb=%v beta=%v", s, ta, tb, beta), s.n, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestLinearPathsSameBits: linear's three paths (small-M, the transposed product, the direct
+// GEMM) give every row the same bits whatever the batch it comes in: rows taken from a batch of
+// 400 (the direct path at these widths) in runs that take each path, with and without a bias.
+func TestLinearPathsSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 11))
+	const n, in = 400, 600
+	for _, out := range []int{130, 2500} {
+		x, W, b := gemvOperands(rng, n, in, out)
+		for _, bias := range [][]float32{nil, b} {
+			m := &LLM{gemm: BlockedGEMM{}}
+			all := make([]float32, n*out)
+			m.linear(x, n, in, weight{f: W}, bias, out, all)
+			for _, rows := range []int{3, 5, 64, transposedRows, transposedRows + 1, 200, 313} {
+				r0 := (n - rows) / 2
+				part := make([]float32, rows*out)
+				m.linear(x[r0*in:(r0+rows)*in], rows, in, weight{f: W}, bias, out, part)
+				for i, v := range part {
+					if math.Float32bits(v) != math.Float32bits(all[r0*out+i]) {
+						t.Fatalf("out %d, bias %v, %d rows at %d: element %d = %v, in the batch of %d %v", out, bias != nil, rows, r0, i, v, n, all[r0*out+i])
+					}
 				}
 			}
 		}
