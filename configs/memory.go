@@ -69,7 +69,8 @@ type HFConfigs map[string]hf.Config
 
 // weights is what the local models' parameters take, times copies, and the keys sizing them:
 // for an HF model with copies > 1 (learning), its float32 weights, gradients, moments and a
-// reference in full, or its frozen weights and a LoRA adapter's weights, gradients and moments.
+// reference in full, or its frozen weights (a BF16 folder's matrices at 2 bytes) and a LoRA
+// adapter's weights, gradients and moments.
 func (c *Config) weights(copies float64, hfs HFConfigs) MemoryTerm {
 	var b float64
 	var names []string
@@ -84,9 +85,17 @@ func (c *Config) weights(copies float64, hfs HFConfigs) MemoryTerm {
 				continue
 			}
 			p := float64(hc.Params())
-			b += 4 * p * copies
-			if l := m.LoRA; l != nil && copies > 1 {
-				b = b - 4*p*copies + 4*p + 16*float64(hf.LoRAParams(hc, l.R))
+			l := m.LoRA
+			if l == nil {
+				b += 4 * p * copies
+				break
+			}
+			b += 4 * p
+			if hc.BaseBF16() { // a LoRA's base from a BF16 folder keeps its matrices in BF16
+				b -= 2 * float64(hf.MatrixParams(hc.ArchConfig()))
+			}
+			if copies > 1 {
+				b += 16 * float64(hf.LoRAParams(hc, l.R))
 			}
 		default:
 			b += float64(m.Engine().NumParams()) * 4 * copies

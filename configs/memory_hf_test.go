@@ -10,7 +10,8 @@ import (
 
 // TestMemoryCountsHFModels: with its HF models' configs, the learn estimate of the default
 // config pointed at a Qwen2.5-0.5B shape counts 16 bytes a parameter (weights, gradients, two
-// moments) and a reference, or with LoRA r 16 the frozen weights and the adapter, each doubled
+// moments) and a reference, or with LoRA r 16 the frozen weights (2 bytes a matrix value from a
+// BF16 folder) and the adapter, each doubled
 // for the collector, plus a step's activations (with activation checkpointing unless
 // learn.activation_checkpointing is off, a quarter or less of those without); without the configs the model counts nothing;
 // a 4 GiB limit refuses the full fine-tune naming models.<id>.hf.
@@ -57,5 +58,14 @@ func TestMemoryCountsHFModels(t *testing.T) {
 	lora := c.MemoryOf("learn", hfs)
 	if lora.Bytes >= learn.Bytes/2 || lora.Bytes < gcHeadroom*n*4*p {
 		t.Errorf("LoRA learn estimate %s (full %s)", Bytes(lora.Bytes), Bytes(learn.Bytes))
+	}
+	// A base from a BF16 folder keeps its matrices in BF16: 2 bytes fewer each, per model.
+	hc.TorchDtype = "bfloat16"
+	for name := range hfs {
+		hfs[name] = hc
+	}
+	bf16 := c.MemoryOf("learn", hfs)
+	if got, want := lora.Bytes-bf16.Bytes, gcHeadroom*n*2*float64(hf.MatrixParams(hc.ArchConfig())); got < want*0.999 || got > want*1.001 {
+		t.Errorf("LoRA over BF16 bases: %s less than over float32 ones, want %s", Bytes(got), Bytes(want))
 	}
 }
