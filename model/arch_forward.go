@@ -171,8 +171,10 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 }
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
-// BF16 weights take the small-M path up to bf16SmallRows rows. Every path
-// gives the same bits (the GEMM contract).
+// BF16 weights take the small-M path up to bf16SmallRows rows, and above
+// transposedRows the direct product, which widens W once in its packing and
+// keeps no transposed copy of y (a training step's head chunk: 155 MB at
+// Qwen's vocabulary). Every path gives the same bits (the GEMM contract).
 func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	if n == 0 {
 		return
@@ -187,7 +189,7 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 		}
 		return
 	}
-	if !m.d.directLinear && (n <= transposedRows || out >= 8*n) {
+	if !m.d.directLinear && (n <= transposedRows || (W.h == nil && out >= 8*n)) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
