@@ -212,7 +212,7 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	if N > maxRows || M > maxRows {
 		return nil, fmt.Errorf("gpu engine: %d positions above %d (grid limit): use smaller micro-batches", N, maxRows)
 	}
-	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, M * d.V} {
+	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, min(M, t.headChunk(d.V)) * d.V} {
 		if w > maxWords {
 			return nil, fmt.Errorf("gpu engine: the batch needs a buffer of %d words, above the kernels' int32 indexing (%d): use smaller micro-batches", w, maxWords)
 		}
@@ -378,7 +378,7 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
 		return fmt.Errorf("gpu engine: upload: %w", err)
 	}
-	if err := t.dropSplitTables(N, M); err != nil {
+	if err := t.dropSplitTables(N, M, d.V); err != nil {
 		return err
 	}
 	if frozen {

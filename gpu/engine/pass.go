@@ -223,7 +223,7 @@ func (p *Pass) checkSizes(c model.Config) error {
 		{"attention maps", p.att},
 		{"qkv activations", p.n * 3 * c.Dim},
 		{"MLP activations", p.n * c.FFMult * c.Dim},
-		{"logits", p.m * c.Vocab},
+		{"logits of a head chunk", min(p.m, p.t.headChunk(c.Vocab)) * c.Vocab},
 	} {
 		if b.words > maxWords {
 			return fmt.Errorf("gpu engine: the batch's %s take %d words, above the kernels' int32 indexing (%d): use smaller micro-batches or shorter sequences", b.what, b.words, maxWords)
@@ -358,7 +358,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
 		return false, fmt.Errorf("gpu engine: upload: %w", err)
 	}
-	if err := t.dropSplitTables(N, M); err != nil {
+	if err := t.dropSplitTables(N, M, V); err != nil {
 		return false, err
 	}
 	if zero {
