@@ -18,7 +18,7 @@ type blockDesc struct {
 	ld, od           int    // q|k|v row width, attention output width
 	ff               int    // MLP hidden width (SwiGLU's gate|up rows are 2·ff wide)
 	heads, kvHeads   int    // query and key/value heads (for q/k norms and RoPE)
-	headDim, att     int    // head width, attention map words per layer
+	headDim, att     int    // head width, kept attention map words per layer (0: none kept)
 	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
 	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
 	final, head      string // the final norm's tensor name (as norm1), the output head's weight
@@ -35,7 +35,8 @@ type blockDesc struct {
 	swiglu           bool // silu(gate)·up rather than gelu(fc)
 	ad               *loraDev
 	// attnFwd runs causal attention from qkv through the maps att into out; attnBwd turns dO
-	// into dqkv (dP is scratch of the maps' size).
+	// into dqkv (dP is scratch of the maps' size). With att 0 (no kept maps) they are 0 and
+	// the pass's attention keeps its own scratch.
 	attnFwd func(l *launcher, qkv, att, out ir.Ptr)
 	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
 }
@@ -122,7 +123,11 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 	nh := bd.heads + bd.kvHeads
 	tmp := need("tmp", N*D)
 	h1, n1Hat, n1Rstd := need(a+"h1", N*D), need(a+"n1Hat", N*D), need(a+"n1Rstd", N)
-	qkv, att, attOut := need(a+"qkv", N*bd.ld), need(a+"att", bd.att), need(a+"attOut", N*bd.od)
+	qkv, attOut := need(a+"qkv", N*bd.ld), need(a+"attOut", N*bd.od)
+	var att ir.Ptr
+	if bd.att > 0 {
+		att = need(a+"att", bd.att)
+	}
 	h2, n2Hat, n2Rstd := need(a+"h2", N*D), need(a+"n2Hat", N*D), need(a+"n2Rstd", N)
 	up, act := need(a+"up", N*bd.upWidth()), need(a+"act", N*F)
 	if l.err != nil {
@@ -177,7 +182,10 @@ func (bd *blockDesc) gradBufs(l *launcher, dX ir.Ptr) blockGradBufs {
 	if bd.od != bd.dim {
 		s.dAO = need("dAO", N*bd.od)
 	}
-	s.dQKV, s.dP = need("dQKV", N*bd.ld), need("dP", bd.att)
+	s.dQKV = need("dQKV", N*bd.ld)
+	if bd.att > 0 {
+		s.dP = need("dP", bd.att)
+	}
 	return s
 }
 
@@ -203,7 +211,7 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 	// Attention.
 	bd.linearBack(l, pre+bd.o, gp, act("attOut"), s.dX, bd.od, D, s.dAO)
 	bd.ad.backward(l, li, siteO, act("attOut"), s.dX, N, s.dAO)
-	bd.attnBwd(l, act("qkv"), act("att"), s.dAO, s.dP, s.dQKV)
+	bd.attnBwd(l, act("qkv"), b[a+"att"].p, s.dAO, s.dP, s.dQKV)
 	if bd.rope {
 		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(s.dQKV), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(-1))
 	}

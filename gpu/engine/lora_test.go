@@ -113,13 +113,14 @@ func worstAbs(t *testing.T, what string, got, want [][]float32) float64 {
 }
 
 // checkLoRA is compareLoRA on seqs (tinySeqs when nil), the head in chunks of headRows scored
-// rows (0: the default), within the tolerances of compareLLM.
+// rows and attention in blocks of as many query rows (0: the defaults), within the tolerances
+// of compareLLM.
 func checkLoRA(t *testing.T, dev Device, l *model.LoRA, seqs []model.Sequence, headRows int) {
 	t.Helper()
 	if seqs == nil {
 		seqs = tinySeqs
 	}
-	d := compareLoRA(t, dev, l, seqs, func(tr *LoRATrainer) { tr.lt.t.headRows = headRows })
+	d := compareLoRA(t, dev, l, seqs, func(tr *LoRATrainer) { tr.lt.t.headRows, tr.lt.attnRows = headRows, headRows })
 	t.Logf("worst |diff|: log-probs %.3g, entropies %.3g; gradients %d tensors, worst |diff|/max|grad| %.3g", d.logp, d.ent, len(l.Params()), d.grad)
 	if !(d.logp <= 1e-4 && d.ent <= 1e-4 && d.grad <= 1e-4) {
 		t.Fatalf("GPU engine differs from model.LoRA: %+v (tolerance 1e-4)", d)
@@ -129,7 +130,7 @@ func checkLoRA(t *testing.T, dev Device, l *model.LoRA, seqs []model.Sequence, h
 // TestLoRAMatchesCPU: the GPU engine's LoRA passes on the interpreter against model.LoRA, on
 // Qwen3 (q/k norms, untied head) and Qwen2 (q/k/v biases, tied head), with every target and
 // with a subset (k and v of the fused q|k|v, up of gate|up, and down); -head3 with the output
-// head in chunks of 3 scored rows.
+// head in chunks of 3 scored rows and attention in blocks of 3 query rows.
 func TestLoRAMatchesCPU(t *testing.T) {
 	dev := interp(t)
 	q3, q2 := tinyLLM(t, "qwen3", false), tinyLLM(t, "qwen2", true)
@@ -143,7 +144,7 @@ func TestLoRAMatchesCPU(t *testing.T) {
 
 // TestGPULoRAMatchesCPU is TestLoRAMatchesCPU on the GPU (gpu/devicecheck.sh runs it), then
 // at TestGPULLMMatchesCPU's mid shape (head dim 64, 4 query heads a kv head, sequences past
-// 128 tokens, the head in chunks of 64 scored rows), where the adapter's GEMMs span several
+// 128 tokens, the head in chunks of 64 scored rows, attention in blocks of 64), where the adapter's GEMMs span several
 // tiles.
 func TestGPULoRAMatchesCPU(t *testing.T) {
 	d := gpuDevice(t)
