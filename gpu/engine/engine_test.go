@@ -505,35 +505,32 @@ func (b boundedDevice) Alloc(words int) (ir.Ptr, error) {
 	return b.Device.Alloc(words)
 }
 
+// boundedTrainer is a Trainer for a new model of c on the interpreter behind a boundedDevice
+// of 2^24 words, closed at the test's end.
+func boundedTrainer(t *testing.T, c model.Config) (*Trainer, *model.Model) {
+	t.Helper()
+	m, err := model.New(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr, m
+}
+
 // TestForwardRefusesInt32Overflow: a batch whose attention maps would take more words than the
 // kernels' int32 indices reach (a fault or a write into another buffer on a GPU) is refused
-// with the reason before anything is allocated for it.
+// with the reason before anything is allocated for it: 8 heads · 19999² positions, 3.2e9
+// words of attention maps.
 func TestForwardRefusesInt32Overflow(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  model.Config
-		lens [][2]int
-		what string
-	}{
-		// 8 heads · 19999² positions: 3.2e9 words of attention maps.
-		{"attention", model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true},
-			[][2]int{{1, 19999}}, "attention maps"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := model.New(tc.cfg, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			_, err = tr.Forward(m, testBatch(tc.cfg, 1, tc.lens), 1)
-			if err == nil || !strings.Contains(err.Error(), tc.what) || !strings.Contains(err.Error(), "int32") {
-				t.Fatalf("Forward: %v, want a refusal naming the %s and int32 indexing", err, tc.what)
-			}
-		})
+	c := model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true}
+	tr, m := boundedTrainer(t, c)
+	_, err := tr.Forward(m, testBatch(c, 1, [][2]int{{1, 19999}}), 1)
+	if err == nil || !strings.Contains(err.Error(), "attention maps") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("Forward: %v, want a refusal naming the attention maps and int32 indexing", err)
 	}
 }
 
@@ -547,15 +544,7 @@ func TestHeadChunksPassSizeChecks(t *testing.T) {
 	for i := range lens {
 		lens[i] = [2]int{1, 64}
 	}
-	m, err := model.New(c, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, m := boundedTrainer(t, c)
 	batch := testBatch(c, 1, lens)
 	if _, err := tr.newPass(m, batch, 1); err != nil {
 		t.Fatalf("chunked head: %v", err)
@@ -569,15 +558,7 @@ func TestHeadChunksPassSizeChecks(t *testing.T) {
 // TestBufRefusesInt32Overflow: every device buffer goes through buf, which refuses one the
 // kernels' int32 word indices cannot address, whatever Forward's own size checks list.
 func TestBufRefusesInt32Overflow(t *testing.T) {
-	m, err := model.New(interpCases[0].cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, _ := boundedTrainer(t, interpCases[0].cfg)
 	if _, err := tr.buf("huge", maxWords+1); err == nil || !strings.Contains(err.Error(), "huge needs") || !strings.Contains(err.Error(), "int32") {
 		t.Fatalf("buf of %d words: %v, want a refusal naming it", maxWords+1, err)
 	}
