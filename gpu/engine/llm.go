@@ -34,8 +34,9 @@ type LLMTrainer struct {
 
 // AttnBlockRows is how many query rows of each sequence one attention block of an LLMTrainer
 // pass covers: the device holds the scores of such a block (over all its keys) for every
-// (sequence, head) at once, in the forward and again, recomputed, in the backward, so a pass
-// needs heads × 256 × tokens words of attention scratch, not heads × tokens² a layer.
+// (sequence, head) at once, in the forward and again, recomputed, in the backward, so a pass's
+// attention scratch is two buffers of at most heads × 256 × tokens words, not heads × tokens²
+// words a layer.
 const AttnBlockRows = 256
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
@@ -211,7 +212,7 @@ func (p *LLMPass) attnBackward(l *launcher, qkv, _, dO, _, dqkv ir.Ptr) {
 	}
 }
 
-// blockTab is the name of attention block b's table name on the device.
+// blockTab is the device name of attention block b's table name.
 func blockTab(b int, name string) string { return fmt.Sprintf("%d.%s", b, name) }
 
 // attnBlocks builds the attention tables of the pass's sequences by blocks of rows query rows:
