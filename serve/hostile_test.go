@@ -31,27 +31,6 @@ func hostileModel(t testing.TB) string {
 	return tinytokModel(t, hf.InitSpec{Arch: "qwen2", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 128, MaxPositions: 1 << 15}, 3)
 }
 
-// tinytokModel writes a random folder of shape s (its vocabulary the test tokenizer's), its
-// weights drawn from seed.
-func tinytokModel(t testing.TB, s hf.InitSpec, seed uint64) string {
-	t.Helper()
-	tok := filepath.Join("..", "hf", "testdata", "tinytok")
-	info, err := hf.ReadTokenizerInfo(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Vocab = hf.VocabFor(info)
-	cfg, err := hf.NewConfig(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "tiny")
-	if err := hf.WriteFolder(dir, cfg, hf.F32, hf.RandomTensors(cfg, seed), tok); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func postCtx(ctx context.Context, c *http.Client, url string, body any) (int, string, error) {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))

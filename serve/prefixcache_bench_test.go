@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
@@ -17,19 +18,20 @@ import (
 // BenchmarkChatTurns: 4 chats at once, each 6 turns (a 128-token system prompt, then 64 new
 // user tokens and an answer of at most 32 tokens a turn, every turn's prompt the whole
 // conversation so far), through one server with the prefix cache and one without, in the same
-// run: the sampled tokens a second of each, their ratio, and the share of prompt tokens the
-// cache gave. The two servers' answers must be equal.
+// run: the sampled tokens a second of each (wall time, and the process's CPU time, steadier on
+// a shared machine), their ratios, and the share of prompt tokens the cache gave. The two
+// servers' answers must be equal.
 func BenchmarkChatTurns(b *testing.B) {
 	dir := tinytokModel(b, hf.InitSpec{Arch: "qwen2", Hidden: 256, Layers: 4, Heads: 4, KVHeads: 2, Intermediate: 1024, MaxPositions: 1024}, 5)
 	const chats, turns, system, user, answer = 4, 6, 128, 64, 32
-	var secs [2]float64
+	var secs, cpu [2]float64
 	var toks, prompt, cached [2]int
 	var last [2][][]int32
 	for b.Loop() {
 		for k, bytes := range []int64{0, -1} {
-			t0 := time.Now()
-			hist, n, p, c := chatRun(b, dir, bytes, chats, turns, system, user, answer)
-			secs[k] += time.Since(t0).Seconds()
+			hist, n, p, c, wall, used := chatRun(b, dir, bytes, chats, turns, system, user, answer)
+			secs[k] += wall
+			cpu[k] += used
 			toks[k] += n
 			prompt[k] += p
 			cached[k] += c
@@ -45,20 +47,22 @@ func BenchmarkChatTurns(b *testing.B) {
 	b.ReportMetric(on, "tokens/s-cache")
 	b.ReportMetric(off, "tokens/s-nocache")
 	b.ReportMetric(on/off, "ratio")
+	b.ReportMetric(cpu[1]/cpu[0], "cpu-ratio")
 	b.ReportMetric(float64(cached[0])/float64(prompt[0]), "cached-share")
-	b.Logf("%d chats × %d turns: %d sampled tokens, %d prompt tokens; cache on %.1f tokens/s (%d prompt tokens from the cache), off %.1f tokens/s: %.2f×",
-		chats, turns, toks[0], prompt[0], on, cached[0], off, on/off)
+	b.Logf("%d chats × %d turns: %d sampled tokens, %d prompt tokens; cache on %.1f tokens/s, %.1f CPU s (%d prompt tokens from the cache), off %.1f tokens/s, %.1f CPU s: %.2f× wall, %.2f× CPU",
+		chats, turns, toks[0], prompt[0], on, cpu[0], cached[0], off, cpu[1], on/off, cpu[1]/cpu[0])
 }
 
 // chatRun plays the chats through a fresh server with PrefixCacheBytes bytes and returns each
-// chat's conversation, the tokens sampled, the prompt tokens sent and those the cache gave.
-func chatRun(b *testing.B, dir string, bytes int64, chats, turns, system, user, answer int) ([][]int32, int, int, int) {
+// chat's conversation, the tokens sampled, the prompt tokens sent, those the cache gave, and
+// the wall and CPU seconds the chats took (the server's start left out).
+func chatRun(b *testing.B, dir string, bytes int64, chats, turns, system, user, answer int) (hist [][]int32, sampled, sent, fromCache int, wall, cpu float64) {
 	b.Helper()
 	_, url, stop := stagetest.ServeUntil(b, serve.Options{HF: dir, Name: "m", Poll: -1, PrefixCacheBytes: bytes})
 	defer stop()
-	hist := make([][]int32, chats)
+	t0, c0 := time.Now(), benchutil.CPUSeconds()
+	hist = make([][]int32, chats)
 	var mu sync.Mutex
-	var sampled, sent, fromCache int
 	var wg sync.WaitGroup
 	for i := range chats {
 		wg.Add(1)
@@ -85,8 +89,9 @@ func chatRun(b *testing.B, dir string, bytes int64, chats, turns, system, user, 
 		}()
 	}
 	wg.Wait()
+	wall, cpu = time.Since(t0).Seconds(), benchutil.CPUSeconds()-c0
 	if b.Failed() || sampled == 0 {
 		b.Fatalf("a request failed (%d tokens sampled)", sampled)
 	}
-	return hist, sampled, sent, fromCache
+	return hist, sampled, sent, fromCache, wall, cpu
 }

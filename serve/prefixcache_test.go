@@ -5,20 +5,45 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/drmas-dev/drmas/actors/openai"
+	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages/stagetest"
-	"github.com/drmas-dev/drmas/tokenizer"
 )
 
-// tinyBlockBytes is the keys and values of one 16-position block of tinyQwen3 (1 layer, 1 KV
-// head of 8 floats): 2 × 16 × 8 float32s.
+// tinySpec is tinyQwen3's shape (so writeAdapter's adapters fit it); a block of its keys and
+// values (1 layer, 1 KV head of 8 floats) is 2 × 16 × 8 float32s.
+var tinySpec = hf.InitSpec{Arch: "qwen3", Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 32, HeadDim: 8, MaxPositions: 256}
+
 const tinyBlockBytes = 2 * 16 * 8 * 4
+
+// tinytokModel writes a random folder of shape s (its vocabulary the test tokenizer's), its
+// weights drawn from seed.
+func tinytokModel(t testing.TB, s hf.InitSpec, seed uint64) string {
+	t.Helper()
+	tok := filepath.Join("..", "hf", "testdata", "tinytok")
+	info, err := hf.ReadTokenizerInfo(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Vocab = hf.VocabFor(info)
+	cfg, err := hf.NewConfig(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := hf.WriteFolder(dir, cfg, hf.F32, hf.RandomTensors(cfg, seed), tok); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // turn is one completion as a client sees it: the tokens, their log-probs, and the prompt
 // tokens the server took from its prefix cache.
@@ -66,14 +91,14 @@ func sameTurn(t *testing.T, what string, got, want turn) {
 	}
 }
 
-// opening is a prompt of n tokens of text (different texts for different i).
-func opening(t *testing.T, bpe *tokenizer.BPE, i, n int) []int32 {
-	t.Helper()
-	ids := bpe.Encode(fmt.Sprintf("<|im_start|>user\nConversation %d. Tell me a long story about the number %d, the seasons and the sea, in many short sentences, please.", i, 7*i+3))
-	for len(ids) < n {
-		ids = append(ids, ids[len(ids)%20])
+// opening is a prompt of n ordinary tokens of the test tokenizer, drawn from seed i.
+func opening(i, n int) []int32 {
+	r := rand.New(rand.NewPCG(uint64(i), 2))
+	ids := make([]int32, n)
+	for j := range ids {
+		ids[j] = int32(3 + r.IntN(250))
 	}
-	return ids[:n]
+	return ids
 }
 
 // wholeBlocks is the prompt positions a server's prefix cache must give a prompt of n tokens
@@ -87,14 +112,14 @@ func wholeBlocks(fed, n int) int { return 16 * min(fed/16, (n-1)/16) }
 // and answer from the cache, usage.prompt_tokens_details.cached_tokens says how many, and every
 // turn draws the tokens and log-probs a server without the cache draws for the same seed.
 func TestPrefixCacheChatTurns(t *testing.T) {
-	dir, bpe := tinyQwen3(t)
+	dir := tinytokModel(t, tinySpec, 7)
 	on, onURL := start(t, serve.Options{HF: dir, Poll: -1, Name: "m"})
 	_, offURL := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", PrefixCacheBytes: -1})
 	const chats, answer = 3, 24
 	first := make([]turn, chats)
 	prompts := make([][]int32, chats)
 	for i := range chats {
-		prompts[i] = opening(t, bpe, i, 37+i)
+		prompts[i] = opening(i, 37+i)
 		first[i] = ask(t, onURL, "m", prompts[i], 10+i, answer)
 		sameTurn(t, fmt.Sprintf("chat %d, turn 1", i), first[i], ask(t, offURL, "m", prompts[i], 10+i, answer))
 		if first[i].cached != 0 || len(first[i].toks) != answer {
@@ -105,7 +130,7 @@ func TestPrefixCacheChatTurns(t *testing.T) {
 	later := make([][]int32, chats)
 	var wg sync.WaitGroup
 	for i := range chats {
-		later[i] = slices.Concat(prompts[i], first[i].toks, bpe.Encode("<|im_end|>\n<|im_start|>user\nAnd then?"))
+		later[i] = slices.Concat(prompts[i], first[i].toks, opening(50+i, 9))
 		wg.Add(1)
 		go func() { defer wg.Done(); second[i] = ask(t, onURL, "m", later[i], 20+i, 8) }()
 	}
@@ -128,15 +153,16 @@ func TestPrefixCacheChatTurns(t *testing.T) {
 // computed by the old weights, are not found: the next turn prefills all its prompt and draws
 // what a fresh server of the new weights draws; the turn after it finds the new weights'.
 func TestPrefixCacheDroppedOnReload(t *testing.T) {
-	dir, bpe := tinyQwen3(t)
+	dir := tinytokModel(t, tinySpec, 7)
 	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m"})
-	step := otherWeights(t, dir, 9)
+	step := tinytokModel(t, tinySpec, 9)
 	_, fresh := start(t, serve.Options{HF: step, Poll: -1, Name: "m"})
-	p := opening(t, bpe, 0, 40)
-	next := slices.Concat(p, opening(t, bpe, 1, 20))
+	p := opening(0, 40)
+	next := slices.Concat(p, opening(1, 20))
 	ask(t, url, "m", p, 1, 4)
-	if got := ask(t, url, "m", next, 2, 4).cached; got != 32 {
-		t.Fatalf("before the reload the later turn took %d tokens from the cache, want 32", got)
+	old := ask(t, url, "m", next, 2, 4)
+	if old.cached != 32 {
+		t.Fatalf("before the reload the later turn took %d tokens from the cache, want 32", old.cached)
 	}
 	if status, r := post(t, url+"/update_weights_from_disk", map[string]any{"model_path": step}); status != 200 || r["success"] != true {
 		t.Fatalf("reload: %d %v", status, r)
@@ -147,6 +173,9 @@ func TestPrefixCacheDroppedOnReload(t *testing.T) {
 	}
 	want := ask(t, fresh, "m", next, 2, 4)
 	sameTurn(t, "after the reload", got, want)
+	if slices.Equal(old.lps, want.lps) {
+		t.Fatal("the two folders sample alike: the test cannot tell which weights sampled")
+	}
 	if again := ask(t, url, "m", next, 2, 4); again.cached != 48 {
 		t.Errorf("the new weights' cache gave %d tokens, want 48", again.cached)
 	} else {
@@ -181,7 +210,7 @@ func TestPrefixCacheDroppedOnNewCheckpoint(t *testing.T) {
 // an adapter's, nor an adapter loaded again under the same name its predecessor's; each
 // draws what a server without the cache draws.
 func TestPrefixCachePerAdapter(t *testing.T) {
-	dir, bpe := tinyQwen3(t)
+	dir := tinytokModel(t, tinySpec, 7)
 	_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m"})
 	_, off := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", PrefixCacheBytes: -1})
 	a, b := writeAdapter(t, 1), writeAdapter(t, 2)
@@ -194,8 +223,8 @@ func TestPrefixCachePerAdapter(t *testing.T) {
 	load(url, "a", a)
 	load(off, "a", a)
 	load(off, "b", b)
-	p := opening(t, bpe, 0, 40)
-	longer := slices.Concat(p, opening(t, bpe, 1, 30))
+	p := opening(0, 40)
+	longer := slices.Concat(p, opening(1, 30))
 	ask(t, url, "m", p, 1, 4) // the base's blocks of p
 	check := func(what, model, offModel string, prompt []int32, cached int) {
 		t.Helper()
@@ -204,6 +233,9 @@ func TestPrefixCachePerAdapter(t *testing.T) {
 			t.Errorf("%s: %d tokens from the cache, want %d", what, got.cached, cached)
 		}
 		sameTurn(t, what, got, ask(t, off, offModel, prompt, 3, 4))
+	}
+	if base, withA, withB := ask(t, off, "m", longer, 3, 4), ask(t, off, "a", longer, 3, 4), ask(t, off, "b", longer, 3, 4); slices.Equal(base.lps, withA.lps) || slices.Equal(withA.lps, withB.lps) {
+		t.Fatal("the base and the adapters sample alike: the test cannot tell them apart")
 	}
 	check("adapter a after the base", "a", "a", longer, 0)
 	check("adapter a again", "a", "a", longer, 64)
@@ -219,8 +251,8 @@ func TestPrefixCachePerAdapter(t *testing.T) {
 // tokens is found again after itself, not after another prompt of 33; a cache of four keeps
 // both.
 func TestPrefixCacheBounded(t *testing.T) {
-	dir, bpe := tinyQwen3(t)
-	a, b := opening(t, bpe, 0, 33), opening(t, bpe, 1, 33)
+	dir := tinytokModel(t, tinySpec, 7)
+	a, b := opening(0, 33), opening(1, 33)
 	for _, c := range []struct{ blocks, want int }{{2, 0}, {4, 32}} {
 		_, url := start(t, serve.Options{HF: dir, Poll: -1, Name: "m", PrefixCacheBytes: int64(c.blocks * tinyBlockBytes)})
 		ask(t, url, "m", a, 1, 1)
