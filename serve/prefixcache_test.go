@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/drmas-dev/drmas/actors/openai"
 	"github.com/drmas-dev/drmas/hf"
+	"github.com/drmas-dev/drmas/internal/oracles"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
@@ -265,3 +268,53 @@ func TestPrefixCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixCacheThroughOpenAIsClient: the official openai npm client plays a two-turn chat
+// (the second prompt the first, its answer and a new message, as token ids) and reads
+// usage.prompt_tokens_details.cached_tokens: none for the first turn, the whole blocks of the
+// first prompt and answer for the second, whose tokens and log-probs are a cache-off server's.
+func TestPrefixCacheThroughOpenAIsClient(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "chat.mjs")
+	if err := os.WriteFile(script, []byte(chatScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := oracles.NodeProgram(t, script)
+	model := tinytokModel(t, tinySpec, 7)
+	_, url := start(t, serve.Options{HF: model, Poll: -1, Name: "m"})
+	_, off := start(t, serve.Options{HF: model, Poll: -1, Name: "m", PrefixCacheBytes: -1})
+	first, more := opening(0, 40), opening(1, 12)
+	args, _ := json.Marshal(map[string]any{"url": url + "/v1", "first": first, "more": more})
+	cmd := exec.Command("node", "chat.mjs", string(args))
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var got struct {
+		Cached   [2]int
+		Answer   []int32
+		Tokens   []int32
+		Logprobs []float32
+	}
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Answer) == 0 {
+		t.Fatalf("the client's output: %v\n%s", err, out)
+	}
+	later := slices.Concat(first, got.Answer, more)
+	if want := [2]int{0, wholeBlocks(len(first)+len(got.Answer)-1, len(later))}; got.Cached != want || want[1] != 48 {
+		t.Errorf("the client read cached_tokens %v, want %v", got.Cached, want)
+	}
+	sameTurn(t, "the second turn", turn{toks: got.Tokens, lps: got.Logprobs}, ask(t, off, "m", later, 2, 6))
+}
+
+const chatScript = `import OpenAI from "openai";
+const a = JSON.parse(process.argv[2]);
+const client = new OpenAI({ baseURL: a.url, apiKey: "none" });
+const ask = (prompt, seed, max_tokens) => client.completions.create({ model: "m", prompt, max_tokens,
+  temperature: 1, seed, logprobs: 1, return_tokens_as_token_ids: true });
+const ids = (c) => c.logprobs.tokens.map((s) => Number(s.slice("token_id:".length)));
+const r1 = await ask(a.first, 1, 20);
+const answer = ids(r1.choices[0]);
+const r2 = await ask([...a.first, ...answer, ...a.more], 2, 6);
+console.log(JSON.stringify({ Cached: [r1.usage.prompt_tokens_details.cached_tokens, r2.usage.prompt_tokens_details.cached_tokens],
+  Answer: answer, Tokens: ids(r2.choices[0]), Logprobs: r2.choices[0].logprobs.token_logprobs }));
+`
