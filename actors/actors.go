@@ -40,6 +40,7 @@ type Response struct {
 type Sampling struct {
 	Temperature float64 // 0 = greedy
 	TopP        float64 // 1 = off
+	TopK        int     // 0 = off
 	MaxTokens   int
 }
 
@@ -218,7 +219,7 @@ func (l *Local) Generate(ctx context.Context, reqs []Request, s Sampling) ([]Res
 		}
 		sr[i] = model.SampleRequest{Prompt: r.Prompt, Seed: r.Seed}
 	}
-	opts := model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), MaxTokens: s.MaxTokens, Stop: l.stop}
+	opts := model.SampleOptions{Temperature: float32(s.Temperature), TopP: TopP32(s.TopP), TopK: s.TopK, MaxTokens: s.MaxTokens, Stop: l.stop}
 	var res []model.SampleResult
 	var err error
 	if ps, ok := l.p.(model.PrefixSampler); ok {

@@ -285,7 +285,9 @@ type Rollout struct {
 	Parts       int     `mapstructure:"parts" json:"parts"`
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
-	MaxTokens   int     `mapstructure:"max_tokens" json:"max_tokens"`
+	// TopK keeps the k most likely tokens before top_p (0: off, then in no digest).
+	TopK      int `mapstructure:"top_k" json:"top_k,omitempty"`
+	MaxTokens int `mapstructure:"max_tokens" json:"max_tokens"`
 	// FilterGroups keeps only prompt groups whose rows carry a learning signal (scores not all
 	// equal; per agent when learn.estimator normalizes per agent), refilling each part from
 	// extra prompts until it has its share or has played MaxOversample times it (DAPO's
@@ -369,6 +371,7 @@ type Evaluate struct {
 	K           int     `mapstructure:"k" json:"k"`
 	Temperature float64 `mapstructure:"temperature" json:"temperature"`
 	TopP        float64 `mapstructure:"top_p" json:"top_p"`
+	TopK        int     `mapstructure:"top_k" json:"top_k,omitempty"` // as rollout.top_k
 }
 
 // Analyze configures `drmas analyze`.

@@ -119,6 +119,7 @@ func (c *Config) Validate() error {
 	// Sampling runs in float32: a temperature must not round to 0 (greedy) or overflow to +Inf.
 	need(float32(r.Temperature) <= 0 || r.Temperature > math.MaxFloat32 && !math.IsInf(r.Temperature, 1), "rollout.temperature", r.Temperature, "> 0 and within float32 (1.4e-45 … 3.4e38), as sampling runs in float32")
 	need(r.TopP <= 0 || r.TopP > 1, "rollout.top_p", r.TopP, "in (0, 1]")
+	need(r.TopK < 0, "rollout.top_k", r.TopK, "≥ 0 (0: off)")
 	need(r.FilterGroups && r.MaxOversample < 1, "rollout.max_oversample", r.MaxOversample, "≥ 1 with rollout.filter_groups (1: no extra prompts)")
 	need(c.Tasks.PerIteration < 1, "tasks.per_iteration", c.Tasks.PerIteration, "≥ 1")
 	need(c.Tasks.EvalSize < 0, "tasks.eval_size", c.Tasks.EvalSize, "≥ 0")
@@ -162,6 +163,7 @@ func (c *Config) Validate() error {
 	need(e.K < 1, "evaluate.k", e.K, "≥ 1")
 	need(e.Temperature < 0 || e.Temperature > math.MaxFloat32 && !math.IsInf(e.Temperature, 1), "evaluate.temperature", e.Temperature, "≥ 0 and at most 3.4e38, as sampling runs in float32")
 	need(e.TopP <= 0 || e.TopP > 1, "evaluate.top_p", e.TopP, "in (0, 1]")
+	need(e.TopK < 0, "evaluate.top_k", e.TopK, "≥ 0 (0: off)")
 	need(c.S3.MaxRetries < 0, "s3.max_retries", c.S3.MaxRetries, "≥ 0")
 	if _, err := c.NewWorkflow(); err != nil {
 		errs = append(errs, err)

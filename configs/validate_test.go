@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -528,5 +529,27 @@ func TestTinyEpsRefused(t *testing.T) {
 	}
 	if _, err := Load(LoadOptions{File: write(t, "ok.yaml", "normalize: {eps: 1.0e-100, estimators: [drmas, grpo_eps1e-100]}\n"), LookupEnv: noEnv}); err != nil {
 		t.Errorf("ε = 1e-100: %v", err)
+	}
+}
+
+// TestTopK: top_k is refused below 0 with the key named, and at 0 (off) it leaves the rollout
+// section's digest as it was before the key existed (omitempty); set, it changes it.
+func TestTopK(t *testing.T) {
+	c := Default()
+	c.Rollout.TopK, c.Evaluate.TopK = -1, -3
+	err := c.Validate()
+	for _, key := range []string{"rollout.top_k", "evaluate.top_k"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("negative %s: %v", key, err)
+		}
+	}
+	c = Default()
+	off := Digest(c.Rollout)
+	if data, _ := json.Marshal(c.Rollout); strings.Contains(string(data), "top_k") {
+		t.Errorf("rollout section with top_k 0 encodes top_k: %s", data)
+	}
+	c.Rollout.TopK = 20
+	if Digest(c.Rollout) == off {
+		t.Error("top_k 20 leaves the rollout digest unchanged")
 	}
 }

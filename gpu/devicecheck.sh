@@ -10,7 +10,7 @@
 # `run` prints everything and writes $OUT/devicecheck.log (and $OUT/bench.txt). Steps:
 #   1. nvidia-smi and ptxas on gpu/kernels/kernels.ptx (syntax/resources; ptxas is optional)
 #   2. gpu/cuda tests (init guard, UUID format)
-#   3. gpu/engine GPU tests: GPU vs CPU equivalence (3 shapes),
+#   3. gpu/engine GPU tests: GPU vs CPU equivalence (3 shapes; the head also in chunks),
 #      GPU vs interpreter, 128-tile GEMMs = 64-tile GEMMs bit for bit,
 #      bit-for-bit determinism, the device optimizer (BackwardInto, norms,
 #      clipping, AdamW = the CPU's AdamW bit for bit, Sync)

@@ -180,7 +180,7 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 		gemvLinear(x, n, in, W, b, out, y)
 		return
 	}
-	if !m.d.directLinear && (n <= 16 || out >= 64*n) {
+	if !m.d.directLinear && (n <= transposedRows || out >= 8*n) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
@@ -196,14 +196,16 @@ func (m *LLM) linear(x []float32, n, in int, W, b []float32, out int, y []float3
 	m.gemm.Sgemm(false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// linearT is linear for far fewer rows than outputs (decoding steps; the
-// head over a large vocabulary): it computes yᵀ = W·xᵀ, so that the GEMM
+// transposedRows is the most rows for which linear always takes linearT; above it, only
+// outputs at least 8 times the rows do (docs/performance.md, "Decoding GEMMs").
+const transposedRows = 128
+
+// linearT is linear for fewer rows than outputs (decoding steps; the MLP's
+// and the head's wide outputs): it computes yᵀ = W·xᵀ, so that the GEMM
 // packs x rather than the much larger W (packing all of W costs about as
-// much as the product when x has a few rows), then transposes. (Measured
-// on the Qwen2.5-0.5B shapes: ~20 % faster for the head at 255 rows, no
-// gain for the MLP's 9728 outputs.) Each element
-// is the same k-ordered chain as in the direct GEMM (the GEMM contract), so
-// the bits do not depend on the path.
+// much as the product when x has a few rows) and reads W in place, then
+// transposes. Each element is the same k-ordered chain as in the direct
+// GEMM (the GEMM contract), so the bits do not depend on the path.
 func linearT(g GEMM, x []float32, n, in int, W, b []float32, out int, y []float32) {
 	yt := getScratch(out * n)
 	defer putScratch(yt)

@@ -182,3 +182,29 @@ func TestSgemmBF16B(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearPathsSameBits: linear's three paths (small-M, the transposed product, the direct
+// GEMM) give every row the same bits whatever the batch it comes in: rows taken from a batch of
+// 400 (the direct path at these widths) in runs that take each path, with and without a bias.
+func TestLinearPathsSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 11))
+	const n, in = 400, 600
+	for _, out := range []int{130, 2500} {
+		x, W, b := gemvOperands(rng, n, in, out)
+		for _, bias := range [][]float32{nil, b} {
+			m := &LLM{gemm: BlockedGEMM{}}
+			all := make([]float32, n*out)
+			m.linear(x, n, in, W, bias, out, all)
+			for _, rows := range []int{3, 5, 64, transposedRows, transposedRows + 1, 200, 313} {
+				r0 := (n - rows) / 2
+				part := make([]float32, rows*out)
+				m.linear(x[r0*in:(r0+rows)*in], rows, in, W, bias, out, part)
+				for i, v := range part {
+					if math.Float32bits(v) != math.Float32bits(all[r0*out+i]) {
+						t.Fatalf("out %d, bias %v, %d rows at %d: element %d = %v, in the batch of %d %v", out, bias != nil, rows, r0, i, v, n, all[r0*out+i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"math"
-	"slices"
 	"sort"
 )
 
@@ -18,6 +17,7 @@ type SampleRequest struct {
 type SampleOptions struct {
 	Temperature float32 // 0 = greedy
 	TopP        float32 // nucleus mass; ≤ 0 or ≥ 1 = off; NaN is an error
+	TopK        int     // the k most likely tokens only, before top_p; 0 or ≥ the vocabulary = off
 	MaxTokens   int     // ≤ 0 = until the context is full
 	Stop        []int32 // extra stop tokens; EOS always stops
 }
@@ -25,7 +25,7 @@ type SampleOptions struct {
 // SampleResult is one request's continuation.
 type SampleResult struct {
 	Tokens       []int32   // sampled tokens, including the stop token if one was sampled
-	LogProbs     []float32 // log softmax(logits/T)[token] before top-p (T=1 when greedy)
+	LogProbs     []float32 // log softmax(logits/T)[token] before top-k and top-p (T=1 when greedy)
 	FinishReason string    // "stop" or "length"
 }
 
@@ -166,8 +166,17 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 	p := *pb
 	lse, _ := softmaxStats(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
-	if o.TopP > 0 && o.TopP < 1 {
-		keys, cum := topPNucleus(p, float64(o.TopP))
+	topK := o.TopK > 0 && o.TopK < len(p)
+	if topK || o.TopP > 0 && o.TopP < 1 {
+		kb := getKeys(len(p))
+		defer keyScratch.Put(kb)
+		var keys []uint64
+		var cum float64
+		if topK {
+			keys, cum = topKNucleus(p, o.TopK, float64(o.TopP), *kb)
+		} else {
+			keys, cum = topPNucleus(p, float64(o.TopP), *kb)
+		}
 		target := u * cum
 		var acc float64
 		for _, key := range keys {
@@ -224,7 +233,7 @@ func recomputeNext(logits func([]Sequence) ([]float32, error)) nextFn {
 // sum are the full sort's. Should the bucket sums' rounding have placed θ too high, θ drops
 // and the candidates are gathered again.
 func topPPrefix(p []float32, topP float64) ([]int, float64) {
-	keys, cum := topPNucleus(p, topP)
+	keys, cum := topPNucleus(p, topP, nil)
 	idx := make([]int, len(keys))
 	for i, key := range keys {
 		idx[i] = int(uint32(key))
@@ -233,8 +242,9 @@ func topPPrefix(p []float32, topP float64) ([]int, float64) {
 }
 
 // topPNucleus is topPPrefix's nucleus as sorted candidate keys (the index in the low 32
-// bits, see topPCandidates); cap(keys) is how many candidates were sorted.
-func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
+// bits, see topPCandidates), appended to keys[:0]; cap of the result is how many candidates
+// were sorted.
+func topPNucleus(p []float32, topP float64, keys []uint64) ([]uint64, float64) {
 	if len(p) == 0 {
 		return nil, 0
 	}
@@ -248,7 +258,6 @@ func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
 			break
 		}
 	}
-	var keys []uint64
 	for b = max(b-1, 0); ; b = max(b-8, 0) {
 		keys = topPCandidates(p, uint32(b)<<topPShift, keys[:0])
 		var cum float64
@@ -259,6 +268,41 @@ func topPNucleus(p []float32, topP float64) ([]uint64, float64) {
 			}
 		}
 	}
+}
+
+// topKNucleus is what a draw may pick under top_k k (0 < k < len(p)) and then top_p: the k
+// most likely tokens as sorted keys (ties by index), cut, when top_p is in (0, 1), to the
+// shortest prefix whose float64 sum in that order reaches top_p times the k tokens' sum (top_p
+// over the distribution renormalised to the k, as vLLM and Hugging Face apply them); and that
+// prefix's sum. The tokens' counts per bucket (see topPNucleus) place the k-th exactly, so only
+// the tokens of its bucket and above are sorted. topKPrefixRef is the plain reference.
+func topKNucleus(p []float32, k int, topP float64, keys []uint64) ([]uint64, float64) {
+	var count [topPBuckets]int
+	for _, v := range p {
+		count[topPBucket(v)]++
+	}
+	b, n := topPBuckets-1, 0
+	for ; b > 0; b-- {
+		if n += count[b]; n >= k {
+			break
+		}
+	}
+	keys = topPCandidates(p, uint32(b)<<topPShift, keys[:0])
+	keys = keys[:k:len(keys)]
+	var total float64
+	for _, key := range keys {
+		total += float64(p[uint32(key)])
+	}
+	if !(topP > 0 && topP < 1) {
+		return keys, total
+	}
+	var cum float64
+	for i, key := range keys {
+		if cum += float64(p[uint32(key)]); cum >= topP*total {
+			return keys[: i+1 : len(keys)], cum
+		}
+	}
+	return keys, cum
 }
 
 // topPShift and topPBuckets bucket a non-negative float32 by its sign, exponent and top three
@@ -279,8 +323,28 @@ func topPCandidates(p []float32, lo uint32, keys []uint64) []uint64 {
 			keys = append(keys, uint64(^bits)<<32|uint64(j))
 		}
 	}
-	slices.Sort(keys)
+	sortKeys(keys)
 	return keys
+}
+
+// topKPrefixRef is topKNucleus's answer, as indices, by sorting every index: the plain
+// reference the tests compare against.
+func topKPrefixRef(p []float32, k int, topP float64) ([]int, float64) {
+	idx, _ := topPPrefixRef(p, math.Inf(1))
+	idx = idx[:k]
+	var total, cum float64
+	for _, j := range idx {
+		total += float64(p[j])
+	}
+	if !(topP > 0 && topP < 1) {
+		return idx, total
+	}
+	for n, j := range idx {
+		if cum += float64(p[j]); cum >= topP*total {
+			return idx[:n+1], cum
+		}
+	}
+	return idx, cum
 }
 
 // topPPrefixRef is topPPrefix by sorting every index: the plain reference the tests compare

@@ -214,6 +214,14 @@ func TestSampleTopPNaN(t *testing.T) {
 	}
 }
 
+func TestSampleTopKNegative(t *testing.T) {
+	m := sampleModel(t)
+	_, err := m.Sample(context.Background(), sampleReqs(), SampleOptions{Temperature: 1, TopK: -1})
+	if err == nil || !strings.Contains(err.Error(), "top_k") {
+		t.Fatalf("TopK -1: error %v, want one naming top_k", err)
+	}
+}
+
 // TestSampleCacheSizedByMaxTokens: a request's KV cache covers its prompt
 // and MaxTokens, not the whole context (16 one-token prompts for two tokens
 // used to allocate 2 MiB of cache each on this 8192-position model).

@@ -271,6 +271,9 @@ func checkOptions(opts SampleOptions) error {
 	if math.IsNaN(float64(opts.TopP)) {
 		return errors.New("model: top_p is NaN")
 	}
+	if opts.TopK < 0 {
+		return fmt.Errorf("model: top_k %d must be ≥ 0 (0: off)", opts.TopK)
+	}
 	return nil
 }
 

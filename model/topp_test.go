@@ -62,7 +62,7 @@ func BenchmarkTopP(b *testing.B) {
 func TestTopPSortsNearTheNucleus(t *testing.T) {
 	p := peakedQwenDist()
 	for _, topP := range []float64{0.5, 0.9, 0.95} {
-		keys, _ := topPNucleus(p, topP)
+		keys, _ := topPNucleus(p, topP, nil)
 		if n, sorted := len(keys), cap(keys); sorted > 2*n+512 {
 			t.Errorf("top_p %v: sorted %d candidates for a nucleus of %d", topP, sorted, n)
 		}
@@ -120,5 +120,147 @@ func BenchmarkPickToken(b *testing.B) {
 	g := newRNG(1)
 	for i := 0; i < b.N; i++ {
 		pickToken(z, o, g)
+	}
+}
+
+// TestSortKeysMatchesSort: the radix sort orders candidate keys as slices.Sort does, for
+// flat, peaked and tied distributions and key counts on both sides of radixMin.
+func TestSortKeysMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for trial := 0; trial < 60; trial++ {
+		V := []int{radixMin - 1, radixMin, 5000, 151936}[trial%4]
+		z := make([]float32, V)
+		scale := []float64{0, 0.01, 1, 4, 30}[trial%5]
+		for j := range z {
+			z[j] = float32(r.NormFloat64() * scale)
+			if trial%3 == 0 {
+				z[j] = float32(math.Round(float64(z[j])))
+			}
+		}
+		p := make([]float32, V)
+		softmaxStats(z, 1, p)
+		keys := make([]uint64, 0, V)
+		for j, v := range p {
+			if r.IntN(8) > 0 {
+				keys = append(keys, uint64(^math.Float32bits(v))<<32|uint64(j))
+			}
+		}
+		r.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		sortKeys(keys)
+		if !slices.Equal(keys, want) {
+			t.Fatalf("trial %d (V %d, scale %v): radix order differs from slices.Sort", trial, V, scale)
+		}
+	}
+}
+
+// BenchmarkTopPFlat: the nucleus of a nearly flat distribution over Qwen's 151,936 tokens
+// (random weights' logits), where top_p 0.95 keeps ~95 % of the vocabulary, by candidates
+// (radix-sorted) beside the full sort.
+func BenchmarkTopPFlat(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	z := make([]float32, 151936)
+	for j := range z {
+		z[j] = float32(r.NormFloat64() * 0.1)
+	}
+	p := make([]float32, len(z))
+	softmaxStats(z, 1, p)
+	var fast, ref float64
+	for _, c := range []struct {
+		name string
+		f    func([]float32, float64) ([]int, float64)
+		ns   *float64
+	}{{"candidates", topPPrefix, &fast}, {"fullsort", topPPrefixRef, &ref}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c.f(p, 0.95)
+			}
+			*c.ns = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	if fast > 0 {
+		b.Logf("full sort / candidates: %.1fx", ref/fast)
+	}
+	b.Run("pick", func(b *testing.B) { // a row's softmax, nucleus and draw
+		o, g := SampleOptions{Temperature: 1, TopP: 0.95}, newRNG(1)
+		for i := 0; i < b.N; i++ {
+			pickToken(z, o, g)
+		}
+	})
+}
+
+// TestTopKMatchesReference: the k most likely tokens, then top_p over them renormalised, are
+// the full sort's, index for index with the same float64 sum, on peaked, flat and tied
+// distributions, for k from 1 to one below the vocabulary and top_p off or on.
+func TestTopKMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for trial := 0; trial < 200; trial++ {
+		V := 2 + r.IntN(6000)
+		z := make([]float32, V)
+		scale := []float64{0, 0.01, 1, 5, 30}[trial%5]
+		for j := range z {
+			z[j] = float32(r.NormFloat64() * scale)
+			if trial%3 == 0 {
+				z[j] = float32(math.Round(float64(z[j])))
+			}
+		}
+		p := make([]float32, V)
+		softmaxStats(z, 1, p)
+		for _, k := range []int{1, 2, 1 + r.IntN(V-1), V - 1} {
+			for _, topP := range []float64{1, 0.1, 0.5, 0.95, 0.9999999} {
+				keys, gc := topKNucleus(p, k, topP, nil)
+				got := make([]int, len(keys))
+				for i, key := range keys {
+					got[i] = int(uint32(key))
+				}
+				want, wc := topKPrefixRef(p, k, topP)
+				if !slices.Equal(got, want) || gc != wc {
+					t.Fatalf("trial %d V=%d scale %v top_k %d top_p %v: got %d tokens (sum %v), want %d (sum %v)", trial, V, scale, k, topP, len(got), gc, len(want), wc)
+				}
+			}
+		}
+	}
+}
+
+// TestPickTokenTopK: with top_k (and top_p) the seeded draw walks the reference's tokens in
+// order, never draws outside the k most likely, and top_k 0 or ≥ the vocabulary draws what no
+// top_k draws.
+func TestPickTokenTopK(t *testing.T) {
+	z := make([]float32, 4000)
+	r := rand.New(rand.NewPCG(7, 8))
+	for j := range z {
+		z[j] = float32(math.Round(r.NormFloat64() * 3))
+	}
+	for _, o := range []SampleOptions{{Temperature: 1, TopK: 5}, {Temperature: 0.8, TopK: 50, TopP: 0.7}, {Temperature: 1.3, TopK: 3999}} {
+		p := make([]float32, len(z))
+		softmaxStats(z, 1/float64(o.Temperature), p)
+		idx, cum := topKPrefixRef(p, o.TopK, float64(o.TopP))
+		for s := uint64(0); s < 300; s++ {
+			u := newRNG(s).float64()
+			got, lp := pickToken(z, o, newRNG(s))
+			want, acc := idx[len(idx)-1], 0.0
+			for _, j := range idx {
+				if acc += float64(p[j]); u*cum < acc {
+					want = j
+					break
+				}
+			}
+			if int(got) != want {
+				t.Fatalf("%+v seed %d: drew %d, the reference draws %d", o, s, got, want)
+			}
+			if wl := float32(math.Log(float64(p[got]))); math.Abs(float64(lp-wl)) > 1e-4 {
+				t.Fatalf("%+v: log-prob %v, want the untruncated %v", o, lp, wl)
+			}
+		}
+	}
+	for _, k := range []int{0, len(z), len(z) + 7} {
+		for s := uint64(0); s < 50; s++ {
+			a, _ := pickToken(z, SampleOptions{Temperature: 1, TopP: 0.9, TopK: k}, newRNG(s))
+			b, _ := pickToken(z, SampleOptions{Temperature: 1, TopP: 0.9}, newRNG(s))
+			if a != b {
+				t.Fatalf("top_k %d (off) drew %d, without top_k %d", k, a, b)
+			}
+		}
 	}
 }

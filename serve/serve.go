@@ -662,6 +662,12 @@ func (s *Server) parse(req *openai.CompletionRequest) (*item, *httpError) {
 		// token only; it must not round to 0, which model.Sample reads as no nucleus.
 		o.TopP = actors.TopP32(*req.TopP)
 	}
+	if req.TopK != nil {
+		if *req.TopK < -1 {
+			return nil, badRequest("top_k must be ≥ 1, or 0 or -1 for off (got %d)", *req.TopK)
+		}
+		o.TopK = max(*req.TopK, 0)
+	}
 	if req.MaxTokens != nil {
 		if *req.MaxTokens < 1 {
 			return nil, badRequest("max_tokens must be ≥ 1")

@@ -576,10 +576,19 @@ func (b *Backend) models(ctx context.Context) (*ModelList, string, error) {
 
 func ptr[T any](v T) *T { return &v }
 
+// topK is a Sampling's top_k for a request body: nil when off, so that a server without the
+// parameter (OpenAI's own API) never sees it.
+func topK(k int) *int {
+	if k <= 0 {
+		return nil
+	}
+	return &k
+}
+
 // complete runs one /v1/completions request for reqs and fills out.
 func (b *Backend) complete(ctx context.Context, reqs []actors.Request, s actors.Sampling, out []actors.Response) (*int64, error) {
 	body := CompletionRequest{
-		Model: b.model, MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP),
+		Model: b.model, MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP), TopK: topK(s.TopK),
 		N: ptr(1), Logprobs: ptr(1), Seed: ptr(int64(reqs[0].Seed)),
 		ReturnTokensAsTokenIDs: true, SkipSpecialTokens: ptr(false), StopTokenIDs: b.o.StopTokenIDs,
 	}
@@ -673,7 +682,7 @@ func parseChoices(choices []CompletionChoice, out []actors.Response, url string)
 func (b *Backend) chat(ctx context.Context, r actors.Request, s actors.Sampling, out *actors.Response) error {
 	body := ChatRequest{
 		Model: b.o.ServerModel, Messages: []ChatMessage{{Role: "user", Content: PromptText(r)}},
-		MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP), N: ptr(1), Seed: ptr(int64(r.Seed)),
+		MaxTokens: ptr(s.MaxTokens), Temperature: ptr(s.Temperature), TopP: ptr(s.TopP), TopK: topK(s.TopK), N: ptr(1), Seed: ptr(int64(r.Seed)),
 	}
 	data, err := json.Marshal(body)
 	if err != nil {

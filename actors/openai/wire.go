@@ -20,7 +20,9 @@ type CompletionRequest struct {
 	MaxTokens   *int            `json:"max_tokens,omitempty"`
 	Temperature *float64        `json:"temperature,omitempty"`
 	TopP        *float64        `json:"top_p,omitempty"`
-	N           *int            `json:"n,omitempty"`
+	// TopK is vLLM's extra sampling parameter (0 or -1: off), sent only when set.
+	TopK *int `json:"top_k,omitempty"`
+	N    *int `json:"n,omitempty"`
 	// Logprobs asks for the log-probs of the sampled token plus this many alternatives
 	// (vLLM: 0 and 1 both return the sampled token's log-prob).
 	Logprobs *int `json:"logprobs,omitempty"`
@@ -94,6 +96,7 @@ type ChatRequest struct {
 	MaxTokens   *int          `json:"max_tokens,omitempty"`
 	Temperature *float64      `json:"temperature,omitempty"`
 	TopP        *float64      `json:"top_p,omitempty"`
+	TopK        *int          `json:"top_k,omitempty"` // as CompletionRequest's
 	N           *int          `json:"n,omitempty"`
 	Seed        *int64        `json:"seed,omitempty"`
 }

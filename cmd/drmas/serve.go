@@ -27,7 +27,8 @@ an OpenAI-compatible API, as vLLM serves it:
 
   GET  /v1/models         the served model (max_model_len, drmas_policy_version)
   POST /v1/completions    prompt: token ids, a list of token-id lists, text or texts;
-                          max_tokens, temperature, top_p, seed, logprobs,
+                          max_tokens, temperature, top_p, top_k (vLLM's: 0 or -1 off),
+                          seed, logprobs,
                           return_tokens_as_token_ids, skip_special_tokens, drmas_seeds
   GET  /health
 

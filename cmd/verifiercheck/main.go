@@ -73,7 +73,7 @@ func main() {
 		for s := 0; s < len(tasks); s += 64 {
 			chunk, err := rollout.Play(ctx, wf, tasks[s:min(s+64, len(tasks))], backends, rollout.PlayOptions{
 				Samples:  cfg.Evaluate.K,
-				Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+				Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, TopK: cfg.Evaluate.TopK, MaxTokens: cfg.Rollout.MaxTokens},
 				Seed: func(t workflows.Task, sample, turn int) uint64 {
 					return seeds.Derive(cfg.Seed, "eval", t.ID, sample, turn)
 				},

@@ -16,7 +16,7 @@ func TestEveryArchMatchesCPU(t *testing.T) {
 			a, _ := model.LookupArch(name)
 			m := randLLM(t, name, model.ArchConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 12, Intermediate: 24,
 				Vocab: 40, Context: 32, QKVBias: a.AttentionBias})
-			compareLLM(t, interp(t), m, tinySeqs, 65535)
+			compareLLM(t, interp(t), m, tinySeqs, 65535, 0, 0)
 		})
 	}
 }

@@ -18,7 +18,7 @@ type blockDesc struct {
 	ld, od           int    // q|k|v row width, attention output width
 	ff               int    // MLP hidden width (SwiGLU's gate|up rows are 2·ff wide)
 	heads, kvHeads   int    // query and key/value heads (for q/k norms and RoPE)
-	headDim, att     int    // head width, attention map words per layer
+	headDim, att     int    // head width, kept attention map words per layer (0: none kept)
 	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
 	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
 	final, head      string // the final norm's tensor name (as norm1), the output head's weight
@@ -35,7 +35,8 @@ type blockDesc struct {
 	swiglu           bool // silu(gate)·up rather than gelu(fc)
 	ad               *loraDev
 	// attnFwd runs causal attention from qkv through the maps att into out; attnBwd turns dO
-	// into dqkv (dP is scratch of the maps' size).
+	// into dqkv (dP is scratch of the maps' size). With att 0 (no kept maps) they are 0 and
+	// the pass's attention keeps its own scratch.
 	attnFwd func(l *launcher, qkv, att, out ir.Ptr)
 	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
 }
@@ -122,7 +123,11 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 	nh := bd.heads + bd.kvHeads
 	tmp := need("tmp", N*D)
 	h1, n1Hat, n1Rstd := need(a+"h1", N*D), need(a+"n1Hat", N*D), need(a+"n1Rstd", N)
-	qkv, att, attOut := need(a+"qkv", N*bd.ld), need(a+"att", bd.att), need(a+"attOut", N*bd.od)
+	qkv, attOut := need(a+"qkv", N*bd.ld), need(a+"attOut", N*bd.od)
+	var att ir.Ptr
+	if bd.att > 0 {
+		att = need(a+"att", bd.att)
+	}
 	h2, n2Hat, n2Rstd := need(a+"h2", N*D), need(a+"n2Hat", N*D), need(a+"n2Rstd", N)
 	up, act := need(a+"up", N*bd.upWidth()), need(a+"act", N*F)
 	if l.err != nil {
@@ -177,7 +182,10 @@ func (bd *blockDesc) gradBufs(l *launcher, dX ir.Ptr) blockGradBufs {
 	if bd.od != bd.dim {
 		s.dAO = need("dAO", N*bd.od)
 	}
-	s.dQKV, s.dP = need("dQKV", N*bd.ld), need("dP", bd.att)
+	s.dQKV = need("dQKV", N*bd.ld)
+	if bd.att > 0 {
+		s.dP = need("dP", bd.att)
+	}
 	return s
 }
 
@@ -203,7 +211,7 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 	// Attention.
 	bd.linearBack(l, pre+bd.o, gp, act("attOut"), s.dX, bd.od, D, s.dAO)
 	bd.ad.backward(l, li, siteO, act("attOut"), s.dX, N, s.dAO)
-	bd.attnBwd(l, act("qkv"), act("att"), s.dAO, s.dP, s.dQKV)
+	bd.attnBwd(l, act("qkv"), b[a+"att"].p, s.dAO, s.dP, s.dQKV)
 	if bd.rope {
 		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(s.dQKV), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(-1))
 	}
@@ -218,39 +226,69 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 
 // headForward gathers the m scored rows of x (row indices at rows), applies the final norm and
 // the output head, and reads log softmax(logits/temp)[target] (targets at tgt) and the
-// entropies back into logp and ent.
+// entropies back into logp and ent. The logits and probabilities exist for one chunk of rows
+// at a time (headChunk), so the device never holds [m × vocab].
 func (bd *blockDesc) headForward(l *launcher, x, rows, tgt ir.Ptr, m, vocab int, temp float32, logp, ent []float32) error {
 	t, D, V := bd.t, bd.dim, vocab
+	c := min(t.headChunk(V), m)
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
 	xg, nfHat, nfRstd, hf := need("xg", m*D), need("nfHat", m*D), need("nfRstd", m), need("hf", m*D)
-	logits, probs := need("logits", m*V), need("probs", m*V)
-	lse, logpP, entP := need("lse", m), need("logp", m), need("ent", m)
+	need("logits", c*V)
+	need("probs", c*V)
+	need("lse", m)
+	logpP, entP := need("logp", m), need("ent", m)
 	if l.err != nil {
 		return l.err
 	}
 	l.elementwise("gather_rows", m*D, ir.ArgP(x), ir.ArgP(rows), ir.ArgP(xg), ir.ArgI(D))
 	bd.norm(l, bd.final, m, xg, hf, nfHat, nfRstd)
-	l.gemm(false, true, m, V, D, 1, hf, D, t.wp(bd.head), D, 0, logits, V)
-	l.launch("log_softmax", [3]int{m, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(logits), ir.ArgP(tgt), ir.ArgP(probs), ir.ArgP(lse), ir.ArgP(logpP), ir.ArgP(entP),
-		ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
+	for r0 := 0; r0 < m; r0 += c {
+		bd.headChunk(l, tgt, r0, min(c, m-r0), V, temp)
+	}
+	t.headKept = 0
+	if c == m {
+		t.headKept = t.gen
+	}
 	return t.readScores(l, logp, ent, logpP, entP)
+}
+
+// headChunk computes the logits of the scored rows [r0, r0+k) into the "logits" buffer, their
+// probabilities into "probs", and their log-sum-exp, log-probs and entropies at row r0 of
+// "lse", "logp" and "ent".
+func (bd *blockDesc) headChunk(l *launcher, tgt ir.Ptr, r0, k, V int, temp float32) {
+	t, D, b := bd.t, bd.dim, bd.t.bufs
+	logits := b["logits"].p
+	l.gemm(false, true, k, V, D, 1, b["hf"].p.Add(r0*D), D, t.wp(bd.head), D, 0, logits, V)
+	l.launch("log_softmax", [3]int{k, 1, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(logits), ir.ArgP(tgt.Add(r0)), ir.ArgP(b["probs"].p),
+		ir.ArgP(b["lse"].p.Add(r0)), ir.ArgP(b["logp"].p.Add(r0)), ir.ArgP(b["ent"].p.Add(r0)), ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
 }
 
 // headBackward writes into dX[n×dim] the gradient of headForward's input x given the
 // per-token weights dLogProb (at fb) and dEntropy (at fb+m), adding the head's and final
-// norm's gradients at gp.
+// norm's gradients at gp. Chunk by chunk it recomputes the logits and probabilities (unless
+// the forward's only chunk is still there), turns the logits into their gradient in place and
+// takes the hidden rows' and the head's gradients from it.
 func (bd *blockDesc) headBackward(l *launcher, gp func(string) ir.Ptr, rows, tgt, fb ir.Ptr, m, vocab int, temp float32, dX ir.Ptr) {
 	t, D, V := bd.t, bd.dim, vocab
+	c := min(t.headChunk(V), m)
 	need := func(name string, words int) ir.Ptr { return l.keep(t.buf(name, words)) }
-	dZ, dHf, dXg := need("dZ", m*V), need("dHf", m*D), need("dXg", m*D)
+	dHf, dXg := need("dHf", m*D), need("dXg", m*D)
 	if l.err != nil {
 		return
 	}
 	b := t.bufs
-	l.elementwise("d_logits", m*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p), ir.ArgP(b["ent"].p), ir.ArgP(tgt),
-		ir.ArgP(fb), ir.ArgP(fb.Add(m)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
-	l.gemm(false, false, m, D, V, 1, dZ, V, t.wp(bd.head), D, 0, dHf, D)
-	weightGrad(l, V, D, m, dZ, V, b["hf"].p, D, gp(bd.head), D)
+	dZ := b["logits"].p // d_logits reads and writes each element in one thread
+	for r0 := 0; r0 < m; r0 += c {
+		k := min(c, m-r0)
+		if c < m || t.headKept != t.gen {
+			bd.headChunk(l, tgt, r0, k, V, temp)
+		}
+		l.elementwise("d_logits", k*V, ir.ArgP(b["logits"].p), ir.ArgP(b["probs"].p), ir.ArgP(b["lse"].p.Add(r0)), ir.ArgP(b["ent"].p.Add(r0)), ir.ArgP(tgt.Add(r0)),
+			ir.ArgP(fb.Add(r0)), ir.ArgP(fb.Add(m+r0)), ir.ArgP(dZ), ir.ArgI(V), ir.ArgF(float32(1/float64(temp))))
+		l.gemm(false, false, k, D, V, 1, dZ, V, t.wp(bd.head), D, 0, dHf.Add(r0*D), D)
+		weightGrad(l, V, D, k, dZ, V, b["hf"].p.Add(r0*D), D, gp(bd.head), D)
+	}
+	t.headKept = 0
 	bd.normBack(l, bd.final, m, gp, dHf, b["nfHat"].p, b["nfRstd"].p, dXg, false)
 	if l.err == nil {
 		l.err = t.dev.Zero(dX, bd.n*D)

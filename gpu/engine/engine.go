@@ -93,6 +93,27 @@ type Trainer struct {
 	optSteps int64
 	mom, vel ir.Ptr
 	ahead    bool
+	// headRows is the most scored rows one output-head chunk covers (0: as many as keep a
+	// chunk's logits within HeadChunkWords); tests lower it to run chunks that straddle
+	// sequences. headKept is the gen of the pass whose only chunk's logits and
+	// probabilities are still in the buffers (0: none), which the backward then reuses.
+	headRows, headKept int
+}
+
+// HeadChunkWords bounds the logits of one output-head chunk (and, as much again, its
+// probabilities): 2^26 float32 words, 256 MiB, so a pass never holds [tokens × vocabulary].
+const HeadChunkWords = 1 << 26
+
+// HeadChunkRows is how many scored rows one output-head chunk of a vocabulary of vocab tokens
+// covers: as many as keep the chunk's logits within HeadChunkWords, at least 1.
+func HeadChunkRows(vocab int) int { return max(1, HeadChunkWords/max(vocab, 1)) }
+
+// headChunk is the rows of the trainer's head chunks for a vocabulary of vocab tokens.
+func (t *Trainer) headChunk(vocab int) int {
+	if t.headRows > 0 {
+		return t.headRows
+	}
+	return HeadChunkRows(vocab)
 }
 
 // maxWords bounds every device buffer and element count: the kernels index words with int32
@@ -431,12 +452,14 @@ func (t *Trainer) splitTable(ta, tb bool, m, n, k, lda, ldb, chunk int) (ir.Ptr,
 	return p, nil
 }
 
-// dropSplitTables frees the split-K tables whose k (a batch's rows) is neither n nor m, the
-// rows of the pass about to run, so that a Trainer holds one pass's tables however many batch
-// sizes it sees (a table per shape, kept for the Trainer's life, grew with every new size).
-func (t *Trainer) dropSplitTables(n, m int) error {
+// dropSplitTables frees the split-K tables whose k (a batch's rows) is none of the row counts
+// of the pass about to run (n rows, m scored in head chunks of a vocabulary of vocab tokens),
+// so that a Trainer holds one pass's tables however many batch sizes it sees (a table per
+// shape, kept for the Trainer's life, grew with every new size).
+func (t *Trainer) dropSplitTables(n, m, vocab int) error {
+	c := min(t.headChunk(vocab), max(m, 1))
 	for key, p := range t.splitTabs {
-		if key.k == n || key.k == m {
+		if key.k == n || key.k == m || key.k == c || key.k == m%c {
 			continue
 		}
 		delete(t.splitTabs, key)

@@ -91,7 +91,7 @@ func passGrads(t testing.TB, dev Device, m *model.Model, seqs []model.Sequence, 
 
 // compareEngines runs the CPU engine and the GPU engine on dev with the same weights and
 // batch and checks log-probs, entropies and gradients.
-func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool) {
+func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool, headRows int) {
 	t.Helper()
 	m, err := model.New(c, 7)
 	if err != nil {
@@ -127,6 +127,7 @@ func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, wit
 			t.Error(err)
 		}
 	}()
+	tr.headRows = headRows
 	gp, err := tr.Forward(m, seqs, temp)
 	if err != nil {
 		t.Fatal(err)
@@ -227,16 +228,19 @@ var interpCases = []struct {
 	cfg  model.Config
 	lens [][2]int
 	ent  bool
+	head int // scored rows a head chunk (0: the default, one chunk here)
 }{
-	{"tied", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, false},
-	{"untied-entropy", model.Config{Vocab: model.VocabSize + 3, Context: 80, Dim: 24, Layers: 1, Heads: 3, FFMult: 3}, [][2]int{{10, 60}, {2, 3}}, true},
+	{"tied", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, false, 0},
+	{"untied-entropy", model.Config{Vocab: model.VocabSize + 3, Context: 80, Dim: 24, Layers: 1, Heads: 3, FFMult: 3}, [][2]int{{10, 60}, {2, 3}}, true, 0},
+	// 15 scored rows in head chunks of 4 that straddle the sequences.
+	{"tied-entropy-head4", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, true, 4},
 }
 
 // TestInterpMatchesCPU runs the whole GPU engine on the ir interpreter: the kernels' math,
 // the launch shapes and the host glue, against model.Model.
 func TestInterpMatchesCPU(t *testing.T) {
 	for _, tc := range interpCases {
-		t.Run(tc.name, func(t *testing.T) { compareEngines(t, interp(t), tc.cfg, tc.lens, tc.ent) })
+		t.Run(tc.name, func(t *testing.T) { compareEngines(t, interp(t), tc.cfg, tc.lens, tc.ent, tc.head) })
 	}
 }
 
@@ -501,51 +505,11 @@ func (b boundedDevice) Alloc(words int) (ir.Ptr, error) {
 	return b.Device.Alloc(words)
 }
 
-// TestForwardRefusesInt32Overflow: a batch whose attention maps or logits would take more
-// words than the kernels' int32 indices reach (a fault or a write into another buffer on a
-// GPU) is refused with the reason before anything is allocated for it.
-func TestForwardRefusesInt32Overflow(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  model.Config
-		lens [][2]int
-		what string
-	}{
-		// 8 heads · 19999² positions: 3.2e9 words of attention maps.
-		{"attention", model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true},
-			[][2]int{{1, 19999}}, "attention maps"},
-		// 625 sequences · 64 scored tokens · vocab 65535: 2.6e9 words of logits.
-		{"logits", model.Config{Vocab: 65535, Context: 128, Dim: 8, Layers: 1, Heads: 1, FFMult: 1, TiedHead: true},
-			func() [][2]int {
-				l := make([][2]int, 625)
-				for i := range l {
-					l[i] = [2]int{1, 64}
-				}
-				return l
-			}(), "logits"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := model.New(tc.cfg, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := New(boundedDevice{interp(t), 1 << 24}, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			_, err = tr.Forward(m, testBatch(tc.cfg, 1, tc.lens), 1)
-			if err == nil || !strings.Contains(err.Error(), tc.what) || !strings.Contains(err.Error(), "int32") {
-				t.Fatalf("Forward: %v, want a refusal naming the %s and int32 indexing", err, tc.what)
-			}
-		})
-	}
-}
-
-// TestBufRefusesInt32Overflow: every device buffer goes through buf, which refuses one the
-// kernels' int32 word indices cannot address, whatever Forward's own size checks list.
-func TestBufRefusesInt32Overflow(t *testing.T) {
-	m, err := model.New(interpCases[0].cfg, 1)
+// boundedTrainer is a Trainer for a new model of c on the interpreter behind a boundedDevice
+// of 2^24 words, closed at the test's end.
+func boundedTrainer(t *testing.T, c model.Config) (*Trainer, *model.Model) {
+	t.Helper()
+	m, err := model.New(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +517,48 @@ func TestBufRefusesInt32Overflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr, m
+}
+
+// TestForwardRefusesInt32Overflow: a batch whose attention maps would take more words than the
+// kernels' int32 indices reach (a fault or a write into another buffer on a GPU) is refused
+// with the reason before anything is allocated for it: 8 heads · 19999² positions, 3.2e9
+// words of attention maps.
+func TestForwardRefusesInt32Overflow(t *testing.T) {
+	c := model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true}
+	tr, m := boundedTrainer(t, c)
+	_, err := tr.Forward(m, testBatch(c, 1, [][2]int{{1, 19999}}), 1)
+	if err == nil || !strings.Contains(err.Error(), "attention maps") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("Forward: %v, want a refusal naming the attention maps and int32 indexing", err)
+	}
+}
+
+// TestHeadChunksPassSizeChecks: 625 sequences of 64 scored tokens over a vocabulary of 65,535
+// (2.6e9 words of logits for the whole batch) pass the size checks, as the head holds one
+// chunk of HeadChunkRows rows at a time; a chunk of every scored row is refused naming the
+// logits and int32 indexing.
+func TestHeadChunksPassSizeChecks(t *testing.T) {
+	c := model.Config{Vocab: 65535, Context: 128, Dim: 8, Layers: 1, Heads: 1, FFMult: 1, TiedHead: true}
+	lens := make([][2]int, 625)
+	for i := range lens {
+		lens[i] = [2]int{1, 64}
+	}
+	tr, m := boundedTrainer(t, c)
+	batch := testBatch(c, 1, lens)
+	if _, err := tr.newPass(m, batch, 1); err != nil {
+		t.Fatalf("chunked head: %v", err)
+	}
+	tr.headRows = 625 * 64
+	if _, err := tr.newPass(m, batch, 1); err == nil || !strings.Contains(err.Error(), "logits") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("one chunk of every row: %v, want a refusal naming the logits and int32 indexing", err)
+	}
+}
+
+// TestBufRefusesInt32Overflow: every device buffer goes through buf, which refuses one the
+// kernels' int32 word indices cannot address, whatever Forward's own size checks list.
+func TestBufRefusesInt32Overflow(t *testing.T) {
+	tr, _ := boundedTrainer(t, interpCases[0].cfg)
 	if _, err := tr.buf("huge", maxWords+1); err == nil || !strings.Contains(err.Error(), "huge needs") || !strings.Contains(err.Error(), "int32") {
 		t.Fatalf("buf of %d words: %v, want a refusal naming it", maxWords+1, err)
 	}

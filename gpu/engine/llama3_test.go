@@ -16,7 +16,7 @@ func TestLlama3MatchesCPU(t *testing.T) {
 			RopeScaling: model.RopeScaling{Type: model.RopeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 32}}
 		name := map[bool]string{true: "tied", false: "untied"}[tie]
 		t.Run(name, func(t *testing.T) {
-			compareLLM(t, interp(t), randLLM(t, "llama", c), long(c.Vocab, [2]int{70, 30}, [2]int{3, 5}), 65535)
+			compareLLM(t, interp(t), randLLM(t, "llama", c), long(c.Vocab, [2]int{70, 30}, [2]int{3, 5}), 65535, 0, 0)
 		})
 	}
 }
@@ -30,10 +30,10 @@ func TestGPULlama3MatchesCPU(t *testing.T) {
 	s := model.RopeScaling{Type: model.RopeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 64}
 	mid := model.ArchConfig{Hidden: 128, Layers: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 352, Vocab: 1000, Context: 512, RopeScaling: s}
 	t.Run("llama3-mid", func(t *testing.T) {
-		compareLLM(t, d, randLLM(t, "llama", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{30, 40}), 65535)
+		compareLLM(t, d, randLLM(t, "llama", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{30, 40}), 65535, 0, 0)
 	})
 	big := model.ArchConfig{Hidden: 64, Layers: 1, Heads: 4, KVHeads: 1, HeadDim: 16, Intermediate: 128, Vocab: 128256, Context: 512, Tie: true, RopeScaling: s}
 	t.Run("llama3-vocab128256", func(t *testing.T) {
-		compareLLM(t, d, randLLM(t, "llama", big), long(big.Vocab, [2]int{100, 50}, [2]int{3, 10}), 65535)
+		compareLLM(t, d, randLLM(t, "llama", big), long(big.Vocab, [2]int{100, 50}, [2]int{3, 10}), 65535, 0, 0)
 	})
 }

@@ -27,7 +27,17 @@ type LLMTrainer struct {
 	// ad is the LoRA adapter the linears carry (lora.go); nil for a plain LLM. With one, the
 	// base is frozen: the backward launches no weight, bias, norm or embedding gradient.
 	ad *loraDev
+	// attnRows is the most query rows of a sequence one attention block covers (0:
+	// AttnBlockRows); tests lower it to run several blocks a sequence.
+	attnRows int
 }
+
+// AttnBlockRows is how many query rows of each sequence one attention block of an LLMTrainer
+// pass covers: the device holds the scores of such a block (over all its keys) for every
+// (sequence, head) at once, in the forward and again, recomputed, in the backward, so a pass's
+// attention scratch is two buffers of at most heads × 256 × tokens words, not heads × tokens²
+// words a layer.
+const AttnBlockRows = 256
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
 func NewLLM(dev Device, m *model.LLM) (*LLMTrainer, error) {
@@ -71,12 +81,12 @@ type LLMPass struct {
 	temp     float32
 	seqs     []seqInfo
 	n, m     int
-	att      int // attention map words per layer
+	att      int // attention scratch words: the largest block's maps
 	logp     []float32
 	ent      []float32
 	toks     []int32
-	gqa      *kernels.GQATables
-	tabs     map[string]ir.Ptr // the GQA tables on the device
+	blocks   []*kernels.GQATables // attention by blocks of query rows
+	tabs     map[string]ir.Ptr    // the GQA tables on the device
 	rowsP    ir.Ptr
 	tgtP     ir.Ptr
 	cos, sin ir.Ptr
@@ -150,37 +160,86 @@ func (t *Trainer) rmsDW(l *launcher, dy, xhat ir.Ptr, rows, d, ldx, nh, h0, h1 i
 	l.elementwise("colsum_final", d, ir.ArgP(part), ir.ArgP(out), ir.ArgI(chunks), ir.ArgI(d))
 }
 
-// gqaBatch is one GQA table as a batched-GEMM launch.
-func (p *LLMPass) gqaBatch(name string, tab []int32) batch {
-	bt := batch{tab: p.tabs[name], n: len(tab) / kernels.TabWords}
+// gqaBatch is attention block b's GQA table name as a batched-GEMM launch.
+func (p *LLMPass) gqaBatch(b int, name string, tab []int32) batch {
+	bt := batch{tab: p.tabs[blockTab(b, name)], n: len(tab) / kernels.TabWords}
 	for e := 0; e < len(tab); e += kernels.TabWords {
 		bt.maxM, bt.maxN = max(bt.maxM, int(tab[e])), max(bt.maxN, int(tab[e+1]))
 	}
 	return bt
 }
 
-// attnForward runs causal grouped-query attention from qkv (after RoPE) through the maps att
-// into out, as kernels.GQATables prescribes.
-func (p *LLMPass) attnForward(l *launcher, qkv, att, out ir.Ptr) {
+// attnForward runs causal grouped-query attention from qkv (after RoPE) into out, block of
+// query rows by block, through the scratch maps "attBlk" (the kept maps att are not used).
+func (p *LLMPass) attnForward(l *launcher, qkv, _, out ir.Ptr) {
 	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
-	l.gemmBatched(false, true, p.gqaBatch("s", p.gqa.S), scale, 0, qkv, qkv, att)
-	l.launch("softmax_causal", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.tabs["rows"]))
-	l.gemmBatched(false, false, p.gqaBatch("o", p.gqa.O), 1, 0, att, qkv, out)
+	att := l.keep(p.lt.t.buf("attBlk", p.att))
+	for b, g := range p.blocks {
+		p.attnScores(l, b, g, scale, qkv, att)
+		l.gemmBatched(false, false, p.gqaBatch(b, "o", g.O), 1, 0, att, qkv, out)
+	}
 }
 
-// attnBackward writes into dqkv the gradient of attnForward's input given dO (dP is scratch
-// of the maps' size): the kv heads' dK and dV add their query heads one launch per query head
-// of a group, β = 0 first, so no launch has two blocks writing one word.
-func (p *LLMPass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
+// attnScores writes block b's attention probabilities into att.
+func (p *LLMPass) attnScores(l *launcher, b int, g *kernels.GQATables, scale float32, qkv, att ir.Ptr) {
+	l.gemmBatched(false, true, p.gqaBatch(b, "s", g.S), scale, 0, qkv, qkv, att)
+	l.launch("softmax_causal", [3]int{g.MaxLen, g.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.tabs[blockTab(b, "rows")]))
+}
+
+// attnBackward writes into dqkv the gradient of attnForward's input given dO, block by block:
+// the block's probabilities recomputed (the forward's launches, so its bits), then dP, dV,
+// the softmax's backward, dQ and dK. dqkv is zeroed first and the blocks' dK and dV add into
+// it; a kv head's query heads add one launch per query head of a group, so no launch has two
+// blocks writing one word (att and dP of the arguments are not used).
+func (p *LLMPass) attnBackward(l *launcher, qkv, _, dO, _, dqkv ir.Ptr) {
+	t := p.lt.t
 	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
-	l.gemmBatched(false, true, p.gqaBatch("dp", p.gqa.DP), 1, 0, dO, qkv, dP)
-	for i := range p.gqa.DV {
-		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dv%d", i), p.gqa.DV[i]), 1, float32(min(i, 1)), att, dO, dqkv)
+	att, dP := l.keep(t.buf("attBlk", p.att)), l.keep(t.buf("dPBlk", p.att))
+	if l.err == nil {
+		l.err = t.dev.Zero(dqkv, p.n*p.lt.dims().ld)
 	}
-	l.launch("softmax_causal_bwd", [3]int{p.gqa.MaxLen, p.gqa.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs["rows"]))
-	l.gemmBatched(false, false, p.gqaBatch("dq", p.gqa.DQ), scale, 0, dP, qkv, dqkv)
-	for i := range p.gqa.DK {
-		l.gemmBatched(true, false, p.gqaBatch(fmt.Sprintf("dk%d", i), p.gqa.DK[i]), scale, float32(min(i, 1)), dP, qkv, dqkv)
+	for b, g := range p.blocks {
+		p.attnScores(l, b, g, scale, qkv, att)
+		l.gemmBatched(false, true, p.gqaBatch(b, "dp", g.DP), 1, 0, dO, qkv, dP)
+		for i := range g.DV {
+			l.gemmBatched(true, false, p.gqaBatch(b, fmt.Sprintf("dv%d", i), g.DV[i]), 1, 1, att, dO, dqkv)
+		}
+		l.launch("softmax_causal_bwd", [3]int{g.MaxLen, g.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs[blockTab(b, "rows")]))
+		l.gemmBatched(false, false, p.gqaBatch(b, "dq", g.DQ), scale, 0, dP, qkv, dqkv)
+		for i := range g.DK {
+			l.gemmBatched(true, false, p.gqaBatch(b, fmt.Sprintf("dk%d", i), g.DK[i]), scale, 1, dP, qkv, dqkv)
+		}
+	}
+}
+
+// blockTab is the device name of attention block b's table name.
+func blockTab(b int, name string) string { return fmt.Sprintf("%d.%s", b, name) }
+
+// attnBlocks builds the attention tables of the pass's sequences by blocks of rows query rows:
+// block b covers query rows [b·rows, (b+1)·rows) of every sequence that long, its maps back to
+// back; p.att becomes the largest block's map words.
+func (p *LLMPass) attnBlocks(rows int, d llmDims) error {
+	for q0 := 0; ; q0 += rows {
+		var as []kernels.AttnSeq
+		off := 0
+		for _, si := range p.seqs {
+			if si.n > q0 {
+				r := min(rows, si.n-q0)
+				as = append(as, kernels.AttnSeq{Start: si.start, Len: si.n, Att: off, Q0: q0, Rows: r})
+				off += d.H * r * (q0 + r)
+			}
+		}
+		if len(as) == 0 {
+			return nil
+		}
+		g, err := kernels.NewGQATables(as, d.H, d.KV, d.hd)
+		if err != nil {
+			return err
+		}
+		if g.Entries > 65535 {
+			return fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", g.Entries)
+		}
+		p.blocks, p.att = append(p.blocks, g), max(p.att, off)
 	}
 }
 
@@ -203,26 +262,22 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	defer func() { t.times.Forward += time.Since(start) }()
 	t.gen++
 	pk := pack(seqs, d.H)
-	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, att: pk.att, toks: pk.toks, tabs: map[string]ir.Ptr{}}
-	var aseqs []kernels.AttnSeq
-	for _, si := range p.seqs {
-		aseqs = append(aseqs, kernels.AttnSeq{Start: si.start, Len: si.n, Att: si.att})
-	}
+	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, toks: pk.toks, tabs: map[string]ir.Ptr{}}
 	N, M := p.n, p.m
 	if N > maxRows || M > maxRows {
 		return nil, fmt.Errorf("gpu engine: %d positions above %d (grid limit): use smaller micro-batches", N, maxRows)
 	}
-	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, M * d.V} {
+	rows := lt.attnRows
+	if rows <= 0 {
+		rows = AttnBlockRows
+	}
+	if err := p.attnBlocks(rows, d); err != nil {
+		return nil, err
+	}
+	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, min(M, t.headChunk(d.V)) * d.V} {
 		if w > maxWords {
 			return nil, fmt.Errorf("gpu engine: the batch needs a buffer of %d words, above the kernels' int32 indexing (%d): use smaller micro-batches", w, maxWords)
 		}
-	}
-	var err error
-	if p.gqa, err = kernels.NewGQATables(aseqs, d.H, d.KV, d.hd); err != nil {
-		return nil, err
-	}
-	if p.gqa.Entries > 65535 {
-		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.gqa.Entries)
 	}
 	p.logp, p.ent = make([]float32, M), make([]float32, M)
 	if M == 0 {
@@ -252,7 +307,7 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 func (p *LLMPass) block() *blockDesc {
 	lt := p.lt
 	c, d := lt.cfg, lt.dims()
-	bd := &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd, att: p.att,
+	bd := &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd,
 		vocab: d.V, context: c.Context, chunk: lt.vocabChunk, eps: d.eps, qkNorm: c.QKNorm, cos: p.cos, sin: p.sin, ad: lt.ad,
 		attnFwd: p.attnForward, attnBwd: p.attnBackward}
 	return bd.names(c.Block(), c.Tie)
@@ -269,14 +324,16 @@ func (p *LLMPass) upload(pos, rows, tgts []int32) error {
 		ints = append(ints, v...)
 	}
 	add("toks", p.toks)
-	add("rows", p.gqa.Rows)
-	add("s", p.gqa.S)
-	add("o", p.gqa.O)
-	add("dp", p.gqa.DP)
-	add("dq", p.gqa.DQ)
-	for i := range p.gqa.DV {
-		add(fmt.Sprintf("dv%d", i), p.gqa.DV[i])
-		add(fmt.Sprintf("dk%d", i), p.gqa.DK[i])
+	for b, g := range p.blocks {
+		add(blockTab(b, "rows"), g.Rows)
+		add(blockTab(b, "s"), g.S)
+		add(blockTab(b, "o"), g.O)
+		add(blockTab(b, "dp"), g.DP)
+		add(blockTab(b, "dq"), g.DQ)
+		for i := range g.DV {
+			add(blockTab(b, fmt.Sprintf("dv%d", i)), g.DV[i])
+			add(blockTab(b, fmt.Sprintf("dk%d", i)), g.DK[i])
+		}
 	}
 	add("resp", rows)
 	add("tgts", tgts)
@@ -378,7 +435,7 @@ func (p *LLMPass) backward(dlp, dent []float32) error {
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
 		return fmt.Errorf("gpu engine: upload: %w", err)
 	}
-	if err := t.dropSplitTables(N, M); err != nil {
+	if err := t.dropSplitTables(N, M, d.V); err != nil {
 		return err
 	}
 	if frozen {

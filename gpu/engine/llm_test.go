@@ -47,25 +47,36 @@ var tinySeqs = []model.Sequence{
 // biases, tied head) passes on the interpreter against model.LLM (compareLLM). The qwen2 case
 // adds the embedding gradient in launches of 7 vocabulary rows (as 151,936 rows take three
 // launches of at most 65,535).
+//
+// The -head3 cases run the output head in chunks of 3 scored rows (7 scored rows: chunks
+// that straddle sequences and a last chunk of 1), recomputing each chunk's logits in the
+// backward, and attention in blocks of 2 query rows (sequences of 6, 7 and 1 rows: 4 blocks,
+// ragged last ones, dK and dV added over blocks).
 func TestLLMMatchesCPU(t *testing.T) {
-	t.Run("qwen3", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen3", false), tinySeqs, 65535) })
-	t.Run("qwen2", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen2", true), tinySeqs, 7) })
+	t.Run("qwen3", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen3", false), tinySeqs, 65535, 0, 0) })
+	t.Run("qwen2", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen2", true), tinySeqs, 7, 0, 0) })
+	t.Run("qwen3-head3", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen3", false), tinySeqs, 65535, 3, 2) })
+	t.Run("qwen2-head3", func(t *testing.T) { compareLLM(t, interp(t), tinyLLM(t, "qwen2", true), tinySeqs, 7, 3, 2) })
 }
 
 // TestGPULLMMatchesCPU is compareLLM on the GPU (gpu/devicecheck.sh runs it): the tiny models,
-// then GQA with 4 query heads a kv head at head dim 64 over sequences past 128 tokens, and a
-// vocabulary above 65,535 rows (two embedding-gradient launches).
+// then GQA with 4 query heads a kv head at head dim 64 over sequences past 128 tokens (also
+// with the head in chunks of 64 scored rows and attention in blocks of 64 query rows), and a vocabulary above 65,535 rows (two
+// embedding-gradient launches).
 func TestGPULLMMatchesCPU(t *testing.T) {
 	d := gpuDevice(t)
-	t.Run("qwen3-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen3", false), tinySeqs, 65535) })
-	t.Run("qwen2-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen2", true), tinySeqs, 7) })
+	t.Run("qwen3-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen3", false), tinySeqs, 65535, 0, 0) })
+	t.Run("qwen2-tiny", func(t *testing.T) { compareLLM(t, d, tinyLLM(t, "qwen2", true), tinySeqs, 7, 0, 0) })
 	mid := model.ArchConfig{Hidden: 128, Layers: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 352, Vocab: 1000, Context: 512}
 	t.Run("qwen3-mid", func(t *testing.T) {
-		compareLLM(t, d, randLLM(t, "qwen3", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}), 65535)
+		compareLLM(t, d, randLLM(t, "qwen3", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}), 65535, 0, 0)
+	})
+	t.Run("qwen3-mid-head64", func(t *testing.T) {
+		compareLLM(t, d, randLLM(t, "qwen3", mid), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}), 65535, 64, 64)
 	})
 	big := model.ArchConfig{Hidden: 64, Layers: 1, Heads: 4, KVHeads: 1, HeadDim: 16, Intermediate: 128, Vocab: 70000, Context: 64, Tie: true}
 	t.Run("qwen2-vocab70000", func(t *testing.T) {
-		compareLLM(t, d, randLLM(t, "qwen2", big), long(big.Vocab, [2]int{20, 30}, [2]int{3, 10}), 65535)
+		compareLLM(t, d, randLLM(t, "qwen2", big), long(big.Vocab, [2]int{20, 30}, [2]int{3, 10}), 65535, 0, 0)
 	})
 }
 
@@ -86,10 +97,12 @@ func long(v int, lens ...[2]int) []model.Sequence {
 	return out
 }
 
-// compareLLM runs m's forward and backward on dev and on the CPU engine for seqs: per-token
+// compareLLM runs m's forward and backward on dev (embedding gradients in launches of chunk
+// rows, the head in chunks of headRows scored rows, attention in blocks of attnRows query
+// rows, 0 for the defaults) and on the CPU engine for seqs: per-token
 // log-probs and entropies within 1e-4, and every tensor's gradient, for a loss with both
 // log-prob and entropy terms, within 1e-4 of the tensor's largest |gradient|.
-func compareLLM(t *testing.T, dev Device, m *model.LLM, seqs []model.Sequence, chunk int) {
+func compareLLM(t *testing.T, dev Device, m *model.LLM, seqs []model.Sequence, chunk, headRows, attnRows int) {
 	t.Helper()
 	const temp = 0.8
 	cp, err := m.Forward(seqs, temp)
@@ -101,7 +114,7 @@ func compareLLM(t *testing.T, dev Device, m *model.LLM, seqs []model.Sequence, c
 		t.Fatal(err)
 	}
 	defer lt.Close()
-	lt.vocabChunk = chunk
+	lt.vocabChunk, lt.t.headRows, lt.attnRows = chunk, headRows, attnRows
 	gpass, err := lt.Forward(m, seqs, temp)
 	if err != nil {
 		t.Fatal(err)

@@ -112,13 +112,15 @@ func worstAbs(t *testing.T, what string, got, want [][]float32) float64 {
 	return w
 }
 
-// checkLoRA is compareLoRA on seqs (tinySeqs when nil) within the tolerances of compareLLM.
-func checkLoRA(t *testing.T, dev Device, l *model.LoRA, seqs []model.Sequence) {
+// checkLoRA is compareLoRA on seqs (tinySeqs when nil), the head in chunks of headRows scored
+// rows and attention in blocks of as many query rows (0: the defaults), within the tolerances
+// of compareLLM.
+func checkLoRA(t *testing.T, dev Device, l *model.LoRA, seqs []model.Sequence, headRows int) {
 	t.Helper()
 	if seqs == nil {
 		seqs = tinySeqs
 	}
-	d := compareLoRA(t, dev, l, seqs, nil)
+	d := compareLoRA(t, dev, l, seqs, func(tr *LoRATrainer) { tr.lt.t.headRows, tr.lt.attnRows = headRows, headRows })
 	t.Logf("worst |diff|: log-probs %.3g, entropies %.3g; gradients %d tensors, worst |diff|/max|grad| %.3g", d.logp, d.ent, len(l.Params()), d.grad)
 	if !(d.logp <= 1e-4 && d.ent <= 1e-4 && d.grad <= 1e-4) {
 		t.Fatalf("GPU engine differs from model.LoRA: %+v (tolerance 1e-4)", d)
@@ -127,28 +129,31 @@ func checkLoRA(t *testing.T, dev Device, l *model.LoRA, seqs []model.Sequence) {
 
 // TestLoRAMatchesCPU: the GPU engine's LoRA passes on the interpreter against model.LoRA, on
 // Qwen3 (q/k norms, untied head) and Qwen2 (q/k/v biases, tied head), with every target and
-// with a subset (k and v of the fused q|k|v, up of gate|up, and down).
+// with a subset (k and v of the fused q|k|v, up of gate|up, and down); -head3 with the output
+// head in chunks of 3 scored rows and attention in blocks of 3 query rows.
 func TestLoRAMatchesCPU(t *testing.T) {
 	dev := interp(t)
 	q3, q2 := tinyLLM(t, "qwen3", false), tinyLLM(t, "qwen2", true)
-	t.Run("qwen3-all", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, q3, nil), nil) })
-	t.Run("qwen2-all", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, q2, nil), nil) })
+	t.Run("qwen3-all", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, q3, nil), nil, 0) })
+	t.Run("qwen2-all", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, q2, nil), nil, 0) })
 	t.Run("qwen3-subset", func(t *testing.T) {
-		checkLoRA(t, dev, tinyLoRA(t, q3, []string{"k_proj", "v_proj", "up_proj", "down_proj"}), nil)
+		checkLoRA(t, dev, tinyLoRA(t, q3, []string{"k_proj", "v_proj", "up_proj", "down_proj"}), nil, 0)
 	})
+	t.Run("qwen2-all-head3", func(t *testing.T) { checkLoRA(t, dev, tinyLoRA(t, q2, nil), nil, 3) })
 }
 
 // TestGPULoRAMatchesCPU is TestLoRAMatchesCPU on the GPU (gpu/devicecheck.sh runs it), then
 // at TestGPULLMMatchesCPU's mid shape (head dim 64, 4 query heads a kv head, sequences past
-// 128 tokens), where the adapter's GEMMs span several tiles.
+// 128 tokens, the head in chunks of 64 scored rows, attention in blocks of 64), where the adapter's GEMMs span several
+// tiles.
 func TestGPULoRAMatchesCPU(t *testing.T) {
 	d := gpuDevice(t)
 	q3, q2 := tinyLLM(t, "qwen3", false), tinyLLM(t, "qwen2", true)
-	t.Run("qwen3-tiny", func(t *testing.T) { checkLoRA(t, d, tinyLoRA(t, q3, nil), nil) })
-	t.Run("qwen2-tiny", func(t *testing.T) { checkLoRA(t, d, tinyLoRA(t, q2, []string{"v_proj", "gate_proj"}), nil) })
+	t.Run("qwen3-tiny", func(t *testing.T) { checkLoRA(t, d, tinyLoRA(t, q3, nil), nil, 0) })
+	t.Run("qwen2-tiny", func(t *testing.T) { checkLoRA(t, d, tinyLoRA(t, q2, []string{"v_proj", "gate_proj"}), nil, 0) })
 	mid := model.ArchConfig{Hidden: 128, Layers: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 352, Vocab: 1000, Context: 512}
 	t.Run("qwen3-mid", func(t *testing.T) {
-		checkLoRA(t, d, tinyLoRA(t, randLLM(t, "qwen3", mid), nil), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}))
+		checkLoRA(t, d, tinyLoRA(t, randLLM(t, "qwen3", mid), nil), long(mid.Vocab, [2]int{100, 160}, [2]int{1, 200}, [2]int{5, 0}, [2]int{30, 40}), 64)
 	})
 }
 

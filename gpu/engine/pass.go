@@ -143,7 +143,7 @@ func (p *Pass) uploadInputs() (passInputs, error) {
 	return passInputs{tok: ib, pos: ib.Add(N), rows: ib.Add(2 * N), tgt: ib.Add(2*N + M)}, nil
 }
 
-// attnEntries lists, per (sequence, head), the causal-softmax entry (length, offset) and the
+// attnEntries lists, per (sequence, head), the causal-softmax entry (rows, width, offset, shift) and the
 // six attention GEMMs' table rows.
 func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
 	D, H := p.t.cfg.Dim, p.t.cfg.Heads
@@ -164,7 +164,7 @@ func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
 			q, k, v := si.start*ld+h*hd, si.start*ld+D+h*hd, si.start*ld+2*D+h*hd
 			o := si.start*D + h*hd
 			a := si.att + h*L*L
-			attTab = append(attTab, int32(L), int32(a))
+			attTab = append(attTab, int32(L), int32(L), int32(a), 0)
 			// m, n, k, aOff, bOff, cOff, lda, ldb, ldc
 			add("s", L, L, hd, q, k, a, ld, ld, L)  // S = Q·Kᵀ
 			add("o", L, hd, L, a, v, o, L, ld, D)   // O = P·V
@@ -223,7 +223,7 @@ func (p *Pass) checkSizes(c model.Config) error {
 		{"attention maps", p.att},
 		{"qkv activations", p.n * 3 * c.Dim},
 		{"MLP activations", p.n * c.FFMult * c.Dim},
-		{"logits", p.m * c.Vocab},
+		{"logits of a head chunk", min(p.m, p.t.headChunk(c.Vocab)) * c.Vocab},
 	} {
 		if b.words > maxWords {
 			return fmt.Errorf("gpu engine: the batch's %s take %d words, above the kernels' int32 indexing (%d): use smaller micro-batches or shorter sequences", b.what, b.words, maxWords)
@@ -358,7 +358,7 @@ func (p *Pass) backward(dLogProb, dEntropy [][]float32, base ir.Ptr, zero bool) 
 	if err := t.dev.WriteF32(fb, append(dlp, dent...)); err != nil {
 		return false, fmt.Errorf("gpu engine: upload: %w", err)
 	}
-	if err := t.dropSplitTables(N, M); err != nil {
+	if err := t.dropSplitTables(N, M, V); err != nil {
 		return false, err
 	}
 	if zero {

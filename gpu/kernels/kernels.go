@@ -299,28 +299,37 @@ func layerNormBwd() (*ir.Kernel, error) {
 	return b.Build()
 }
 
-// attRow returns the row index i, the length L and the row's first word for the attention
-// row kernels, and whether the row exists. tab holds (L, off) per (sequence, head).
-func attRow(b *ir.Builder, tab ir.Reg) (i, L, base, ok ir.Reg) {
+// attRow returns the row index i, the row's width w, its first word, how many of its words
+// the causal mask keeps (n = shift + i + 1), and whether the row exists, for the attention
+// row kernels. tab holds RowTabWords words per (sequence, head): the rows, the width, the map's
+// first word and the shift (the first query row's position: a block of query rows [q0, q0+rows)
+// of a sequence over its keys [0, q0+rows) has shift q0; a whole L×L map is (L, L, off, 0)).
+func attRow(b *ir.Builder, tab ir.Reg) (i, w, base, n, ok ir.Reg) {
 	i = b.Special(ir.CtaidX)
-	z := b.Mul(b.Special(ir.CtaidY), b.I(2))
-	L = b.Ld(ir.S32, tab, z)
-	off := b.Ld(ir.S32, tab, b.Add(z, b.I(1)))
-	base = b.Add(off, b.Mul(i, L))
-	ok = b.Setp(ir.LT, i, L)
+	z := b.Mul(b.Special(ir.CtaidY), b.I(RowTabWords))
+	rows := b.Ld(ir.S32, tab, z)
+	w = b.Ld(ir.S32, tab, b.Add(z, b.I(1)))
+	off := b.Ld(ir.S32, tab, b.Add(z, b.I(2)))
+	n = b.Add(b.Add(b.Ld(ir.S32, tab, b.Add(z, b.I(3))), i), b.I(1))
+	base = b.Add(off, b.Mul(i, w))
+	ok = b.Setp(ir.LT, i, rows)
 	return
 }
 
-// softmax_causal: each row i of an L×L map becomes softmax over j ≤ i; j > i is zeroed.
-// Params att, tab (L, off per sequence·head). Block RowThreads; grid (max L, sequences·heads).
+// RowTabWords is the words of one (sequence, head) entry of the attention row kernels' table:
+// rows, width, map offset, shift.
+const RowTabWords = 4
+
+// softmax_causal: row i of an entry's map (attRow) becomes softmax over its first n = shift+i+1
+// words; the rest of the row's width is zeroed. Params att, tab (RowTabWords per
+// sequence·head). Block RowThreads; grid (most rows, entries).
 func softmaxCausal() (*ir.Kernel, error) {
 	b := ir.NewKernel("softmax_causal")
 	att, tab := b.Ptr("att"), b.Ptr("tab")
 	sh := b.Shared("red", RowThreads)
 	tid := b.Special(ir.TidX)
-	i, L, base, ok := attRow(b, tab)
+	_, w, base, n, ok := attRow(b, tab)
 	b.If(ok, func() {
-		n := b.Add(i, b.I(1))
 		mx := b.Var(b.F(float32(-3.4e38)))
 		rowLoop(b, tid, n, func(j ir.Reg) { b.Set(mx, b.Max(mx, b.Ld(ir.F32, att, b.Add(base, j)))) })
 		m := blockReduce(b, sh, tid, mx, b.Max)
@@ -332,7 +341,7 @@ func softmaxCausal() (*ir.Kernel, error) {
 			b.Set(s, b.Add(s, e))
 		})
 		inv := b.Div(b.F(1), blockReduce(b, sh, tid, s, b.Add))
-		rowLoop(b, tid, L, func(j ir.Reg) {
+		rowLoop(b, tid, w, func(j ir.Reg) {
 			idx := b.Add(base, j)
 			b.IfElse(b.Setp(ir.LT, j, n), func() {
 				b.St(att, idx, b.Mul(b.Ld(ir.F32, att, idx), inv))
@@ -342,23 +351,23 @@ func softmaxCausal() (*ir.Kernel, error) {
 	return b.Build()
 }
 
-// softmax_causal_bwd: dp[i][j] = p[i][j]·(dp[i][j] − Σ_{k≤i} p[i][k]·dp[i][k]) for j ≤ i, 0 else.
-// Params att (the probabilities), dp, tab. Block RowThreads; grid (max L, sequences·heads).
+// softmax_causal_bwd: dp[i][j] = p[i][j]·(dp[i][j] − Σ_{k<n} p[i][k]·dp[i][k]) for j < n
+// (attRow's n), 0 else. Params att (the probabilities), dp, tab. Block RowThreads; grid (most
+// rows, entries).
 func softmaxCausalBwd() (*ir.Kernel, error) {
 	b := ir.NewKernel("softmax_causal_bwd")
 	att, dp, tab := b.Ptr("att"), b.Ptr("dp"), b.Ptr("tab")
 	sh := b.Shared("red", RowThreads)
 	tid := b.Special(ir.TidX)
-	i, L, base, ok := attRow(b, tab)
+	_, w, base, n, ok := attRow(b, tab)
 	b.If(ok, func() {
-		n := b.Add(i, b.I(1))
 		s := b.Var(b.F(0))
 		rowLoop(b, tid, n, func(j ir.Reg) {
 			idx := b.Add(base, j)
 			b.Set(s, b.Fma(b.Ld(ir.F32, att, idx), b.Ld(ir.F32, dp, idx), s))
 		})
 		tot := blockReduce(b, sh, tid, s, b.Add)
-		rowLoop(b, tid, L, func(j ir.Reg) {
+		rowLoop(b, tid, w, func(j ir.Reg) {
 			idx := b.Add(base, j)
 			b.IfElse(b.Setp(ir.LT, j, n), func() {
 				b.St(dp, idx, b.Mul(b.Ld(ir.F32, att, idx), b.Sub(b.Ld(ir.F32, dp, idx), tot)))

@@ -192,9 +192,10 @@ func swigluBwd() (*ir.Kernel, error) {
 }
 
 // AttnSeq is one sequence of a packed attention launch: rows [Start, Start+Len) of the
-// q|k|v and output buffers, and its H·Len² words of softmax maps at word Att of the map
-// buffer (query head h's map at Att + h·Len²).
-type AttnSeq struct{ Start, Len, Att int }
+// q|k|v and output buffers. The launch covers its query rows [Q0, Q0+Rows) (Rows 0: all Len,
+// Q0 0) over their keys [0, Q0+Rows): query head h's map, Rows × (Q0+Rows) words, at word
+// Att + h·Rows·(Q0+Rows) of the map buffer.
+type AttnSeq struct{ Start, Len, Att, Q0, Rows int }
 
 // GQATables are the tables of causal grouped-query attention over packed sequences: H query
 // heads, KV key/value heads, query head h reading key/value head h/(H/KV). The q|k|v rows
@@ -209,12 +210,14 @@ type AttnSeq struct{ Start, Len, Att int }
 // q|k|v into dqkv; for each i gemm_tn_batched(DK[i]; alpha = 1/sqrt(hd), beta as DV) from dP
 // and q|k|v into dqkv. The query heads sharing a key/value head add into its gradient one
 // launch after another, in head order, as on the CPU: no two blocks of a launch write one word.
+// Tables of query-row blocks (AttnSeq.Rows) run block after block; as a block's dK and dV
+// cover only its keys, dqkv is zeroed first and every DV and DK launch adds (beta = 1).
 type GQATables struct {
-	Rows         []int32   // (Len, map offset) per (sequence, query head): the softmax kernels' tab
+	Rows         []int32   // RowTabWords per (sequence, query head): the softmax kernels' tab
 	S, O, DP, DQ []int32   // TabWords per (sequence, query head)
 	DV, DK       [][]int32 // per i < H/KV: TabWords per (sequence, kv head kh), query head kh·H/KV + i
 	Entries      int       // sequences·H: the grid's y of the softmax kernels
-	MaxLen       int       // the longest sequence: the grid's x of the softmax kernels
+	MaxLen       int       // the most query rows of a sequence: the grid's x of the softmax kernels
 }
 
 // NewGQATables builds the tables for seqs (sequences of length 0 are skipped).
@@ -230,29 +233,33 @@ func NewGQATables(seqs []AttnSeq, H, KV, hd int) (*GQATables, error) {
 		}
 	}
 	for _, s := range seqs {
-		if s.Len < 0 || s.Start < 0 || s.Att < 0 {
-			return nil, fmt.Errorf("kernels: attention sequence %+v has a negative field", s)
+		if s.Len < 0 || s.Start < 0 || s.Att < 0 || s.Q0 < 0 || s.Rows < 0 || s.Q0+s.Rows > s.Len || (s.Rows == 0 && s.Q0 != 0) {
+			return nil, fmt.Errorf("kernels: attention sequence %+v: fields negative or query rows outside the sequence", s)
 		}
-		L := s.Len
-		if L == 0 {
+		r, q0 := s.Rows, s.Q0
+		if r == 0 {
+			r = s.Len
+		}
+		w := q0 + r // keys [0, w)
+		if r == 0 {
 			continue
 		}
-		t.MaxLen = max(t.MaxLen, L)
-		q := func(h int) int { return s.Start*ld + h*hd }
+		t.MaxLen = max(t.MaxLen, r)
+		q := func(h int) int { return (s.Start+q0)*ld + h*hd } // the block's first query row
 		k := func(kh int) int { return s.Start*ld + (H+kh)*hd }
 		v := func(kh int) int { return s.Start*ld + (H+KV+kh)*hd }
-		a := func(h int) int { return s.Att + h*L*L }
+		a := func(h int) int { return s.Att + h*r*w }
 		for h := 0; h < H; h++ {
-			kh, o := h/rep, s.Start*od+h*hd
+			kh, o := h/rep, (s.Start+q0)*od+h*hd
 			t.Entries++
-			put(&t.Rows, L, a(h))
+			put(&t.Rows, r, w, a(h), q0)
 			// m, n, k, aOff, bOff, cOff, lda, ldb, ldc
-			put(&t.S, L, L, hd, q(h), k(kh), a(h), ld, ld, L)         // S = Q·Kᵀ
-			put(&t.O, L, hd, L, a(h), v(kh), o, L, ld, od)            // O = P·V
-			put(&t.DP, L, L, hd, o, v(kh), a(h), od, ld, L)           // dP = dO·Vᵀ
-			put(&t.DQ, L, hd, L, a(h), k(kh), q(h), L, ld, ld)        // dQ = dS·K
-			put(&t.DV[h%rep], L, hd, L, a(h), o, v(kh), L, od, ld)    // dV += Pᵀ·dO
-			put(&t.DK[h%rep], L, hd, L, a(h), q(h), k(kh), L, ld, ld) // dK += dSᵀ·Q
+			put(&t.S, r, w, hd, q(h), k(kh), a(h), ld, ld, w)         // S = Q·Kᵀ
+			put(&t.O, r, hd, w, a(h), v(kh), o, w, ld, od)            // O = P·V
+			put(&t.DP, r, w, hd, o, v(kh), a(h), od, ld, w)           // dP = dO·Vᵀ
+			put(&t.DQ, r, hd, w, a(h), k(kh), q(h), w, ld, ld)        // dQ = dS·K
+			put(&t.DV[h%rep], w, hd, r, a(h), o, v(kh), w, od, ld)    // dV += Pᵀ·dO
+			put(&t.DK[h%rep], w, hd, r, a(h), q(h), k(kh), w, ld, ld) // dK += dSᵀ·Q
 		}
 	}
 	return t, nil

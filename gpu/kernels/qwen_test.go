@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/drmas-dev/drmas/gpu/ir"
@@ -212,32 +213,24 @@ func TestSwiGLUMatchesCPU(t *testing.T) {
 
 // TestGQAMatchesCPU: causal grouped-query attention from NewGQATables' launches (batched
 // GEMMs, softmax_causal and its backward) against model's gqaForward and gqaBackward, for
-// packed sequences of different lengths (one empty), with 2 and 4 query heads per kv head.
-// dqkv starts as the interpreter's poison (NaN): every word must be written before it is read.
+// packed sequences of different lengths (one empty), with 2 and 4 query heads per kv head,
+// over whole maps and in blocks of 3 query rows (tables block after block, ragged last blocks,
+// dK and dV added over blocks). With whole maps dqkv starts as the interpreter's poison (NaN):
+// every word must be written before it is read; with blocks it starts zeroed.
 func TestGQAMatchesCPU(t *testing.T) {
-	for _, shape := range []struct{ H, KV int }{{4, 2}, {4, 1}} {
+	for _, shape := range []struct{ H, KV, block int }{{4, 2, 0}, {4, 1, 0}, {4, 2, 3}, {4, 1, 3}} {
 		r := rand.New(rand.NewPCG(29, uint64(shape.H*10+shape.KV)))
 		d := dev{t, ir.NewInterp(all(t))}
 		b := model.BlockRef{Heads: shape.H, KVHeads: shape.KV, HeadDim: 8}
 		lens := []int{5, 0, 9}
 		H, hd, ld, od := b.Heads, b.HeadDim, b.QKVWidth(), b.Heads*b.HeadDim
-		var seqs []AttnSeq
-		rows, maps := 0, 0
-		for _, L := range lens {
-			seqs = append(seqs, AttnSeq{Start: rows, Len: L, Att: maps})
-			rows += L
-			maps += H * L * L
-		}
+		tbs, rows, maps := gqaBlockTables(t, lens, H, b.KVHeads, hd, shape.block)
 		qkv, dO := randF(r, rows*ld), randF(r, rows*od)
 		want, err := b.GQA(qkv, lens)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantD, err := b.GQABackward(qkv, dO, lens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tb, err := NewGQATables(seqs, H, b.KVHeads, hd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,12 +243,15 @@ func TestGQAMatchesCPU(t *testing.T) {
 			d.launch(GemmName(ta, tb, true), [3]int{(maxN + Tile - 1) / Tile, (maxM + Tile - 1) / Tile, len(tab) / TabWords}, [3]int{GemmThreads, GemmThreads, 1},
 				ir.ArgP(a), ir.ArgP(bb), ir.ArgP(c), ir.ArgP(d.ibuf(tab)), ir.ArgF(alpha), ir.ArgF(beta))
 		}
+		softmax := func(name string, tb *GQATables, args ...ir.Arg) {
+			d.launch(name, [3]int{tb.MaxLen, tb.Entries, 1}, rowBlk, append(args, ir.ArgP(d.ibuf(tb.Rows)))...)
+		}
 		pq, att, out := d.buf(qkv), d.buf(make([]float32, maps)), d.buf(make([]float32, rows*od))
-		rowTab := d.ibuf(tb.Rows)
-		smGrid := [3]int{tb.MaxLen, tb.Entries, 1}
-		batched(false, true, tb.S, scale, 0, pq, pq, att)
-		d.launch("softmax_causal", smGrid, rowBlk, ir.ArgP(att), ir.ArgP(rowTab))
-		batched(false, false, tb.O, 1, 0, att, pq, out)
+		for _, tb := range tbs {
+			batched(false, true, tb.S, scale, 0, pq, pq, att)
+			softmax("softmax_causal", tb, ir.ArgP(att))
+			batched(false, false, tb.O, 1, 0, att, pq, out)
+		}
 		closeTo(t, "gqa out", d.read(out, rows*od), want)
 
 		pdo, dP := d.buf(dO), d.buf(make([]float32, maps))
@@ -263,20 +259,74 @@ func TestGQAMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batched(false, true, tb.DP, 1, 0, pdo, pq, dP)
-		for i, tab := range tb.DV {
-			batched(true, false, tab, 1, float32(min(i, 1)), att, pdo, dq)
+		beta := func(i int) float32 { return float32(min(i, 1)) }
+		if shape.block > 0 {
+			dq, beta = d.buf(make([]float32, rows*ld)), func(int) float32 { return 1 }
 		}
-		d.launch("softmax_causal_bwd", smGrid, rowBlk, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(rowTab))
-		batched(false, false, tb.DQ, scale, 0, dP, pq, dq)
-		for i, tab := range tb.DK {
-			batched(true, false, tab, scale, float32(min(i, 1)), dP, pq, dq)
+		for _, tb := range tbs {
+			if shape.block > 0 { // the block's probabilities again
+				batched(false, true, tb.S, scale, 0, pq, pq, att)
+				softmax("softmax_causal", tb, ir.ArgP(att))
+			}
+			batched(false, true, tb.DP, 1, 0, pdo, pq, dP)
+			for i, tab := range tb.DV {
+				batched(true, false, tab, 1, beta(i), att, pdo, dq)
+			}
+			softmax("softmax_causal_bwd", tb, ir.ArgP(att), ir.ArgP(dP))
+			batched(false, false, tb.DQ, scale, 0, dP, pq, dq)
+			for i, tab := range tb.DK {
+				batched(true, false, tab, scale, beta(i), dP, pq, dq)
+			}
 		}
 		closeTo(t, "gqa dqkv", d.read(dq, rows*ld), wantD)
 	}
 	if _, err := NewGQATables(nil, 3, 2, 8); err == nil {
 		t.Error("NewGQATables accepted 3 heads over 2 kv heads")
 	}
+	if _, err := NewGQATables([]AttnSeq{{Len: 4, Q0: 2, Rows: 3}}, 2, 1, 8); err == nil {
+		t.Error("NewGQATables accepted query rows past the sequence's end")
+	}
+}
+
+// gqaBlockTables packs sequences of lens rows and builds their attention tables: whole maps
+// for block 0, else one table per block of block query rows (maps back to back in each);
+// maps is the most map words a table needs.
+func gqaBlockTables(t *testing.T, lens []int, H, KV, hd, block int) (tbs []*GQATables, rows, maps int) {
+	t.Helper()
+	starts := make([]int, len(lens))
+	for i, L := range lens {
+		starts[i], rows = rows, rows+L
+	}
+	add := func(seqs []AttnSeq, words int) {
+		tb, err := NewGQATables(seqs, H, KV, hd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbs, maps = append(tbs, tb), max(maps, words)
+	}
+	if block == 0 {
+		var seqs []AttnSeq
+		words := 0
+		for i, L := range lens {
+			seqs = append(seqs, AttnSeq{Start: starts[i], Len: L, Att: words})
+			words += H * L * L
+		}
+		add(seqs, words)
+		return tbs, rows, maps
+	}
+	for q0 := 0; q0 < slices.Max(lens); q0 += block {
+		var seqs []AttnSeq
+		words := 0
+		for i, L := range lens {
+			if L > q0 {
+				r := min(block, L-q0)
+				seqs = append(seqs, AttnSeq{Start: starts[i], Len: L, Att: words, Q0: q0, Rows: r})
+				words += H * r * (q0 + r)
+			}
+		}
+		add(seqs, words)
+	}
+	return tbs, rows, maps
 }
 
 // TestQKVBiasMatchesCPU: Qwen2's biased q/k/v projection as the GPU engine runs a biased

@@ -36,6 +36,7 @@ var meanings = map[string]string{
 	"agents.<agent>.micro_batch":   "this agent's micro-batch in rows (zero: learn.micro_batch)",
 	"rollout.temperature":          "sampling temperature of rollouts (the learner scores with the same)",
 	"rollout.top_p":                "nucleus sampling of rollouts (1: off)",
+	"rollout.top_k":                "sample rollouts from the k most likely tokens only, before top_p (0: off)",
 	"rollout.max_tokens":           "tokens an agent's turn may generate",
 	"normalize.eps":                "ε added to the standard deviation when normalizing advantages",
 	"learn.epochs":                 "passes over an iteration's rows",
@@ -51,4 +52,5 @@ var meanings = map[string]string{
 	"evaluate.k":                   "samples per held-out prompt (avg@k, pass@k)",
 	"evaluate.temperature":         "sampling temperature of evaluation",
 	"evaluate.top_p":               "nucleus sampling of evaluation",
+	"evaluate.top_k":               "top-k sampling of evaluation, before top_p (0: off)",
 }

@@ -98,6 +98,9 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	params := map[string]string{"k": strconv.Itoa(k), "temperature": strconv.FormatFloat(cfg.Evaluate.Temperature, 'g', -1, 64),
 		"top_p": strconv.FormatFloat(cfg.Evaluate.TopP, 'g', -1, 64), "prompts": strconv.Itoa(len(tasks)), "split": split,
 		"prompts_sha256": workflows.TasksDigest(tasks)}
+	if cfg.Evaluate.TopK > 0 { // absent when off, as evaluations committed before top_k have it
+		params["top_k"] = strconv.Itoa(cfg.Evaluate.TopK)
+	}
 	// An evaluation is keyed by its checkpoint: if it is committed, read it back (the checkpoint
 	// itself may since have been removed by retention). Without a readable LATEST, LoadPolicy
 	// picks the step: it falls back to the newest usable one, and external models need none.
@@ -135,7 +138,7 @@ func runStage(ctx context.Context, env *stages.Env, o Options, evaluated *int64)
 	bar := progress.New(env.Progress, int64(len(tasks)*k), fmt.Sprintf("evaluate step %d (%s split)", set.Step, split), "episodes")
 	eps, err := playChunked(ctx, wf, tasks, backends, rollout.PlayOptions{
 		Samples:  k,
-		Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+		Sampling: actors.Sampling{Temperature: cfg.Evaluate.Temperature, TopP: cfg.Evaluate.TopP, TopK: cfg.Evaluate.TopK, MaxTokens: cfg.Rollout.MaxTokens},
 		Seed: func(t workflows.Task, sample, turn int) uint64 {
 			// Common random numbers: every step samples with the same seeds, so the paired
 			// change between two steps is the policy's, not the sampling noise's.

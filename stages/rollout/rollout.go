@@ -309,7 +309,7 @@ func (r *stageRun) writeParts(ctx context.Context, todo []int, todoTasks []workf
 	play := func(ctx context.Context, tasks []workflows.Task) ([]*Episode, error) {
 		return playerOf(r.wf, r.env.Logf)(ctx, r.wf, tasks, r.backends, PlayOptions{
 			Samples:  G,
-			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, MaxTokens: cfg.Rollout.MaxTokens},
+			Sampling: actors.Sampling{Temperature: cfg.Rollout.Temperature, TopP: cfg.Rollout.TopP, TopK: cfg.Rollout.TopK, MaxTokens: cfg.Rollout.MaxTokens},
 			Seed: func(t workflows.Task, sample, turn int) uint64 {
 				return seeds.Derive(cfg.Seed, "rollout", r.iter, t.ID, sample, turn)
 			},
