@@ -9,9 +9,10 @@ import (
 	"sync"
 )
 
-// PrefixCache keeps the KV blocks of the prompts a model has prefilled, keyed by their token
-// prefix, so that a later request whose history begins with the same tokens (an agent's later
-// turn, another sample of the group) starts from them instead of prefilling them again (vLLM's
+// PrefixCache keeps the KV blocks of the sequences a model has fed (prompts and the tokens
+// sampled after them), keyed by their token prefix, so that a later request whose history
+// begins with the same tokens (an agent's later turn, which repeats the earlier turns' answers;
+// another sample of the group) starts from them instead of prefilling them again (vLLM's
 // automatic prefix caching). A block is found by its kvBlockLen tokens and the entry of the
 // block before it, so a hit means the whole prefix up to it is equal, token for token; and a
 // position's keys and values depend only on the tokens up to it, so a hit draws the same bits
@@ -129,7 +130,7 @@ func (pc *PrefixCache) hit(n int) {
 	pc.stats.HitTokens += int64(n)
 }
 
-// register adds the whole blocks of prompt that c holds (c has prefilled it) and evicts down
+// register adds the whole blocks of prompt that c holds (c has fed it) and evicts down
 // to the bound.
 func (pc *PrefixCache) register(prompt []int32, c *kvCache) {
 	pc.mu.Lock()
@@ -189,8 +190,8 @@ func (l *LoRA) SampleCached(ctx context.Context, reqs []SampleRequest, opts Samp
 }
 
 // UsePrefixCache makes a stream that has fed nothing yet start from pc's blocks of its
-// prompt and register its prompt's blocks there once prefilled (nil: no cache). pc must hold
-// blocks of the stream's weights only.
+// prompt and register its blocks there once fed, sampled tokens included (nil: no cache). pc
+// must hold blocks of the stream's weights only.
 func (s *Stream) UsePrefixCache(pc *PrefixCache) error {
 	if s.kv != nil {
 		return errors.New("model: UsePrefixCache: the stream has started")

@@ -24,7 +24,9 @@ type Stream struct {
 	kv   *kvCache
 	res  SampleResult
 	pc   *PrefixCache // nil: none
-	reg  int          // prompt blocks registered in pc
+	reg  int          // blocks registered in pc
+	// cached is how many prompt positions the stream took from pc.
+	cached int
 }
 
 // Streamer is a model that decodes Streams one step at a time.
@@ -86,6 +88,10 @@ func (s *Stream) Len() int { return len(s.res.Tokens) }
 // later steps append to them, so a caller reading them while another goroutine steps must
 // copy them first.
 func (s *Stream) Result() SampleResult { return s.res }
+
+// CachedTokens is how many of the prompt's positions the stream took from its prefix cache
+// instead of prefilling them (0 before its first Step).
+func (s *Stream) CachedTokens() int { return s.cached }
 
 // Tokens is a copy of the tokens and log-probs sampled from index from on.
 func (s *Stream) Tokens(from int) ([]int32, []float32) {
@@ -213,9 +219,9 @@ func feed(m *LLM, live []*Stream, budget int) ([]*Stream, []float32) {
 	}
 	out := m.cachedStep(cs, chunks)
 	for _, s := range run {
-		prompt := s.hist[:len(s.hist)-len(s.res.Tokens)]
-		if n := min(len(prompt), s.kv.n) / kvBlockLen; s.pc != nil && n > s.reg {
-			s.pc.register(prompt, s.kv)
+		// The sampled tokens' blocks too: a later turn's prompt repeats them.
+		if n := s.kv.n / kvBlockLen; s.pc != nil && n > s.reg {
+			s.pc.register(s.hist, s.kv)
 			s.reg = n
 		}
 	}
@@ -251,6 +257,7 @@ func (s *Stream) start(pending map[string]bool) bool {
 			pending[k] = true
 		}
 		s.pc.hit(kv.n)
+		s.cached = kv.n
 	}
 	s.kv = kv
 	return true

@@ -99,7 +99,7 @@ func newHF(ctx context.Context, o Options) (*Server, error) {
 	stop := slices.Sorted(slices.Values(hfmodel.StopIDs(bpe, cfg)))
 	s := newServer(o, bpeCodec{bpe})
 	s.hf = &hfState{base: m, adapters: map[string]*policy{}, loading: map[string]bool{}}
-	s.cur.Store(&policy{name: o.Name, m: m, context: ac.Context, vocab: ac.Vocab, stop: stop, root: o.HF})
+	s.cur.Store(&policy{name: o.Name, m: m, context: ac.Context, vocab: ac.Vocab, stop: stop, root: o.HF, pc: s.newPrefixCache()})
 	return s, nil
 }
 
@@ -253,7 +253,7 @@ func (s *Server) mergeAdapter(ctx context.Context, req openai.LoadLoRAAdapterReq
 		return nil, badRequest("lora_path %s: %s", where, hideDir(err.Error(), dir, req.LoRAPath))
 	}
 	base := s.cur.Load()
-	return &policy{name: req.LoRAName, m: m, context: base.context, vocab: base.vocab, stop: base.stop, parent: base.name, root: req.LoRAPath}, nil
+	return &policy{name: req.LoRAName, m: m, context: base.context, vocab: base.vocab, stop: base.stop, parent: base.name, root: req.LoRAPath, pc: s.newPrefixCache()}, nil
 }
 
 // cloneLLM copies m's weights into a new model.
@@ -289,12 +289,13 @@ func (s *Server) unloadAdapter(w http.ResponseWriter, r *http.Request) {
 	}
 	h := s.hf
 	h.mu.Lock()
-	_, ok := h.adapters[req.LoRAName]
+	p, ok := h.adapters[req.LoRAName]
 	if ok {
 		delete(h.adapters, req.LoRAName)
 		h.order = slices.DeleteFunc(h.order, func(n string) bool { return n == req.LoRAName })
 	}
 	h.mu.Unlock()
+	p.dropCache()
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("The lora adapter '%s' cannot be found.", excerpt.Name(req.LoRAName)), "NotFoundError")
 		return

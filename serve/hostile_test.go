@@ -28,20 +28,7 @@ import (
 // so that a long generation runs for seconds while the rest of a test takes milliseconds.
 func hostileModel(t testing.TB) string {
 	t.Helper()
-	tok := filepath.Join("..", "hf", "testdata", "tinytok")
-	info, err := hf.ReadTokenizerInfo(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := hf.NewConfig(hf.InitSpec{Arch: "qwen2", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 128, MaxPositions: 1 << 15, Vocab: hf.VocabFor(info)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "tiny")
-	if err := hf.WriteFolder(dir, cfg, hf.F32, hf.RandomTensors(cfg, 3), tok); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return tinytokModel(t, hf.InitSpec{Arch: "qwen2", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 128, MaxPositions: 1 << 15}, 3)
 }
 
 func postCtx(ctx context.Context, c *http.Client, url string, body any) (int, string, error) {

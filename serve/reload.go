@@ -24,8 +24,9 @@ func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 // updateWeights is SGLang's POST /update_weights_from_disk: the HF folder at model_path (a
 // store URL is fetched as the --hf folder was) replaces the served weights under the same
 // name; it must have the served model's architecture and sizes. Requests already queued
-// finish with the old weights. Adapters loaded later merge into the new weights; adapters
-// already loaded keep theirs. Errors as SGLang's: HTTP 400 with success false and a message.
+// finish with the old weights; the new weights start with an empty prefix cache. Adapters
+// loaded later merge into the new weights; adapters already loaded keep theirs (and their
+// caches). Errors as SGLang's: HTTP 400 with success false and a message.
 func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	if s.notHF(w) {
 		return
@@ -60,11 +61,12 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := *cur
-	next.m, next.root = m, req.ModelPath
+	next.m, next.root, next.pc = m, req.ModelPath, s.newPrefixCache()
 	s.hf.mu.Lock()
 	s.hf.base = m
 	s.hf.mu.Unlock()
 	s.cur.Store(&next)
+	cur.dropCache() // the old weights' keys and values
 	s.o.Logf("serve: serving the weights of %s", excerpt.Name(req.ModelPath))
 	writeJSON(w, http.StatusOK, openai.UpdateWeightsResponse{Success: true, Message: "Succeeded to update model weights."})
 }

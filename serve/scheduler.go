@@ -45,6 +45,8 @@ type result struct {
 	err error
 	// steps is how many decode steps ran from the request's arrival to its last token.
 	steps int64
+	// cached is how many prompt tokens, all prompts together, came from the prefix cache.
+	cached int
 }
 
 // errSlowReader ends a streaming request whose client does not read its tokens.
@@ -157,7 +159,7 @@ func (s *Server) admit(sc *sched) {
 	for len(sc.waiting) > 0 && sc.streams < s.o.MaxBatch {
 		it := sc.waiting[0]
 		i := slices.Index(it.streams, nil)
-		st, err := streamer(it.pol).NewStream(it.reqs[i], it.opts)
+		st, err := newStream(it.pol, it.reqs[i], it.opts)
 		if err != nil {
 			sc.waiting = sc.waiting[1:]
 			sc.abandon(it)
@@ -181,6 +183,18 @@ func (sc *sched) abandon(it *item) {
 			sc.streams--
 		}
 	}
+}
+
+// newStream is a prompt's decoding state with p, over p's prefix cache.
+func newStream(p *policy, req model.SampleRequest, opts model.SampleOptions) (*model.Stream, error) {
+	st, err := streamer(p).NewStream(req, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.UsePrefixCache(p.pc); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // streamer is a policy's model as a step decoder (every model.Policy the server loads is one).
@@ -282,10 +296,13 @@ func (s *Server) settle(sc *sched, it *item) bool {
 		return false
 	}
 	res := make([]model.SampleResult, len(it.streams))
+	cached := 0
 	for i, st := range it.streams {
 		res[i] = st.Result()
+		cached += st.CachedTokens()
 	}
-	it.done <- result{res: res, pol: it.pol, steps: sc.steps - it.arrived}
+	s.cachedTokens.Add(int64(cached))
+	it.done <- result{res: res, pol: it.pol, steps: sc.steps - it.arrived, cached: cached}
 	return true
 }
 

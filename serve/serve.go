@@ -136,6 +136,12 @@ type Options struct {
 	// Resolve turns a model_path that is a store URL (s3://…, file://…) into a local folder
 	// (nil: only local folders are accepted).
 	Resolve func(ctx context.Context, path string) (string, error)
+	// PrefixCacheBytes bounds each served model's prefix cache (the base's, and each
+	// adapter's): the keys and values of the whole 16-token blocks of the sequences it has
+	// decoded, so that a request whose prompt starts with them (a chat's later turn) prefills
+	// only the rest (default model.DefaultPrefixCacheBytes; < 0: no cache). A cache is dropped
+	// when its weights change.
+	PrefixCacheBytes int64
 	// Logf receives one-line notices (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -150,6 +156,8 @@ type Stats struct {
 	Stopped     int64 // requests whose decoding stopped early: the client left or its deadline passed
 	SlowReaders int64 // streaming requests dropped because their client did not read
 	Waiting     int64 // requests waiting for a place in the decode batch (MaxBatch) now
+	// CachedTokens counts the prompt tokens taken from a prefix cache instead of prefilled.
+	CachedTokens int64
 }
 
 // policy is one servable model: the built-in checkpoint, an HF model, or an HF model with a
@@ -169,6 +177,8 @@ type policy struct {
 	// parent and root describe an adapter on GET /v1/models (as vLLM): the base's name and
 	// the lora_path it was loaded from.
 	parent, root string
+	// pc is the prefix cache of m's weights (nil: none); a policy of new weights gets a new one.
+	pc *model.PrefixCache
 }
 
 // Server serves one model of a run.
@@ -182,7 +192,7 @@ type Server struct {
 	created int64
 	ids     atomic.Int64
 
-	requests, prompts, batches, maxBatch, reloads, stoppedCalls, slowReaders, waiting atomic.Int64
+	requests, prompts, batches, maxBatch, reloads, stoppedCalls, slowReaders, waiting, cachedTokens atomic.Int64
 }
 
 // New loads the run's LATEST checkpoint (falling back to the newest usable one with a notice).
@@ -224,6 +234,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.PrefixCacheBytes == 0 {
+		o.PrefixCacheBytes = model.DefaultPrefixCacheBytes
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -263,8 +276,26 @@ func (s *Server) install(set *checkpoints.Set) error {
 		return fmt.Errorf("serve: checkpoint step %d: model %s changed size (%+v → %+v): restart the server", set.Step, s.o.Model, old.m.(*model.Model).Config(), m.Config())
 	}
 	c := m.Config()
-	s.cur.Store(&policy{name: s.o.Name, m: m, context: c.Context, vocab: c.Vocab, versioned: true, step: set.Step, sha: set.ManifestSHA256})
+	old := s.cur.Swap(&policy{name: s.o.Name, m: m, context: c.Context, vocab: c.Vocab, versioned: true, step: set.Step, sha: set.ManifestSHA256, pc: s.newPrefixCache()})
+	old.dropCache()
 	return nil
+}
+
+// newPrefixCache is an empty prefix cache for a policy of new weights (nil: caching is off).
+func (s *Server) newPrefixCache() *model.PrefixCache {
+	if s.o.PrefixCacheBytes < 0 {
+		return nil
+	}
+	return model.NewPrefixCache(s.o.PrefixCacheBytes)
+}
+
+// dropCache frees the blocks of a policy no new request samples with (nil: none). The
+// requests it still decodes keep the blocks they hold, and whatever they add is freed with
+// the policy.
+func (p *policy) dropCache() {
+	if p != nil && p.pc != nil {
+		p.pc.Release()
+	}
 }
 
 // Name is the served model name.
@@ -275,7 +306,7 @@ func (s *Server) Version() int64 { return s.cur.Load().step }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load(), SlowReaders: s.slowReaders.Load(), Waiting: s.waiting.Load()}
+	return Stats{Requests: s.requests.Load(), Prompts: s.prompts.Load(), Batches: s.batches.Load(), MaxBatch: s.maxBatch.Load(), Reloads: s.reloads.Load(), Stopped: s.stoppedCalls.Load(), SlowReaders: s.slowReaders.Load(), Waiting: s.waiting.Load(), CachedTokens: s.cachedTokens.Load()}
 }
 
 // Reload loads LATEST if it names a step other than the one served, and swaps it in. It
@@ -503,6 +534,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		out.Usage.CompletionTokens += len(sr.Tokens)
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
+	out.Usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: res.cached}
 	w.Header().Set(StepsHeader, strconv.FormatInt(res.steps, 10))
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 	writeJSON(w, http.StatusOK, out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drmas-dev/drmas/hf"
 	"github.com/drmas-dev/drmas/hfmodel"
+	"github.com/drmas-dev/drmas/model"
 	"github.com/drmas-dev/drmas/serve"
 	"github.com/drmas-dev/drmas/stages"
 )
@@ -17,6 +18,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var o serve.Options
 	var addr, cache, adapterRoot string
+	var prefixCache int64
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the run's LATEST checkpoint over the OpenAI completions API (as vLLM does)",
@@ -35,7 +37,12 @@ request joins the batch at the next step and leaves it when done, up to --max-ba
 once (the others wait in arrival order); a request arriving while nothing decodes waits
 --window for others to share its first step; a long prompt is fed --max-prefill tokens a step.
 Sampling is seeded per prompt, so results do not depend on batching and equal the in-process
-backend's for the same seed. "stream": true answers with Server-Sent Events as OpenAI does.
+backend's for the same seed. A prefix cache (vLLM's automatic prefix caching) keeps the keys and
+values of the whole 16-token blocks of what was decoded, up to --prefix-cache-bytes per model
+and adapter: a request whose prompt starts with them (a chat's later turn) prefills only the
+rest, with the same results, and its usage.prompt_tokens_details.cached_tokens counts them. A
+cache is dropped when its weights change (a new checkpoint, a weight reload, an adapter
+unloaded). "stream": true answers with Server-Sent Events as OpenAI does.
 LATEST is polled every --poll and a new checkpoint is swapped in atomically. As vLLM, a
 request whose prompt and max_tokens together exceed the model's context gets a 400; one request takes at most --max-prompts prompts (400 over it) and
 --max-prompt-tokens prompt tokens in all (413 over it). Point a model's backend at it with backend: openai and
@@ -99,12 +106,18 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 				return fmt.Errorf("--request-timeout 0: must be > 0, or negative for none")
 			case o.MaxLoRAs < 1:
 				return fmt.Errorf("--max-loras %d: must be ≥ 1", o.MaxLoRAs)
+			case prefixCache < 0:
+				return fmt.Errorf("--prefix-cache-bytes %d: must be ≥ 0 (0: no prefix cache)", prefixCache)
 			case o.HF != "" && o.Model != "":
 				return fmt.Errorf("--hf %s and --model %s: --model chooses a model of the run's checkpoint; --hf serves a folder: give one", o.HF, o.Model)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.PrefixCacheBytes = prefixCache
+			if prefixCache == 0 {
+				o.PrefixCacheBytes = -1 // serve.Options' off
+			}
 			if o.HF != "" {
 				return serveHF(cmd, o, addr, cache, adapterRoot)
 			}
@@ -126,6 +139,7 @@ implements SGLang's weight reload, which a run with models.<id>.openai.reload: s
 	f.IntVar(&o.MaxPrompts, "max-prompts", serve.DefaultMaxPrompts, "most prompts in one request (400 over it); a rollout sends at most openai.max_batch")
 	f.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", serve.DefaultMaxPromptTokens, "most prompt tokens in one request, all its prompts together (413 over it)")
 	f.IntVar(&o.MaxPromptBytes, "max-prompt-bytes", 0, fmt.Sprintf("most bytes of text prompts in one request, checked before tokenizing (413 over it); 0: %d × --max-prompt-tokens", serve.PromptBytesPerToken))
+	f.Int64Var(&prefixCache, "prefix-cache-bytes", model.DefaultPrefixCacheBytes, "most bytes of keys and values each served model (the base, each adapter) keeps for prompts that repeat what it decoded before (a chat's later turn); 0: no prefix cache")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", serve.DefaultRequestTimeout, "longest a completion request may take (504 past it, its sampling stopped); negative: none")
 	var maxConcurrent int
 	f.IntVar(&maxConcurrent, "max-concurrent", 4, "no effect: every request is decoded in one continuous batch (see --max-batch)")

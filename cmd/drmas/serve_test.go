@@ -97,7 +97,8 @@ func TestServeHF(t *testing.T) {
 	}
 }
 
-// TestServeFlagErrors: --hf with --model, and --max-loras below 1, are one-line errors.
+// TestServeFlagErrors: --hf with --model, --max-loras below 1 and a negative
+// --prefix-cache-bytes are one-line errors.
 func TestServeFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -105,11 +106,56 @@ func TestServeFlagErrors(t *testing.T) {
 	}{
 		{[]string{"serve", "--hf", "/m", "--model", "m1"}, "--hf /m and --model m1"},
 		{[]string{"serve", "--hf", "/m", "--max-loras", "0"}, "--max-loras 0: must be ≥ 1"},
+		{[]string{"serve", "--hf", "/m", "--prefix-cache-bytes", "-1"}, "--prefix-cache-bytes -1: must be ≥ 0"},
 		{[]string{"serve", "--hf", filepath.Join(t.TempDir(), "none")}, "config.json"},
 	} {
 		_, _, err := execute(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestServePrefixCacheFlag: by default a repeated 40-token prompt takes its two whole blocks
+// from the prefix cache (usage.prompt_tokens_details.cached_tokens 32); with
+// --prefix-cache-bytes 0 it takes none.
+func TestServePrefixCacheFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if _, _, err := execute(t, initArgs("qwen3", tinyTokenizer, dir, "1")...); err != nil {
+		t.Fatal(err)
+	}
+	prompt := make([]int, 40)
+	for i := range prompt {
+		prompt[i] = 5 + i
+	}
+	cached := func(base string) int {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 1, "seed": 1})
+		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %v", resp.StatusCode, err)
+		}
+		return r.Usage.Details.Cached
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{{nil, 32}, {[]string{"--prefix-cache-bytes", "0"}, 0}} {
+		base, _ := startServe(t, append([]string{"--hf", dir}, c.args...)...)
+		cached(base)
+		if got := cached(base); got != c.want {
+			t.Errorf("%v: a repeated prompt took %d tokens from the cache, want %d", c.args, got, c.want)
 		}
 	}
 }
