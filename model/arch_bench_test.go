@@ -2,14 +2,23 @@ package model
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"testing"
 )
 
+// benchVocab and benchLayers reshape qwenSlice: -bench.vocab=151936 gives the
+// real Qwen2.5 head (the head's GEMMs dominate a 2-layer step then).
+var (
+	benchVocab  = flag.Int("bench.vocab", 32000, "vocabulary of the benchmark model (qwenSlice)")
+	benchLayers = flag.Int("bench.layers", 2, "layers of the benchmark model (qwenSlice)")
+)
+
 // qwenSlice is the Qwen2.5-0.5B block shape with 2 layers and a 32k
-// vocabulary: small enough for a benchmark run, the same GEMM shapes.
+// vocabulary (-bench.layers, -bench.vocab): small enough for a benchmark
+// run, the same GEMM shapes.
 func qwenSlice(b *testing.B) *LLM {
-	c := ArchConfig{Arch: "qwen2", Hidden: 896, Layers: 2, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: 32000, Context: 4096,
+	c := ArchConfig{Arch: "qwen2", Hidden: 896, Layers: *benchLayers, Heads: 14, KVHeads: 2, Intermediate: 4864, Vocab: *benchVocab, Context: 4096,
 		RopeTheta: 1e6, Tie: true}.WithDefaults()
 	m, err := InitLLM(c, 1)
 	if err != nil {

@@ -15,7 +15,11 @@ import (
 // blocks of 256, each a sequential FMA chain) whatever m, n, the layout and
 // the scheduling: results are deterministic and each row of C depends only on
 // the matching row of op(A).
-type BlockedGEMM struct{}
+type BlockedGEMM struct {
+	// avx2Only keeps the 6×16 AVX2 kernel on a CPU with AVX-512 (to compare
+	// the two: their bits are the same).
+	avx2Only bool
+}
 
 const (
 	mr = 6
@@ -38,23 +42,26 @@ func getBuf(pool *sync.Pool, n int) *[]float32 {
 }
 
 // Sgemm implements GEMM.
-func (BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemm(transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+func (g BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemm(g.wide(), transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
 		packB(dst, transB, b, ldb, pc, kcur, jc, ncur)
 	}, beta, c, ldc)
 }
 
 // SgemmBF16B is Sgemm with B in bfloat16 (uint16 bits), widened exactly as
 // it is packed: the bits of Sgemm on the widened B, at half the bytes read.
-func (BlockedGEMM) SgemmBF16B(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
-	sgemm(transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+func (g BlockedGEMM) SgemmBF16B(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	sgemm(g.wide(), transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
 		packBBF16(dst, transB, b, ldb, pc, kcur, jc, ncur)
 	}, beta, c, ldc)
 }
 
+// wide reports whether the 6×32 AVX-512 tiles run.
+func (g BlockedGEMM) wide() bool { return hasAVX512 && !g.avx2Only }
+
 // sgemm is Sgemm with op(B) reached only through pack, which writes depth
 // [pc, pc+kcur) × columns [jc, jc+ncur) of op(B) in packB's layout.
-func sgemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, pack func(dst []float32, pc, kcur, jc, ncur int), beta float32, c []float32, ldc int) {
+func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, pack func(dst []float32, pc, kcur, jc, ncur int), beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -169,12 +176,15 @@ func sgemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, pack f
 		msr := (mcur + mr - 1) / mr
 		js0, js1 := jb*stripsPer, min(nstrips, (jb+1)*stripsPer)
 		var sp *[]float32
-		var edge [mr * nr]float32
 		for pc := 0; pc < k; pc += kc {
 			kcur := min(kc, k-pc)
 			for js := js0; js < js1; js++ {
-				ncols := min(nr, n-js*nr)
 				bs := (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+1)*nr*kcur]
+				// Two full strips side by side make a 6×32 tile.
+				pair := wide && js+1 < js1 && (js+2)*nr <= n
+				if pair {
+					bs = (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+2)*nr*kcur]
+				}
 				for is := 0; is < msr; is++ {
 					nrows := min(mr, mcur-is*mr)
 					i0 := ic + is*mr
@@ -197,19 +207,18 @@ func sgemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, pack f
 					}
 					c0 := i0*ldc + js*nr
 					store := overwrite && pc == 0
-					if nrows == mr && ncols == nr {
-						kernel6x16(kcur, as, rs, cs, bs, nr, c[c0:c0+(mr-1)*ldc+nr], ldc, alpha, store)
-						continue
+					switch {
+					case pair && nrows == mr:
+						kernel6x32(true, kcur, as, rs, cs, bs, nr*kcur, nr, c[c0:c0+(mr-1)*ldc+2*nr], ldc, alpha, store)
+					case pair:
+						edgeTile(kcur, as, rs, cs, bs, c[c0:], ldc, nrows, nr, alpha, store)
+						edgeTile(kcur, as, rs, cs, bs[nr*kcur:], c[c0+nr:], ldc, nrows, nr, alpha, store)
+					default:
+						edgeTile(kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(nr, n-js*nr), alpha, store)
 					}
-					if !store {
-						for r := 0; r < nrows; r++ {
-							copy(edge[r*nr:r*nr+ncols], c[c0+r*ldc:c0+r*ldc+ncols])
-						}
-					}
-					kernel6x16(kcur, as, rs, cs, bs, nr, edge[:], nr, alpha, store)
-					for r := 0; r < nrows; r++ {
-						copy(c[c0+r*ldc:c0+r*ldc+ncols], edge[r*nr:r*nr+ncols])
-					}
+				}
+				if pair {
+					js++
 				}
 			}
 		}
@@ -217,6 +226,25 @@ func sgemm(transA bool, m, n, k int, alpha float32, a []float32, lda int, pack f
 			packPoolA.Put(sp)
 		}
 	})
+}
+
+// edgeTile runs kernel6x16 on a tile of C of nrows ≤ mr rows and ncols ≤ nr
+// columns at c (row stride ldc), through a full-size copy when it is ragged.
+func edgeTile(kcur int, as []float32, rs, cs int, bs []float32, c []float32, ldc, nrows, ncols int, alpha float32, store bool) {
+	if nrows == mr && ncols == nr {
+		kernel6x16(kcur, as, rs, cs, bs, nr, c[:(mr-1)*ldc+nr], ldc, alpha, store)
+		return
+	}
+	var edge [mr * nr]float32
+	if !store {
+		for r := 0; r < nrows; r++ {
+			copy(edge[r*nr:r*nr+ncols], c[r*ldc:r*ldc+ncols])
+		}
+	}
+	kernel6x16(kcur, as, rs, cs, bs, nr, edge[:], nr, alpha, store)
+	for r := 0; r < nrows; r++ {
+		copy(c[r*ldc:r*ldc+ncols], edge[r*nr:r*nr+ncols])
+	}
 }
 
 // packAEdge packs the last, ragged strip of a plain (row-major) A: rows

@@ -2,6 +2,11 @@
 
 package model
 
+import "golang.org/x/sys/cpu"
+
+//go:noescape
+func kern6x32AVX512(kc int, a *float32, rs, cs int, b *float32, bnext, ldb int, c *float32, ldc int, alpha float32, store int)
+
 //go:noescape
 func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
 
@@ -28,6 +33,28 @@ var hasAVX2FMA = func() bool {
 	return b7&(1<<5) != 0
 }()
 
+// hasAVX512 reports AVX-512F with OS-enabled ZMM state.
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
+
+// kernel6x32 is kernel6x16 on two adjacent strips of op(B) (columns 16-31
+// at b[bnext:]) and a 6×32 tile of C, with the same bits: the AVX-512
+// kernel where wide is set (only when hasAVX512), two kernel6x16 otherwise.
+func kernel6x32(wide bool, kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, c []float32, ldc int, alpha float32, store bool) {
+	if !wide || kcur <= 0 {
+		kernel6x16(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
+		kernel6x16(kcur, a, rs, cs, b[bnext:], ldb, c[nr:], ldc, alpha, store)
+		return
+	}
+	st := 0
+	if store {
+		st = 1
+	}
+	_ = a[(mr-1)*rs+(kcur-1)*cs]
+	_ = b[bnext+(kcur-1)*ldb+nr-1]
+	_ = c[(mr-1)*ldc+2*nr-1]
+	kern6x32AVX512(kcur, &a[0], rs, cs, &b[0], bnext, ldb, &c[0], ldc, alpha, st)
+}
+
 // kernel6x16 computes C[r*ldc+j] += alpha · Σ_p a[r*rs+p*cs]·b[p*ldb+j]
 // for a 6×16 tile of C (c must hold (6-1)*ldc+16 elements); with store set
 // it overwrites C with alpha · Σ instead (C is not read).
@@ -48,6 +75,17 @@ func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []flo
 
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
 func FastGEMMAvailable() bool { return hasAVX2FMA }
+
+// GEMMKernel names the micro-kernel BlockedGEMM runs on this CPU.
+func GEMMKernel() string {
+	switch {
+	case hasAVX512:
+		return "avx512 6x32"
+	case hasAVX2FMA:
+		return "avx2 6x16"
+	}
+	return "go 6x16"
+}
 
 //go:noescape
 func scatter6(dst *float32, dstStride int, src *float32, count int)

@@ -6,6 +6,16 @@ func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []flo
 	kernel6x16Go(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
 }
 
+const hasAVX512 = false
+
+func kernel6x32(_ bool, kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, c []float32, ldc int, alpha float32, store bool) {
+	kernel6x16Go(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
+	kernel6x16Go(kcur, a, rs, cs, b[bnext:], ldb, c[nr:], ldc, alpha, store)
+}
+
+// GEMMKernel names the micro-kernel BlockedGEMM runs on this CPU.
+func GEMMKernel() string { return "go 6x16" }
+
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
 func FastGEMMAvailable() bool { return false }
 

@@ -4,7 +4,11 @@
 // at 1024³, the share of the raw GEMM speed the training step reaches, and
 // decode tokens/s with and without the KV cache.
 //
-//	go run ./model/cmd/benchengine [-steps 7] [-decode 16]
+// It also measures this machine's FMA peak (model.MeasureFMAPeak) and the
+// GEMM GFLOP/s at the Qwen2.5-0.5B training shapes (256 tokens: forward NT,
+// backward dX NN, weight gradient TN) as a share of that peak.
+//
+//	go run ./model/cmd/benchengine [-steps 7] [-decode 16] [-qwen=true]
 package main
 
 import (
@@ -77,7 +81,11 @@ func gemmRate(g model.GEMM, m, n, k int, ta, tb bool, reps int) float64 {
 func main() {
 	steps := flag.Int("steps", 7, "interleaved rounds (one training step + the GEMM anchor shapes each; medians reported)")
 	decodeN := flag.Int("decode", 16, "decode batch size")
+	qwen := flag.Bool("qwen", true, "also time the GEMMs at the Qwen2.5-0.5B shapes against the FMA peak")
 	flag.Parse()
+	if *qwen {
+		qwenShapes(model.BlockedGEMM{})
+	}
 	cfg := model.DefaultConfig()
 	m, err := model.New(cfg, 1)
 	must(err)
@@ -168,4 +176,47 @@ func main() {
 		}
 		fmt.Printf("decode %s: batch %d, %d tokens in %.2f s = %.0f tokens/s\n", mode.name, len(reqs), n, time.Since(t).Seconds(), float64(n)/time.Since(t).Seconds())
 	}
+}
+
+// qwenShapes prints the FMA peak and the GEMM rate at each Qwen2.5-0.5B
+// training shape (256 tokens, hidden 896, q+k+v 1152, gate+up 9728,
+// intermediate 4864, vocabulary 151,936) with its share of the peak, and the
+// flop-weighted rate of a whole step's GEMMs (24 layers and the head).
+func qwenShapes(g model.GEMM) {
+	peak := model.MeasureFMAPeak(time.Second)
+	top := max(peak.AVX512All, peak.AVX2All)
+	fmt.Printf("FMA peak (%d threads): AVX2 %.1f GFLOP/s (%.1f one core), AVX-512 %.1f GFLOP/s (%.1f one core); GEMM kernel %s\n",
+		runtime.GOMAXPROCS(0), peak.AVX2All, peak.AVX2Core, peak.AVX512All, peak.AVX512Core, model.GEMMKernel())
+	const T, D, QKV, GU, F, V, L = 256, 896, 1152, 9728, 4864, 151936, 24
+	type shape struct {
+		name    string
+		m, n, k int
+		ta, tb  bool
+		times   int // per training step
+	}
+	var shapes []shape
+	for _, w := range []struct {
+		name     string
+		out, in  int
+		perLayer int
+	}{{"qkv", QKV, D, L}, {"o", D, D, L}, {"gate/up", GU, D, L}, {"down", D, F, L}, {"head", V, D, 1}} {
+		fwd := shape{w.name + " fwd NT", T, w.out, w.in, false, true, w.perLayer}
+		if w.name == "head" { // linearT: the transposed product
+			fwd = shape{w.name + " fwd NT (W·xT)", w.out, T, w.in, false, true, 1}
+		}
+		shapes = append(shapes, fwd,
+			shape{w.name + " dX NN", T, w.in, w.out, false, false, w.perLayer},
+			shape{w.name + " dW TN", w.out, w.in, T, true, false, w.perLayer})
+	}
+	var flops, secs float64
+	fmt.Printf("%-26s %20s %10s %14s\n", "GEMM (Qwen2.5-0.5B, T=256)", "m x n x k", "GFLOP/s", "% of FMA peak")
+	for _, s := range shapes {
+		r := gemmRate(g, s.m, s.n, s.k, s.ta, s.tb, 3)
+		f := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(s.times)
+		flops += f
+		secs += f / (r * 1e9)
+		fmt.Printf("%-26s %20s %10.1f %13.0f%%\n", s.name, fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), r, 100*r/top)
+	}
+	fmt.Printf("all GEMMs of a step (flop-weighted, %.0f GFLOP): %.1f GFLOP/s = %.0f%% of the FMA peak, %.1f s a step\n",
+		flops/1e9, flops/secs/1e9, 100*flops/secs/1e9/top, secs)
 }

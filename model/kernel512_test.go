@@ -1,0 +1,104 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGEMMWideKernelBits: BlockedGEMM with the 6×32 AVX-512 tiles gives the
+// bits of the 6×16 AVX2 kernel alone, for every layout, alpha and beta, on
+// random shapes with ragged rows, columns (odd strip counts, a last strip
+// under 16 wide) and depths (several k blocks, a short last one), and for a
+// bfloat16 B. Without AVX-512 both sides run the 6×16 kernel.
+func TestGEMMWideKernelBits(t *testing.T) {
+	t.Logf("kernel: %s", GEMMKernel())
+	r := rand.New(rand.NewPCG(41, 512))
+	wide, narrow := BlockedGEMM{}, BlockedGEMM{avx2Only: true}
+	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}}
+	for i := 0; i < 8; i++ {
+		shapes = append(shapes, [3]int{1 + r.IntN(130), 1 + r.IntN(300), 1 + r.IntN(700)})
+	}
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-1.5, 0.25}} {
+					a, lda := randMat(r, m, k, ta)
+					b, ldb := randMat(r, k, n, tb)
+					ldc := n + 3
+					c0 := make([]float32, m*ldc)
+					for i := range c0 {
+						c0[i] = r.Float32()*2 - 1
+					}
+					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					wide.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc)
+					narrow.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], want, ldc)
+					assertSameBits(t, "f32", s, got, want)
+					bh := make([]uint16, len(b))
+					for i, v := range b {
+						bh[i] = uint16(math.Float32bits(v) >> 16)
+					}
+					got, want = append(got[:0], c0...), append(want[:0], c0...)
+					wide.SgemmBF16B(ta, tb, m, n, k, ab[0], a, lda, bh, ldb, ab[1], got, ldc)
+					narrow.SgemmBF16B(ta, tb, m, n, k, ab[0], a, lda, bh, ldb, ab[1], want, ldc)
+					assertSameBits(t, "bf16", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// randMat returns a rows×cols operand, stored transposed when trans, with a
+// padded leading dimension.
+func randMat(r *rand.Rand, rows, cols int, trans bool) ([]float32, int) {
+	if trans {
+		rows, cols = cols, rows
+	}
+	ld := cols + 1 + r.IntN(5)
+	x := make([]float32, rows*ld)
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	return x, ld
+}
+
+func assertSameBits(t *testing.T, what string, shape [3]int, got, want []float32) {
+	t.Helper()
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s %v: C[%d] = %v (AVX-512) vs %v (AVX2)", what, shape, i, got[i], want[i])
+		}
+	}
+}
+
+// BenchmarkGEMMKernels: BlockedGEMM with the AVX-512 tiles and with the
+// AVX2 kernel only, at Qwen2.5-0.5B training shapes (256 tokens).
+func BenchmarkGEMMKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, s := range []struct {
+		name    string
+		m, n, k int
+		ta, tb  bool
+	}{
+		{"gateup-fwd-NT", 256, 9728, 896, false, true},
+		{"down-dX-NN", 256, 4864, 896, false, false},
+		{"down-dW-TN", 896, 4864, 256, true, false},
+		{"qkv-fwd-NT", 256, 1152, 896, false, true},
+	} {
+		a, lda := randMat(r, s.m, s.k, s.ta)
+		bm, ldb := randMat(r, s.k, s.n, s.tb)
+		c := make([]float32, s.m*s.n)
+		for _, g := range []struct {
+			name string
+			g    BlockedGEMM
+		}{{"avx512", BlockedGEMM{}}, {"avx2", BlockedGEMM{avx2Only: true}}} {
+			b.Run(s.name+"/"+g.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					g.g.Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
+				}
+				b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
