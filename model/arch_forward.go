@@ -189,7 +189,7 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 		}
 		return
 	}
-	if !m.d.directLinear && (n <= transposedRows || (W.h == nil && out >= 8*n)) {
+	if !m.d.directLinear && (n <= transposedRows || (W.h == nil && (out >= 8*n || linearTCheaper(n, in, out)))) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
@@ -205,18 +205,26 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 	sgemmW(m.gemm, false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// transposedRows is the most rows for which linear always takes linearT; above it, only
-// outputs at least 8 times the rows do (docs/performance.md, "Decoding GEMMs").
+// transposedRows is the most rows for which linear always takes linearT; above it, outputs
+// at least 8 times the rows do, and so does any shape where linearTCheaper holds
+// (docs/performance.md, "Decoding GEMMs").
 const transposedRows = 128
 
-// linearT is linear for fewer rows than outputs (decoding steps; the MLP's
-// and the head's wide outputs): it computes yᵀ = W·xᵀ, so that the GEMM
-// packs x rather than the much larger W (packing all of W costs about as
-// much as the product when x has a few rows) and reads W in place, then
-// transposes. Each element is the same k-ordered chain as in the direct
-// GEMM (the GEMM contract), so the bits do not depend on the path.
-// BF16 weights are widened a cache-sized block of rows at a time, each
-// block multiplied as it is widened.
+// linearTCheaper reports whether linearT moves fewer floats than the direct
+// GEMM: it packs x (n·in) and transposes the result (2·n·out) where the
+// direct GEMM packs W (out·in). Both compute the same FLOPs and bits.
+func linearTCheaper(n, in, out int) bool {
+	return n*in+2*n*out < out*in
+}
+
+// linearT is linear for fewer rows than weights (decoding steps; the MLP's
+// and the head's wide outputs; a training sequence's projections): it
+// computes yᵀ = W·xᵀ, so that the GEMM packs x rather than the larger W
+// (packing all of W costs about as much as the product when x has a few
+// hundred rows) and reads W in place, then transposes. Each element is the
+// same k-ordered chain as in the direct GEMM (the GEMM contract), so the
+// bits do not depend on the path. BF16 weights are widened a cache-sized
+// block of rows at a time, each block multiplied as it is widened.
 func linearT(g GEMM, x []float32, n, in int, W weight, b []float32, out int, y []float32) {
 	yt := getScratch(out * n)
 	defer putScratch(yt)
