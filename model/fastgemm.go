@@ -180,8 +180,8 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 			kcur := min(kc, k-pc)
 			for js := js0; js < js1; js++ {
 				bs := (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+1)*nr*kcur]
-				// Two full strips side by side make a 6×32 tile.
-				pair := wide && js+1 < js1 && (js+2)*nr <= n
+				// Two strips side by side make a 6×32 tile.
+				pair := wide && js+1 < js1
 				if pair {
 					bs = (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+2)*nr*kcur]
 				}
@@ -207,14 +207,10 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 					}
 					c0 := i0*ldc + js*nr
 					store := overwrite && pc == 0
-					switch {
-					case pair && nrows == mr:
-						kernel6x32(true, kcur, as, rs, cs, bs, nr*kcur, nr, c[c0:c0+(mr-1)*ldc+2*nr], ldc, alpha, store)
-					case pair:
-						edgeTile(kcur, as, rs, cs, bs, c[c0:], ldc, nrows, nr, alpha, store)
-						edgeTile(kcur, as, rs, cs, bs[nr*kcur:], c[c0+nr:], ldc, nrows, nr, alpha, store)
-					default:
-						edgeTile(kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(nr, n-js*nr), alpha, store)
+					if pair {
+						edgeTile(true, kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(2*nr, n-js*nr), alpha, store)
+					} else {
+						edgeTile(false, kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(nr, n-js*nr), alpha, store)
 					}
 				}
 				if pair {
@@ -228,22 +224,35 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 	})
 }
 
-// edgeTile runs kernel6x16 on a tile of C of nrows ≤ mr rows and ncols ≤ nr
-// columns at c (row stride ldc), through a full-size copy when it is ragged.
-func edgeTile(kcur int, as []float32, rs, cs int, bs []float32, c []float32, ldc, nrows, ncols int, alpha float32, store bool) {
-	if nrows == mr && ncols == nr {
-		kernel6x16(kcur, as, rs, cs, bs, nr, c[:(mr-1)*ldc+nr], ldc, alpha, store)
-		return
+// edgeTile computes a tile of C of nrows ≤ mr rows and ncols columns at c
+// (row stride ldc): with kernel6x32 from two strips (ncols ≤ 2·nr) when
+// wide, else with kernel6x16 (ncols ≤ nr); through a full-size copy when
+// the tile is ragged.
+func edgeTile(wide bool, kcur int, as []float32, rs, cs int, bs []float32, c []float32, ldc, nrows, ncols int, alpha float32, store bool) {
+	w := nr
+	if wide {
+		w = 2 * nr
 	}
-	var edge [mr * nr]float32
-	if !store {
-		for r := 0; r < nrows; r++ {
-			copy(edge[r*nr:r*nr+ncols], c[r*ldc:r*ldc+ncols])
+	kern := func(c []float32, ldc int) {
+		if wide {
+			kernel6x32(true, kcur, as, rs, cs, bs, nr*kcur, nr, c, ldc, alpha, store)
+		} else {
+			kernel6x16(kcur, as, rs, cs, bs, nr, c, ldc, alpha, store)
 		}
 	}
-	kernel6x16(kcur, as, rs, cs, bs, nr, edge[:], nr, alpha, store)
+	if nrows == mr && ncols == w {
+		kern(c[:(mr-1)*ldc+w], ldc)
+		return
+	}
+	var edge [mr * 2 * nr]float32
+	if !store {
+		for r := 0; r < nrows; r++ {
+			copy(edge[r*w:r*w+ncols], c[r*ldc:r*ldc+ncols])
+		}
+	}
+	kern(edge[:mr*w], w)
 	for r := 0; r < nrows; r++ {
-		copy(c[r*ldc:r*ldc+ncols], edge[r*nr:r*nr+ncols])
+		copy(c[r*ldc:r*ldc+ncols], edge[r*w:r*w+ncols])
 	}
 }
 
