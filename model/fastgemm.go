@@ -56,6 +56,10 @@ func (g BlockedGEMM) SgemmBF16B(transA, transB bool, m, n, k int, alpha float32,
 	}, beta, c, ldc)
 }
 
+// BlockedGEMMAVX2 is BlockedGEMM with the 6×16 AVX2 kernel only, even
+// where AVX-512 exists: the same bits, for comparing the two kernels.
+func BlockedGEMMAVX2() BlockedGEMM { return BlockedGEMM{avx2Only: true} }
+
 // wide reports whether the 6×32 AVX-512 tiles run.
 func (g BlockedGEMM) wide() bool { return hasAVX512 && !g.avx2Only }
 

@@ -84,7 +84,7 @@ func main() {
 	qwen := flag.Bool("qwen", true, "also time the GEMMs at the Qwen2.5-0.5B shapes against the FMA peak")
 	flag.Parse()
 	if *qwen {
-		qwenShapes(model.BlockedGEMM{})
+		qwenShapes()
 	}
 	cfg := model.DefaultConfig()
 	m, err := model.New(cfg, 1)
@@ -180,11 +180,12 @@ func main() {
 
 // qwenShapes prints the FMA peak and the GEMM rate at each Qwen2.5-0.5B
 // training shape (256 tokens, hidden 896, q+k+v 1152, gate+up 9728,
-// intermediate 4864, vocabulary 151,936) with its share of the peak, and the
-// flop-weighted rate of a whole step's GEMMs (24 layers and the head).
-func qwenShapes(g model.GEMM) {
+// intermediate 4864, vocabulary 151,936) with its share of the peak, for
+// the AVX-512 tiles and the AVX2 kernel alone, and the flop-weighted rate of
+// a whole step's GEMMs (24 layers and the head). The forward rows are the
+// products the model runs at 256 rows: yᵀ = W·xᵀ (linearT).
+func qwenShapes() {
 	peak := model.MeasureFMAPeak(time.Second)
-	top := max(peak.AVX512All, peak.AVX2All)
 	fmt.Printf("FMA peak (%d threads): AVX2 %.1f GFLOP/s (%.1f one core), AVX-512 %.1f GFLOP/s (%.1f one core); GEMM kernel %s\n",
 		runtime.GOMAXPROCS(0), peak.AVX2All, peak.AVX2Core, peak.AVX512All, peak.AVX512Core, model.GEMMKernel())
 	const T, D, QKV, GU, F, V, L = 256, 896, 1152, 9728, 4864, 151936, 24
@@ -200,23 +201,31 @@ func qwenShapes(g model.GEMM) {
 		out, in  int
 		perLayer int
 	}{{"qkv", QKV, D, L}, {"o", D, D, L}, {"gate/up", GU, D, L}, {"down", D, F, L}, {"head", V, D, 1}} {
-		fwd := shape{w.name + " fwd NT", T, w.out, w.in, false, true, w.perLayer}
-		if w.name == "head" { // linearT: the transposed product
-			fwd = shape{w.name + " fwd NT (W·xT)", w.out, T, w.in, false, true, 1}
-		}
-		shapes = append(shapes, fwd,
+		shapes = append(shapes,
+			shape{w.name + " fwd W·xT NT", w.out, T, w.in, false, true, w.perLayer},
 			shape{w.name + " dX NN", T, w.in, w.out, false, false, w.perLayer},
 			shape{w.name + " dW TN", w.out, w.in, T, true, false, w.perLayer})
 	}
-	var flops, secs float64
-	fmt.Printf("%-26s %20s %10s %14s\n", "GEMM (Qwen2.5-0.5B, T=256)", "m x n x k", "GFLOP/s", "% of FMA peak")
+	kernels := []struct {
+		g    model.GEMM
+		peak float64
+	}{{model.BlockedGEMM{}, max(peak.AVX512All, peak.AVX2All)}, {model.BlockedGEMMAVX2(), peak.AVX2All}}
+	flops, secs := make([]float64, len(kernels)), make([]float64, len(kernels))
+	fmt.Printf("%-24s %16s %22s %22s\n", "GEMM (0.5B, T=256)", "m x n x k", "GFLOP/s (% peak)", "AVX2 only (% peak)")
 	for _, s := range shapes {
-		r := gemmRate(g, s.m, s.n, s.k, s.ta, s.tb, 3)
-		f := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(s.times)
-		flops += f
-		secs += f / (r * 1e9)
-		fmt.Printf("%-26s %20s %10.1f %13.0f%%\n", s.name, fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), r, 100*r/top)
+		fmt.Printf("%-24s %16s", s.name, fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k))
+		for i, kn := range kernels {
+			r := gemmRate(kn.g, s.m, s.n, s.k, s.ta, s.tb, 3)
+			f := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(s.times)
+			flops[i] += f
+			secs[i] += f / (r * 1e9)
+			fmt.Printf(" %14.1f (%3.0f%%)", r, 100*r/kn.peak)
+		}
+		fmt.Println()
 	}
-	fmt.Printf("all GEMMs of a step (flop-weighted, %.0f GFLOP): %.1f GFLOP/s = %.0f%% of the FMA peak, %.1f s a step\n",
-		flops/1e9, flops/secs/1e9, 100*flops/secs/1e9/top, secs)
+	for i, name := range []string{model.GEMMKernel(), "avx2 6x16"} {
+		rate := flops[i] / secs[i] / 1e9
+		fmt.Printf("all GEMMs of a step, %s (flop-weighted, %.0f GFLOP): %.1f GFLOP/s = %.0f%% of the FMA peak, %.1f s a step\n",
+			name, flops[i]/1e9, rate, 100*rate/kernels[i].peak, secs[i])
+	}
 }
