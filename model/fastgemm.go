@@ -6,15 +6,20 @@ import (
 
 // BlockedGEMM is a cache-blocked GEMM around a 6×16 register-tile
 // micro-kernel: AVX2/FMA assembly on amd64 CPUs that have it, portable Go
-// elsewhere. op(B) is packed once per call into strips of 16 columns, and a
-// transposed A into strips of 6 rows, by all cores; a plain (row-major) A is
-// read in place through its stride (only a ragged last strip of rows is
-// copied into a zero-padded tile). Tiles of C (blocks of rows × blocks of
-// columns) are then computed by a pool of goroutines, each tile owned by one
-// goroutine. Every element of C is accumulated over k in the same order (k
-// blocks of 256, each a sequential FMA chain) whatever m, n, the layout and
-// the scheduling: results are deterministic and each row of C depends only on
-// the matching row of op(A).
+// elsewhere; on CPUs with AVX-512 two adjacent strips run at once as a 6×32
+// tile (one zmm register a row of 16 columns). op(B) is packed once per call
+// into strips of 16 columns, and a transposed A into strips of 6 rows, by
+// all cores; a plain (row-major) A is read in place through its stride (only
+// a ragged last strip of rows is copied into a zero-padded tile). Tiles of C
+// (blocks of rows × blocks of columns) are then computed by a pool of
+// goroutines, a group of k blocks at a time (in k order), each tile owned by
+// one goroutine. Every element of C is accumulated over k in the same order
+// (k blocks of 256, each a sequential FMA chain from +0, the first block
+// stored as alpha·acc or added, later blocks added with one FMA) whatever m,
+// n, the layout, the scheduling and the assembly kernel (6×16 AVX2 or 6×32
+// AVX-512): results are deterministic, the same on machines with and
+// without AVX-512, and each row of C depends only on the matching row of
+// op(A).
 type BlockedGEMM struct {
 	// avx2Only keeps the 6×16 AVX2 kernel on a CPU with AVX-512 (to compare
 	// the two: their bits are the same).
@@ -172,15 +177,17 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 		}
 	})
 
-	// Phase 2, tiles of C.
-	run(mBlocks*nBlocks, func(t int) {
+	// Phase 2, tiles of C, over groups of k blocks whose packed B fits in
+	// a core's cache (every row block reuses it while it is there); the
+	// groups run in k order, so each element's chain keeps its order.
+	tiles := func(t, kLo, kHi int) {
 		ib, jb := t/nBlocks, t%nBlocks
 		ic := ib * mc
 		mcur := min(mc, m-ic)
 		msr := (mcur + mr - 1) / mr
 		js0, js1 := jb*stripsPer, min(nstrips, (jb+1)*stripsPer)
 		var sp *[]float32
-		for pc := 0; pc < k; pc += kc {
+		for pc := kLo; pc < kHi; pc += kc {
 			kcur := min(kc, k-pc)
 			for js := js0; js < js1; js++ {
 				bs := (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+1)*nr*kcur]
@@ -225,8 +232,15 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 		if sp != nil {
 			packPoolA.Put(sp)
 		}
-	})
+	}
+	groupK := kc * max(1, bGroupFloats/(npad*kc))
+	for g0 := 0; g0 < k; g0 += groupK {
+		run(mBlocks*nBlocks, func(t int) { tiles(t, g0, min(k, g0+groupK)) })
+	}
 }
+
+// bGroupFloats bounds the packed B that one pass over the tiles of C reads.
+const bGroupFloats = 1 << 18
 
 // edgeTile computes a tile of C of nrows ≤ mr rows and ncols columns at c
 // (row stride ldc): with kernel6x32 from two strips (ncols ≤ 2·nr) when
