@@ -9,13 +9,13 @@ import (
 // TestGEMMWideKernelBits: BlockedGEMM with the 6×32 AVX-512 tiles gives the
 // bits of the 6×16 AVX2 kernel alone, for every layout, alpha and beta, on
 // random shapes with ragged rows, columns (odd strip counts, a last strip
-// under 16 wide) and depths (several k blocks, a short last one), and for a
-// bfloat16 B. Without AVX-512 both sides run the 6×16 kernel.
+// under 16 wide) and depths (several k blocks, a short last one, several
+// groups of k blocks: n 1100), and for a bfloat16 B. Without AVX-512 both sides run the 6×16 kernel.
 func TestGEMMWideKernelBits(t *testing.T) {
 	t.Logf("kernel: %s", GEMMKernel())
 	r := rand.New(rand.NewPCG(41, 512))
 	wide, narrow := BlockedGEMM{}, BlockedGEMM{avx2Only: true}
-	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}}
+	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {40, 1100, 600}}
 	for i := 0; i < 8; i++ {
 		shapes = append(shapes, [3]int{1 + r.IntN(130), 1 + r.IntN(300), 1 + r.IntN(700)})
 	}
