@@ -35,7 +35,7 @@ func TestGEMMKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	kernels := map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}, "blocked-avx2": BlockedGEMM{avx2Only: true}}
 	t.Logf("AVX2 kernel available: %v", FastGEMMAvailable())
-	shapes := [][3]int{{1, 1, 1}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257}, {73, 40, 300}, {150, 270, 90}, {64, 64, 32}, {5, 300, 600}, {40, 1100, 600}}
+	shapes := [][3]int{{1, 1, 1}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257}, {73, 40, 300}, {150, 270, 90}, {64, 64, 32}, {5, 300, 600}, {13, 1100, 300}}
 	for name, g := range kernels {
 		for _, s := range shapes {
 			m, n, k := s[0], s[1], s[2]
