@@ -205,9 +205,9 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 	sgemmW(m.gemm, false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// transposedRows is the most rows for which linear always takes linearT; above it, outputs
-// at least 8 times the rows do, and so does any shape where linearTCheaper holds
-// (docs/performance.md, "Decoding GEMMs").
+// transposedRows is the most rows for which linear always takes linearT; above it, float32
+// weights with outputs at least 8 times the rows do, and so does any float32 shape where
+// linearTCheaper holds (docs/performance.md, "Decoding GEMMs").
 const transposedRows = 128
 
 // linearTCheaper reports whether linearT moves fewer floats than the direct
