@@ -36,8 +36,11 @@ func TestTopPPrefixMatchesReference(t *testing.T) {
 
 // BenchmarkTopP: the nucleus of a peaked distribution over Qwen's 151,936 tokens, by
 // candidates (topPPrefix) beside the full sort (topPPrefixRef).
-func BenchmarkTopP(b *testing.B) {
-	p := peakedQwenDist()
+func BenchmarkTopP(b *testing.B) { benchNucleus(b, peakedQwenDist()) }
+
+// benchNucleus times p's top_p 0.95 nucleus by candidates and by the full sort, and logs their
+// ratio.
+func benchNucleus(b *testing.B, p []float32) {
 	var fast, ref float64
 	for _, c := range []struct {
 		name string
@@ -166,22 +169,7 @@ func BenchmarkTopPFlat(b *testing.B) {
 	}
 	p := make([]float32, len(z))
 	softmaxStats(z, 1, p)
-	var fast, ref float64
-	for _, c := range []struct {
-		name string
-		f    func([]float32, float64) ([]int, float64)
-		ns   *float64
-	}{{"candidates", topPPrefix, &fast}, {"fullsort", topPPrefixRef, &ref}} {
-		b.Run(c.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				c.f(p, 0.95)
-			}
-			*c.ns = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-		})
-	}
-	if fast > 0 {
-		b.Logf("full sort / candidates: %.1fx", ref/fast)
-	}
+	benchNucleus(b, p)
 	b.Run("pick", func(b *testing.B) { // a row's softmax, nucleus and draw
 		o, g := SampleOptions{Temperature: 1, TopP: 0.95}, newRNG(1)
 		for i := 0; i < b.N; i++ {
