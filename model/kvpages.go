@@ -74,20 +74,37 @@ func (c *kvCache) fork() *kvCache {
 }
 
 // attendPaged is attention over c's blocks at layer l: the operations of the contiguous
-// reference (attendCached, in the tests) in the same order, so the same bits.
+// reference (attendCached, in the tests) in the same order, so the same bits. Each key's dot
+// product and each output element is one sequential chain, as in the reference; four keys'
+// chains run side by side, so that the chains' latencies overlap instead of adding up.
 func attendPaged(q []float32, c *kvCache, l, off, p int, scale float32, s, o []float32) {
 	hd := len(q)
-	mx := float32(math.Inf(-1))
-	for j := 0; j <= p; j++ {
-		kj := c.blocks[j/kvBlockLen].k[l][(j%kvBlockLen)*c.kvd+off:][:hd]
+	key := func(j int) []float32 { return c.blocks[j/kvBlockLen].k[l][(j%kvBlockLen)*c.kvd+off:][:hd] }
+	val := func(j int) []float32 { return c.blocks[j/kvBlockLen].v[l][(j%kvBlockLen)*c.kvd+off:][:hd] }
+	j := 0
+	for ; j+4 <= p+1; j += 4 {
+		k0, k1, k2, k3 := key(j), key(j+1), key(j+2), key(j+3)
+		var d0, d1, d2, d3 float32
+		for e, qv := range q {
+			d0 += qv * k0[e]
+			d1 += qv * k1[e]
+			d2 += qv * k2[e]
+			d3 += qv * k3[e]
+		}
+		s[j], s[j+1], s[j+2], s[j+3] = d0*scale, d1*scale, d2*scale, d3*scale
+	}
+	for ; j <= p; j++ {
+		kj := key(j)
 		var dot float32
 		for e, qv := range q {
 			dot += qv * kj[e]
 		}
-		dot *= scale
-		s[j] = dot
-		if dot > mx {
-			mx = dot
+		s[j] = dot * scale
+	}
+	mx := float32(math.Inf(-1))
+	for _, v := range s[:p+1] {
+		if v > mx {
+			mx = v
 		}
 	}
 	for j := 0; j <= p; j++ {
@@ -100,9 +117,22 @@ func attendPaged(q []float32, c *kvCache, l, off, p int, scale float32, s, o []f
 	}
 	inv := 1 / sum
 	clear(o)
-	for j := 0; j <= p; j++ {
+	j = 0
+	for ; j+4 <= p+1; j += 4 {
+		p0, p1, p2, p3 := s[j]*inv, s[j+1]*inv, s[j+2]*inv, s[j+3]*inv
+		v0, v1, v2, v3 := val(j), val(j+1), val(j+2), val(j+3)
+		for e := range o {
+			t := o[e]
+			t += p0 * v0[e]
+			t += p1 * v1[e]
+			t += p2 * v2[e]
+			t += p3 * v3[e]
+			o[e] = t
+		}
+	}
+	for ; j <= p; j++ {
 		pj := s[j] * inv
-		vj := c.blocks[j/kvBlockLen].v[l][(j%kvBlockLen)*c.kvd+off:][:hd]
+		vj := val(j)
 		for e := range o {
 			o[e] += pj * vj[e]
 		}

@@ -12,8 +12,15 @@ import (
 // TestAttendPagedMatchesReference: attention over a cache's blocks gives the bits of the
 // contiguous reference at every length, across block edges.
 func TestAttendPagedMatchesReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const layers, kvd, hd, n = 2, 12, 6, 3*kvBlockLen + 5
+	for _, hd := range []int{6, 64} {
+		attendPagedMatches(t, hd)
+	}
+}
+
+func attendPagedMatches(t *testing.T, hd int) {
+	r := rand.New(rand.NewPCG(1, uint64(hd)))
+	const layers, n = 2, 3*kvBlockLen + 5
+	kvd := 2 * hd
 	c := newKVCache(layers, kvd)
 	c.reserve(n)
 	K, V := make([][]float32, layers), make([][]float32, layers)
@@ -39,7 +46,7 @@ func TestAttendPagedMatchesReference(t *testing.T) {
 				attendCached(q, K[l], V[l], kvd, off, p, 0.4, s1, want)
 				attendPaged(q, c, l, off, p, 0.4, s2, got)
 				if !slices.Equal(got, want) {
-					t.Fatalf("layer %d, offset %d, position %d: paged %v, contiguous %v", l, off, p, got, want)
+					t.Fatalf("head dim %d, layer %d, offset %d, position %d: paged %v, contiguous %v", hd, l, off, p, got, want)
 				}
 			}
 		}
