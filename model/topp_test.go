@@ -85,16 +85,8 @@ func TestPickTokenMatchesFullSortDraw(t *testing.T) {
 	softmaxStats(z, 1/float64(o.Temperature), p)
 	idx, cum := topPPrefixRef(p, float64(o.TopP))
 	for s := uint64(0); s < 500; s++ {
-		u := newRNG(s).float64()
 		got, _ := pickToken(z, o, newRNG(s))
-		want, acc := idx[len(idx)-1], 0.0
-		for _, j := range idx {
-			if acc += float64(p[j]); u*cum < acc {
-				want = j
-				break
-			}
-		}
-		if int(got) != want {
+		if want := refDraw(idx, p, cum, newRNG(s).float64()); int(got) != want {
 			t.Fatalf("seed %d: drew %d, the full sort's draw is %d", s, got, want)
 		}
 	}
@@ -225,16 +217,8 @@ func TestPickTokenTopK(t *testing.T) {
 		softmaxStats(z, 1/float64(o.Temperature), p)
 		idx, cum := topKPrefixRef(p, o.TopK, float64(o.TopP))
 		for s := uint64(0); s < 300; s++ {
-			u := newRNG(s).float64()
 			got, lp := pickToken(z, o, newRNG(s))
-			want, acc := idx[len(idx)-1], 0.0
-			for _, j := range idx {
-				if acc += float64(p[j]); u*cum < acc {
-					want = j
-					break
-				}
-			}
-			if int(got) != want {
+			if want := refDraw(idx, p, cum, newRNG(s).float64()); int(got) != want {
 				t.Fatalf("%+v seed %d: drew %d, the reference draws %d", o, s, got, want)
 			}
 			if wl := float32(math.Log(float64(p[got]))); math.Abs(float64(lp-wl)) > 1e-4 {
@@ -251,4 +235,16 @@ func TestPickTokenTopK(t *testing.T) {
 			}
 		}
 	}
+}
+
+// refDraw is the seeded draw over a reference's tokens idx (in order, summing to cum): the
+// first whose running sum passes u·cum, else the last.
+func refDraw(idx []int, p []float32, cum, u float64) int {
+	var acc float64
+	for _, j := range idx {
+		if acc += float64(p[j]); u*cum < acc {
+			return j
+		}
+	}
+	return idx[len(idx)-1]
 }
