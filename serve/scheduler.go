@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -76,6 +77,9 @@ func (s *Server) scheduler(ctx context.Context) {
 		}
 		s.step(ctx, &sc)
 		s.finish(&sc)
+		// Let the streaming handlers this step woke write their chunks before the next step
+		// takes every core: otherwise a short completion may finish before its first chunk.
+		runtime.Gosched()
 	}
 }
 
