@@ -189,7 +189,7 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 		}
 		return
 	}
-	if !m.d.directLinear && (n <= transposedRows || (W.h == nil && (out >= 8*n || linearTCheaper(n, in, out)))) {
+	if !m.d.directLinear && takeTransposed(n, in, out, W.h != nil) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
@@ -205,16 +205,19 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 	sgemmW(m.gemm, false, true, n, out, in, 1, x, in, W, in, beta, y, out)
 }
 
-// transposedRows is the most rows for which linear always takes linearT; above it, float32
-// weights with outputs at least 8 times the rows do, and so does any float32 shape where
-// linearTCheaper holds (docs/performance.md, "Decoding GEMMs").
+// transposedRows is the most rows for which linear always takes linearT.
 const transposedRows = 128
 
-// linearTCheaper reports whether linearT moves fewer floats than the direct
-// GEMM: it packs x (n·in) and transposes the result (2·n·out) where the
-// direct GEMM packs W (out·in). Both compute the same FLOPs and bits.
-func linearTCheaper(n, in, out int) bool {
-	return n*in+2*n*out < out*in
+// takeTransposed reports whether linear takes linearT for n rows of in → out (docs/performance.md,
+// "Decoding GEMMs"): up to transposedRows rows always; above, for float32 weights only, when
+// the outputs are at least 8 times the rows or linearT moves fewer floats than the direct GEMM
+// (it packs x, n·in, and transposes the result, 2·n·out, where the direct GEMM packs W,
+// out·in). Both paths compute the same FLOPs and bits.
+func takeTransposed(n, in, out int, bf16 bool) bool {
+	if n <= transposedRows {
+		return true
+	}
+	return !bf16 && (out >= 8*n || n*in+2*n*out < out*in)
 }
 
 // linearT is linear for fewer rows than weights (decoding steps; the MLP's

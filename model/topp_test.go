@@ -14,16 +14,8 @@ func TestTopPPrefixMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for trial := 0; trial < 300; trial++ {
 		V := 1 + r.IntN(5000)
-		z := make([]float32, V)
 		scale := []float64{0.01, 1, 5, 30}[trial%4]
-		for j := range z {
-			z[j] = float32(r.NormFloat64() * scale)
-			if trial%5 == 0 {
-				z[j] = float32(math.Round(float64(z[j]))) // many ties
-			}
-		}
-		p := make([]float32, V)
-		softmaxStats(z, 1, p)
+		p := randomDist(r, V, scale, trial%5 == 0)
 		for _, topP := range []float64{1e-9, 0.1, 0.5, 0.9, 0.95, 0.999, 0.9999999, 1.5} {
 			gi, gc := topPPrefix(p, topP)
 			wi, wc := topPPrefixRef(p, topP)
@@ -124,16 +116,8 @@ func TestSortKeysMatchesSort(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	for trial := 0; trial < 60; trial++ {
 		V := []int{radixMin - 1, radixMin, 5000, 151936}[trial%4]
-		z := make([]float32, V)
 		scale := []float64{0, 0.01, 1, 4, 30}[trial%5]
-		for j := range z {
-			z[j] = float32(r.NormFloat64() * scale)
-			if trial%3 == 0 {
-				z[j] = float32(math.Round(float64(z[j])))
-			}
-		}
-		p := make([]float32, V)
-		softmaxStats(z, 1, p)
+		p := randomDist(r, V, scale, trial%3 == 0)
 		keys := make([]uint64, 0, V)
 		for j, v := range p {
 			if r.IntN(8) > 0 {
@@ -177,16 +161,8 @@ func TestTopKMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for trial := 0; trial < 200; trial++ {
 		V := 2 + r.IntN(6000)
-		z := make([]float32, V)
 		scale := []float64{0, 0.01, 1, 5, 30}[trial%5]
-		for j := range z {
-			z[j] = float32(r.NormFloat64() * scale)
-			if trial%3 == 0 {
-				z[j] = float32(math.Round(float64(z[j])))
-			}
-		}
-		p := make([]float32, V)
-		softmaxStats(z, 1, p)
+		p := randomDist(r, V, scale, trial%3 == 0)
 		for _, k := range []int{1, 2, 1 + r.IntN(V-1), V - 1} {
 			for _, topP := range []float64{1, 0.1, 0.5, 0.95, 0.9999999} {
 				keys, gc := topKNucleus(p, k, topP, nil)
@@ -247,4 +223,19 @@ func refDraw(idx []int, p []float32, cum, u float64) int {
 		}
 	}
 	return idx[len(idx)-1]
+}
+
+// randomDist is softmax(z) over V logits drawn N(0, scale²), rounded to integers (many ties)
+// when ties is set.
+func randomDist(r *rand.Rand, V int, scale float64, ties bool) []float32 {
+	z := make([]float32, V)
+	for j := range z {
+		z[j] = float32(r.NormFloat64() * scale)
+		if ties {
+			z[j] = float32(math.Round(float64(z[j])))
+		}
+	}
+	p := make([]float32, V)
+	softmaxStats(z, 1, p)
+	return p
 }
