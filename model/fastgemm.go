@@ -78,165 +78,250 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 	// of clearing it first.
 	overwrite := beta == 0 && k > 0 && alpha != 0
 	if beta != 1 && !overwrite {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-			} else {
-				for j := range row {
-					row[j] *= beta
-				}
-			}
-		}
+		scaleC(m, n, beta, c, ldc)
 	}
 	if k <= 0 || alpha == 0 {
 		return
 	}
-	nstrips := (n + nr - 1) / nr
+	j := gemmJob{wide: wide, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, pack: pack, c: c, ldc: ldc, overwrite: overwrite}
+	j.nstrips = (n + nr - 1) / nr
+	j.par = 2*m*n*k >= 1<<20 && workers() > 1
+	if j.streamB() {
+		j.panels()
+		return
+	}
+	j.shared()
+}
+
+// scaleC multiplies C by beta (beta = 0 clears it).
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+		} else {
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}
+
+// gemmJob is one call of sgemm: its operands and how its work is split.
+type gemmJob struct {
+	wide, transA bool
+	m, n, k      int
+	alpha        float32
+	a            []float32
+	lda          int
+	pack         func(dst []float32, pc, kcur, jc, ncur int)
+	c            []float32
+	ldc          int
+	overwrite    bool
+	nstrips      int
+	par          bool
+}
+
+// run runs fn(t) for t in [0, tasks), on all cores when the call is large.
+func (j *gemmJob) run(tasks int, fn func(t int)) {
+	if !j.par || tasks == 1 {
+		for t := 0; t < tasks; t++ {
+			fn(t)
+		}
+		return
+	}
+	parallelTasks(tasks, func(_, t int) { fn(t) })
+}
+
+// streamB reports whether op(B) is packed a panel and a k block at a time
+// inside each task (panels) rather than all at once and shared (shared): for
+// few rows of C and a large op(B) (an input gradient dY·W), where packing
+// all of B would move more bytes than the product's arithmetic reuses.
+func (j *gemmJob) streamB() bool {
+	return j.m <= streamMaxRows && j.nstrips*nr*j.k >= streamMinB && j.nstrips >= 4
+}
+
+const (
+	streamMaxRows = 512     // rows of C whose panel of C stays in L2
+	streamMinB    = 1 << 18 // floats of op(B) worth streaming
+)
+
+// panels computes C by panels of columns, one task each: for each k block
+// in order the task packs its panel of op(B) (and, transposed, all of A's
+// k block) into its own scratch, cache-resident, and computes every row of
+// its panel. No scratch as large as op(B), no barrier between k blocks.
+func (j *gemmJob) panels() {
+	np := 1
+	if j.par {
+		np = workers()
+	}
+	per := (j.nstrips + np - 1) / np
+	if j.wide {
+		per += per & 1 // whole pairs of strips
+	}
+	np = (j.nstrips + per - 1) / per
+	mBlocks := (j.m + mc - 1) / mc
+	j.run(np, func(t int) {
+		js0, js1 := t*per, min(j.nstrips, (t+1)*per)
+		bp := getScratch((js1 - js0) * nr * kc)
+		defer putScratch(bp)
+		var ap, sp *[]float32
+		if j.transA {
+			ap = getScratch(mc * kc)
+			defer putScratch(ap)
+		}
+		for pc := 0; pc < j.k; pc += kc {
+			kcur := min(kc, j.k-pc)
+			j.pack((*bp)[:(js1-js0)*nr*kcur], pc, kcur, js0*nr, min(j.n, js1*nr)-js0*nr)
+			for ib := 0; ib < mBlocks; ib++ {
+				var apb []float32
+				if j.transA {
+					apb = *ap
+					j.packAT(apb, ib, pc, kcur)
+				}
+				sp = j.block(pc, kcur, ib, js0, js1, js0, *bp, apb, sp)
+			}
+		}
+		if sp != nil {
+			packPoolA.Put(sp)
+		}
+	})
+}
+
+// shared packs all of op(B) once, by all cores, then computes tiles of C
+// (blocks of rows × blocks of columns, one task each) over groups of k
+// blocks whose packed B fits in a core's cache (every row block reuses it
+// while it is there); the groups run in k order, so each element's chain
+// keeps its order. A transposed A is packed by each task, a k block of its
+// row block at a time.
+func (j *gemmJob) shared() {
+	nstrips, k := j.nstrips, j.k
 	npad := nstrips * nr
 	kBlocks := (k + kc - 1) / kc
-	mBlocks := (m + mc - 1) / mc
-	par := 2*m*n*k >= 1<<20 && workers() > 1
+	mBlocks := (j.m + mc - 1) / mc
 	// Split columns too when there are few row blocks, so every core gets
 	// work (tiles never share an element of C).
 	nBlocks := 1
-	if par {
+	if j.par {
 		for mBlocks*nBlocks < 4*workers() && (nstrips+nBlocks)/(nBlocks+1) >= 4 {
 			nBlocks++
 		}
 	}
 	stripsPer := (nstrips + nBlocks - 1) / nBlocks
 	nBlocks = (nstrips + stripsPer - 1) / stripsPer
-	run := func(tasks int, fn func(t int)) {
-		if !par || tasks == 1 {
-			for t := 0; t < tasks; t++ {
-				fn(t)
-			}
-			return
-		}
-		parallelTasks(tasks, func(_, t int) { fn(t) })
-	}
 
-	// Phase 1, packing. B: for each k block pc, nstrips strips of kcur×nr
-	// at pc*npad. A (transposed only): row block ib, k block pc at
-	// ib*mc*k + msr(ib)*mr*pc, msr(ib) strips of kcur×mr.
+	// B: for each k block pc, nstrips strips of kcur×nr at pc*npad, packed
+	// per k block over ranges of strips (a plain B row by row, sequential
+	// access; a transposed B strip by strip).
 	bp := getScratch(npad * k) // by size class: calls of many shapes reuse buffers
 	defer putScratch(bp)
-	var ap *[]float32
-	// B is packed per k block over ranges of strips (a plain B row by row,
-	// sequential access; a transposed B strip by strip).
 	bSplit := 1
-	for par && kBlocks*bSplit < 2*workers() && bSplit < nstrips {
+	for j.par && kBlocks*bSplit < 2*workers() && bSplit < nstrips {
 		bSplit++
 	}
 	stripsPerB := (nstrips + bSplit - 1) / bSplit
-	packTasks := kBlocks * bSplit
-	// A transposed is packed per k block over ranges of row blocks, reading
-	// whole rows of the stored k×m matrix (sequential access).
-	aSplit := 1
-	if transA {
-		ap = getScratch(mBlocks * mc * k)
-		defer putScratch(ap)
-		for par && kBlocks*aSplit < 2*workers() && aSplit < mBlocks {
-			aSplit++
-		}
-		packTasks += kBlocks * aSplit
-	}
-	blocksPer := (mBlocks + aSplit - 1) / aSplit
-	run(packTasks, func(t int) {
-		if t < kBlocks*bSplit {
-			pc, part := t/bSplit*kc, t%bSplit
-			kcur := min(kc, k-pc)
-			js0, js1 := part*stripsPerB, min(nstrips, (part+1)*stripsPerB)
-			if js0 < js1 {
-				off := pc*npad + js0*nr*kcur
-				pack((*bp)[off:off+(js1-js0)*nr*kcur], pc, kcur, js0*nr, min(n, js1*nr)-js0*nr)
-			}
-			return
-		}
-		t -= kBlocks * bSplit
-		pc, part := t/aSplit*kc, t%aSplit
+	j.run(kBlocks*bSplit, func(t int) {
+		pc, part := t/bSplit*kc, t%bSplit
 		kcur := min(kc, k-pc)
-		ib0, ib1 := part*blocksPer, min(mBlocks, (part+1)*blocksPer)
-		for p := 0; p < kcur; p++ {
-			row := a[(pc+p)*lda:]
-			for ib := ib0; ib < ib1; ib++ {
-				ic := ib * mc
-				mcur := min(mc, m-ic)
-				msr := (mcur + mr - 1) / mr
-				base := ib*mc*k + msr*mr*pc + p*mr
-				src := row[ic : ic+mcur]
-				full := mcur / mr
-				scatterRows((*ap)[base:], mr*kcur, src, mr, full)
-				if full < msr {
-					q := (*ap)[base+full*mr*kcur:][:mr:mr]
-					clear(q)
-					copy(q, src[full*mr:])
-				}
-			}
+		js0, js1 := part*stripsPerB, min(nstrips, (part+1)*stripsPerB)
+		if js0 < js1 {
+			off := pc*npad + js0*nr*kcur
+			j.pack((*bp)[off:off+(js1-js0)*nr*kcur], pc, kcur, js0*nr, min(j.n, js1*nr)-js0*nr)
 		}
 	})
 
-	// Phase 2, tiles of C, over groups of k blocks whose packed B fits in
-	// a core's cache (every row block reuses it while it is there); the
-	// groups run in k order, so each element's chain keeps its order.
 	tiles := func(t, kLo, kHi int) {
 		ib, jb := t/nBlocks, t%nBlocks
-		ic := ib * mc
-		mcur := min(mc, m-ic)
-		msr := (mcur + mr - 1) / mr
 		js0, js1 := jb*stripsPer, min(nstrips, (jb+1)*stripsPer)
-		var sp *[]float32
+		var ap, sp *[]float32
+		if j.transA {
+			ap = getBuf(&packPoolA, mc*kc)
+		}
 		for pc := kLo; pc < kHi; pc += kc {
 			kcur := min(kc, k-pc)
-			for js := js0; js < js1; js++ {
-				bs := (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+1)*nr*kcur]
-				// Two strips side by side make a 6×32 tile.
-				pair := wide && js+1 < js1
-				if pair {
-					bs = (*bp)[pc*npad+js*nr*kcur : pc*npad+(js+2)*nr*kcur]
-				}
-				for is := 0; is < msr; is++ {
-					nrows := min(mr, mcur-is*mr)
-					i0 := ic + is*mr
-					var as []float32
-					var rs, cs int
-					switch {
-					case transA:
-						off := ib*mc*k + msr*mr*pc + is*mr*kcur
-						as, rs, cs = (*ap)[off:off+mr*kcur], 1, mr
-					case nrows < mr:
-						if sp == nil {
-							sp = getBuf(&packPoolA, mr*kc)
-						}
-						if js == js0 {
-							packAEdge((*sp)[:mr*kcur], a, lda, i0, nrows, pc, kcur)
-						}
-						as, rs, cs = (*sp)[:mr*kcur], 1, mr
-					default:
-						as, rs, cs = a[i0*lda+pc:], lda, 1
-					}
-					c0 := i0*ldc + js*nr
-					store := overwrite && pc == 0
-					if pair {
-						edgeTile(true, kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(2*nr, n-js*nr), alpha, store)
-					} else {
-						edgeTile(false, kcur, as, rs, cs, bs, c[c0:], ldc, nrows, min(nr, n-js*nr), alpha, store)
-					}
-				}
-				if pair {
-					js++
-				}
+			var apb []float32
+			if j.transA {
+				apb = *ap
+				j.packAT(apb, ib, pc, kcur)
 			}
+			sp = j.block(pc, kcur, ib, js0, js1, 0, (*bp)[pc*npad:], apb, sp)
 		}
-		if sp != nil {
-			packPoolA.Put(sp)
+		for _, p := range []*[]float32{ap, sp} {
+			if p != nil {
+				packPoolA.Put(p)
+			}
 		}
 	}
 	groupK := kc * max(1, bGroupFloats/(npad*kc))
 	for g0 := 0; g0 < k; g0 += groupK {
-		run(mBlocks*nBlocks, func(t int) { tiles(t, g0, min(k, g0+groupK)) })
+		j.run(mBlocks*nBlocks, func(t int) { tiles(t, g0, min(k, g0+groupK)) })
 	}
+}
+
+// packAT packs row block ib of a transposed A (stored k×m) at depth
+// [pc, pc+kcur) into strips of mr rows: strip s at s*mr*kcur, element
+// (p, r) at p*mr + r, the ragged last strip zero-padded. It reads whole
+// runs of a stored row (sequential access).
+func (j *gemmJob) packAT(dst []float32, ib, pc, kcur int) {
+	ic := ib * mc
+	mcur := min(mc, j.m-ic)
+	msr := (mcur + mr - 1) / mr
+	full := mcur / mr
+	for p := 0; p < kcur; p++ {
+		src := j.a[(pc+p)*j.lda+ic:][:mcur]
+		scatterRows(dst[p*mr:], mr*kcur, src, mr, full)
+		if full < msr {
+			q := dst[full*mr*kcur+p*mr:][:mr:mr]
+			clear(q)
+			copy(q, src[full*mr:])
+		}
+	}
+}
+
+// block computes row block ib of C × strips [js0, js1) for the k block at
+// pc (kcur deep). Strip js of op(B) is at bs[(js-jsOrg)*nr*kcur:]; a
+// transposed A is packed in ap (packAT's layout), a plain one read in place
+// (its ragged last strip copied into *sp, allocated on first use and
+// returned for the caller to keep or release).
+func (j *gemmJob) block(pc, kcur, ib, js0, js1, jsOrg int, bs, ap []float32, sp *[]float32) *[]float32 {
+	ic := ib * mc
+	mcur := min(mc, j.m-ic)
+	msr := (mcur + mr - 1) / mr
+	store := j.overwrite && pc == 0
+	for js := js0; js < js1; js++ {
+		// Two strips side by side make a 6×32 tile.
+		pair := j.wide && js+1 < js1
+		w := nr
+		if pair {
+			w = 2 * nr
+		}
+		b := bs[(js-jsOrg)*nr*kcur : (js-jsOrg)*nr*kcur+w*kcur]
+		for is := 0; is < msr; is++ {
+			nrows := min(mr, mcur-is*mr)
+			i0 := ic + is*mr
+			var as []float32
+			var rs, cs int
+			switch {
+			case j.transA:
+				as, rs, cs = ap[is*mr*kcur:(is+1)*mr*kcur], 1, mr
+			case nrows < mr:
+				if sp == nil {
+					sp = getBuf(&packPoolA, mr*kc)
+				}
+				if js == js0 {
+					packAEdge((*sp)[:mr*kcur], j.a, j.lda, i0, nrows, pc, kcur)
+				}
+				as, rs, cs = (*sp)[:mr*kcur], 1, mr
+			default:
+				as, rs, cs = j.a[i0*j.lda+pc:], j.lda, 1
+			}
+			edgeTile(pair, kcur, as, rs, cs, b, j.c[i0*j.ldc+js*nr:], j.ldc, nrows, min(w, j.n-js*nr), j.alpha, store)
+		}
+		if pair {
+			js++
+		}
+	}
+	return sp
 }
 
 // bGroupFloats bounds the packed B that one pass over the tiles of C reads.

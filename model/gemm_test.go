@@ -117,7 +117,8 @@ func TestGEMMRowIndependence(t *testing.T) {
 // TestGEMMRowIndependenceLayouts: the same for every kernel, every transpose
 // combination and shapes that split C by columns too (few row blocks), or
 // that gonum computes serially for few rows but in parallel (k split in
-// blocks) for many ({300, 32, 128}).
+// blocks) for many ({300, 32, 128}); {600, 130, 2100} packs all of op(B)
+// for the full product (shared) but streams it for the row subsets (panels).
 func TestGEMMRowIndependenceLayouts(t *testing.T) {
 	for name, g := range map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}} {
 		t.Run(name, func(t *testing.T) { testRowIndependenceLayouts(t, g) })
@@ -126,7 +127,7 @@ func TestGEMMRowIndependenceLayouts(t *testing.T) {
 
 func testRowIndependenceLayouts(t *testing.T, g GEMM) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}, {300, 32, 128}} {
+	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}, {300, 32, 128}, {600, 130, 2100}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
