@@ -70,17 +70,27 @@ func StepOfArch(a model.ArchConfig, params int64, lora, seqs, seqLen int) Step {
 	}
 	D, F, V := int64(a.Hidden), int64(a.Intermediate), int64(a.Vocab)
 	ld, od := int64((a.Heads+2*a.KVHeads)*a.HeadDim), int64(a.Heads*a.HeadDim)
-	// dX, dHf, dXg, dT, dAct, dAO, dQKV, dGU; the largest weight gradient packs gate|up's
-	// gradient and its input; the largest projection packs its weight.
-	s.Scratch = 4 * (t*(4*D+3*F+od+ld) + t*(2*F+D) + 2*F*D)
+	// dX, dHf, dXg, dT, dAct, dAO, dQKV, dGU; the largest weight gradient packs its input
+	// (down's, F a token); an input gradient of more rows than the GEMM streams in panels
+	// packs its whole weight (gate|up's), one of fewer packs a panel at a time (negligible).
+	s.Scratch = 4 * (t*(4*D+3*F+od+ld) + t*max(F, D) + packedWeight(t, 2*F*D))
 	// The head holds three chunk buffers (logits, probabilities or their gradient, the GEMM's
 	// transposed copy); a fourth counts the one its pool may be allocating again while the
 	// collector recycles another (a head-dominated step's peak exceeds three).
 	rows := min(t, int64(model.HeadRows(a.Vocab)))
-	s.Head = 4 * (4*scratch(rows*V) + scratch(V*D))
+	s.Head = 4 * (4*scratch(rows*V) + packedWeight(rows, scratch(V*D)))
 	L := int64(seqLen)
 	s.Attention = 4 * 3 * int64(runtime.GOMAXPROCS(0)) * min(L, int64(model.AttentionBlock())) * L
 	return s
+}
+
+// packedWeight is the floats the GEMM packs for an input gradient dY·W of rows rows and a
+// weight of w floats: all of W when rows exceed model.GEMMPanelRows, else nothing that counts.
+func packedWeight(rows, w int64) int64 {
+	if rows > int64(model.GEMMPanelRows()) {
+		return w
+	}
+	return 0
 }
 
 // CheckpointedStepOf is StepOf with activation checkpointing: the forward keeps each block's

@@ -7,19 +7,24 @@ import (
 // BlockedGEMM is a cache-blocked GEMM around a 6×16 register-tile
 // micro-kernel: AVX2/FMA assembly on amd64 CPUs that have it, portable Go
 // elsewhere; on CPUs with AVX-512 two adjacent strips run at once as a 6×32
-// tile (one zmm register a row of 16 columns). op(B) is packed once per call
-// into strips of 16 columns, and a transposed A into strips of 6 rows, by
-// all cores; a plain (row-major) A is read in place through its stride (only
-// a ragged last strip of rows is copied into a zero-padded tile). Tiles of C
-// (blocks of rows × blocks of columns) are then computed by a pool of
-// goroutines, a group of k blocks at a time (in k order), each tile owned by
-// one goroutine. Every element of C is accumulated over k in the same order
-// (k blocks of 256, each a sequential FMA chain from +0, the first block
-// stored as alpha·acc or added, later blocks added with one FMA) whatever m,
-// n, the layout, the scheduling and the assembly kernel (6×16 AVX2 or 6×32
-// AVX-512): results are deterministic, the same on machines with and
-// without AVX-512, and each row of C depends only on the matching row of
-// op(A).
+// tile (one zmm register a row of 16 columns). op(B) is packed into strips
+// of 16 columns in one of two ways: for a product of few rows (at most
+// streamMaxRows) and a large op(B), such as an input gradient dY·W, each
+// task owns a panel of columns and packs it one k block at a time into its
+// own cache-resident scratch before computing every row of the panel
+// (panels); otherwise all of op(B) is packed once per call by all cores and
+// tiles of C (blocks of rows × blocks of columns) are computed by a pool of
+// goroutines, a group of k blocks at a time (in k order), each tile owned
+// by one goroutine (shared). A transposed A is packed by the task that uses
+// it, a row block and a k block at a time, into strips of 6 rows; a plain
+// (row-major) A is read in place through its stride (only a ragged last
+// strip of rows is copied into a zero-padded tile). Every element of C is
+// accumulated over k in the same order (k blocks of 256, each a sequential
+// FMA chain from +0, the first block stored as alpha·acc or added, later
+// blocks added with one FMA) whatever m, n, the layout, the split, the
+// scheduling and the assembly kernel (6×16 AVX2 or 6×32 AVX-512): results
+// are deterministic, the same on machines with and without AVX-512, and
+// each row of C depends only on the matching row of op(A).
 type BlockedGEMM struct {
 	// avx2Only keeps the 6×16 AVX2 kernel on a CPU with AVX-512 (to compare
 	// the two: their bits are the same).
@@ -33,8 +38,9 @@ const (
 	mc = 48  // rows of a block of C (multiple of mr)
 )
 
-// packPoolA holds the edge strips (one per tile task); packed operands (one
-// per call) come from the scratch pools, by size class.
+// packPoolA holds the edge strips and a transposed A's packed blocks (one
+// per tile task); packed B (one per call or per panel task) comes from the
+// scratch pools, by size class.
 var packPoolA = sync.Pool{New: func() any { s := make([]float32, 0, mr*kc); return &s }}
 
 func getBuf(pool *sync.Pool, n int) *[]float32 {
@@ -140,6 +146,10 @@ func (j *gemmJob) run(tasks int, fn func(t int)) {
 func (j *gemmJob) streamB() bool {
 	return j.m <= streamMaxRows && j.nstrips*nr*j.k >= streamMinB && j.nstrips >= 4
 }
+
+// GEMMPanelRows is the most rows of C for which BlockedGEMM streams a large
+// op(B) in panels instead of packing all of it (for memory estimates).
+func GEMMPanelRows() int { return streamMaxRows }
 
 const (
 	streamMaxRows = 512     // rows of C whose panel of C stays in L2

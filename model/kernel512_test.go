@@ -83,6 +83,7 @@ func BenchmarkGEMMKernels(b *testing.B) {
 	}{
 		{"gateup-fwd-NT", 256, 9728, 896, false, true},
 		{"down-dX-NN", 256, 4864, 896, false, false},
+		{"gateup-dX-NN", 256, 896, 9728, false, false},
 		{"down-dW-TN", 896, 4864, 256, true, false},
 		{"qkv-fwd-NT", 256, 1152, 896, false, true},
 	} {
