@@ -48,6 +48,7 @@ type LLMPass struct {
 	hf       []float32 // [M×D] final norm outputs
 	logits   []float32 // [M×Vocab] with probs: kept only when M fits one head chunk
 	probs    []float32
+	lent     bool // logits handed out (rawLogits): not returned to the scratch pools
 	lse      []float64
 	logp     []float32
 	ent      []float32

@@ -19,7 +19,8 @@ func (m *LLM) scoreHead(p *LLMPass) {
 	V, rows := m.d.vocab, headRows(m.d.vocab)
 	n := min(rows, p.M)
 	if p.M <= rows { // kept for the backward
-		p.logits, p.probs = make([]float32, n*V), make([]float32, n*V)
+		// From the scratch pools (the backward returns them): no fresh pages a step.
+		p.logits, p.probs = (*getScratch(n * V))[:n*V], (*getScratch(n * V))[:n*V]
 		m.headLogits(p.hf, 0, p.M, p.logits)
 		scoreRows(p.logits, p.probs, V, p.temp, p.targets, p.lse, p.logp, p.ent)
 		return
@@ -45,6 +46,7 @@ func (m *LLM) headLogits(hf []float32, lo, hi int, z []float32) {
 // paths: it forms the array the head otherwise never holds).
 func (p *LLMPass) rawLogits() []float32 {
 	if p.logits != nil {
+		p.lent = true
 		return p.logits
 	}
 	z := make([]float32, p.M*p.m.d.vocab)
@@ -86,6 +88,19 @@ func (p *LLMPass) headBackward(dlps, des, dHf, gHead []float32) {
 		sgemmW(m.gemm, false, false, k, D, V, 1, dZ, V, m.w.headM(), D, 0, dHf[lo*D:], D)
 		weightGrad(m.gemm, k, dZ, V, p.hf[lo*D:hi*D], D, gHead)
 	}
+	p.releaseLogits()
+}
+
+// releaseLogits returns the kept logits and probabilities to the scratch pools, unless they
+// were handed out; a later backward or rawLogits recomputes them (the same bits).
+func (p *LLMPass) releaseLogits() {
+	if p.logits == nil || p.lent {
+		return
+	}
+	l, q := p.logits, p.probs
+	p.logits, p.probs = nil, nil
+	putScratch(&l)
+	putScratch(&q)
 }
 
 func sliceOrNil(v []float32, lo, hi int) []float32 {
