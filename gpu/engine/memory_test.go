@@ -116,7 +116,7 @@ func TestAttnBlocksBoundMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := lt.t.bufs
-		t.Logf("blocks of %d rows (0: AttnBlockRows): %d blocks, attention scratch %d + %d words", tc.rows, len(p.blocks), b["attBlk"].words, b["dPBlk"].words)
+		t.Logf("blocks of %d rows (0: AttnBlockRows): %d blocks, attention scratch %d + %d words", tc.rows, len(p.attn.blocks), b["attBlk"].words, b["dPBlk"].words)
 		if b["attBlk"].words != tc.words || b["dPBlk"].words != tc.words {
 			t.Errorf("blocks of %d rows: scratch %d and %d words, want %d", tc.rows, b["attBlk"].words, b["dPBlk"].words, tc.words)
 		}
