@@ -51,6 +51,12 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 		got := make([]float32, n*out)
 		gemvLinear(x, n, in, W16, bias, out, got)
 		mustSameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+		// The same bfloat16 weights packed in strips.
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		gemvStrips(x, n, in, packedBF16(W16, in, out), bias, out, got)
+		mustSameBits(t, fmt.Sprintf("bf16 strips n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
 	}
 }
 
@@ -125,7 +131,7 @@ func TestLinearSmallRowsIndependent(t *testing.T) {
 func BenchmarkSmallLinear(b *testing.B) {
 	shapes := []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}}
 	for _, s := range shapes {
-		for _, n := range []int{1, 2, 4, 8} {
+		for _, n := range []int{1, 2, 4, 8, 16} {
 			rng := rand.New(rand.NewPCG(1, 2))
 			x, W, _ := gemvOperands(rng, n, s.in, s.out)
 			y := make([]float32, n*s.out)
@@ -139,6 +145,10 @@ func BenchmarkSmallLinear(b *testing.B) {
 			W16, _ := toBF16(W)
 			b.Run("gemv-bf16/"+name, func(b *testing.B) {
 				benchCPU(b, int64(2*s.in*s.out), func() { gemvLinear(x, n, s.in, W16, nil, s.out, y) })
+			})
+			hw := packedBF16(W16, s.in, s.out)
+			b.Run("strips-bf16/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
 			})
 		}
 	}
