@@ -94,6 +94,21 @@ func TestGemvMatchesGEMM(t *testing.T) {
 	}
 }
 
+// TestGemvStripsOneAtATime: the strip kernels a strip at a time (on amd64 the AVX2 kernel,
+// which CPUs without AVX-512 run for every strip) give the same bits as four at once.
+func TestGemvStripsOneAtATime(t *testing.T) {
+	defer func(s int) { stripsAtOnce = s }(stripsAtOnce)
+	stripsAtOnce = 1
+	rng := rand.New(rand.NewPCG(41, 7))
+	for _, in := range []int{1, 7, 256, 515} {
+		for n := 1; n <= 6; n++ {
+			for _, out := range []int{9, 64, 70} {
+				checkGemvBits(t, rng, n, in, out)
+			}
+		}
+	}
+}
+
 // TestGemvRandomShapes: the same over random shapes.
 func TestGemvRandomShapes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))

@@ -3,7 +3,7 @@
 package model
 
 // stripsAtOnce is how many strips gemvStrip takes in one call.
-const stripsAtOnce = 4
+var stripsAtOnce = 4
 
 // gemvStrip is gemvStripGo where BlockedGEMM runs its portable kernel.
 func gemvStrip(count, k int, w []uint16, x []float32, ldx, n int, c []float32, ldc int, add bool) {
