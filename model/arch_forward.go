@@ -172,7 +172,7 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
 // BF16 weights take the small-M path up to bf16SmallRows rows, and above
-// transposedRows the direct product, which widens W once in its packing and
+// transposedRows the direct product, which widens W in its packing and
 // keeps no transposed copy of y (a training step's head chunk: 155 MB at
 // Qwen's vocabulary). Every path gives the same bits (the GEMM contract).
 func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {

@@ -21,9 +21,10 @@ var ErrStoredBF16 = errors.New("the model's weights are stored in BF16 and froze
 
 // bf16SmallRows is the most rows for which a product by BF16 weights takes
 // the small-M path (gemvStrips: passes of gemvMaxRows rows over a group of
-// strips in cache), which reads the bits in place where linearT widens them
-// into a buffer first (BenchmarkSmallLinear, BenchmarkLinearTBF16).
-const bf16SmallRows = 16
+// strips while it is in cache), which reads the bits in place where linearT
+// would widen them into a buffer first: 1.4-2.5 times less CPU up to 128
+// rows at the Qwen2.5-0.5B shapes (BenchmarkLinearTBF16's strips column).
+const bf16SmallRows = transposedRows
 
 // isMatrix reports whether s is one of the matrices a model stored in BF16
 // keeps as bfloat16.

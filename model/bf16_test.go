@@ -224,9 +224,9 @@ func packedBF16(h []uint16, in int, segs ...int) bf16W {
 }
 
 // TestLinearBF16PathsSameBits: a product by bfloat16 weights gives the bits of the same
-// product by their float32 values on every path linear takes (small-M up to 16 rows, the
-// transposed product with W widened a block of rows at a time, the direct GEMM with W as
-// operand B), with and without a bias, at widths spanning several k blocks and blocks of rows,
+// product by their float32 values on every path linear takes (the strips' small-M path up to
+// 128 rows, the direct GEMM with W as operand B) and the transposed product (W widened a block
+// of rows at a time), with and without a bias, at widths spanning several k blocks and blocks of rows,
 // for one tensor and for tensors stacked (q, k, v) whose row counts are not multiples of 16.
 func TestLinearBF16PathsSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 12))
@@ -249,6 +249,11 @@ func TestLinearBF16PathsSameBits(t *testing.T) {
 				m.linear(xs, rows, in, weight{h: hw}, bias, out, got)
 				if !sameBits(want, got) {
 					t.Fatalf("segments %v, bias %v, %d rows: BF16 weights differ from their float32 values", segs, bias != nil, rows)
+				}
+				// The transposed product (linear's path under another GEMM).
+				linearT(BlockedGEMM{}, xs, rows, in, weight{h: hw}, bias, out, got)
+				if !sameBits(want, got) {
+					t.Fatalf("segments %v, bias %v, %d rows: linearT over BF16 weights differs", segs, bias != nil, rows)
 				}
 			}
 		}
@@ -292,7 +297,7 @@ func TestBF16StripLayout(t *testing.T) {
 			t.Fatalf("segments %v: rows [3, %d) read back differ from the row-major bits", segs, out)
 		}
 		for _, tr := range []bool{false, true} {
-			pc, kcur, jc, ncur := 1, 30, 5, 20 // op(B) = Wᵀ: depth in, columns out; W: the reverse
+			pc, kcur, jc, ncur := 1, 30, 5, 20 // op(B) = W: depth over W's rows; Wᵀ: columns
 			if tr {
 				pc, kcur, jc, ncur = 257, 40, 3, 33
 			}
@@ -319,11 +324,12 @@ func TestBF16StripLayout(t *testing.T) {
 }
 
 // BenchmarkLinearTBF16 compares linearT over bfloat16 weights (widened a block of rows at a
-// time) with linearT over float32 weights at the Qwen2.5-0.5B projection and head shapes, at
-// decoding batches the transposed product takes; MB/s counts the weight bytes read.
+// time) with linearT over float32 weights and with the strip kernels (gemvStrips, passes of
+// 4 rows) at the Qwen2.5-0.5B projection and head shapes, at decoding batches the transposed
+// product takes; MB/s counts the weight bytes read.
 func BenchmarkLinearTBF16(b *testing.B) {
 	for _, s := range []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}} {
-		for _, n := range []int{16, 64} {
+		for _, n := range []int{16, 32, 64, 128} {
 			rng := rand.New(rand.NewPCG(1, 2))
 			x, W, _ := gemvOperands(rng, n, s.in, s.out)
 			W16, _ := toBF16(W)
@@ -335,6 +341,9 @@ func BenchmarkLinearTBF16(b *testing.B) {
 			})
 			b.Run("bf16/"+name, func(b *testing.B) {
 				benchCPU(b, int64(2*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{h: hw}, nil, s.out, y) })
+			})
+			b.Run("strips/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
 			})
 		}
 	}
