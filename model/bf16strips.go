@@ -75,29 +75,29 @@ func (w bf16W) eachRun(o0, o1 int, fn func(o, run, base, width, lane int)) {
 
 // widenRows writes rows [o0, o1) of w, widened, into dst in row-major
 // order ((o1-o0)·in values).
-func (w bf16W) widenRows(dst []float32, o0, o1 int) {
+func (w bf16W) widenRows(dst []float32, o0, o1 int) { rowsInto(w, dst, o0, o1) }
+
+// bitsRows is widenRows without the widening: rows [o0, o1) of bits.
+func (w bf16W) bitsRows(dst []uint16, o0, o1 int) { rowsInto(w, dst, o0, o1) }
+
+func rowsInto[T float32 | uint16](w bf16W, dst []T, o0, o1 int) {
 	in := w.in
 	w.eachRun(o0, o1, func(o, run, base, width, lane int) {
 		d := dst[(o-o0)*in:]
 		for k := 0; k < in; k++ {
 			for q, h := range w.bits[base+k*width+lane:][:run] {
-				d[q*in+k] = widenBF16(h)
+				d[q*in+k] = fromBF16[T](h)
 			}
 		}
 	})
 }
 
-// bitsRows is widenRows without the widening: rows [o0, o1) of bits.
-func (w bf16W) bitsRows(dst []uint16, o0, o1 int) {
-	in := w.in
-	w.eachRun(o0, o1, func(o, run, base, width, lane int) {
-		d := dst[(o-o0)*in:]
-		for k := 0; k < in; k++ {
-			for q, h := range w.bits[base+k*width+lane:][:run] {
-				d[q*in+k] = h
-			}
-		}
-	})
+// fromBF16 is bits h as a T: widened for float32, as they are for uint16.
+func fromBF16[T float32 | uint16](h uint16) T {
+	if _, wide := any(T(0)).(float32); wide {
+		return T(widenBF16(h))
+	}
+	return T(h)
 }
 
 // packB is packB's layout for op(B) = Wᵀ (trans: columns are W's rows) or
