@@ -22,7 +22,7 @@ var ErrStoredBF16 = errors.New("the model's weights are stored in BF16 and froze
 // bf16SmallRows is the most rows for which a product by BF16 weights takes
 // the small-M path (gemvStrips: passes of gemvMaxRows rows over a group of
 // strips while it is in cache), which reads the bits in place where linearT
-// would widen them into a buffer first: 1.4-2.5 times less CPU up to 128
+// would widen them into a buffer first: 1.5-4.4 times less CPU up to 128
 // rows at the Qwen2.5-0.5B shapes (BenchmarkLinearTBF16's strips column).
 const bf16SmallRows = transposedRows
 
