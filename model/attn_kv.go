@@ -13,12 +13,14 @@ package model
 func scoreBlocksGo(q []float32, blocks []*kvBlock, l, off int, scale float32, s []float32) {
 	for b, blk := range blocks {
 		k := blk.k[l][off*kvBlockLen:][:len(q)*kvBlockLen]
-		for i := range kvBlockLen {
-			var dot float32
-			for e, qv := range q {
-				dot += qv * k[e*kvBlockLen+i]
+		var dot [kvBlockLen]float32 // one chain a key, over e in order
+		for e, qv := range q {
+			for i, kv := range k[e*kvBlockLen : (e+1)*kvBlockLen] {
+				dot[i] += qv * kv
 			}
-			s[b*kvBlockLen+i] = dot * scale
+		}
+		for i, d := range dot {
+			s[b*kvBlockLen+i] = d * scale
 		}
 	}
 }
