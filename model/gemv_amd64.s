@@ -2,6 +2,11 @@
 
 #include "textflag.h"
 
+// PFD32: how far ahead gemv32x1AVX2 prefetches each row, in bytes (a line
+// per row every 4 steps: 32 interleaved rows are more streams than the
+// hardware prefetcher keeps ahead of; about 17 % less CPU on the head).
+#define PFD32 256
+
 // The small-M kernels of gemv.go. Each output lane keeps its own
 // k-ordered FMA chain, the chain of kern6x16AVX2; one body per kernel
 // shape, parameterized by how weights are loaded.
@@ -206,6 +211,31 @@
 	NEXTGROUP; \
 	GROUP(LOAD, BX, Y15)
 
+// PF4: the line PFD32 bytes ahead in the 4 rows at P (stride R9).
+#define PF4(P) \
+	PREFETCHT0 PFD32(P); \
+	PREFETCHT0 PFD32(P)(R9*1); \
+	PREFETCHT0 PFD32(P)(R9*2); \
+	PREFETCHT0 PFD32(P)(R10*1)
+
+// PREFETCH32: PF4 on the 32 rows from R8 (AX and BX as scratch).
+#define PREFETCH32 \
+	PF4(R8); \
+	LEAQ (R8)(R9*4), AX; \
+	PF4(AX); \
+	LEAQ (AX)(R9*4), BX; \
+	PF4(BX); \
+	LEAQ (BX)(R9*4), AX; \
+	PF4(AX); \
+	LEAQ (AX)(R9*4), BX; \
+	PF4(BX); \
+	LEAQ (BX)(R9*4), AX; \
+	PF4(AX); \
+	LEAQ (AX)(R9*4), BX; \
+	PF4(BX); \
+	LEAQ (BX)(R9*4), AX; \
+	PF4(AX)
+
 // GEMV32: the body of gemv32x1AVX2 (arguments as
 // GEMV8's).
 #define GEMV32(LOADQ, LOADS, SHIFT, QSTEP, SSTEP) \
@@ -222,6 +252,10 @@
 	quad:; \
 	CMPQ SI, $4; \
 	JLT single; \
+	TESTQ $15, SI; \
+	JNE nopf; \
+	PREFETCH32; \
+	nopf:; \
 	VBROADCASTSS (DI), Y8; \
 	VBROADCASTSS 4(DI), Y9; \
 	VBROADCASTSS 8(DI), Y10; \
