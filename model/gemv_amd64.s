@@ -11,6 +11,13 @@
 // k-ordered FMA chain, the chain of kern6x16AVX2; one body per kernel
 // shape, parameterized by how weights are loaded.
 
+// PF4: the line PFD32 bytes ahead in the 4 rows at P (stride R9).
+#define PF4(P) \
+	PREFETCHT0 PFD32(P); \
+	PREFETCHT0 PFD32(P)(R9*1); \
+	PREFETCHT0 PFD32(P)(R9*2); \
+	PREFETCHT0 PFD32(P)(R10*1)
+
 // TRANSPOSE4: Y0..Y3 hold 4 columns of rows 0-3 (low lanes) and 4-7 (high
 // lanes); afterwards Yi lane j = row j, column i.
 #define TRANSPOSE4 \
@@ -121,6 +128,11 @@
 	quad:; \
 	CMPQ SI, $4; \
 	JLT single; \
+	TESTQ $15, SI; \
+	JNE nopf; \
+	PF4(R8); \
+	PF4(R11); \
+	nopf:; \
 	LOADQ(R8, R11); \
 	TRANSPOSE4; \
 	ROWFMA4((DI), 4(DI), 8(DI), 12(DI), Y9); \
@@ -210,13 +222,6 @@
 	GROUP(LOAD, BX, Y14); \
 	NEXTGROUP; \
 	GROUP(LOAD, BX, Y15)
-
-// PF4: the line PFD32 bytes ahead in the 4 rows at P (stride R9).
-#define PF4(P) \
-	PREFETCHT0 PFD32(P); \
-	PREFETCHT0 PFD32(P)(R9*1); \
-	PREFETCHT0 PFD32(P)(R9*2); \
-	PREFETCHT0 PFD32(P)(R10*1)
 
 // PREFETCH32: PF4 on the 32 rows from R8 (AX and BX as scratch).
 #define PREFETCH32 \
