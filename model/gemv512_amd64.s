@@ -71,24 +71,19 @@
 	VINSERTF32X4 $3, X3, Z0, Z0; \
 	VFMADD231PS Z8, Z0, ACC
 
+// PREFETCH4: the line D bytes ahead in the 4 rows at P (stride R9).
+#define PREFETCH4(D, P) \
+	PREFETCHT0 D(P); \
+	PREFETCHT0 D(P)(R9*1); \
+	PREFETCHT0 D(P)(R9*2); \
+	PREFETCHT0 D(P)(R10*1)
+
 // PREFETCHROWS: the line D bytes ahead in each of the 16 rows at P0..P12.
 #define PREFETCHROWS(D, P0, P4, P8, P12) \
-	PREFETCHT0 D(P0); \
-	PREFETCHT0 D(P0)(R9*1); \
-	PREFETCHT0 D(P0)(R9*2); \
-	PREFETCHT0 D(P0)(R10*1); \
-	PREFETCHT0 D(P4); \
-	PREFETCHT0 D(P4)(R9*1); \
-	PREFETCHT0 D(P4)(R9*2); \
-	PREFETCHT0 D(P4)(R10*1); \
-	PREFETCHT0 D(P8); \
-	PREFETCHT0 D(P8)(R9*1); \
-	PREFETCHT0 D(P8)(R9*2); \
-	PREFETCHT0 D(P8)(R10*1); \
-	PREFETCHT0 D(P12); \
-	PREFETCHT0 D(P12)(R9*1); \
-	PREFETCHT0 D(P12)(R9*2); \
-	PREFETCHT0 D(P12)(R10*1)
+	PREFETCH4(D, P0); \
+	PREFETCH4(D, P4); \
+	PREFETCH4(D, P8); \
+	PREFETCH4(D, P12)
 
 // STEPALL: the 8 row pointers on by N bytes.
 #define STEPALL(N) \

@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// PFD32: how far ahead gemv32x1AVX2 prefetches each row, in bytes (a line
-// per row every 4 steps: 32 interleaved rows are more streams than the
-// hardware prefetcher keeps ahead of; about 17 % less CPU on the head).
+// PFD32: how far ahead both kernels prefetch each row, in bytes (a line per
+// row every 4 steps: 8 or 32 interleaved rows leave the hardware prefetcher
+// behind; 15-17 % less CPU on the head, BenchmarkSmallLinear).
 #define PFD32 256
 
 // The small-M kernels of gemv.go. Each output lane keeps its own
