@@ -10,7 +10,9 @@ import "math"
 // of kc, a sequential k-ordered FMA chain from +0, the first block stored
 // (or added onto the bias) and later blocks added onto the running sum with
 // one more FMA by alpha = 1. The bits are therefore those of the GEMM
-// under linearT whatever the number of rows (the GEMM contract).
+// under linearT whatever the number of rows (the GEMM contract). On
+// AVX-512 one row takes 16 outputs a vector (gemv512_amd64.s) with the
+// same chains.
 
 // gemvMaxRows is the most rows of x one pass over W takes (the assembly
 // kernel's accumulators); more rows are handled in passes of this many.

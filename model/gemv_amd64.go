@@ -39,5 +39,16 @@ func gemv32x1(k int, w []float32, ldw int, x []float32, c []float32, add bool) {
 	if add {
 		a = 1
 	}
+	if hasAVX512 && gemv32x1Force != "avx2" {
+		gemv32x1AVX512(k, &w[0], ldw, &x[0], &c[0], 1, a)
+		return
+	}
 	gemv32x1AVX2(k, &w[0], ldw, &x[0], &c[0], 1, a)
 }
+
+//go:noescape
+func gemv32x1AVX512(k int, w *float32, ldw int, x *float32, c *float32, alpha float32, add int)
+
+// gemv32x1Force picks the AVX2 kernel ("avx2") where AVX-512 runs, for tests
+// and benchmarks; "" is the best the CPU runs.
+var gemv32x1Force string
