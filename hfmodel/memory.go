@@ -74,6 +74,15 @@ func stepTokens(cfg *configs.Config, hc hf.Config) int {
 	return min(cfg.Rollout.MaxTokens+promptAllowance, hc.ArchConfig().Context)
 }
 
+// StepShape is the sequence that the step estimates assume for a model of architecture a
+// under cfg: rollout.max_tokens of response after a prompt of promptAllowance tokens, cut to
+// the model's context (the prompt first, keeping at least one token of each).
+func StepShape(cfg *configs.Config, a model.ArchConfig) (prompt, response int) {
+	tokens := max(2, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context))
+	response = max(1, min(cfg.Rollout.MaxTokens, tokens-1))
+	return tokens - response, response
+}
+
 // MicroBatchFit is the largest micro-batch of at most micro sequences whose step (step(n)
 // bytes) fits the memory this process may use, at least 1; micro when the limit is unknown.
 func MicroBatchFit(micro int, step func(n int) int64) int {

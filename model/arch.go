@@ -201,7 +201,7 @@ func (c ArchConfig) NumParams() int64 {
 type blockW struct {
 	in, qkvW, qkvB, oW, oB, qn, kn, post, gateUp, down []float32
 	inB, postB, upB, downB                             []float32
-	qkvH, oH, gateUpH, downH                           []uint16
+	qkvH, oH, gateUpH, downH                           bf16W
 }
 
 // llmW holds views of every tensor of a model-shaped buffer (embedH and
@@ -209,7 +209,7 @@ type blockW struct {
 type llmW struct {
 	embed, norm, head []float32 // head aliases embed when tied
 	pos, normB        []float32 // learned positions, final norm's bias: the built-in model
-	embedH, headH     []uint16
+	embedH, headH     bf16W
 	blocks            []blockW
 }
 
@@ -220,9 +220,11 @@ type llmW struct {
 func llmViews(c ArchConfig, specs []TensorSpec, buf []float32, hbuf []uint16) (llmW, [][]float32, [][]uint16) {
 	parts, hparts := make([][]float32, len(specs)), make([][]uint16, len(specs))
 	byName, inH := make(map[string]int, len(specs)), make(map[string]bool, len(specs))
+	index := make(map[string]int, len(specs))
 	off, hoff := 0, 0
 	for i, s := range specs {
 		n := prod(s.Shape)
+		index[s.Name] = i
 		if hbuf != nil && isMatrix(s) {
 			hparts[i] = hbuf[hoff : hoff+n : hoff+n]
 			byName[s.Name], inH[s.Name] = hoff, true
@@ -241,11 +243,18 @@ func llmViews(c ArchConfig, specs []TensorSpec, buf []float32, hbuf []uint16) (l
 		}
 		return nil
 	}
-	spanH := func(name string, n int) []uint16 {
-		if o, ok := byName[name]; ok && inH[name] {
-			return hbuf[o : o+n : o+n]
+	// spanH's matrix stacks the tensors it spans, each packed on its own.
+	spanH := func(name string, n int) bf16W {
+		o, ok := byName[name]
+		if !ok || !inH[name] {
+			return bf16W{}
 		}
-		return nil
+		w := bf16W{bits: hbuf[o : o+n : o+n], in: specs[index[name]].Shape[1]}
+		for i, got := index[name], 0; got < n; i++ {
+			w.segs = append(w.segs, specs[i].Shape[0])
+			got += prod(specs[i].Shape)
+		}
+		return w
 	}
 	D, hd, F := c.Hidden, c.HeadDim, c.Intermediate
 	qkv := (c.Heads + 2*c.KVHeads) * hd

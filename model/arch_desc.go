@@ -102,7 +102,7 @@ func (d netDesc) actBackward(pre, dact []float32, n int, dpre []float32) {
 func (d netDesc) embed(w *llmW, tokens, pos []int32, x []float32) {
 	D := d.D
 	var row []float32
-	if w.embedH != nil {
+	if w.embedH.bits != nil {
 		row = make([]float32, D)
 	}
 	for r, tok := range tokens {

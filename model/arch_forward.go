@@ -173,7 +173,7 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 
 // linear is y[n×out] = x[n×in]·Wᵀ (+ b when b is not nil), W [out×in].
 // BF16 weights take the small-M path up to bf16SmallRows rows, and above
-// transposedRows the direct product, which widens W once in its packing and
+// transposedRows the direct product, which widens W in its packing and
 // keeps no transposed copy of y (a training step's head chunk: 155 MB at
 // Qwen's vocabulary). Every path gives the same bits (the GEMM contract).
 func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y []float32) {
@@ -181,16 +181,17 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 		return
 	}
 	defer m.ad.forward(x, n, in, W, out, y) // a LoRA adds its adapter's output (lora.go)
-	small := n <= smallRows || (W.h != nil && n <= bf16SmallRows)
+	bf16 := W.h.bits != nil
+	small := n <= smallRows || (bf16 && n <= bf16SmallRows)
 	if _, blocked := m.gemm.(BlockedGEMM); blocked && !m.d.directLinear && small && in > 0 {
-		if W.h != nil {
-			gemvLinear(x, n, in, W.h, b, out, y)
+		if bf16 {
+			gemvStrips(x, n, in, W.h, b, out, y)
 		} else {
 			gemvLinear(x, n, in, W.f, b, out, y)
 		}
 		return
 	}
-	if !m.d.directLinear && takeTransposed(n, in, out, W.h != nil) {
+	if !m.d.directLinear && takeTransposed(n, in, out, bf16) {
 		linearT(m.gemm, x, n, in, W, b, out, y)
 		return
 	}
@@ -243,7 +244,7 @@ func linearT(g GEMM, x []float32, n, in int, W weight, b []float32, out int, y [
 			}
 		}
 	}
-	if W.h == nil {
+	if W.h.bits == nil {
 		g.Sgemm(false, true, out, n, in, 1, W.f, in, x, in, beta, t, n)
 	} else {
 		linearTBF16(g, x, n, in, W.h, beta, out, t)
@@ -314,17 +315,16 @@ func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]floa
 // linearTBF16 is linearT's product t = W·xᵀ (+ t with beta 1) for bfloat16
 // W: blocks of rows of W widened into a scratch buffer of about 256k floats
 // (1 MiB, to stay in cache), each multiplied by the GEMM.
-func linearTBF16(g GEMM, x []float32, n, in int, W []uint16, beta float32, out int, t []float32) {
-	rows := max(16, (1<<18)/in)
+func linearTBF16(g GEMM, x []float32, n, in int, W bf16W, beta float32, out int, t []float32) {
+	rows := max(stripW, (1<<18)/in/stripW*stripW)
 	wb := getScratch(min(rows, out) * in)
 	defer putScratch(wb)
 	for o0 := 0; o0 < out; o0 += rows {
 		o1 := min(out, o0+rows)
 		wf := (*wb)[:(o1-o0)*in]
-		parallelRows(o1-o0, 16, func(lo, hi int) {
-			for i, h := range W[(o0+lo)*in : (o0+hi)*in] {
-				wf[lo*in+i] = widenBF16(h)
-			}
+		parallelRows((o1-o0+stripW-1)/stripW, 1, func(lo, hi int) {
+			a, b := o0+lo*stripW, min(o1, o0+hi*stripW)
+			W.widenRows(wf[(a-o0)*in:], a, b)
 		})
 		g.Sgemm(false, true, o1-o0, n, in, 1, wf, in, x, in, beta, t[o0*n:], n)
 	}

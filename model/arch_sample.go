@@ -129,7 +129,7 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 	parallelTasks(len(st.chunks)*H, func(worker, task int) {
 		i, hh := task/H, task%H
 		if st.scratch[worker] == nil {
-			st.scratch[worker] = make([]float32, st.maxLen)
+			st.scratch[worker] = make([]float32, pagedScratch(st.maxLen-1))
 		}
 		for t := range st.chunks[i] {
 			r := st.start[i] + t

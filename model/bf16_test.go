@@ -212,29 +212,111 @@ func TestFrozenBF16Storage(t *testing.T) {
 	}
 }
 
+// packedBF16 is row-major bits h [Σsegs × in] stored as a model stores them: each segment
+// (a tensor) packed in strips on its own.
+func packedBF16(h []uint16, in int, segs ...int) bf16W {
+	p, off := slices.Clone(h), 0
+	for _, r := range segs {
+		packStrips(p[off:off+r*in], r, in)
+		off += r * in
+	}
+	return bf16W{bits: p, in: in, segs: segs}
+}
+
 // TestLinearBF16PathsSameBits: a product by bfloat16 weights gives the bits of the same
-// product by their float32 values on every path linear takes (small-M up to 16 rows, the
-// transposed product with W widened a block of rows at a time, the direct GEMM with W as
-// operand B), with and without a bias, at widths spanning several k blocks and blocks of rows.
+// product by their float32 values on every path linear takes (the strips' small-M path up to
+// 128 rows, the direct GEMM with W as operand B) and the transposed product (W widened a block
+// of rows at a time), with and without a bias, at widths spanning several k blocks and blocks of rows,
+// for one tensor and for tensors stacked (q, k, v) whose row counts are not multiples of 16.
 func TestLinearBF16PathsSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 12))
 	const n, in = 400, 600
-	for _, out := range []int{130, 2500} {
-		x, W, b := gemvOperands(rng, n, in, out)
-		h := make([]uint16, len(W))
-		for i, v := range W {
-			h[i] = uint16(math.Float32bits(v) >> 16)
-			W[i] = widenBF16(h[i])
+	for _, segs := range [][]int{{130}, {2500}, {100, 19, 19}, {64, 32, 32}} {
+		out := 0
+		for _, r := range segs {
+			out += r
 		}
+		x, W, b := gemvOperands(rng, n, in, out)
+		h, _ := toBF16(W)
+		W = widenAllBF16(h)
+		hw := packedBF16(h, in, segs...)
 		for _, bias := range [][]float32{nil, b} {
 			m := &LLM{gemm: BlockedGEMM{}}
 			for _, rows := range []int{1, 3, 5, 8, 16, 17, 64, transposedRows, transposedRows + 1, 313, n} {
 				xs := x[:rows*in]
 				want, got := make([]float32, rows*out), make([]float32, rows*out)
 				m.linear(xs, rows, in, weight{f: W}, bias, out, want)
-				m.linear(xs, rows, in, weight{h: h}, bias, out, got)
+				m.linear(xs, rows, in, weight{h: hw}, bias, out, got)
 				if !sameBits(want, got) {
-					t.Fatalf("out %d, bias %v, %d rows: BF16 weights differ from their float32 values", out, bias != nil, rows)
+					t.Fatalf("segments %v, bias %v, %d rows: BF16 weights differ from their float32 values", segs, bias != nil, rows)
+				}
+				// The transposed product (linear's path under another GEMM).
+				linearT(BlockedGEMM{}, xs, rows, in, weight{h: hw}, bias, out, got)
+				if !sameBits(want, got) {
+					t.Fatalf("segments %v, bias %v, %d rows: linearT over BF16 weights differs", segs, bias != nil, rows)
+				}
+			}
+		}
+	}
+}
+
+func widenAllBF16(h []uint16) []float32 {
+	f := make([]float32, len(h))
+	for i, v := range h {
+		f[i] = widenBF16(v)
+	}
+	return f
+}
+
+// TestBF16StripLayout: packStrips puts element (o, k) of a [out × in] tensor at
+// (o/16)·16·in + k·w + o%16 (w = 16, or out%16 in the last strip, no padding) for out not a
+// multiple of 16 and in not a multiple of 256; every reader (rows widened, rows of bits, the
+// GEMM's packing of B in both layouts) gives back the row-major values, also for stacked
+// tensors.
+func TestBF16StripLayout(t *testing.T) {
+	const out, in = 37, 300
+	rm := make([]uint16, out*in)
+	for i := range rm {
+		rm[i] = uint16(i*7919 + 13)
+	}
+	w := packedBF16(rm, in, out)
+	for o := 0; o < out; o++ {
+		width := min(16, out-o/16*16)
+		for k := 0; k < in; k++ {
+			if got := w.bits[o/16*16*in+k*width+o%16]; got != rm[o*in+k] {
+				t.Fatalf("element (%d, %d) stored as %d, want %d", o, k, got, rm[o*in+k])
+			}
+		}
+	}
+	for _, segs := range [][]int{{out}, {20, 9, 8}} {
+		w := packedBF16(rm, in, segs...)
+		bits, wide := make([]uint16, (out-3)*in), make([]float32, (out-3)*in)
+		w.bitsRows(bits, 3, out)
+		w.widenRows(wide, 3, out)
+		if !slices.Equal(bits, rm[3*in:]) || !sameBits(wide, widenAllBF16(rm[3*in:])) {
+			t.Fatalf("segments %v: rows [3, %d) read back differ from the row-major bits", segs, out)
+		}
+		for _, tr := range []bool{false, true} {
+			pc, kcur, jc, ncur := 1, 30, 5, 20 // op(B) = W: depth over W's rows; Wᵀ: columns
+			if tr {
+				pc, kcur, jc, ncur = 257, 40, 3, 33
+			}
+			dst := make([]float32, (ncur+nr-1)/nr*nr*kcur)
+			for i := range dst {
+				dst[i] = float32(math.NaN())
+			}
+			w.packB(dst, tr, pc, kcur, jc, ncur)
+			for p := 0; p < kcur; p++ {
+				for j := 0; j < (ncur+nr-1)/nr*nr; j++ {
+					want := float32(0) // padding
+					if j < ncur && tr {
+						want = widenBF16(rm[(jc+j)*in+pc+p])
+					} else if j < ncur {
+						want = widenBF16(rm[(pc+p)*in+jc+j])
+					}
+					if got := dst[(j/nr)*nr*kcur+p*nr+j%nr]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("segments %v trans %v: packed (%d, %d) = %v, want %v", segs, tr, p, j, got, want)
+					}
 				}
 			}
 		}
@@ -242,21 +324,26 @@ func TestLinearBF16PathsSameBits(t *testing.T) {
 }
 
 // BenchmarkLinearTBF16 compares linearT over bfloat16 weights (widened a block of rows at a
-// time) with linearT over float32 weights at the Qwen2.5-0.5B projection and head shapes, at
-// decoding batches the transposed product takes; MB/s counts the weight bytes read.
+// time) with linearT over float32 weights and with the strip kernels (gemvStrips, passes of
+// 4 rows) at the Qwen2.5-0.5B projection and head shapes, at decoding batches the transposed
+// product takes; MB/s counts the weight bytes read.
 func BenchmarkLinearTBF16(b *testing.B) {
 	for _, s := range []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}} {
-		for _, n := range []int{16, 64} {
+		for _, n := range []int{16, 32, 64, 128} {
 			rng := rand.New(rand.NewPCG(1, 2))
 			x, W, _ := gemvOperands(rng, n, s.in, s.out)
 			W16, _ := toBF16(W)
+			hw := packedBF16(W16, s.in, s.out)
 			y := make([]float32, n*s.out)
 			name := fmt.Sprintf("%dx%d/n=%d", s.in, s.out, n)
 			b.Run("f32/"+name, func(b *testing.B) {
 				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{f: W}, nil, s.out, y) })
 			})
 			b.Run("bf16/"+name, func(b *testing.B) {
-				benchCPU(b, int64(2*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{h: W16}, nil, s.out, y) })
+				benchCPU(b, int64(2*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{h: hw}, nil, s.out, y) })
+			})
+			b.Run("strips/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
 			})
 		}
 	}

@@ -10,7 +10,9 @@ import "math"
 // of kc, a sequential k-ordered FMA chain from +0, the first block stored
 // (or added onto the bias) and later blocks added onto the running sum with
 // one more FMA by alpha = 1. The bits are therefore those of the GEMM
-// under linearT whatever the number of rows (the GEMM contract).
+// under linearT whatever the number of rows (the GEMM contract). On
+// AVX-512 one row takes 16 outputs a vector (gemv512_amd64.s) with the
+// same chains.
 
 // gemvMaxRows is the most rows of x one pass over W takes (the assembly
 // kernel's accumulators); more rows are handled in passes of this many.
@@ -20,11 +22,10 @@ const gemvMaxRows = 4
 // (measured with BenchmarkSmallLinear on the Qwen2.5-0.5B shapes).
 const smallRows = 4
 
-// gemvLinear is linear's small-M path: y[n×out] = x[n×in]·Wᵀ (+ b), the
-// same bits as linearT with BlockedGEMM. W is float32 or bfloat16 (uint16
-// bits, widened exactly in the kernel: the bits of the widened W). in must
-// be positive.
-func gemvLinear[T float32 | uint16](x []float32, n, in int, W []T, b []float32, out int, y []float32) {
+// gemvLinear is linear's small-M path for float32 weights (bfloat16 ones
+// take gemvStrips): y[n×out] = x[n×in]·Wᵀ (+ b), the same bits as linearT
+// with BlockedGEMM. in must be positive.
+func gemvLinear(x []float32, n, in int, W []float32, b []float32, out int, y []float32) {
 	groups := out / 8
 	// A chunk of output groups per goroutine of at least ~64k multiply-adds.
 	minChunk := max(1, (1<<16)/(8*in*max(1, min(n, gemvMaxRows))))
@@ -57,9 +58,9 @@ func gemvLinear[T float32 | uint16](x []float32, n, in int, W []T, b []float32, 
 
 // gemvTail computes outputs [o0, out), fewer than 8, through a zero-padded
 // copy of their W rows (the padding's outputs are dropped).
-func gemvTail[T float32 | uint16](x []float32, n, in int, W []T, b []float32, out int, y []float32, o0 int) {
+func gemvTail(x []float32, n, in int, W []float32, b []float32, out int, y []float32, o0 int) {
 	tail := out - o0
-	w := make([]T, 8*in)
+	w := make([]float32, 8*in)
 	copy(w, W[o0*in:out*in])
 	cb := getScratch(8 * n)
 	defer putScratch(cb)
@@ -80,23 +81,6 @@ func gemvTail[T float32 | uint16](x []float32, n, in int, W []T, b []float32, ou
 
 // widenBF16 is the float32 of bfloat16 bits h (exact).
 func widenBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// gemv8GoAny is gemv8Go for either weight type: bfloat16 rows are widened
-// first (exact, so the bits are those of the widened rows).
-func gemv8GoAny[T float32 | uint16](k int, w []T, ldw int, x []float32, ldx, n int, c []float32, ldc int, add bool) {
-	switch w := any(w).(type) {
-	case []float32:
-		gemv8Go(k, w, ldw, x, ldx, n, c, ldc, 1, add)
-	case []uint16:
-		wf := make([]float32, 8*k)
-		for j := 0; j < 8; j++ {
-			for p, h := range w[j*ldw : j*ldw+k] {
-				wf[j*k+p] = widenBF16(h)
-			}
-		}
-		gemv8Go(k, wf, k, x, ldx, n, c, ldc, 1, add)
-	}
-}
 
 // gemv8Go is the portable kernel and the reference of gemv8AVX2: for the 8
 // rows j of w and the n rows r of x, per k block of kc,
@@ -125,9 +109,9 @@ func gemv8Go(k int, w []float32, ldw int, x []float32, ldx, n int, c []float32, 
 	}
 }
 
-// gemv32x1Go is gemv32x1's portable form: gemv8GoAny on each group of 8.
-func gemv32x1Go[T float32 | uint16](k int, w []T, ldw int, x []float32, c []float32, add bool) {
+// gemv32x1Go is gemv32x1's portable form: gemv8Go on each group of 8.
+func gemv32x1Go(k int, w []float32, ldw int, x []float32, c []float32, add bool) {
 	for g := 0; g < 4; g++ {
-		gemv8GoAny(k, w[8*g*ldw:], ldw, x, k, 1, c[8*g:], 8, add)
+		gemv8Go(k, w[8*g*ldw:], ldw, x, k, 1, c[8*g:], 8, 1, add)
 	}
 }

@@ -28,7 +28,8 @@ func randVec(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
-// checkGemvBits asserts that gemvLinear gives the bits of linearT over
+// checkGemvBits asserts that gemvLinear, and gemvStrips on the weights
+// rounded to bfloat16 and packed in strips, give the bits of linearT over
 // BlockedGEMM (the GEMM contract), with and without a bias.
 func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 	t.Helper()
@@ -49,8 +50,11 @@ func checkGemvBits(t *testing.T, rng *rand.Rand, n, in, out int) {
 		want := make([]float32, n*out)
 		linearT(BlockedGEMM{}, x, n, in, weight{f: Wf}, bias, out, want)
 		got := make([]float32, n*out)
-		gemvLinear(x, n, in, W16, bias, out, got)
-		mustSameBits(t, fmt.Sprintf("bf16 n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		gemvStrips(x, n, in, packedBF16(W16, in, out), bias, out, got)
+		mustSameBits(t, fmt.Sprintf("bf16 strips n=%d in=%d out=%d bias=%v", n, in, out, bias != nil), out, got, want)
 	}
 }
 
@@ -82,6 +86,21 @@ func TestGemvMatchesGEMM(t *testing.T) {
 	for _, in := range []int{1, 3, 4, 7, 8, 255, 256, 257, 515, 769} {
 		for n := 1; n <= 9; n++ {
 			for _, out := range []int{1, 7, 8, 9, 23, 64} {
+				checkGemvBits(t, rng, n, in, out)
+			}
+		}
+	}
+}
+
+// TestGemvStripsOneAtATime: the strip kernels a strip at a time (on amd64 the AVX2 kernel,
+// which CPUs without AVX-512 run for every strip) give the same bits as four at once.
+func TestGemvStripsOneAtATime(t *testing.T) {
+	defer func(s int) { stripsAtOnce = s }(stripsAtOnce)
+	stripsAtOnce = 1
+	rng := rand.New(rand.NewPCG(41, 7))
+	for _, in := range []int{1, 7, 256, 515} {
+		for n := 1; n <= 6; n++ {
+			for _, out := range []int{9, 64, 70} {
 				checkGemvBits(t, rng, n, in, out)
 			}
 		}
@@ -125,7 +144,7 @@ func TestLinearSmallRowsIndependent(t *testing.T) {
 func BenchmarkSmallLinear(b *testing.B) {
 	shapes := []struct{ in, out int }{{896, 4864}, {4864, 896}, {896, 151936}}
 	for _, s := range shapes {
-		for _, n := range []int{1, 2, 4, 8} {
+		for _, n := range []int{1, 2, 4, 8, 16} {
 			rng := rand.New(rand.NewPCG(1, 2))
 			x, W, _ := gemvOperands(rng, n, s.in, s.out)
 			y := make([]float32, n*s.out)
@@ -137,8 +156,9 @@ func BenchmarkSmallLinear(b *testing.B) {
 				benchCPU(b, int64(4*s.in*s.out), func() { linearT(BlockedGEMM{}, x, n, s.in, weight{f: W}, nil, s.out, y) })
 			})
 			W16, _ := toBF16(W)
-			b.Run("gemv-bf16/"+name, func(b *testing.B) {
-				benchCPU(b, int64(2*s.in*s.out), func() { gemvLinear(x, n, s.in, W16, nil, s.out, y) })
+			hw := packedBF16(W16, s.in, s.out)
+			b.Run("strips-bf16/"+name, func(b *testing.B) {
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
 			})
 		}
 	}

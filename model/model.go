@@ -13,7 +13,8 @@ type Param struct {
 	Shape []int
 	Data  []float32
 	// BF16 holds the tensor's bfloat16 bits instead of Data (nil then) in a
-	// model stored in BF16 (LLM.FrozenBF16): read it through Float32.
+	// model stored in BF16 (LLM.FrozenBF16), packed in strips of 16 rows
+	// (model/bf16strips.go): read it through Float32 or BF16Rows.
 	BF16 []uint16
 	// Decay reports whether AdamW applies weight decay to this tensor (true
 	// only for the linear layers' weight matrices, including an untied head;

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"testing"
@@ -245,10 +247,12 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 
 // BenchmarkRolloutPhases measures the two phases of BenchmarkGroupRollout separately, for
 // shapes where the whole rollout takes too long: the prefill of one 512-token prompt (its
-// first step, one token sampled) and a decode step of 64 rows (64 streams of 16-token prompts,
-// so attention reads fewer positions than after a 512-token prompt). It reports the rollout
-// ratio these give, 8 groups × 8 samples and 64 new tokens: every sample prefilling
-// (64 prefills + 64 steps) over the group's prompt prefilled once (8 prefills + 64 steps).
+// first step, one token sampled) and a decode step of 64 rows at the rollout's positions (64
+// samples of one 512-token prompt, prefilled once, then stepped). It reports the rollout ratio
+// these give, 8 groups × 8 samples and 64 new tokens: every sample prefilling (64 prefills +
+// 64 steps) over the group's prompt prefilled once (8 prefills + 64 steps), and the decode
+// tokens/s at batch 64. With -rollout-profile PREFIX it writes a CPU profile of each phase
+// (PREFIX-prefill.prof, PREFIX-decode.prof).
 func BenchmarkRolloutPhases(b *testing.B) {
 	m := rolloutModel(b)
 	r := rand.New(rand.NewPCG(6, 7))
@@ -256,21 +260,23 @@ func BenchmarkRolloutPhases(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		long := archSeqs(m.d.vocab, r, [2]int{512, 0})[0].Prompt
 		s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
+		stop := profilePhase(b, "prefill")
 		t0, c0 := time.Now(), cpuSeconds()
 		if err := Step(context.Background(), []*Stream{s}, StepOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		prefill, prefillCPU := time.Since(t0).Seconds(), cpuSeconds()-c0
+		stop()
 		var ss []*Stream
 		for k := range 64 {
-			p := archSeqs(m.d.vocab, r, [2]int{16, 0})[0].Prompt
-			s, _ := m.NewStream(SampleRequest{Prompt: p, Seed: uint64(k)}, opts)
+			s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: uint64(k)}, opts)
 			ss = append(ss, s)
 		}
 		if err := Step(context.Background(), ss, StepOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		const steps = 3
+		stop = profilePhase(b, "decode")
 		t0, c0 = time.Now(), cpuSeconds()
 		for range steps {
 			if err := Step(context.Background(), ss, StepOptions{}); err != nil {
@@ -278,9 +284,37 @@ func BenchmarkRolloutPhases(b *testing.B) {
 			}
 		}
 		step, stepCPU := time.Since(t0).Seconds()/steps, (cpuSeconds()-c0)/steps
+		stop()
 		b.ReportMetric(prefill, "prefill512-s")
+		b.ReportMetric(prefillCPU, "prefill512-cpu-s")
 		b.ReportMetric(step, "decode64-step-s")
+		b.ReportMetric(stepCPU, "decode64-step-cpu-s")
+		b.ReportMetric(64/step, "decode64-tokens/s")
+		b.ReportMetric(step/prefill, "d/P")
 		b.ReportMetric((64*prefill+63*step)/(8*prefill+63*step), "est-ratio")
 		b.ReportMetric((64*prefillCPU+63*stepCPU)/(8*prefillCPU+63*stepCPU), "est-cpu-ratio")
+	}
+}
+
+var rolloutProfile = flag.String("rollout-profile", "", "BenchmarkRolloutPhases: write PREFIX-prefill.prof and PREFIX-decode.prof")
+
+// profilePhase starts a CPU profile of one phase when -rollout-profile is set and returns
+// its stop.
+func profilePhase(b *testing.B, phase string) func() {
+	if *rolloutProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*rolloutProfile + "-" + phase + ".prof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -10,43 +10,68 @@ import (
 )
 
 // TestAttendPagedMatchesReference: attention over a cache's blocks gives the bits of the
-// contiguous reference at every length, across block edges.
+// contiguous reference at every position 0..3·kvBlockLen+4, across block edges, for head
+// dims that the vector kernels take whole (16, 64, 80, 128) and one they leave to Go (6), at
+// every kernel level this CPU has (Go, AVX2, AVX-512), over a fork that copied a shared
+// partial block before writing into it.
 func TestAttendPagedMatchesReference(t *testing.T) {
-	for _, hd := range []int{6, 64} {
-		attendPagedMatches(t, hd)
+	defer func(old int) { attnLevel = old }(attnLevel)
+	for level := attnLevel; level >= 0; level-- {
+		attnLevel = level
+		for _, hd := range []int{6, 16, 64, 80, 128} {
+			attendPagedMatches(t, level, hd)
+		}
 	}
 }
 
-func attendPagedMatches(t *testing.T, hd int) {
+func attendPagedMatches(t *testing.T, level, hd int) {
 	r := rand.New(rand.NewPCG(1, uint64(hd)))
-	const layers, n = 2, 3*kvBlockLen + 5
+	const layers, n, shared = 2, 3*kvBlockLen + 5, 2*kvBlockLen + 5
 	kvd := 2 * hd
-	c := newKVCache(layers, kvd)
-	c.reserve(n)
 	K, V := make([][]float32, layers), make([][]float32, layers)
 	for l := range layers {
 		K[l], V[l] = make([]float32, n*kvd), make([]float32, n*kvd)
 		for i := range K[l] {
 			K[l][i], V[l][i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 		}
-		for p := range n {
-			c.put(l, p, K[l][p*kvd:][:kvd], V[l][p*kvd:][:kvd])
+	}
+	put := func(c *kvCache, p0, p1 int) {
+		c.reserve(p1 - p0)
+		for l := range layers {
+			for p := p0; p < p1; p++ {
+				c.put(l, p, K[l][p*kvd:][:kvd], V[l][p*kvd:][:kvd])
+			}
+		}
+		c.n = p1
+	}
+	parent := newKVCache(layers, kvd)
+	put(parent, 0, shared)
+	c := parent.fork()
+	put(c, shared, n)
+	// Slots past the last position hold anything: they must not reach the output.
+	for l := range layers {
+		for e := range kvd {
+			c.blocks[n/kvBlockLen].k[l][e*kvBlockLen+kvBlockLen-1] = float32(math.NaN())
 		}
 	}
-	c.n = n
 	q := make([]float32, hd)
 	for i := range q {
 		q[i] = float32(r.NormFloat64())
 	}
-	s1, s2 := make([]float32, n), make([]float32, n)
+	s1, s2 := make([]float32, n), make([]float32, pagedScratch(n-1))
 	for l := range layers {
 		for _, off := range []int{0, hd} {
 			for p := range n {
 				want, got := make([]float32, hd), make([]float32, hd)
 				attendCached(q, K[l], V[l], kvd, off, p, 0.4, s1, want)
-				attendPaged(q, c, l, off, p, 0.4, s2, got)
-				if !slices.Equal(got, want) {
-					t.Fatalf("head dim %d, layer %d, offset %d, position %d: paged %v, contiguous %v", hd, l, off, p, got, want)
+				for _, cc := range []*kvCache{c, parent} {
+					if p >= cc.n {
+						continue
+					}
+					attendPaged(q, cc, l, off, p, 0.4, s2, got)
+					if !slices.Equal(got, want) {
+						t.Fatalf("kernel level %d, head dim %d, layer %d, offset %d, position %d of %d: paged %v, contiguous %v", level, hd, l, off, p, cc.n, got, want)
+					}
 				}
 			}
 		}
@@ -220,5 +245,32 @@ func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []f
 		for e := range o {
 			o[e] += pj * vj[e]
 		}
+	}
+}
+
+// BenchmarkAttendPaged: one query head's attention over 560 cached positions (a decode step
+// after a 512-token prompt; head dim 64, 2 KV heads), per kernel level.
+func BenchmarkAttendPaged(b *testing.B) {
+	defer func(old int) { attnLevel = old }(attnLevel)
+	const hd, kvd, n = 64, 128, 560
+	r := rand.New(rand.NewPCG(3, 4))
+	c := newKVCache(1, kvd)
+	c.reserve(n)
+	row := make([]float32, kvd)
+	for p := range n {
+		for i := range row {
+			row[i] = float32(r.NormFloat64())
+		}
+		c.put(0, p, row, row)
+	}
+	c.n = n
+	q, o, s := row[:hd], make([]float32, hd), make([]float32, pagedScratch(n-1))
+	for level := attnLevel; level >= 0; level-- {
+		b.Run([]string{"go", "avx2", "avx512"}[level], func(b *testing.B) {
+			attnLevel = level
+			for range b.N {
+				attendPaged(q, c, 0, hd, n-1, 0.125, s, o)
+			}
+		})
 	}
 }

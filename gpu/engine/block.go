@@ -18,7 +18,7 @@ type blockDesc struct {
 	ld, od           int    // q|k|v row width, attention output width
 	ff               int    // MLP hidden width (SwiGLU's gate|up rows are 2·ff wide)
 	heads, kvHeads   int    // query and key/value heads (for q/k norms and RoPE)
-	headDim, att     int    // head width, kept attention map words per layer (0: none kept)
+	headDim          int    // head width
 	prefix           string // block li's tensors are fmt.Sprintf(prefix, li) + name
 	norm1, norm2     string // the norms' tensor names, without ".weight" / ".bias"
 	final, head      string // the final norm's tensor name (as norm1), the output head's weight
@@ -34,11 +34,10 @@ type blockDesc struct {
 	cos, sin         ir.Ptr
 	swiglu           bool // silu(gate)·up rather than gelu(fc)
 	ad               *loraDev
-	// attnFwd runs causal attention from qkv through the maps att into out; attnBwd turns dO
-	// into dqkv (dP is scratch of the maps' size). With att 0 (no kept maps) they are 0 and
-	// the pass's attention keeps its own scratch.
-	attnFwd func(l *launcher, qkv, att, out ir.Ptr)
-	attnBwd func(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr)
+	// attnFwd runs causal attention from qkv into out; attnBwd turns dO into dqkv. The
+	// pass's attention (blockedAttn) keeps its own scratch.
+	attnFwd func(l *launcher, qkv, out ir.Ptr)
+	attnBwd func(l *launcher, qkv, dO, dqkv ir.Ptr)
 }
 
 // names sets bd's slots and tensor names from an architecture's block (model's registry); a
@@ -124,10 +123,6 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 	tmp := need("tmp", N*D)
 	h1, n1Hat, n1Rstd := need(a+"h1", N*D), need(a+"n1Hat", N*D), need(a+"n1Rstd", N)
 	qkv, attOut := need(a+"qkv", N*bd.ld), need(a+"attOut", N*bd.od)
-	var att ir.Ptr
-	if bd.att > 0 {
-		att = need(a+"att", bd.att)
-	}
 	h2, n2Hat, n2Rstd := need(a+"h2", N*D), need(a+"n2Hat", N*D), need(a+"n2Rstd", N)
 	up, act := need(a+"up", N*bd.upWidth()), need(a+"act", N*F)
 	if l.err != nil {
@@ -144,7 +139,7 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 	if bd.rope {
 		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(qkv), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(1))
 	}
-	bd.attnFwd(l, qkv, att, attOut)
+	bd.attnFwd(l, qkv, attOut)
 	t.linear(l, attOut, N, bd.od, pre+bd.o, D, tmp)
 	bd.ad.forward(l, li, siteO, attOut, N, tmp)
 	l.elementwise("add_inplace", N*D, ir.ArgP(x), ir.ArgP(tmp))
@@ -165,7 +160,7 @@ func (bd *blockDesc) blockForward(l *launcher, li int, x ir.Ptr) error {
 
 // blockGradBufs are the scratch buffers of blockBackward: dX[n×dim] (the residual stream's
 // gradient, updated in place) and the rest.
-type blockGradBufs struct{ dX, dT, dAct, dUp, dAO, dQKV, dP ir.Ptr }
+type blockGradBufs struct{ dX, dT, dAct, dUp, dAO, dQKV ir.Ptr }
 
 // gradBufs takes blockBackward's scratch buffers besides dX; GELU's gradient is taken in
 // place (dUp is dAct) and, when the widths agree, dO is dT (free until the q|k|v linear's
@@ -183,9 +178,6 @@ func (bd *blockDesc) gradBufs(l *launcher, dX ir.Ptr) blockGradBufs {
 		s.dAO = need("dAO", N*bd.od)
 	}
 	s.dQKV = need("dQKV", N*bd.ld)
-	if bd.att > 0 {
-		s.dP = need("dP", bd.att)
-	}
 	return s
 }
 
@@ -211,7 +203,7 @@ func (bd *blockDesc) blockBackward(l *launcher, li int, gp func(string) ir.Ptr, 
 	// Attention.
 	bd.linearBack(l, pre+bd.o, gp, act("attOut"), s.dX, bd.od, D, s.dAO)
 	bd.ad.backward(l, li, siteO, act("attOut"), s.dX, N, s.dAO)
-	bd.attnBwd(l, act("qkv"), b[a+"att"].p, s.dAO, s.dP, s.dQKV)
+	bd.attnBwd(l, act("qkv"), s.dAO, s.dQKV)
 	if bd.rope {
 		l.elementwise("rope", N*nh*bd.headDim/2, ir.ArgP(s.dQKV), ir.ArgP(bd.cos), ir.ArgP(bd.sin), ir.ArgI(bd.ld), ir.ArgI(bd.headDim), ir.ArgI(nh), ir.ArgF(-1))
 	}

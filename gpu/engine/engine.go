@@ -98,6 +98,9 @@ type Trainer struct {
 	// sequences. headKept is the gen of the pass whose only chunk's logits and
 	// probabilities are still in the buffers (0: none), which the backward then reuses.
 	headRows, headKept int
+	// attnRows is the most query rows of a sequence one attention block of the built-in
+	// model's pass covers (0: AttnBlockRows); tests lower it to run several blocks a sequence.
+	attnRows int
 }
 
 // HeadChunkWords bounds the logits of one output-head chunk (and, as much again, its

@@ -91,7 +91,7 @@ func passGrads(t testing.TB, dev Device, m *model.Model, seqs []model.Sequence, 
 
 // compareEngines runs the CPU engine and the GPU engine on dev with the same weights and
 // batch and checks log-probs, entropies and gradients.
-func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool, headRows int) {
+func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, withEntropy bool, headRows, attnRows int) {
 	t.Helper()
 	m, err := model.New(c, 7)
 	if err != nil {
@@ -127,7 +127,7 @@ func compareEngines(t *testing.T, dev Device, c model.Config, lens [][2]int, wit
 			t.Error(err)
 		}
 	}()
-	tr.headRows = headRows
+	tr.headRows, tr.attnRows = headRows, attnRows
 	gp, err := tr.Forward(m, seqs, temp)
 	if err != nil {
 		t.Fatal(err)
@@ -229,18 +229,21 @@ var interpCases = []struct {
 	lens [][2]int
 	ent  bool
 	head int // scored rows a head chunk (0: the default, one chunk here)
+	attn int // query rows an attention block (0: AttnBlockRows, one block here)
 }{
-	{"tied", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, false, 0},
-	{"untied-entropy", model.Config{Vocab: model.VocabSize + 3, Context: 80, Dim: 24, Layers: 1, Heads: 3, FFMult: 3}, [][2]int{{10, 60}, {2, 3}}, true, 0},
+	{"tied", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, false, 0, 0},
+	{"untied-entropy", model.Config{Vocab: model.VocabSize + 3, Context: 80, Dim: 24, Layers: 1, Heads: 3, FFMult: 3}, [][2]int{{10, 60}, {2, 3}}, true, 0, 0},
 	// 15 scored rows in head chunks of 4 that straddle the sequences.
-	{"tied-entropy-head4", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, true, 4},
+	{"tied-entropy-head4", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, true, 4, 0},
+	// Attention in blocks of 3 query rows: sequences of 7, 1, 3 and 14 rows.
+	{"tied-attn3", model.Config{Vocab: model.VocabSize, Context: 24, Dim: 16, Layers: 2, Heads: 2, FFMult: 2, TiedHead: true}, [][2]int{{3, 5}, {1, 1}, {4, 0}, {6, 9}}, true, 0, 3},
 }
 
 // TestInterpMatchesCPU runs the whole GPU engine on the ir interpreter: the kernels' math,
 // the launch shapes and the host glue, against model.Model.
 func TestInterpMatchesCPU(t *testing.T) {
 	for _, tc := range interpCases {
-		t.Run(tc.name, func(t *testing.T) { compareEngines(t, interp(t), tc.cfg, tc.lens, tc.ent, tc.head) })
+		t.Run(tc.name, func(t *testing.T) { compareEngines(t, interp(t), tc.cfg, tc.lens, tc.ent, tc.head, tc.attn) })
 	}
 }
 
@@ -521,16 +524,20 @@ func boundedTrainer(t *testing.T, c model.Config) (*Trainer, *model.Model) {
 	return tr, m
 }
 
-// TestForwardRefusesInt32Overflow: a batch whose attention maps would take more words than the
-// kernels' int32 indices reach (a fault or a write into another buffer on a GPU) is refused
-// with the reason before anything is allocated for it: 8 heads · 19999² positions, 3.2e9
-// words of attention maps.
-func TestForwardRefusesInt32Overflow(t *testing.T) {
+// TestAttnBlocksPassSizeChecks: one sequence of 19,999 positions over 8 heads (3.2e9 words
+// of whole attention maps) passes the size checks, as attention holds the maps of one block
+// of AttnBlockRows query rows at a time; a block of every row is refused, before anything is
+// allocated for it, naming the attention scratch and int32 indexing.
+func TestAttnBlocksPassSizeChecks(t *testing.T) {
 	c := model.Config{Vocab: model.VocabSize, Context: 20000, Dim: 8, Layers: 1, Heads: 8, FFMult: 1, TiedHead: true}
 	tr, m := boundedTrainer(t, c)
-	_, err := tr.Forward(m, testBatch(c, 1, [][2]int{{1, 19999}}), 1)
-	if err == nil || !strings.Contains(err.Error(), "attention maps") || !strings.Contains(err.Error(), "int32") {
-		t.Fatalf("Forward: %v, want a refusal naming the attention maps and int32 indexing", err)
+	batch := testBatch(c, 1, [][2]int{{1, 19999}})
+	if _, err := tr.newPass(m, batch, 1); err != nil {
+		t.Fatalf("attention in blocks: %v", err)
+	}
+	tr.attnRows = 19999
+	if _, err := tr.newPass(m, batch, 1); err == nil || !strings.Contains(err.Error(), "attention") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("one block of every row: %v, want a refusal naming the attention scratch and int32 indexing", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 // words (4 bytes each).
 type DeviceMemory struct {
 	Params int // weights and their gradient buffer: 2 × the model's parameters
+	Start  int // the words live once NewLLM returns (a started trainer holds them already)
 	Peak   int // the most words live at once over NewLLM, Forward and Backward, Params included
 }
 
@@ -28,6 +29,7 @@ func estimateLLM(m *model.LLM, seqs []model.Sequence, tune func(*LLMTrainer)) (D
 		return DeviceMemory{}, err
 	}
 	defer lt.Close()
+	start := d.live
 	if tune != nil {
 		tune(lt)
 	}
@@ -42,7 +44,7 @@ func estimateLLM(m *model.LLM, seqs []model.Sequence, tune func(*LLMTrainer)) (D
 	if _, err := p.launchBackward(dlp, nil); err != nil {
 		return DeviceMemory{}, err
 	}
-	return DeviceMemory{Params: 2 * lt.t.total, Peak: d.peak}, nil
+	return DeviceMemory{Params: 2 * lt.t.total, Start: start, Peak: d.peak}, nil
 }
 
 // countDevice is a Device that only counts: allocations get distinct addresses and no memory,

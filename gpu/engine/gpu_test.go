@@ -39,10 +39,11 @@ func TestGPUMatchesCPU(t *testing.T) {
 		lens [][2]int
 		ent  bool
 		head int
+		attn int
 	}{"d128-l3", model.Config{Vocab: model.VocabSize, Context: 256, Dim: 128, Layers: 3, Heads: 4, FFMult: 4, TiedHead: true},
-		[][2]int{{100, 156}, {1, 255}, {30, 40}, {64, 64}, {5, 0}, {200, 17}}, true, 0})
+		[][2]int{{100, 156}, {1, 255}, {30, 40}, {64, 64}, {5, 0}, {200, 17}}, true, 0, 100})
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { compareEngines(t, d, tc.cfg, tc.lens, tc.ent, tc.head) })
+		t.Run(tc.name, func(t *testing.T) { compareEngines(t, d, tc.cfg, tc.lens, tc.ent, tc.head, tc.attn) })
 	}
 }
 

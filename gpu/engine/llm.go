@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/drmas-dev/drmas/gpu/ir"
@@ -31,13 +30,6 @@ type LLMTrainer struct {
 	// AttnBlockRows); tests lower it to run several blocks a sequence.
 	attnRows int
 }
-
-// AttnBlockRows is how many query rows of each sequence one attention block of an LLMTrainer
-// pass covers: the device holds the scores of such a block (over all its keys) for every
-// (sequence, head) at once, in the forward and again, recomputed, in the backward, so a pass's
-// attention scratch is two buffers of at most heads × 256 × tokens words, not heads × tokens²
-// words a layer.
-const AttnBlockRows = 256
 
 // NewLLM allocates an LLMTrainer for models shaped like m on dev and uploads m's weights.
 func NewLLM(dev Device, m *model.LLM) (*LLMTrainer, error) {
@@ -81,12 +73,11 @@ type LLMPass struct {
 	temp     float32
 	seqs     []seqInfo
 	n, m     int
-	att      int // attention scratch words: the largest block's maps
 	logp     []float32
 	ent      []float32
 	toks     []int32
-	blocks   []*kernels.GQATables // attention by blocks of query rows
-	tabs     map[string]ir.Ptr    // the GQA tables on the device
+	attn     *blockedAttn      // attention by blocks of query rows
+	tabs     map[string]ir.Ptr // the integer inputs on the device
 	rowsP    ir.Ptr
 	tgtP     ir.Ptr
 	cos, sin ir.Ptr
@@ -160,89 +151,6 @@ func (t *Trainer) rmsDW(l *launcher, dy, xhat ir.Ptr, rows, d, ldx, nh, h0, h1 i
 	l.elementwise("colsum_final", d, ir.ArgP(part), ir.ArgP(out), ir.ArgI(chunks), ir.ArgI(d))
 }
 
-// gqaBatch is attention block b's GQA table name as a batched-GEMM launch.
-func (p *LLMPass) gqaBatch(b int, name string, tab []int32) batch {
-	bt := batch{tab: p.tabs[blockTab(b, name)], n: len(tab) / kernels.TabWords}
-	for e := 0; e < len(tab); e += kernels.TabWords {
-		bt.maxM, bt.maxN = max(bt.maxM, int(tab[e])), max(bt.maxN, int(tab[e+1]))
-	}
-	return bt
-}
-
-// attnForward runs causal grouped-query attention from qkv (after RoPE) into out, block of
-// query rows by block, through the scratch maps "attBlk" (the kept maps att are not used).
-func (p *LLMPass) attnForward(l *launcher, qkv, _, out ir.Ptr) {
-	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
-	att := l.keep(p.lt.t.buf("attBlk", p.att))
-	for b, g := range p.blocks {
-		p.attnScores(l, b, g, scale, qkv, att)
-		l.gemmBatched(false, false, p.gqaBatch(b, "o", g.O), 1, 0, att, qkv, out)
-	}
-}
-
-// attnScores writes block b's attention probabilities into att.
-func (p *LLMPass) attnScores(l *launcher, b int, g *kernels.GQATables, scale float32, qkv, att ir.Ptr) {
-	l.gemmBatched(false, true, p.gqaBatch(b, "s", g.S), scale, 0, qkv, qkv, att)
-	l.launch("softmax_causal", [3]int{g.MaxLen, g.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.tabs[blockTab(b, "rows")]))
-}
-
-// attnBackward writes into dqkv the gradient of attnForward's input given dO, block by block:
-// the block's probabilities recomputed (the forward's launches, so its bits), then dP, dV,
-// the softmax's backward, dQ and dK. dqkv is zeroed first and the blocks' dK and dV add into
-// it; a kv head's query heads add one launch per query head of a group, so no launch has two
-// blocks writing one word (att and dP of the arguments are not used).
-func (p *LLMPass) attnBackward(l *launcher, qkv, _, dO, _, dqkv ir.Ptr) {
-	t := p.lt.t
-	scale := float32(1 / math.Sqrt(float64(p.lt.cfg.HeadDim)))
-	att, dP := l.keep(t.buf("attBlk", p.att)), l.keep(t.buf("dPBlk", p.att))
-	if l.err == nil {
-		l.err = t.dev.Zero(dqkv, p.n*p.lt.dims().ld)
-	}
-	for b, g := range p.blocks {
-		p.attnScores(l, b, g, scale, qkv, att)
-		l.gemmBatched(false, true, p.gqaBatch(b, "dp", g.DP), 1, 0, dO, qkv, dP)
-		for i := range g.DV {
-			l.gemmBatched(true, false, p.gqaBatch(b, fmt.Sprintf("dv%d", i), g.DV[i]), 1, 1, att, dO, dqkv)
-		}
-		l.launch("softmax_causal_bwd", [3]int{g.MaxLen, g.Entries, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.tabs[blockTab(b, "rows")]))
-		l.gemmBatched(false, false, p.gqaBatch(b, "dq", g.DQ), scale, 0, dP, qkv, dqkv)
-		for i := range g.DK {
-			l.gemmBatched(true, false, p.gqaBatch(b, fmt.Sprintf("dk%d", i), g.DK[i]), scale, 1, dP, qkv, dqkv)
-		}
-	}
-}
-
-// blockTab is the device name of attention block b's table name.
-func blockTab(b int, name string) string { return fmt.Sprintf("%d.%s", b, name) }
-
-// attnBlocks builds the attention tables of the pass's sequences by blocks of rows query rows:
-// block b covers query rows [b·rows, (b+1)·rows) of every sequence that long, its maps back to
-// back; p.att becomes the largest block's map words.
-func (p *LLMPass) attnBlocks(rows int, d llmDims) error {
-	for q0 := 0; ; q0 += rows {
-		var as []kernels.AttnSeq
-		off := 0
-		for _, si := range p.seqs {
-			if si.n > q0 {
-				r := min(rows, si.n-q0)
-				as = append(as, kernels.AttnSeq{Start: si.start, Len: si.n, Att: off, Q0: q0, Rows: r})
-				off += d.H * r * (q0 + r)
-			}
-		}
-		if len(as) == 0 {
-			return nil
-		}
-		g, err := kernels.NewGQATables(as, d.H, d.KV, d.hd)
-		if err != nil {
-			return err
-		}
-		if g.Entries > 65535 {
-			return fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", g.Entries)
-		}
-		p.blocks, p.att = append(p.blocks, g), max(p.att, off)
-	}
-}
-
 // Forward runs the batch on the device for model m (uploading its weights first when m is
 // not the model last uploaded, or after MarkDirty). Log-probs and entropies come back to the host.
 func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature float32) (*LLMPass, error) {
@@ -261,20 +169,17 @@ func (lt *LLMTrainer) Forward(m *model.LLM, seqs []model.Sequence, temperature f
 	start := time.Now()
 	defer func() { t.times.Forward += time.Since(start) }()
 	t.gen++
-	pk := pack(seqs, d.H)
+	pk := pack(seqs)
 	p := &LLMPass{lt: lt, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, toks: pk.toks, tabs: map[string]ir.Ptr{}}
 	N, M := p.n, p.m
 	if N > maxRows || M > maxRows {
 		return nil, fmt.Errorf("gpu engine: %d positions above %d (grid limit): use smaller micro-batches", N, maxRows)
 	}
-	rows := lt.attnRows
-	if rows <= 0 {
-		rows = AttnBlockRows
-	}
-	if err := p.attnBlocks(rows, d); err != nil {
+	var err error
+	if p.attn, err = newBlockedAttn(t, p.seqs, N, lt.attnRows, d.H, d.KV, d.hd); err != nil {
 		return nil, err
 	}
-	for _, w := range []int{p.att, N * d.ld, N * 2 * d.F, min(M, t.headChunk(d.V)) * d.V} {
+	for _, w := range []int{p.attn.att, N * d.ld, N * 2 * d.F, min(M, t.headChunk(d.V)) * d.V} {
 		if w > maxWords {
 			return nil, fmt.Errorf("gpu engine: the batch needs a buffer of %d words, above the kernels' int32 indexing (%d): use smaller micro-batches", w, maxWords)
 		}
@@ -309,7 +214,7 @@ func (p *LLMPass) block() *blockDesc {
 	c, d := lt.cfg, lt.dims()
 	bd := &blockDesc{t: lt.t, n: p.n, dim: d.D, ld: d.ld, od: d.od, ff: d.F, heads: d.H, kvHeads: d.KV, headDim: d.hd,
 		vocab: d.V, context: c.Context, chunk: lt.vocabChunk, eps: d.eps, qkNorm: c.QKNorm, cos: p.cos, sin: p.sin, ad: lt.ad,
-		attnFwd: p.attnForward, attnBwd: p.attnBackward}
+		attnFwd: p.attn.forward, attnBwd: p.attn.backward}
 	return bd.names(c.Block(), c.Tie)
 }
 
@@ -324,17 +229,11 @@ func (p *LLMPass) upload(pos, rows, tgts []int32) error {
 		ints = append(ints, v...)
 	}
 	add("toks", p.toks)
-	for b, g := range p.blocks {
-		add(blockTab(b, "rows"), g.Rows)
-		add(blockTab(b, "s"), g.S)
-		add(blockTab(b, "o"), g.O)
-		add(blockTab(b, "dp"), g.DP)
-		add(blockTab(b, "dq"), g.DQ)
-		for i := range g.DV {
-			add(blockTab(b, fmt.Sprintf("dv%d", i)), g.DV[i])
-			add(blockTab(b, fmt.Sprintf("dk%d", i)), g.DK[i])
-		}
-	}
+	bindAttn := p.attn.tables(func(v []int32) int {
+		o := len(ints)
+		ints = append(ints, v...)
+		return o
+	})
 	add("resp", rows)
 	add("tgts", tgts)
 	ib, err := t.buf("ints", len(ints))
@@ -347,6 +246,7 @@ func (p *LLMPass) upload(pos, rows, tgts []int32) error {
 	for name, o := range offs {
 		p.tabs[name] = ib.Add(o)
 	}
+	bindAttn(ib)
 	p.rowsP, p.tgtP = p.tabs["resp"], p.tabs["tgts"]
 	cos, sin := model.BlockRef{HeadDim: c.HeadDim, RopeScaling: c.RopeScaling}.RopeTable(pos, c.RopeTheta)
 	fb, err := t.buf("rope", 2*len(cos))
@@ -470,28 +370,23 @@ func weightGrad(l *launcher, m, n, k int, a ir.Ptr, lda int, b ir.Ptr, ldb int, 
 }
 
 // packed is a batch laid out as the CPU engine packs it: each sequence's rows (prompt and
-// response but the last token) back to back, no padding; H·n² attention map words a sequence.
+// response but the last token) back to back, no padding.
 type packed struct {
 	seqs                  []seqInfo
-	n, m, att, maxL, nsh  int // rows, scored tokens, map words, longest sequence, (sequence, head) pairs
+	n, m                  int // rows, scored tokens
 	toks, pos, rows, tgts []int32
 }
 
-// pack lays out seqs for a model with H attention heads.
-func pack(seqs []model.Sequence, H int) packed {
+// pack lays out seqs.
+func pack(seqs []model.Sequence) packed {
 	pk := packed{seqs: make([]seqInfo, len(seqs))}
 	for i, s := range seqs {
-		si := seqInfo{start: pk.n, plen: len(s.Prompt), rlen: len(s.Response), resp: pk.m, att: pk.att}
+		si := seqInfo{start: pk.n, plen: len(s.Prompt), rlen: len(s.Response), resp: pk.m}
 		if si.rlen > 0 {
 			si.n = si.plen + si.rlen - 1
 		}
 		pk.n += si.n
 		pk.m += si.rlen
-		pk.att += H * si.n * si.n
-		pk.maxL = max(pk.maxL, si.n)
-		if si.n > 0 {
-			pk.nsh += H
-		}
 		pk.seqs[i] = si
 	}
 	pk.toks, pk.pos = make([]int32, pk.n), make([]int32, pk.n)

@@ -116,7 +116,7 @@ func TestAttnBlocksBoundMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := lt.t.bufs
-		t.Logf("blocks of %d rows (0: AttnBlockRows): %d blocks, attention scratch %d + %d words", tc.rows, len(p.blocks), b["attBlk"].words, b["dPBlk"].words)
+		t.Logf("blocks of %d rows (0: AttnBlockRows): %d blocks, attention scratch %d + %d words", tc.rows, len(p.attn.blocks), b["attBlk"].words, b["dPBlk"].words)
 		if b["attBlk"].words != tc.words || b["dPBlk"].words != tc.words {
 			t.Errorf("blocks of %d rows: scratch %d and %d words, want %d", tc.rows, b["attBlk"].words, b["dPBlk"].words, tc.words)
 		}
@@ -135,7 +135,7 @@ func TestAttnBlocksBoundMemory(t *testing.T) {
 // allocated at once on the interpreter over NewLLM, Forward and Backward (the same buffers,
 // counted without running a kernel), with default settings and with head chunks of 2 rows
 // and attention blocks of 2 rows, which it finds smaller; its Params is the weights and the
-// gradient buffer.
+// gradient buffer, its Start what a started trainer holds.
 func TestEstimateLLMMatchesAllocations(t *testing.T) {
 	c := model.ArchConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 12, Intermediate: 24, Vocab: 500, Context: 32}
 	m := randLLM(t, "qwen3", c)
@@ -152,6 +152,7 @@ func TestEstimateLLMMatchesAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		started := log.live
 		tune(lt)
 		p, err := lt.Forward(m, seqs, 1)
 		if err != nil {
@@ -161,8 +162,8 @@ func TestEstimateLLMMatchesAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("head and attention rows %d: estimate %+v words, interpreter peak %d", rows, est, log.peak)
-		if est.Peak != log.peak || est.Params != 2*len(m.NewGrads().Flat()) {
-			t.Errorf("rows %d: estimate %+v, interpreter peak %d words, parameters %d", rows, est, log.peak, len(m.NewGrads().Flat()))
+		if est.Peak != log.peak || est.Start != started || est.Params != 2*len(m.NewGrads().Flat()) {
+			t.Errorf("rows %d: estimate %+v, interpreter peak %d words, %d after NewLLM, parameters %d", rows, est, log.peak, started, len(m.NewGrads().Flat()))
 		}
 		peaks[rows] = est.Peak
 		if err := lt.Close(); err != nil {

@@ -2,39 +2,33 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/drmas-dev/drmas/gpu/ir"
-	"github.com/drmas-dev/drmas/gpu/kernels"
 	"github.com/drmas-dev/drmas/model"
 )
 
 type seqInfo struct {
-	start, n, plen, rlen, resp, att int
+	start, n, plen, rlen, resp int
 }
 
 // Pass is the result of Forward, like *model.Pass: log-probs and entropies on the host, the
 // activations on the device.
 type Pass struct {
-	t     *Trainer
-	gen   int
-	temp  float32
-	seqs  []seqInfo
-	n, m  int
-	maxL  int
-	nsh   int // (sequence, head) pairs with L > 0
-	att   int // attention floats per layer
-	logp  []float32
-	ent   []float32
-	toks  []int32
-	pos   []int32
-	rows  []int32
-	tgts  []int32
-	tabs  map[string]batch
-	attTb ir.Ptr
+	t    *Trainer
+	gen  int
+	temp float32
+	seqs []seqInfo
+	n, m int
+	attn *blockedAttn // attention by blocks of query rows
+	logp []float32
+	ent  []float32
+	toks []int32
+	pos  []int32
+	rows []int32
+	tgts []int32
 }
 
 // Tokens is the number of response tokens scored.
@@ -91,11 +85,13 @@ func (t *Trainer) newPass(m *model.Model, seqs []model.Sequence, temperature flo
 		return nil, err
 	}
 	t.gen++
-	pk := pack(seqs, t.cfg.Heads)
-	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m, maxL: pk.maxL, nsh: pk.nsh, att: pk.att,
-		toks: pk.toks, pos: pk.pos, rows: pk.rows, tgts: pk.tgts, tabs: map[string]batch{}}
-	if p.nsh > 65535 {
-		return nil, fmt.Errorf("gpu engine: %d sequence·head pairs above 65535 (grid limit): use smaller micro-batches", p.nsh)
+	pk := pack(seqs)
+	p := &Pass{t: t, gen: t.gen, temp: temperature, seqs: pk.seqs, n: pk.n, m: pk.m,
+		toks: pk.toks, pos: pk.pos, rows: pk.rows, tgts: pk.tgts}
+	H := t.cfg.Heads
+	var err error
+	if p.attn, err = newBlockedAttn(t, p.seqs, p.n, t.attnRows, H, H, t.cfg.Dim/H); err != nil {
+		return nil, err
 	}
 	if err := p.checkSizes(t.cfg); err != nil {
 		return nil, err
@@ -107,23 +103,16 @@ func (t *Trainer) newPass(m *model.Model, seqs []model.Sequence, temperature flo
 // passInputs are the device addresses of a pass's integer inputs.
 type passInputs struct{ tok, pos, rows, tgt ir.Ptr }
 
-// attnTables are the batched-GEMM tables of attention, one entry per (sequence, head).
-var attnTables = []string{"s", "o", "dp", "dv", "dq", "dk"}
-
-// uploadInputs uploads the integer inputs and the attention tables in one write and records
-// the tables' batches on p.
+// uploadInputs uploads the integer inputs and the attention tables in one write.
 func (p *Pass) uploadInputs() (passInputs, error) {
 	t := p.t
 	N, M := p.n, p.m
 	ints := append(append(append(append([]int32(nil), p.toks...), p.pos...), p.rows...), p.tgts...)
-	attTab, tabEntries := p.attnEntries()
-	base := len(ints)
-	ints = append(ints, attTab...)
-	offs := map[string]int{}
-	for _, name := range attnTables {
-		offs[name] = len(ints)
-		ints = append(ints, tabEntries[name]...)
-	}
+	bindAttn := p.attn.tables(func(v []int32) int {
+		o := len(ints)
+		ints = append(ints, v...)
+		return o
+	})
 	ib, err := t.buf("ints", len(ints))
 	if err != nil {
 		return passInputs{}, err
@@ -131,50 +120,8 @@ func (p *Pass) uploadInputs() (passInputs, error) {
 	if err := t.dev.WriteI32(ib, ints); err != nil {
 		return passInputs{}, fmt.Errorf("gpu engine: upload inputs: %w", err)
 	}
-	p.attTb = ib.Add(base)
-	for _, name := range attnTables {
-		bt := batch{tab: ib.Add(offs[name]), n: p.nsh}
-		for e := 0; e < p.nsh; e++ {
-			bt.maxM = max(bt.maxM, int(tabEntries[name][e*kernels.TabWords]))
-			bt.maxN = max(bt.maxN, int(tabEntries[name][e*kernels.TabWords+1]))
-		}
-		p.tabs[name] = bt
-	}
+	bindAttn(ib)
 	return passInputs{tok: ib, pos: ib.Add(N), rows: ib.Add(2 * N), tgt: ib.Add(2*N + M)}, nil
-}
-
-// attnEntries lists, per (sequence, head), the causal-softmax entry (rows, width, offset, shift) and the
-// six attention GEMMs' table rows.
-func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
-	D, H := p.t.cfg.Dim, p.t.cfg.Heads
-	hd, ld := D/H, 3*D
-	var attTab []int32
-	tabEntries := map[string][]int32{}
-	add := func(name string, vals ...int) {
-		for _, x := range vals {
-			tabEntries[name] = append(tabEntries[name], int32(x))
-		}
-	}
-	for _, si := range p.seqs {
-		if si.n == 0 {
-			continue
-		}
-		L := si.n
-		for h := 0; h < H; h++ {
-			q, k, v := si.start*ld+h*hd, si.start*ld+D+h*hd, si.start*ld+2*D+h*hd
-			o := si.start*D + h*hd
-			a := si.att + h*L*L
-			attTab = append(attTab, int32(L), int32(L), int32(a), 0)
-			// m, n, k, aOff, bOff, cOff, lda, ldb, ldc
-			add("s", L, L, hd, q, k, a, ld, ld, L)  // S = Q·Kᵀ
-			add("o", L, hd, L, a, v, o, L, ld, D)   // O = P·V
-			add("dp", L, L, hd, o, v, a, D, ld, L)  // dP = dO·Vᵀ
-			add("dv", L, hd, L, a, o, v, L, D, ld)  // dV = Pᵀ·dO
-			add("dq", L, hd, L, a, k, q, L, ld, ld) // dQ = dP·K
-			add("dk", L, hd, L, a, q, k, L, ld, ld) // dK = dPᵀ·Q
-		}
-	}
-	return attTab, tabEntries
 }
 
 // block is the pass's description of the built-in block: LayerNorm, learned positions (added
@@ -182,31 +129,9 @@ func (p *Pass) attnEntries() ([]int32, map[string][]int32) {
 func (p *Pass) block() *blockDesc {
 	c := p.t.cfg
 	D := c.Dim
-	bd := &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads, att: p.att,
-		vocab: c.Vocab, context: c.Context, chunk: 65535, attnFwd: p.attnForward, attnBwd: p.attnBackward}
+	bd := &blockDesc{t: p.t, n: p.n, dim: D, ld: 3 * D, od: D, ff: c.FFMult * D, heads: c.Heads, headDim: D / c.Heads,
+		vocab: c.Vocab, context: c.Context, chunk: 65535, attnFwd: p.attn.forward, attnBwd: p.attn.backward}
 	return bd.names(c.Block(), c.TiedHead)
-}
-
-// attnForward runs causal multi-head attention from qkv through the maps att into out.
-func (p *Pass) attnForward(l *launcher, qkv, att, out ir.Ptr) {
-	scale := float32(1 / math.Sqrt(float64(p.t.cfg.Dim/p.t.cfg.Heads)))
-	l.gemmBatched(false, true, p.tabs["s"], scale, 0, qkv, qkv, att)
-	l.launch("softmax_causal", [3]int{p.maxL, p.nsh, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(p.attTb))
-	l.gemmBatched(false, false, p.tabs["o"], 1, 0, att, qkv, out)
-}
-
-// attnBackward writes into dqkv the gradient of attnForward's input given dO (dP is scratch
-// of the maps' size).
-func (p *Pass) attnBackward(l *launcher, qkv, att, dO, dP, dqkv ir.Ptr) {
-	scale := float32(1 / math.Sqrt(float64(p.t.cfg.Dim/p.t.cfg.Heads)))
-	if l.err == nil {
-		l.err = p.t.dev.Zero(dqkv, p.n*3*p.t.cfg.Dim)
-	}
-	l.gemmBatched(false, true, p.tabs["dp"], 1, 0, dO, qkv, dP)
-	l.gemmBatched(true, false, p.tabs["dv"], 1, 0, att, dO, dqkv)
-	l.launch("softmax_causal_bwd", [3]int{p.maxL, p.nsh, 1}, [3]int{kernels.RowThreads, 1, 1}, ir.ArgP(att), ir.ArgP(dP), ir.ArgP(p.attTb))
-	l.gemmBatched(false, false, p.tabs["dq"], scale, 0, dP, qkv, dqkv)
-	l.gemmBatched(true, false, p.tabs["dk"], scale, 0, dP, qkv, dqkv)
 }
 
 // checkSizes refuses a batch whose activations the kernels cannot index: a buffer above
@@ -220,7 +145,7 @@ func (p *Pass) checkSizes(c model.Config) error {
 		what  string
 		words int
 	}{
-		{"attention maps", p.att},
+		{"attention scratch of a block", p.attn.att},
 		{"qkv activations", p.n * 3 * c.Dim},
 		{"MLP activations", p.n * c.FFMult * c.Dim},
 		{"logits of a head chunk", min(p.m, p.t.headChunk(c.Vocab)) * c.Vocab},

@@ -190,12 +190,14 @@ type kv struct {
 // tensor is one tensor as written: llama.cpp's name, dimensions innermost first, and the
 // float32 data encoded as typ.
 type tensor struct {
-	name   string
-	dims   []uint64
-	typ    Type
-	data   []float32
-	bf16   []uint16 // instead of data: a model stored in BF16's matrix, widened as it is written
-	offset uint64
+	name string
+	dims []uint64
+	typ  Type
+	data []float32
+	bf16 []uint16 // instead of data: a model stored in BF16's matrix (packed), widened as it is written
+	// bf16Rows is bf16 in row-major order, a copy made as the tensor is written.
+	bf16Rows func() []uint16
+	offset   uint64
 }
 
 // count is the number of values.
@@ -218,7 +220,7 @@ func tensorsOf(params []model.Param, t Type) ([]tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		x := tensor{name: name, typ: t, data: p.Data, bf16: p.BF16}
+		x := tensor{name: name, typ: t, data: p.Data, bf16: p.BF16, bf16Rows: p.BF16Rows}
 		if len(p.Shape) < 2 {
 			x.typ = F32
 		}
@@ -356,12 +358,16 @@ func (e *encoder) value(v any) {
 func (e *encoder) data(x tensor) {
 	var buf []byte
 	var wide []float32
+	var rows []uint16
+	if x.bf16 != nil {
+		rows = x.bf16Rows()
+	}
 	for i := 0; i < x.count() && e.err == nil; i += 1 << 16 {
 		buf = buf[:0]
 		vals := x.data
-		if x.bf16 != nil {
+		if rows != nil {
 			wide = wide[:0]
-			for _, h := range x.bf16[i:min(i+1<<16, len(x.bf16))] {
+			for _, h := range rows[i:min(i+1<<16, len(rows))] {
 				wide = append(wide, hf.Float32FromBF16(h))
 			}
 			vals = wide

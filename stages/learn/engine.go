@@ -237,7 +237,7 @@ var announced sync.Map // model id -> engine line already logged by this process
 // without a usable GPU it is the CPU engine; the choice is logged once per process and model
 // as one line ("learner m: CPU engine (reason)" or "learner m: GPU engine on gpu:0 (...)").
 func engineFor(cfg *configs.Config, id string, m model.Trainable, logf func(string, ...any)) (Engine, func(), error) {
-	start := gpuStarter(m)
+	start := gpuStarter(cfg, m)
 	if start == nil {
 		announce(id, fmt.Sprintf("learner %s: CPU engine (the GPU engine does not run a %T)", id, m), logf)
 		return CPU, func() {}, nil
@@ -270,7 +270,8 @@ func engineFor(cfg *configs.Config, id string, m model.Trainable, logf func(stri
 
 // gpuStarter returns what starts the GPU engine of m on a device (the built-in model's
 // Trainer, an LLM's LLMTrainer, a LoRA's LoRATrainer), or nil when the GPU engine does not run m.
-func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error) {
+// An LLM's engine on a device that reports its memory checks that a step fits it (startLLM).
+func gpuStarter(cfg *configs.Config, m model.Trainable) func(gpuengine.Device) (Engine, func(), error) {
 	switch m := m.(type) {
 	case *model.Model:
 		return func(d gpuengine.Device) (Engine, func(), error) {
@@ -281,13 +282,7 @@ func gpuStarter(m model.Trainable) func(gpuengine.Device) (Engine, func(), error
 			return GPUEngine(t), func() { _ = t.Close() }, nil
 		}
 	case *model.LLM:
-		return func(d gpuengine.Device) (Engine, func(), error) {
-			t, err := gpuengine.NewLLM(d, m)
-			if err != nil {
-				return nil, nil, err
-			}
-			return GPULLMEngine(t), func() { _ = t.Close() }, nil
-		}
+		return func(d gpuengine.Device) (Engine, func(), error) { return startLLM(cfg, d, m) }
 	case *model.LoRA:
 		return func(d gpuengine.Device) (Engine, func(), error) {
 			t, err := gpuengine.NewLoRA(d, m)

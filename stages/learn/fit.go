@@ -19,8 +19,13 @@ type stepPlan struct {
 // without, else on: the same gradients, bit for bit, as the config asks for, at the cost of
 // recomputing the blocks. If a step still does not fit, the largest smaller micro-batch that
 // does (at least 1): the rows then run in accumulation chunks of that size, the same gradients,
-// bit for bit, as that micro_batch in the config. Another engine or model keeps micro_batch.
+// bit for bit, as that micro_batch in the config. The GPU engine of an LLM on a device that
+// reports its memory plans the micro-batch against it the same way (deviceLLM.plan); another
+// engine or model keeps micro_batch.
 func planSteps(cfg *configs.Config, id string, m model.Trainable, eng Engine, micro int, logf func(string, ...any)) stepPlan {
+	if d, ok := eng.(deviceLLM); ok {
+		return d.plan(cfg, id, micro, logf)
+	}
 	if eng != CPU {
 		return stepPlan{micro: micro}
 	}

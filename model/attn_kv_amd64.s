@@ -1,0 +1,286 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Attention's kernels over KV blocks (see attn_kv.go). Every sum is the Go reference's: a
+// chain from +0 of a rounded multiply (VMULPS) and then a rounded add (VADDPS), never a fused
+// multiply-add, so the bits are those of Go code compiled without FMA fusion.
+
+// func attnDots4AVX512(q *float32, hd int, k0, k1, k2, k3 *float32, scale float32, s *float32)
+TEXT ·attnDots4AVX512(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), CX
+	MOVQ k0+16(FP), R8
+	MOVQ k1+24(FP), R9
+	MOVQ k2+32(FP), R10
+	MOVQ k3+40(FP), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+attnDots4AVX512_loop:
+	VBROADCASTSS (SI), Z4
+	VMULPS 0(R8), Z4, Z5
+	VADDPS Z5, Z0, Z0
+	VMULPS 0(R9), Z4, Z5
+	VADDPS Z5, Z1, Z1
+	VMULPS 0(R10), Z4, Z5
+	VADDPS Z5, Z2, Z2
+	VMULPS 0(R11), Z4, Z5
+	VADDPS Z5, Z3, Z3
+	ADDQ $4, SI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	DECQ CX
+	JNZ attnDots4AVX512_loop
+	VBROADCASTSS scale+48(FP), Z4
+	MOVQ s+56(FP), DI
+	VMULPS Z4, Z0, Z0
+	VMOVUPS Z0, 0(DI)
+	VMULPS Z4, Z1, Z1
+	VMOVUPS Z1, 64(DI)
+	VMULPS Z4, Z2, Z2
+	VMOVUPS Z2, 128(DI)
+	VMULPS Z4, Z3, Z3
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func attnDots1AVX512(q *float32, hd int, k *float32, scale float32, s *float32)
+TEXT ·attnDots1AVX512(SB), NOSPLIT, $0-40
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), CX
+	MOVQ k+16(FP), R8
+	VPXORD Z0, Z0, Z0
+attnDots1AVX512_loop:
+	VBROADCASTSS (SI), Z1
+	VMULPS 0(R8), Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $4, SI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ attnDots1AVX512_loop
+	VBROADCASTSS scale+24(FP), Z1
+	MOVQ s+32(FP), DI
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, 0(DI)
+	VZEROUPPER
+	RET
+
+// func attnVals64AVX512(p *float32, n int, v *float32, kvd int, o *float32)
+TEXT ·attnVals64AVX512(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ v+16(FP), R8
+	MOVQ kvd+24(FP), DX
+	SHLQ $2, DX
+	MOVQ o+32(FP), DI
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+attnVals64AVX512_loop:
+	VBROADCASTSS (SI), Z4
+	VMULPS 0(R8), Z4, Z5
+	VADDPS Z5, Z0, Z0
+	VMULPS 64(R8), Z4, Z5
+	VADDPS Z5, Z1, Z1
+	VMULPS 128(R8), Z4, Z5
+	VADDPS Z5, Z2, Z2
+	VMULPS 192(R8), Z4, Z5
+	VADDPS Z5, Z3, Z3
+	ADDQ $4, SI
+	ADDQ DX, R8
+	DECQ CX
+	JNZ attnVals64AVX512_loop
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func attnVals16AVX512(p *float32, n int, v *float32, kvd int, o *float32)
+TEXT ·attnVals16AVX512(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ v+16(FP), R8
+	MOVQ kvd+24(FP), DX
+	SHLQ $2, DX
+	MOVQ o+32(FP), DI
+	VMOVUPS 0(DI), Z0
+attnVals16AVX512_loop:
+	VBROADCASTSS (SI), Z1
+	VMULPS 0(R8), Z1, Z2
+	VADDPS Z2, Z0, Z0
+	ADDQ $4, SI
+	ADDQ DX, R8
+	DECQ CX
+	JNZ attnVals16AVX512_loop
+	VMOVUPS Z0, 0(DI)
+	VZEROUPPER
+	RET
+
+// func attnDots4AVX2(q *float32, hd int, k0, k1, k2, k3 *float32, scale float32, s *float32)
+TEXT ·attnDots4AVX2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), CX
+	MOVQ k0+16(FP), R8
+	MOVQ k1+24(FP), R9
+	MOVQ k2+32(FP), R10
+	MOVQ k3+40(FP), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+attnDots4AVX2_loop:
+	VBROADCASTSS (SI), Y8
+	VMULPS 0(R8), Y8, Y9
+	VADDPS Y9, Y0, Y0
+	VMULPS 32(R8), Y8, Y9
+	VADDPS Y9, Y1, Y1
+	VMULPS 0(R9), Y8, Y9
+	VADDPS Y9, Y2, Y2
+	VMULPS 32(R9), Y8, Y9
+	VADDPS Y9, Y3, Y3
+	VMULPS 0(R10), Y8, Y9
+	VADDPS Y9, Y4, Y4
+	VMULPS 32(R10), Y8, Y9
+	VADDPS Y9, Y5, Y5
+	VMULPS 0(R11), Y8, Y9
+	VADDPS Y9, Y6, Y6
+	VMULPS 32(R11), Y8, Y9
+	VADDPS Y9, Y7, Y7
+	ADDQ $4, SI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	DECQ CX
+	JNZ attnDots4AVX2_loop
+	VBROADCASTSS scale+48(FP), Y8
+	MOVQ s+56(FP), DI
+	VMULPS Y8, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	VMULPS Y8, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMULPS Y8, Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMULPS Y8, Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	VMULPS Y8, Y4, Y4
+	VMOVUPS Y4, 128(DI)
+	VMULPS Y8, Y5, Y5
+	VMOVUPS Y5, 160(DI)
+	VMULPS Y8, Y6, Y6
+	VMOVUPS Y6, 192(DI)
+	VMULPS Y8, Y7, Y7
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// func attnDots1AVX2(q *float32, hd int, k *float32, scale float32, s *float32)
+TEXT ·attnDots1AVX2(SB), NOSPLIT, $0-40
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), CX
+	MOVQ k+16(FP), R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+attnDots1AVX2_loop:
+	VBROADCASTSS (SI), Y2
+	VMULPS 0(R8), Y2, Y3
+	VADDPS Y3, Y0, Y0
+	VMULPS 32(R8), Y2, Y3
+	VADDPS Y3, Y1, Y1
+	ADDQ $4, SI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ attnDots1AVX2_loop
+	VBROADCASTSS scale+24(FP), Y2
+	MOVQ s+32(FP), DI
+	VMULPS Y2, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	VMULPS Y2, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VZEROUPPER
+	RET
+
+// func attnVals64AVX2(p *float32, n int, v *float32, kvd int, o *float32)
+TEXT ·attnVals64AVX2(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ v+16(FP), R8
+	MOVQ kvd+24(FP), DX
+	SHLQ $2, DX
+	MOVQ o+32(FP), DI
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+attnVals64AVX2_loop:
+	VBROADCASTSS (SI), Y8
+	VMULPS 0(R8), Y8, Y9
+	VADDPS Y9, Y0, Y0
+	VMULPS 32(R8), Y8, Y9
+	VADDPS Y9, Y1, Y1
+	VMULPS 64(R8), Y8, Y9
+	VADDPS Y9, Y2, Y2
+	VMULPS 96(R8), Y8, Y9
+	VADDPS Y9, Y3, Y3
+	VMULPS 128(R8), Y8, Y9
+	VADDPS Y9, Y4, Y4
+	VMULPS 160(R8), Y8, Y9
+	VADDPS Y9, Y5, Y5
+	VMULPS 192(R8), Y8, Y9
+	VADDPS Y9, Y6, Y6
+	VMULPS 224(R8), Y8, Y9
+	VADDPS Y9, Y7, Y7
+	ADDQ $4, SI
+	ADDQ DX, R8
+	DECQ CX
+	JNZ attnVals64AVX2_loop
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// func attnVals16AVX2(p *float32, n int, v *float32, kvd int, o *float32)
+TEXT ·attnVals16AVX2(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ v+16(FP), R8
+	MOVQ kvd+24(FP), DX
+	SHLQ $2, DX
+	MOVQ o+32(FP), DI
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+attnVals16AVX2_loop:
+	VBROADCASTSS (SI), Y2
+	VMULPS 0(R8), Y2, Y3
+	VADDPS Y3, Y0, Y0
+	VMULPS 32(R8), Y2, Y3
+	VADDPS Y3, Y1, Y1
+	ADDQ $4, SI
+	ADDQ DX, R8
+	DECQ CX
+	JNZ attnVals16AVX2_loop
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VZEROUPPER
+	RET
