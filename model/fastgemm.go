@@ -59,14 +59,6 @@ func (g BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []
 	}, beta, c, ldc)
 }
 
-// SgemmBF16B is Sgemm with B in bfloat16 (uint16 bits), widened exactly as
-// it is packed: the bits of Sgemm on the widened B, at half the bytes read.
-func (g BlockedGEMM) SgemmBF16B(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
-	sgemm(g.wide(), transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
-		packBBF16(dst, transB, b, ldb, pc, kcur, jc, ncur)
-	}, beta, c, ldc)
-}
-
 // BlockedGEMMAVX2 is BlockedGEMM with the 6×16 AVX2 kernel only, even
 // where AVX-512 exists: the same bits, for comparing the two kernels.
 func BlockedGEMMAVX2() BlockedGEMM { return BlockedGEMM{avx2Only: true} }
@@ -422,28 +414,6 @@ func packB(dst []float32, trans bool, b []float32, ldb, pc, kcur, jc, ncur int) 
 		scatterRows(dst[p*nr:], nr*kcur, row, nr, full)
 		if full < nstrips {
 			copy(dst[full*nr*kcur+p*nr:], row[full*nr:])
-		}
-	}
-}
-
-// packBBF16 is packB for a bfloat16 B, widening each element (exact).
-func packBBF16(dst []float32, trans bool, b []uint16, ldb, pc, kcur, jc, ncur int) {
-	nstrips := (ncur + nr - 1) / nr
-	if full := ncur / nr; full < nstrips {
-		clear(dst[full*nr*kcur : nstrips*nr*kcur])
-	}
-	if trans {
-		for j := 0; j < ncur; j++ {
-			d := dst[(j/nr)*nr*kcur+j%nr:]
-			for p, h := range b[(jc+j)*ldb+pc:][:kcur] {
-				d[p*nr] = widenBF16(h)
-			}
-		}
-		return
-	}
-	for p := 0; p < kcur; p++ {
-		for j, h := range b[(pc+p)*ldb+jc:][:ncur] {
-			dst[(j/nr)*nr*kcur+p*nr+j%nr] = widenBF16(h)
 		}
 	}
 }

@@ -175,34 +175,6 @@ func benchCPU(b *testing.B, bytes int64, fn func()) {
 	b.ReportMetric((processCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 }
 
-// TestSgemmBF16B: the GEMM with a bfloat16 B equals Sgemm on the widened B
-// bit for bit, over both layouts of A and B, k across k blocks, ragged
-// column strips and beta 0 and 1.
-func TestSgemmBF16B(t *testing.T) {
-	rng := rand.New(rand.NewPCG(16, 16))
-	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {7, 17, 255}, {13, 33, 513}, {50, 70, 300}, {3, 151, 896}} {
-		for _, ta := range []bool{false, true} {
-			for _, tb := range []bool{false, true} {
-				for _, beta := range []float32{0, 1} {
-					a, c0 := randVec(rng, s.m*s.k), randVec(rng, s.m*s.n)
-					lda, ldb := s.k, s.n
-					if ta {
-						lda = s.m
-					}
-					if tb {
-						ldb = s.k
-					}
-					b16, bw := toBF16(randVec(rng, s.k*s.n))
-					want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
-					BlockedGEMM{}.Sgemm(ta, tb, s.m, s.n, s.k, 1, a, lda, bw, ldb, beta, want, s.n)
-					BlockedGEMM{}.SgemmBF16B(ta, tb, s.m, s.n, s.k, 1, a, lda, b16, ldb, beta, got, s.n)
-					mustSameBits(t, fmt.Sprintf("%+v ta=%v tb=%v beta=%v", s, ta, tb, beta), s.n, got, want)
-				}
-			}
-		}
-	}
-}
-
 // TestLinearPathsSameBits: linear's three paths (small-M, the transposed product, the direct
 // GEMM) give every row the same bits whatever the batch it comes in: rows taken from a batch of
 // 400 (the direct path at these widths) in runs that take each path, with and without a bias.
