@@ -125,7 +125,7 @@ func main() {
 		}
 		fmt.Printf("greedy tokens equal to PyTorch's: %d of %d\n", same, all)
 	}
-	fmt.Println("targets: forward+backward ≥ 1.5× PyTorch, decode ≥ 1×")
+	fmt.Println("targets: forward+backward ≥ 2.5× PyTorch, decode ≥ 1×")
 }
 
 func must(err error) {
