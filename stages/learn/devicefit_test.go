@@ -50,10 +50,12 @@ func (d *memDevice) MemInfo() (free, total uint64, err error) {
 	return uint64(max(0, d.budget-4*int64(d.live))), uint64(d.budget), nil
 }
 
-func fitLLM(t *testing.T) *model.LLM {
+// TinyLLM is a two-layer Qwen3 of hidden 16 over a vocabulary of vocab tokens (seed 5), for
+// this package's tests, internal and external.
+func TinyLLM(t *testing.T, vocab int) *model.LLM {
 	t.Helper()
 	m, err := model.InitLLM(model.ArchConfig{Arch: "qwen3", Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8, Intermediate: 24,
-		Vocab: 300, Context: 32, RMSNormEps: 1e-6, RopeTheta: 10000}.WithDefaults(), 5)
+		Vocab: vocab, Context: 32, RMSNormEps: 1e-6, RopeTheta: 10000}.WithDefaults(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func measuredPeak(t *testing.T, m *model.LLM, prompt, resp, n int) int64 {
 func TestDevicePlanFitsAllocations(t *testing.T) {
 	cfg := stagetest.Config(t, "math")
 	cfg.Rollout.MaxTokens = 8
-	m := fitLLM(t)
+	m := TinyLLM(t, 300)
 	prompt, resp := hfmodel.StepShape(cfg, m.Config())
 	if prompt+resp != m.Config().Context || resp != 8 {
 		t.Fatalf("step shape %d + %d, want 24 + 8 (the context)", prompt, resp)
@@ -149,7 +151,7 @@ func TestDevicePlanFitsAllocations(t *testing.T) {
 // interpreter) keeps micro_batch.
 func TestDevicePlanWithoutMemInfo(t *testing.T) {
 	cfg := stagetest.Config(t, "math")
-	m := fitLLM(t)
+	m := TinyLLM(t, 300)
 	ks, err := kernels.All()
 	if err != nil {
 		t.Fatal(err)

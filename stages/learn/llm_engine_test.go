@@ -13,15 +13,7 @@ import (
 	"github.com/drmas-dev/drmas/stages/stagetest"
 )
 
-func tinyLLM(t *testing.T) *model.LLM {
-	t.Helper()
-	m, err := model.InitLLM(model.ArchConfig{Arch: "qwen3", Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8, Intermediate: 24,
-		Vocab: 40, Context: 32, RMSNormEps: 1e-6, RopeTheta: 10000}.WithDefaults(), 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func tinyLLM(t *testing.T) *model.LLM { return learn.TinyLLM(t, 40) }
 
 // TestGPULLMEngine: PPO updates of an LLM through the GPU engine's LLMTrainer (on the gpu/ir
 // interpreter) and through the CPU engine from the same weights agree in their statistics and
