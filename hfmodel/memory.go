@@ -70,15 +70,19 @@ func Step(cfg *configs.Config, id string, hc hf.Config, micro int, ckpt bool) hf
 	return hf.StepOfMode(hc, r, micro, stepTokens(cfg, hc), ckpt)
 }
 
-func stepTokens(cfg *configs.Config, hc hf.Config) int {
-	return min(cfg.Rollout.MaxTokens+promptAllowance, hc.ArchConfig().Context)
+func stepTokens(cfg *configs.Config, hc hf.Config) int { return archStepTokens(cfg, hc.ArchConfig()) }
+
+// archStepTokens is the sequence length the step estimates assume: rollout.max_tokens and a
+// prompt of promptAllowance tokens, at most the model's context.
+func archStepTokens(cfg *configs.Config, a model.ArchConfig) int {
+	return min(cfg.Rollout.MaxTokens+promptAllowance, a.Context)
 }
 
 // StepShape is the sequence that the step estimates assume for a model of architecture a
 // under cfg: rollout.max_tokens of response after a prompt of promptAllowance tokens, cut to
 // the model's context (the prompt first, keeping at least one token of each).
 func StepShape(cfg *configs.Config, a model.ArchConfig) (prompt, response int) {
-	tokens := max(2, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context))
+	tokens := max(2, archStepTokens(cfg, a))
 	response = max(1, min(cfg.Rollout.MaxTokens, tokens-1))
 	return tokens - response, response
 }
@@ -140,7 +144,7 @@ func TrainableStep(cfg *configs.Config, m model.Trainable, micro int, ckpt bool)
 	default:
 		return s, false
 	}
-	s = hf.StepOfArchMode(a, params, rank, micro, min(cfg.Rollout.MaxTokens+promptAllowance, a.Context), ckpt)
+	s = hf.StepOfArchMode(a, params, rank, micro, archStepTokens(cfg, a), ckpt)
 	if l, ok := m.(*model.LoRA); ok && l.Base().StoredBF16() {
 		s = s.WithBF16Base(a)
 	}

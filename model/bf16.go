@@ -75,18 +75,13 @@ func sgemmW(g GEMM, transA, transB bool, m, n, k int, alpha float32, a []float32
 		}, beta, c, ldc)
 		return
 	}
-	wf := make([]float32, len(W.h.bits))
-	W.h.widenRows(wf, 0, W.h.rows())
-	g.Sgemm(transA, transB, m, n, k, alpha, a, lda, wf, W.h.in, beta, c, ldc)
+	g.Sgemm(transA, transB, m, n, k, alpha, a, lda, W.h.widened(), W.h.in, beta, c, ldc)
 }
 
 // Float32 is the tensor's values: Data, or BF16 widened into a new slice.
 func (p Param) Float32() []float32 {
 	if p.BF16 != nil {
-		w := p.bf16W()
-		f := make([]float32, len(p.BF16))
-		w.widenRows(f, 0, w.rows())
-		return f
+		return p.bf16W().widened()
 	}
 	return p.Data
 }

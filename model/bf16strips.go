@@ -77,6 +77,13 @@ func (w bf16W) eachRun(o0, o1 int, fn func(o, run, base, width, lane int)) {
 // order ((o1-o0)·in values).
 func (w bf16W) widenRows(dst []float32, o0, o1 int) { rowsInto(w, dst, o0, o1) }
 
+// widened is all of w as float32 in row-major order (a new slice).
+func (w bf16W) widened() []float32 {
+	f := make([]float32, len(w.bits))
+	w.widenRows(f, 0, w.rows())
+	return f
+}
+
 // bitsRows is widenRows without the widening: rows [o0, o1) of bits.
 func (w bf16W) bitsRows(dst []uint16, o0, o1 int) { rowsInto(w, dst, o0, o1) }
 

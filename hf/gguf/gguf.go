@@ -194,14 +194,20 @@ type tensor struct {
 	dims []uint64
 	typ  Type
 	data []float32
-	bf16 []uint16 // instead of data: a model stored in BF16's matrix (packed), widened as it is written
-	// bf16Rows is bf16 in row-major order, a copy made as the tensor is written.
+	// bf16Rows, instead of data, gives a BF16-stored model's matrix in row-major order (a
+	// copy made as the tensor is written, widened as it is encoded).
 	bf16Rows func() []uint16
 	offset   uint64
 }
 
 // count is the number of values.
-func (x tensor) count() int { return len(x.data) + len(x.bf16) }
+func (x tensor) count() int {
+	n := 1
+	for _, d := range x.dims {
+		n *= int(d)
+	}
+	return n
+}
 
 func (x tensor) size() uint64 {
 	if x.typ == BF16 {
@@ -220,7 +226,10 @@ func tensorsOf(params []model.Param, t Type) ([]tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		x := tensor{name: name, typ: t, data: p.Data, bf16: p.BF16, bf16Rows: p.BF16Rows}
+		x := tensor{name: name, typ: t, data: p.Data}
+		if p.BF16 != nil {
+			x.bf16Rows = p.BF16Rows
+		}
 		if len(p.Shape) < 2 {
 			x.typ = F32
 		}
@@ -359,7 +368,7 @@ func (e *encoder) data(x tensor) {
 	var buf []byte
 	var wide []float32
 	var rows []uint16
-	if x.bf16 != nil {
+	if x.bf16Rows != nil {
 		rows = x.bf16Rows()
 	}
 	for i := 0; i < x.count() && e.err == nil; i += 1 << 16 {

@@ -100,9 +100,9 @@ func (e deviceLLM) plan(cfg *configs.Config, id string, micro int, logf func(str
 	}
 	if logf != nil {
 		need, avail, _ := e.fit(cfg, micro)
-		one, _, _ := e.fit(cfg, lo)
+		each, _, _ := e.fit(cfg, lo)
 		logf("learner %s: a micro-batch of %d sequences needs about %s of GPU memory, %s available: training in accumulation chunks of %d (%s each)",
-			id, micro, configs.Bytes(float64(need)), configs.Bytes(float64(avail)), lo, configs.Bytes(float64(one)))
+			id, micro, configs.Bytes(float64(need)), configs.Bytes(float64(avail)), lo, configs.Bytes(float64(each)))
 	}
 	return stepPlan{micro: lo}
 }
