@@ -70,7 +70,7 @@ func sgemmW(g GEMM, transA, transB bool, m, n, k int, alpha float32, a []float32
 		return
 	}
 	if bg, ok := g.(BlockedGEMM); ok {
-		sgemm(bg.wide(), transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+		sgemm(bg, transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
 			W.h.packB(dst, transB, pc, kcur, jc, ncur)
 		}, beta, c, ldc)
 		return

@@ -29,6 +29,9 @@ type BlockedGEMM struct {
 	// avx2Only keeps the 6×16 AVX2 kernel on a CPU with AVX-512 (to compare
 	// the two: their bits are the same).
 	avx2Only bool
+	// pairsOnly keeps the 6×32 AVX-512 tiles, without the 6×64 ones (to
+	// compare them: their bits are the same).
+	pairsOnly bool
 }
 
 const (
@@ -54,7 +57,7 @@ func getBuf(pool *sync.Pool, n int) *[]float32 {
 
 // Sgemm implements GEMM.
 func (g BlockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemm(g.wide(), transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
+	sgemm(g, transA, m, n, k, alpha, a, lda, func(dst []float32, pc, kcur, jc, ncur int) {
 		packB(dst, transB, b, ldb, pc, kcur, jc, ncur)
 	}, beta, c, ldc)
 }
@@ -66,9 +69,12 @@ func BlockedGEMMAVX2() BlockedGEMM { return BlockedGEMM{avx2Only: true} }
 // wide reports whether the 6×32 AVX-512 tiles run.
 func (g BlockedGEMM) wide() bool { return hasAVX512 && !g.avx2Only }
 
+// quad reports whether the 6×64 AVX-512 tiles run.
+func (g BlockedGEMM) quad() bool { return g.wide() && !g.pairsOnly }
+
 // sgemm is Sgemm with op(B) reached only through pack, which writes depth
 // [pc, pc+kcur) × columns [jc, jc+ncur) of op(B) in packB's layout.
-func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, pack func(dst []float32, pc, kcur, jc, ncur int), beta float32, c []float32, ldc int) {
+func sgemm(g BlockedGEMM, transA bool, m, n, k int, alpha float32, a []float32, lda int, pack func(dst []float32, pc, kcur, jc, ncur int), beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -81,7 +87,7 @@ func sgemm(wide, transA bool, m, n, k int, alpha float32, a []float32, lda int, 
 	if k <= 0 || alpha == 0 {
 		return
 	}
-	j := gemmJob{wide: wide, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, pack: pack, c: c, ldc: ldc, overwrite: overwrite}
+	j := gemmJob{wide: g.wide(), quad: g.quad(), transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, pack: pack, c: c, ldc: ldc, overwrite: overwrite}
 	j.nstrips = (n + nr - 1) / nr
 	j.par = 2*m*n*k >= 1<<20 && workers() > 1
 	if j.streamB() {
@@ -107,17 +113,18 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 
 // gemmJob is one call of sgemm: its operands and how its work is split.
 type gemmJob struct {
-	wide, transA bool
-	m, n, k      int
-	alpha        float32
-	a            []float32
-	lda          int
-	pack         func(dst []float32, pc, kcur, jc, ncur int)
-	c            []float32
-	ldc          int
-	overwrite    bool
-	nstrips      int
-	par          bool
+	wide, quad bool
+	transA     bool
+	m, n, k    int
+	alpha      float32
+	a          []float32
+	lda        int
+	pack       func(dst []float32, pc, kcur, jc, ncur int)
+	c          []float32
+	ldc        int
+	overwrite  bool
+	nstrips    int
+	par        bool
 }
 
 // run runs fn(t) for t in [0, tasks), on all cores when the call is large.
@@ -158,7 +165,10 @@ func (j *gemmJob) panels() {
 		np = workers()
 	}
 	per := (j.nstrips + np - 1) / np
-	if j.wide {
+	switch {
+	case j.quad:
+		per = (per + 3) &^ 3 // whole quads of strips
+	case j.wide:
 		per += per & 1 // whole pairs of strips
 	}
 	np = (j.nstrips + per - 1) / per
@@ -290,14 +300,16 @@ func (j *gemmJob) block(pc, kcur, ib, js0, js1, jsOrg int, bs, ap []float32, sp 
 	mcur := min(mc, j.m-ic)
 	msr := (mcur + mr - 1) / mr
 	store := j.overwrite && pc == 0
-	for js := js0; js < js1; js++ {
-		// Two strips side by side make a 6×32 tile.
-		pair := j.wide && js+1 < js1
-		w := nr
-		if pair {
-			w = 2 * nr
+	for js := js0; js < js1; {
+		// Four or two strips side by side make a 6×64 or a 6×32 tile.
+		w := 1
+		switch {
+		case j.quad && js+3 < js1 && (js+4)*nr <= j.n:
+			w = 4
+		case j.wide && js+1 < js1:
+			w = 2
 		}
-		b := bs[(js-jsOrg)*nr*kcur : (js-jsOrg)*nr*kcur+w*kcur]
+		b := bs[(js-jsOrg)*nr*kcur : (js-jsOrg+w)*nr*kcur]
 		for is := 0; is < msr; is++ {
 			nrows := min(mr, mcur-is*mr)
 			i0 := ic + is*mr
@@ -317,11 +329,16 @@ func (j *gemmJob) block(pc, kcur, ib, js0, js1, jsOrg int, bs, ap []float32, sp 
 			default:
 				as, rs, cs = j.a[i0*j.lda+pc:], j.lda, 1
 			}
-			edgeTile(pair, kcur, as, rs, cs, b, j.c[i0*j.ldc+js*nr:], j.ldc, nrows, min(w, j.n-js*nr), j.alpha, store)
+			c := j.c[i0*j.ldc+js*nr:]
+			if w == 4 && nrows == mr {
+				kernel6x64(kcur, as, rs, cs, b, nr*kcur, nr, c[:(mr-1)*j.ldc+4*nr], j.ldc, j.alpha, store)
+				continue
+			}
+			for h := 0; h < w; h += 2 {
+				edgeTile(w > 1, kcur, as, rs, cs, b[h*nr*kcur:], c[h*nr:], j.ldc, nrows, min(min(w, 2)*nr, j.n-(js+h)*nr), j.alpha, store)
+			}
 		}
-		if pair {
-			js++
-		}
+		js += w
 	}
 	return sp
 }

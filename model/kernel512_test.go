@@ -3,19 +3,20 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// TestGEMMWideKernelBits: BlockedGEMM with the 6×32 AVX-512 tiles gives the
-// bits of the 6×16 AVX2 kernel alone, for every layout, alpha and beta, on
+// TestGEMMWideKernelBits: BlockedGEMM with the 6×64 and 6×32 AVX-512 tiles,
+// and with the 6×32 ones alone, gives the bits of the 6×16 AVX2 kernel alone, for every layout, alpha and beta, on
 // random shapes with ragged rows, columns (odd strip counts, a last strip
 // under 16 wide) and depths (several k blocks, a short last one, several
 // groups of k blocks: n 1100). Without AVX-512 both sides run the 6×16 kernel.
 func TestGEMMWideKernelBits(t *testing.T) {
 	t.Logf("kernel: %s", GEMMKernel())
 	r := rand.New(rand.NewPCG(41, 512))
-	wide, narrow := BlockedGEMM{}, BlockedGEMM{avx2Only: true}
-	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {13, 1100, 300}}
+	wide, pairs, narrow := BlockedGEMM{}, BlockedGEMM{pairsOnly: true}, BlockedGEMM{avx2Only: true}
+	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {13, 1100, 300}, {1152, 64, 896}, {600, 64, 4864}, {11, 80, 513}}
 	for i := 0; i < 8; i++ {
 		shapes = append(shapes, [3]int{1 + r.IntN(130), 1 + r.IntN(300), 1 + r.IntN(700)})
 	}
@@ -31,10 +32,12 @@ func TestGEMMWideKernelBits(t *testing.T) {
 					for i := range c0 {
 						c0[i] = r.Float32()*2 - 1
 					}
-					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					got, got2, want := slices.Clone(c0), slices.Clone(c0), slices.Clone(c0)
 					wide.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc)
+					pairs.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got2, ldc)
 					narrow.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], want, ldc)
-					assertSameBits(t, "f32", s, got, want)
+					assertSameBits(t, "f32 6x64", s, got, want)
+					assertSameBits(t, "f32 6x32", s, got2, want)
 				}
 			}
 		}
@@ -85,7 +88,7 @@ func BenchmarkGEMMKernels(b *testing.B) {
 		for _, g := range []struct {
 			name string
 			g    BlockedGEMM
-		}{{"avx512", BlockedGEMM{}}, {"avx2", BlockedGEMM{avx2Only: true}}} {
+		}{{"avx512", BlockedGEMM{}}, {"avx512-pairs", BlockedGEMM{pairsOnly: true}}, {"avx2", BlockedGEMM{avx2Only: true}}} {
 			b.Run(s.name+"/"+g.name, func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					g.g.Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)

@@ -8,6 +8,9 @@ import "golang.org/x/sys/cpu"
 func kern6x32AVX512(kc int, a *float32, rs, cs int, b *float32, bnext, ldb int, c *float32, ldc int, alpha float32, store int)
 
 //go:noescape
+func kern6x64AVX512(kc int, a *float32, rs, cs int, b *float32, bnext, ldb int, c *float32, ldc int, alpha float32, store int)
+
+//go:noescape
 func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
 
 func cpuid(eax, ecx uint32) (a, b, c, d uint32)
@@ -53,6 +56,25 @@ func kernel6x32(wide bool, kcur int, a []float32, rs, cs int, b []float32, bnext
 	_ = b[bnext+(kcur-1)*ldb+nr-1]
 	_ = c[(mr-1)*ldc+2*nr-1]
 	kern6x32AVX512(kcur, &a[0], rs, cs, &b[0], bnext, ldb, &c[0], ldc, alpha, st)
+}
+
+// kernel6x64 is kernel6x32 on four adjacent strips of op(B) (strip s at
+// b[s*bnext:]) and a 6×64 tile of C, with the same bits: one AVX-512 kernel
+// that broadcasts each element of A once (only when hasAVX512).
+func kernel6x64(kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, c []float32, ldc int, alpha float32, store bool) {
+	if kcur <= 0 {
+		kernel6x32(true, kcur, a, rs, cs, b, bnext, ldb, c, ldc, alpha, store)
+		kernel6x32(true, kcur, a, rs, cs, b[2*bnext:], bnext, ldb, c[2*nr:], ldc, alpha, store)
+		return
+	}
+	st := 0
+	if store {
+		st = 1
+	}
+	_ = a[(mr-1)*rs+(kcur-1)*cs]
+	_ = b[3*bnext+(kcur-1)*ldb+nr-1]
+	_ = c[(mr-1)*ldc+4*nr-1]
+	kern6x64AVX512(kcur, &a[0], rs, cs, &b[0], bnext, ldb, &c[0], ldc, alpha, st)
 }
 
 // kernel6x16 computes C[r*ldc+j] += alpha · Σ_p a[r*rs+p*cs]·b[p*ldb+j]

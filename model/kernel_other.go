@@ -13,6 +13,12 @@ func kernel6x32(_ bool, kcur int, a []float32, rs, cs int, b []float32, bnext, l
 	kernel6x16Go(kcur, a, rs, cs, b[bnext:], ldb, c[nr:], ldc, alpha, store)
 }
 
+func kernel6x64(kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, c []float32, ldc int, alpha float32, store bool) {
+	for s := 0; s < 4; s++ {
+		kernel6x16Go(kcur, a, rs, cs, b[s*bnext:], ldb, c[s*nr:], ldc, alpha, store)
+	}
+}
+
 // GEMMKernel names the micro-kernel BlockedGEMM runs on this CPU.
 func GEMMKernel() string { return "go 6x16" }
 
