@@ -191,7 +191,7 @@ func (j *gemmJob) panels() {
 					apb = *ap
 					j.packAT(apb, ib, pc, kcur)
 				}
-				sp = j.block(pc, kcur, ib, js0, js1, js0, *bp, apb, sp)
+				sp = j.block(pc, kcur, ib, 0, mr*mc, js0, js1, js0, *bp, apb, sp)
 			}
 		}
 		if sp != nil {
@@ -249,14 +249,25 @@ func (j *gemmJob) shared() {
 		if j.transA {
 			ap = getBuf(&packPoolA, mc*kc)
 		}
-		for pc := kLo; pc < kHi; pc += kc {
-			kcur := min(kc, k-pc)
-			var apb []float32
-			if j.transA {
-				apb = *ap
-				j.packAT(apb, ib, pc, kcur)
+		// A read in place: each strip of rows runs through the group's k
+		// blocks before the next strip starts, so only its mr rows of A
+		// stream from memory at a time (the hardware prefetchers follow a
+		// few sequential streams, not a row block's mc).
+		msr := (min(mc, j.m-ib*mc) + mr - 1) / mr
+		step := 1
+		if j.transA {
+			step = msr
+		}
+		for is := 0; is < msr; is += step {
+			for pc := kLo; pc < kHi; pc += kc {
+				kcur := min(kc, k-pc)
+				var apb []float32
+				if j.transA {
+					apb = *ap
+					j.packAT(apb, ib, pc, kcur)
+				}
+				sp = j.block(pc, kcur, ib, is, is+step, js0, js1, 0, (*bp)[pc*npad:], apb, sp)
 			}
-			sp = j.block(pc, kcur, ib, js0, js1, 0, (*bp)[pc*npad:], apb, sp)
 		}
 		for _, p := range []*[]float32{ap, sp} {
 			if p != nil {
@@ -290,15 +301,15 @@ func (j *gemmJob) packAT(dst []float32, ib, pc, kcur int) {
 	}
 }
 
-// block computes row block ib of C × strips [js0, js1) for the k block at
-// pc (kcur deep). Strip js of op(B) is at bs[(js-jsOrg)*nr*kcur:]; a
+// block computes strips of rows [is0, is1) of row block ib of C × strips
+// [js0, js1) for the k block at pc (kcur deep). Strip js of op(B) is at bs[(js-jsOrg)*nr*kcur:]; a
 // transposed A is packed in ap (packAT's layout), a plain one read in place
 // (its ragged last strip copied into *sp, allocated on first use and
 // returned for the caller to keep or release).
-func (j *gemmJob) block(pc, kcur, ib, js0, js1, jsOrg int, bs, ap []float32, sp *[]float32) *[]float32 {
+func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []float32, sp *[]float32) *[]float32 {
 	ic := ib * mc
 	mcur := min(mc, j.m-ic)
-	msr := (mcur + mr - 1) / mr
+	msr := min(is1, (mcur+mr-1)/mr)
 	store := j.overwrite && pc == 0
 	for js := js0; js < js1; {
 		// Four or two strips side by side make a 6×64 or a 6×32 tile.
@@ -310,7 +321,7 @@ func (j *gemmJob) block(pc, kcur, ib, js0, js1, jsOrg int, bs, ap []float32, sp 
 			w = 2
 		}
 		b := bs[(js-jsOrg)*nr*kcur : (js-jsOrg+w)*nr*kcur]
-		for is := 0; is < msr; is++ {
+		for is := is0; is < msr; is++ {
 			nrows := min(mr, mcur-is*mr)
 			i0 := ic + is*mr
 			var as []float32
