@@ -80,7 +80,7 @@ func (p *LLMPass) headBackward(dlps, des, dHf, gHead []float32) {
 			m.headLogits(p.hf, lo, hi, z)
 			parallelRows(k, 16, func(a, b int) {
 				for r := a; r < b; r++ {
-					softmaxStats(z[r*V:(r+1)*V], invT, pr[r*V:(r+1)*V])
+					softmaxProbs(z[r*V:(r+1)*V], invT, pr[r*V:(r+1)*V])
 				}
 			})
 		}

@@ -169,6 +169,18 @@ func geluBackward(x, dy []float32) {
 // probability 0: the floor times a huge log-probability (at a tiny
 // temperature) would otherwise give an entropy above log(len(z)).
 func softmaxStats(z []float32, invT float64, p []float32) (lse, ent float64) {
+	return softmaxRow(z, invT, p, true)
+}
+
+// softmaxProbs is softmaxStats without the entropy (a sampler's draw, a
+// backward's recomputed probabilities): the same log-sum-exp and the same
+// probabilities, bit for bit, without the entropy's sequential float64 chain.
+func softmaxProbs(z []float32, invT float64, p []float32) (lse float64) {
+	lse, _ = softmaxRow(z, invT, p, false)
+	return lse
+}
+
+func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (lse, ent float64) {
 	mx := math.Inf(-1)
 	for _, v := range z {
 		if u := float64(v) * invT; u > mx {
@@ -192,6 +204,12 @@ func softmaxStats(z []float32, invT float64, p []float32) (lse, ent float64) {
 	}
 	lse = mx + math.Log(s)
 	inv := 1 / s
+	if !entropy {
+		for j := range e {
+			e[j] = float32(float64(e[j]) * inv)
+		}
+		return lse, 0
+	}
 	for j, v := range z {
 		pj := float64(e[j]) * inv
 		e[j] = float32(pj)

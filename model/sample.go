@@ -157,14 +157,14 @@ func pickToken(z []float32, o SampleOptions, r *rng) (int32, float32) {
 		}
 		pb := getScratch(len(z))
 		defer putScratch(pb)
-		lse, _ := softmaxStats(z, 1, *pb)
+		lse := softmaxProbs(z, 1, *pb)
 		return int32(best), float32(float64(z[best]) - lse)
 	}
 	invT := 1 / float64(o.Temperature)
 	pb := getScratch(len(z))
 	defer putScratch(pb)
 	p := *pb
-	lse, _ := softmaxStats(z, invT, p)
+	lse := softmaxProbs(z, invT, p)
 	lp := func(j int) float32 { return float32(float64(z[j])*invT - lse) }
 	topK := o.TopK > 0 && o.TopK < len(p)
 	if topK || o.TopP > 0 && o.TopP < 1 {

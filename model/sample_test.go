@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -253,6 +254,31 @@ func TestSampleCacheSizedByMaxTokens(t *testing.T) {
 	for i := range res {
 		if !slices.Equal(res[i].Tokens, full[i].Tokens) || res[i].FinishReason != full[i].FinishReason {
 			t.Fatalf("request %d: %v/%s vs %v/%s", i, res[i].Tokens, res[i].FinishReason, full[i].Tokens, full[i].FinishReason)
+		}
+	}
+}
+
+// TestSoftmaxProbsMatchesStats: the entropy-free softmax gives softmaxStats's log-sum-exp and
+// probabilities bit for bit, at several temperatures and with logits far below the maximum
+// (the clamped tail), on a vocabulary-sized row.
+func TestSoftmaxProbsMatchesStats(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	z := make([]float32, 151936)
+	for i := range z {
+		z[i] = float32(r.NormFloat64() * 4)
+	}
+	z[7], z[99] = 40, -200
+	for _, invT := range []float64{1, 1 / 0.7, 1 / 0.05} {
+		pw, pg := make([]float32, len(z)), make([]float32, len(z))
+		lw, _ := softmaxStats(z, invT, pw)
+		lg := softmaxProbs(z, invT, pg)
+		if math.Float64bits(lw) != math.Float64bits(lg) {
+			t.Fatalf("1/T %v: log-sum-exp %v, want %v", invT, lg, lw)
+		}
+		for i := range pw {
+			if math.Float32bits(pw[i]) != math.Float32bits(pg[i]) {
+				t.Fatalf("1/T %v: p[%d] = %v, want %v", invT, i, pg[i], pw[i])
+			}
 		}
 	}
 }
