@@ -11,6 +11,12 @@ func kern6x32AVX512(kc int, a *float32, rs, cs int, b *float32, bnext, ldb int, 
 func kern6x64AVX512(kc int, a *float32, rs, cs int, b *float32, bnext, ldb int, c *float32, ldc int, alpha float32, store int)
 
 //go:noescape
+func kern6x64u4AVX512(kc int, a *float32, rs int, b *float32, bnext int, c *float32, ldc int, alpha float32, store int)
+
+//go:noescape
+func kern6x64p4AVX512(kc int, a *float32, b *float32, bnext int, c *float32, ldc int, alpha float32, store int)
+
+//go:noescape
 func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
 
 func cpuid(eax, ecx uint32) (a, b, c, d uint32)
@@ -60,7 +66,9 @@ func kernel6x32(wide bool, kcur int, a []float32, rs, cs int, b []float32, bnext
 
 // kernel6x64 is kernel6x32 on four adjacent strips of op(B) (strip s at
 // b[s*bnext:]) and a 6×64 tile of C, with the same bits: one AVX-512 kernel
-// that broadcasts each element of A once (only when hasAVX512).
+// that broadcasts each element of A once (only when hasAVX512), unrolled
+// for the two layouts BlockedGEMM passes (A in place along its rows, or
+// packed in strips of mr rows; B packed).
 func kernel6x64(kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, c []float32, ldc int, alpha float32, store bool) {
 	if kcur <= 0 {
 		kernel6x32(true, kcur, a, rs, cs, b, bnext, ldb, c, ldc, alpha, store)
@@ -74,6 +82,14 @@ func kernel6x64(kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, 
 	_ = a[(mr-1)*rs+(kcur-1)*cs]
 	_ = b[3*bnext+(kcur-1)*ldb+nr-1]
 	_ = c[(mr-1)*ldc+4*nr-1]
+	switch {
+	case cs == 1 && ldb == nr:
+		kern6x64u4AVX512(kcur, &a[0], rs, &b[0], bnext, &c[0], ldc, alpha, st)
+		return
+	case rs == 1 && cs == mr && ldb == nr:
+		kern6x64p4AVX512(kcur, &a[0], &b[0], bnext, &c[0], ldc, alpha, st)
+		return
+	}
 	kern6x64AVX512(kcur, &a[0], rs, cs, &b[0], bnext, ldb, &c[0], ldc, alpha, st)
 }
 
