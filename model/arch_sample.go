@@ -71,6 +71,11 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
 		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
 		gu: make([]float32, R*b.up()), act: make([]float32, R*b.F)}
+	for i, ch := range chunks {
+		for t0 := 0; t0 < len(ch); t0 += attnPieceRows {
+			st.pieces = append(st.pieces, [3]int{i, t0, min(len(ch), t0+attnPieceRows)})
+		}
+	}
 	st.cos, st.sin = b.rotary(pos)
 	for l := 0; l < b.layers; l++ {
 		m.cachedBlock(l, x, st)
@@ -88,6 +93,10 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	return hf
 }
 
+// attnPieceRows is the most rows of one request in one attention task (a prefill's rows are
+// split among the cores).
+const attnPieceRows = 16
+
 // cachedRows counts the rows cachedStep has run, headRowsRun those the output head has run in
 // decoding (for tests of the shared prefill).
 var cachedRows, headRowsRun atomic.Int64
@@ -97,6 +106,7 @@ type decodeStep struct {
 	cs                        []*kvCache
 	chunks                    [][]int32
 	start                     []int
+	pieces                    [][3]int // attention's rows by task: request, first and end row
 	cos, sin                  []float32
 	scratch                   [][]float32
 	maxLen                    int
@@ -126,14 +136,18 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 			st.cs[i].put(l, st.cs[i].n+t, st.qkv[r*ld+od:][:kvd], st.qkv[r*ld+od+kvd:][:kvd])
 		}
 	}
-	parallelTasks(len(st.chunks)*H, func(worker, task int) {
-		i, hh := task/H, task%H
+	// One task per piece of a request's rows and KV head: its rep query heads read the KV
+	// head's values together.
+	parallelTasks(len(st.pieces)*b.KV, func(worker, task int) {
+		pc, g := st.pieces[task/b.KV], task%b.KV
+		i := pc[0]
 		if st.scratch[worker] == nil {
-			st.scratch[worker] = make([]float32, pagedScratch(st.maxLen-1))
+			st.scratch[worker] = make([]float32, rep*pagedScratch(st.maxLen-1))
 		}
-		for t := range st.chunks[i] {
+		h0 := g * rep * hd
+		for t := pc[1]; t < pc[2]; t++ {
 			r := st.start[i] + t
-			attendPaged(st.qkv[r*ld+hh*hd:][:hd], st.cs[i], l, hh/rep*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+hh*hd:][:hd])
+			attendPagedHeads(st.qkv[r*ld+h0:][:rep*hd], rep, st.cs[i], l, g*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+h0:][:rep*hd])
 		}
 	})
 	m.linear(st.att, R, od, bw.oM(), bw.oB, D, st.tmp)

@@ -86,10 +86,28 @@ func (c *kvCache) fork() *kvCache {
 // (attendCached, in the tests) in the same order, so the same bits. s is scratch of at least
 // pagedScratch(p) floats; o receives the output.
 func attendPaged(q []float32, c *kvCache, l, off, p int, scale float32, s, o []float32) {
-	n := p + 1
+	attendPagedHeads(q, 1, c, l, off, p, scale, s, o)
+}
+
+// attendPagedHeads is attendPaged for heads query heads that share one KV head: head h's
+// query at q[h*hd:], its output at o[h*hd:], hd = len(q)/heads; s is scratch of at least
+// heads·pagedScratch(p) floats. Each head gets attendPaged's operations; the values' product
+// reads each value row once for several heads (valueBlocksHeads).
+func attendPagedHeads(q []float32, heads int, c *kvCache, l, off, p int, scale float32, s, o []float32) {
+	hd := len(q) / heads
+	n, ps := p+1, pagedScratch(p)
 	blocks := c.blocks[:(n+kvBlockLen-1)/kvBlockLen]
-	scoreBlocks(q, blocks, l, off, scale, s[:len(blocks)*kvBlockLen])
-	s = s[:n]
+	scoreBlocksHeads(q, heads, hd, blocks, l, off, scale, s, ps)
+	for h := range heads {
+		shiftExp(s[h*ps:][:n])
+	}
+	normalizeHeads(s, ps, n, heads)
+	clear(o[:heads*hd])
+	valueBlocksHeads(s, ps, n, heads, blocks, l, off, c.kvd, o, hd)
+}
+
+// shiftExp replaces s by exp(s - max s).
+func shiftExp(s []float32) {
 	mx := float32(math.Inf(-1))
 	for _, v := range s {
 		if v > mx {
@@ -100,16 +118,40 @@ func attendPaged(q []float32, c *kvCache, l, off, p int, scale float32, s, o []f
 		s[j] -= mx
 	}
 	expSpan(s)
-	var sum float32
-	for _, e := range s {
-		sum += e
+}
+
+// normalizeHeads divides each head's n values (head h at s[h*ps:]) by their sum, a float32
+// chain in position order per head; four heads' chains run side by side, so that their adds
+// overlap instead of each waiting on the last one's latency.
+func normalizeHeads(s []float32, ps, n, heads int) {
+	sums := make([]float32, heads)
+	h := 0
+	for ; h+4 <= heads; h += 4 {
+		a := s[h*ps:][:n]
+		b, c, d := s[(h+1)*ps:][:len(a)], s[(h+2)*ps:][:len(a)], s[(h+3)*ps:][:len(a)]
+		var sa, sb, sc, sd float32
+		for j, v := range a {
+			sa += v
+			sb += b[j]
+			sc += c[j]
+			sd += d[j]
+		}
+		sums[h], sums[h+1], sums[h+2], sums[h+3] = sa, sb, sc, sd
 	}
-	inv := 1 / sum
-	for j := range s {
-		s[j] *= inv
+	for ; h < heads; h++ {
+		var sum float32
+		for _, v := range s[h*ps:][:n] {
+			sum += v
+		}
+		sums[h] = sum
 	}
-	clear(o)
-	valueBlocks(s, blocks, l, off, c.kvd, o)
+	for h, sum := range sums {
+		inv := 1 / sum
+		sh := s[h*ps:][:n]
+		for j := range sh {
+			sh[j] *= inv
+		}
+	}
 }
 
 // pagedScratch is the scratch attendPaged needs at position p: whole blocks of scores.

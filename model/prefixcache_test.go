@@ -78,6 +78,55 @@ func attendPagedMatches(t *testing.T, level, hd int) {
 	}
 }
 
+// TestAttendPagedHeadsMatchesOneHead: the query heads of one KV head attended together give,
+// head by head, attendPaged's bits (which TestAttendPagedMatchesReference ties to the
+// reference), for 1 to 8 heads (groups of four, three, two and one in the AVX-512 kernels),
+// head dims the grouped kernel takes (64, 128) and ones it leaves to the per-head path (16,
+// 80), at every position across block edges and every kernel level, with NaN in the slots
+// past the last position.
+func TestAttendPagedHeadsMatchesOneHead(t *testing.T) {
+	defer func(old int) { attnLevel = old }(attnLevel)
+	r := rand.New(rand.NewPCG(9, 10))
+	const n = 5*kvBlockLen + 7
+	for level := attnLevel; level >= 0; level-- {
+		attnLevel = level
+		for _, hd := range []int{16, 64, 80, 128} {
+			kvd := 2 * hd
+			c := newKVCache(1, kvd)
+			c.reserve(n)
+			for p := range n {
+				k, v := make([]float32, kvd), make([]float32, kvd)
+				for i := range k {
+					k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+				}
+				c.put(0, p, k, v)
+			}
+			c.n = n
+			for e := range kvd {
+				c.blocks[n/kvBlockLen].k[0][e*kvBlockLen+kvBlockLen-1] = float32(math.NaN())
+				c.blocks[n/kvBlockLen].v[0][(kvBlockLen-1)*kvd+e] = float32(math.NaN())
+			}
+			for heads := 1; heads <= 8; heads++ {
+				q := make([]float32, heads*hd)
+				for i := range q {
+					q[i] = float32(r.NormFloat64())
+				}
+				for p := range n {
+					got := make([]float32, heads*hd)
+					attendPagedHeads(q, heads, c, 0, hd, p, 0.3, make([]float32, heads*pagedScratch(p)), got)
+					for h := range heads {
+						want := make([]float32, hd)
+						attendPaged(q[h*hd:][:hd], c, 0, hd, p, 0.3, make([]float32, pagedScratch(p)), want)
+						if !slices.Equal(got[h*hd:][:hd], want) {
+							t.Fatalf("level %d, head dim %d, %d heads, position %d: head %d differs from attendPaged", level, hd, heads, p, h)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestForksShareBlocks: the samples of one 37-token prompt share its two whole blocks (the
 // same memory, not copies) and copy only the partial third one as they write; their draws are
 // those of each sample alone.
@@ -251,7 +300,8 @@ func attendCached(q, K, V []float32, stride, off, p int, scale float32, s, o []f
 // BenchmarkAttendPaged: one query head's attention over 560 cached positions (a decode step
 // after a 512-token prompt; head dim 64, 2 KV heads), per kernel level.
 func BenchmarkAttendPaged(b *testing.B) {
-	defer func(old int) { attnLevel = old }(attnLevel)
+	top := attnLevel
+	defer func() { attnLevel = top }()
 	const hd, kvd, n = 64, 128, 560
 	r := rand.New(rand.NewPCG(3, 4))
 	c := newKVCache(1, kvd)
@@ -273,4 +323,23 @@ func BenchmarkAttendPaged(b *testing.B) {
 			}
 		})
 	}
+	// Qwen2.5-0.5B's seven query heads of one KV head, one by one and together.
+	const heads = 7
+	qs, os, ss := make([]float32, heads*hd), make([]float32, heads*hd), make([]float32, heads*pagedScratch(n-1))
+	for i := range qs {
+		qs[i] = float32(r.NormFloat64())
+	}
+	attnLevel = top
+	b.Run("7heads/one-by-one", func(b *testing.B) {
+		for range b.N {
+			for h := range heads {
+				attendPaged(qs[h*hd:][:hd], c, 0, hd, n-1, 0.125, s, os[h*hd:][:hd])
+			}
+		}
+	})
+	b.Run("7heads/together", func(b *testing.B) {
+		for range b.N {
+			attendPagedHeads(qs, heads, c, 0, hd, n-1, 0.125, ss, os)
+		}
+	})
 }
