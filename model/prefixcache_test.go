@@ -81,9 +81,9 @@ func attendPagedMatches(t *testing.T, level, hd int) {
 // TestAttendPagedHeadsMatchesOneHead: the query heads of one KV head attended together give,
 // head by head, attendPaged's bits (which TestAttendPagedMatchesReference ties to the
 // reference), for 1 to 8 heads (groups of four, three, two and one in the AVX-512 kernels),
-// head dims the grouped kernel takes (64, 128) and ones it leaves to the per-head path (16,
-// 80), at every position across block edges and every kernel level, with NaN in the slots
-// past the last position.
+// head dims the grouped values kernel takes (64, 128) and ones it leaves to the per-head path
+// (16, 80), at every position 0..86 (up to six blocks: the grouped keys kernel's four and a
+// remainder) and every kernel level, with NaN in the slots past the last position.
 func TestAttendPagedHeadsMatchesOneHead(t *testing.T) {
 	defer func(old int) { attnLevel = old }(attnLevel)
 	r := rand.New(rand.NewPCG(9, 10))
