@@ -6,8 +6,9 @@ import (
 
 // BlockedGEMM is a cache-blocked GEMM around a 6×16 register-tile
 // micro-kernel: AVX2/FMA assembly on amd64 CPUs that have it, portable Go
-// elsewhere; on CPUs with AVX-512 two adjacent strips run at once as a 6×32
-// tile (one zmm register a row of 16 columns). op(B) is packed into strips
+// elsewhere; on CPUs with AVX-512 four adjacent strips run at once as a
+// 6×64 tile (one zmm register a row of 16 columns, each element of A
+// broadcast once for the 64), two at the edges as a 6×32 one. op(B) is packed into strips
 // of 16 columns in one of two ways: for a product of few rows (at most
 // streamMaxRows) and a large op(B), such as an input gradient dY·W, each
 // task owns a panel of columns and packs it one k block at a time into its
@@ -17,12 +18,13 @@ import (
 // goroutines, a group of k blocks at a time (in k order), each tile owned
 // by one goroutine (shared). A transposed A is packed by the task that uses
 // it, a row block and a k block at a time, into strips of 6 rows; a plain
-// (row-major) A is read in place through its stride (only a ragged last
+// (row-major) A is read in place through its stride (in shared, each strip
+// of 6 rows through a group's k blocks before the next; only a ragged last
 // strip of rows is copied into a zero-padded tile). Every element of C is
 // accumulated over k in the same order (k blocks of 256, each a sequential
 // FMA chain from +0, the first block stored as alpha·acc or added, later
 // blocks added with one FMA) whatever m, n, the layout, the split, the
-// scheduling and the assembly kernel (6×16 AVX2 or 6×32 AVX-512): results
+// scheduling and the assembly kernel (6×16 AVX2, 6×32 or 6×64 AVX-512): results
 // are deterministic, the same on machines with and without AVX-512, and
 // each row of C depends only on the matching row of op(A).
 type BlockedGEMM struct {

@@ -118,7 +118,7 @@ func FastGEMMAvailable() bool { return hasAVX2FMA }
 func GEMMKernel() string {
 	switch {
 	case hasAVX512:
-		return "avx512 6x32"
+		return "avx512 6x64"
 	case hasAVX2FMA:
 		return "avx2 6x16"
 	}
