@@ -1,6 +1,9 @@
 package learn
 
-import gpuengine "github.com/drmas-dev/drmas/gpu/engine"
+import (
+	gpuengine "github.com/drmas-dev/drmas/gpu/engine"
+	"github.com/drmas-dev/drmas/model"
+)
 
 // EngineFor exposes engineFor to the external tests.
 var EngineFor = engineFor
@@ -41,3 +44,14 @@ var BalanceWeights = balanceWeights
 
 // AdapterOff exposes adapterOff.
 var AdapterOff = adapterOff
+
+// GradientsReusing is GradientsOn(CPU) as the optimizer step runs it: the agents' gradients
+// are not kept, so each agent's buffer is the last one cleared.
+func GradientsReusing(m *model.Model, batch []Example, h Hyper) (total *model.Grads, st Stats, err error) {
+	hg := newHostGrads(CPU, m)
+	st, err = gradients(CPU, m, batch, h, hg)
+	if err != nil {
+		return nil, st, err
+	}
+	return hg.total.(*model.Grads), st, nil
+}

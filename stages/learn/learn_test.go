@@ -139,6 +139,30 @@ func TestPerAgentGradNorms(t *testing.T) {
 	}
 }
 
+// TestReusedAgentGradientsMatchFresh: the step's gradients, one buffer cleared between agents,
+// give the bits of a fresh buffer an agent (Gradients): the same total and agents' norms, so
+// nothing of one agent's gradient reaches the next.
+func TestReusedAgentGradientsMatchFresh(t *testing.T) {
+	m := tinyModel(t)
+	exs := batch(t, m, 12)
+	want, _, wst, err := learn.Gradients(m, exs, hyper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gst, err := learn.GradientsReusing(m, exs, hyper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Flat(), want.Flat()) {
+		t.Fatal("total gradient differs from the one with a fresh buffer an agent")
+	}
+	for _, a := range []string{"a", "b"} {
+		if gst.Agents[a].GradNorm != wst.Agents[a].GradNorm || wst.Agents[a].GradNorm == 0 {
+			t.Fatalf("agent %s: norm %v, fresh buffers %v", a, gst.Agents[a].GradNorm, wst.Agents[a].GradNorm)
+		}
+	}
+}
+
 func TestSurrogateLossDecreases(t *testing.T) {
 	m := tinyModel(t)
 	exs := batch(t, m, 16)

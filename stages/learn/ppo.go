@@ -112,7 +112,14 @@ func newHostGrads(eng Engine, m model.Trainable) *hostGrads {
 	return &hostGrads{eng: eng, m: m, total: m.NewGradBuf()}
 }
 
+// begin starts an agent's gradient: a fresh buffer when the agents' gradients are kept,
+// otherwise the last one cleared (a model's worth of new pages an agent and a step is what
+// the page faults and the collector would otherwise pay for).
 func (g *hostGrads) begin() error {
+	if g.cur != nil && g.perAgent == nil {
+		g.cur.Zero()
+		return nil
+	}
 	g.cur = g.m.NewGradBuf()
 	return nil
 }
