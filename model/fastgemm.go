@@ -317,7 +317,7 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 		// Four or two strips side by side make a 6×64 or a 6×32 tile.
 		w := 1
 		switch {
-		case j.quad && js+3 < js1 && (js+4)*nr <= j.n:
+		case j.quad && js+3 < js1:
 			w = 4
 		case j.wide && js+1 < js1:
 			w = 2
@@ -342,14 +342,7 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 			default:
 				as, rs, cs = j.a[i0*j.lda+pc:], j.lda, 1
 			}
-			c := j.c[i0*j.ldc+js*nr:]
-			if w == 4 && nrows == mr {
-				kernel6x64(kcur, as, rs, cs, b, nr*kcur, nr, c[:(mr-1)*j.ldc+4*nr], j.ldc, j.alpha, store)
-				continue
-			}
-			for h := 0; h < w; h += 2 {
-				edgeTile(w > 1, kcur, as, rs, cs, b[h*nr*kcur:], c[h*nr:], j.ldc, nrows, min(min(w, 2)*nr, j.n-(js+h)*nr), j.alpha, store)
-			}
+			edgeTile(w, kcur, as, rs, cs, b, j.c[i0*j.ldc+js*nr:], j.ldc, nrows, min(w*nr, j.n-js*nr), j.alpha, store)
 		}
 		js += w
 	}
@@ -359,35 +352,36 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 // bGroupFloats bounds the packed B that one pass over the tiles of C reads.
 const bGroupFloats = 1 << 18
 
-// edgeTile computes a tile of C of nrows ≤ mr rows and ncols columns at c
-// (row stride ldc): with kernel6x32 from two strips (ncols ≤ 2·nr) when
-// wide, else with kernel6x16 (ncols ≤ nr); through a full-size copy when
-// the tile is ragged.
-func edgeTile(wide bool, kcur int, as []float32, rs, cs int, bs []float32, c []float32, ldc, nrows, ncols int, alpha float32, store bool) {
-	w := nr
-	if wide {
-		w = 2 * nr
-	}
+// edgeTile computes a tile of C of nrows ≤ mr rows and ncols ≤ w·nr
+// columns at c (row stride ldc) from w strips of op(B) (w = 4: kernel6x64,
+// 2: kernel6x32, 1: kernel6x16); through a full-size copy when the tile is
+// ragged (the strips are zero-padded, so the copy's extra columns are
+// computed and dropped).
+func edgeTile(w, kcur int, as []float32, rs, cs int, bs []float32, c []float32, ldc, nrows, ncols int, alpha float32, store bool) {
 	kern := func(c []float32, ldc int) {
-		if wide {
+		switch w {
+		case 4:
+			kernel6x64(kcur, as, rs, cs, bs, nr*kcur, nr, c, ldc, alpha, store)
+		case 2:
 			kernel6x32(true, kcur, as, rs, cs, bs, nr*kcur, nr, c, ldc, alpha, store)
-		} else {
+		default:
 			kernel6x16(kcur, as, rs, cs, bs, nr, c, ldc, alpha, store)
 		}
 	}
-	if nrows == mr && ncols == w {
-		kern(c[:(mr-1)*ldc+w], ldc)
+	cols := w * nr
+	if nrows == mr && ncols == cols {
+		kern(c[:(mr-1)*ldc+cols], ldc)
 		return
 	}
-	var edge [mr * 2 * nr]float32
+	var edge [mr * 4 * nr]float32
 	if !store {
 		for r := 0; r < nrows; r++ {
-			copy(edge[r*w:r*w+ncols], c[r*ldc:r*ldc+ncols])
+			copy(edge[r*cols:r*cols+ncols], c[r*ldc:r*ldc+ncols])
 		}
 	}
-	kern(edge[:mr*w], w)
+	kern(edge[:mr*cols], cols)
 	for r := 0; r < nrows; r++ {
-		copy(c[r*ldc:r*ldc+ncols], edge[r*w:r*w+ncols])
+		copy(c[r*ldc:r*ldc+ncols], edge[r*cols:r*cols+ncols])
 	}
 }
 

@@ -16,7 +16,7 @@ func TestGEMMWideKernelBits(t *testing.T) {
 	t.Logf("kernel: %s", GEMMKernel())
 	r := rand.New(rand.NewPCG(41, 512))
 	wide, pairs, narrow := BlockedGEMM{}, BlockedGEMM{pairsOnly: true}, BlockedGEMM{avx2Only: true}
-	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {13, 1100, 300}, {1152, 64, 896}, {600, 64, 4864}, {11, 80, 513}}
+	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {13, 1100, 300}, {1152, 64, 896}, {600, 64, 4864}, {11, 80, 513}, {7, 60, 300}, {13, 250, 257}, {255, 255, 896}}
 	for i := 0; i < 8; i++ {
 		shapes = append(shapes, [3]int{1 + r.IntN(130), 1 + r.IntN(300), 1 + r.IntN(700)})
 	}
