@@ -40,3 +40,5 @@
 // internally; attention never crosses sequence boundaries, so results do not
 // depend on what else is in the batch.
 package model
+
+//go:generate go run ./internal/asmgen/gen -dir .
