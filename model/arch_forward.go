@@ -252,13 +252,7 @@ func linearT(g GEMM, x []float32, n, in int, W weight, b []float32, out int, y [
 	// Transpose by blocks of 64 outputs (a block of t stays in cache).
 	parallelRows((out+63)/64, 16, func(lo, hi int) {
 		for o0 := lo * 64; o0 < min(out, hi*64); o0 += 64 {
-			o1 := min(out, o0+64)
-			for r := 0; r < n; r++ {
-				yr := y[r*out : (r+1)*out]
-				for o := o0; o < o1; o++ {
-					yr[o] = t[o*n+r]
-				}
-			}
+			transpose(y[o0:], out, t[o0*n:], n, min(out, o0+64)-o0, n)
 		}
 	})
 }

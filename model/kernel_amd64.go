@@ -150,3 +150,11 @@ func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
 	}
 	scatterRowsGo(dst, dstStride, src, w, count)
 }
+
+//go:noescape
+func transpose16AVX512(src *float32, lds int, dst *float32, ldd int)
+
+// transpose16 transposes a 16×16 tile (hasAVX512 only).
+func transpose16(src *float32, lds int, dst *float32, ldd int) {
+	transpose16AVX512(src, lds, dst, ldd)
+}

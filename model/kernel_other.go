@@ -28,3 +28,7 @@ func FastGEMMAvailable() bool { return false }
 func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
 	scatterRowsGo(dst, dstStride, src, w, count)
 }
+
+func transpose16(src *float32, lds int, dst *float32, ldd int) {
+	panic("model: transpose16 without AVX-512")
+}

@@ -15,6 +15,7 @@ func Files() map[string]string {
 	return map[string]string{
 		"kernel64_amd64.s":   kernel64(),
 		"attn_heads_amd64.s": attnHeads(),
+		"transpose_amd64.s":  transpose16(),
 	}
 }
 
@@ -259,4 +260,61 @@ func (w *asm) attnVals(h int) {
 	w.f("\tADDQ $4, SI\n\tADDQ $4, R10\n\tADDQ DX, R12\n\tDECQ AX\n\tJNZ pos%d\n\tADDQ $8, R8\n\tDECQ CX\n\tJNZ blocks%d\n\tMOVQ DI, R13", h, h)
 	outs("store")
 	w.f("\tVZEROUPPER\n\tRET")
+}
+
+// transpose16 is a 16×16 float32 transpose in registers: 16 rows loaded, four rounds of
+// shuffles (32-bit pairs, 64-bit pairs, then 128-bit lanes twice), 16 rows stored.
+func transpose16() string {
+	var w asm
+	w.f("%s", header)
+	w.f(`// func transpose16AVX512(src *float32, lds int, dst *float32, ldd int)
+// dst[c·ldd + r] = src[r·lds + c] for r, c < 16 (strides in elements).
+TEXT ·transpose16AVX512(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), R8
+	SHLQ $2, R8
+	MOVQ dst+16(FP), DI
+	MOVQ ldd+24(FP), R9
+	SHLQ $2, R9`)
+	for r := range 16 {
+		w.f("\tVMOVUPS (SI), Z%d", r)
+		if r < 15 {
+			w.f("\tADDQ R8, SI")
+		}
+	}
+	// Round 1: rows 2i, 2i+1 interleaved by 32-bit elements into Z16+2i (low) and Z17+2i (high).
+	for i := range 8 {
+		w.f("\tVUNPCKLPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 16+2*i)
+		w.f("\tVUNPCKHPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 17+2*i)
+	}
+	// Round 2: 64-bit pairs of rows 4g..4g+3: Z4g..Z4g+3 hold columns 4l+0..3 of the group.
+	for g := range 4 {
+		t := 16 + 4*g
+		w.f("\tVUNPCKLPD Z%d, Z%d, Z%d", t+2, t, 4*g)
+		w.f("\tVUNPCKHPD Z%d, Z%d, Z%d", t+2, t, 4*g+1)
+		w.f("\tVUNPCKLPD Z%d, Z%d, Z%d", t+3, t+1, 4*g+2)
+		w.f("\tVUNPCKHPD Z%d, Z%d, Z%d", t+3, t+1, 4*g+3)
+	}
+	// Round 3: 128-bit lanes of groups 0 and 1 (rows 0-7), 2 and 3 (rows 8-15).
+	for h := range 2 {
+		for c := range 4 {
+			a, b := 8*h+c, 8*h+4+c
+			w.f("\tVSHUFF32X4 $0x88, Z%d, Z%d, Z%d", b, a, 16+8*h+c)
+			w.f("\tVSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", b, a, 16+8*h+4+c)
+		}
+	}
+	// Round 4: rows 0-7 with rows 8-15: column c in Z(c), c = 0..15.
+	for c := range 8 {
+		a, b := 16+c, 24+c
+		w.f("\tVSHUFF32X4 $0x88, Z%d, Z%d, Z%d", b, a, c)
+		w.f("\tVSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", b, a, c+8)
+	}
+	for c := range 16 {
+		w.f("\tVMOVUPS Z%d, (DI)", c)
+		if c < 15 {
+			w.f("\tADDQ R9, DI")
+		}
+	}
+	w.f("\tVZEROUPPER\n\tRET")
+	return w.String()
 }
