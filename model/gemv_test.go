@@ -160,6 +160,12 @@ func BenchmarkSmallLinear(b *testing.B) {
 			b.Run("strips-bf16/"+name, func(b *testing.B) {
 				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
 			})
+			// The one-strip kernel alone (AVX2 where it exists), as a CPU without AVX-512 runs.
+			b.Run("strips-bf16-one/"+name, func(b *testing.B) {
+				defer func(old int) { stripsAtOnce = old }(stripsAtOnce)
+				stripsAtOnce = 1
+				benchCPU(b, int64(2*s.in*s.out), func() { gemvStrips(x, n, s.in, hw, nil, s.out, y) })
+			})
 		}
 	}
 }
