@@ -30,6 +30,12 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 	b := m.d
 	D, F, ld, od := b.D, b.F, b.ld(), b.H*b.hd
 	N, M := p.n, p.M
+	// One backward at a time rewrites or returns the activations; the last returns them to
+	// the scratch pools for the next step.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.restoreActs()
+	defer p.releaseActs()
 	w, gw := &m.w, &g.w
 	dXb := getScratch(N * D)
 	defer putScratch(dXb)
@@ -65,8 +71,6 @@ func (p *LLMPass) backward(dLogProb, dEntropy [][]float32, g *LLMGrads) {
 		}
 	}()
 	if p.ins != nil {
-		p.mu.Lock()
-		defer p.mu.Unlock()
 		xb := getScratch(N * D)
 		defer putScratch(xb)
 		bs.x = *xb

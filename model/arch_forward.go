@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 )
 
@@ -39,6 +38,10 @@ type LLMPass struct {
 	ins  [][]float32
 	held int
 	mu   sync.Mutex
+	// arena holds acts' and ins' buffers (from the scratch pools); Backward returns it
+	// (nil after), and a later Backward runs the blocks' forward again to refill it.
+	arena *[]float32
+	ckpt  bool // checkpointing when the forward ran
 
 	M        int
 	respRows []int32
@@ -72,25 +75,11 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	}
 	d := m.d
 	p := m.newPass(seqs, temperature)
-	N, M, D := p.n, p.M, d.D
+	M, D := p.M, d.D
 	p.cos, p.sin = d.rotary(p.pos)
-	xb, tmpb := getScratch(N*D), getScratch(N*D)
+	xb := p.runBlocks()
 	defer putScratch(xb)
-	defer putScratch(tmpb)
 	x := *xb
-	d.embed(&m.w, p.tokens, p.pos, x)
-	if m.ckpt {
-		p.ins, p.acts = make([][]float32, d.layers), make([]llmAct, 1)
-	} else {
-		p.acts = make([]llmAct, d.layers)
-	}
-	for l := range d.layers {
-		if p.ins != nil {
-			p.ins[l] = slices.Clone(x)
-		}
-		m.blockForward(p, l, x, *tmpb, p.act(l))
-	}
-	p.held = d.layers - 1
 	w := &m.w
 	xg := make([]float32, M*D)
 	for k, r := range p.respRows {
@@ -107,7 +96,7 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 // positions, and the offsets of kept attention maps.
 func (m *LLM) newPass(seqs []Sequence, temperature float32) *LLMPass {
 	pk, pos := packSeqs(seqs)
-	p := &LLMPass{m: m, temp: temperature, seqs: pk.seqs, n: pk.n, M: pk.m, tokens: pk.tokens, pos: pos, respRows: pk.respRows, targets: pk.targets}
+	p := &LLMPass{m: m, ckpt: m.ckpt, temp: temperature, seqs: pk.seqs, n: pk.n, M: pk.m, tokens: pk.tokens, pos: pos, respRows: pk.respRows, targets: pk.targets}
 	if m.d.keepMaps {
 		for i := range p.seqs {
 			p.seqs[i].att = p.attLen
@@ -126,23 +115,96 @@ func (p *LLMPass) act(l int) *llmAct {
 	return &p.acts[l]
 }
 
-// alloc gives a (once) its buffers for the N rows of a pass.
-func (a *llmAct) alloc(p *LLMPass, b netDesc, qkNorm bool) {
-	if a.h1 != nil {
+// runBlocks embeds the pass's tokens and runs every block on them, keeping the activations
+// (or with checkpointing each block's input) in a fresh arena; it returns the residual stream
+// after the last block (scratch for the caller to put back).
+func (p *LLMPass) runBlocks() *[]float32 {
+	m, d := p.m, p.m.d
+	N, D := p.n, d.D
+	xb, tmpb := getScratch(N*D), getScratch(N*D)
+	defer putScratch(tmpb)
+	x := *xb
+	d.embed(&m.w, p.tokens, p.pos, x)
+	p.carveActs()
+	for l := range d.layers {
+		if p.ins != nil {
+			copy(p.ins[l], x)
+		}
+		m.blockForward(p, l, x, *tmpb, p.act(l))
+	}
+	p.held = d.layers - 1
+	return xb
+}
+
+// carveActs lays out the blocks' activations (and checkpointed inputs) in one scratch buffer:
+// pooled (a step's ~20 MB a block at 256 tokens would otherwise be fresh pages each step), and
+// one piece so that a step's size class rounds it up by at most a sixteenth.
+func (p *LLMPass) carveActs() {
+	d := p.m.d
+	nActs := d.layers
+	if p.ckpt {
+		nActs = 1
+	}
+	total := 0
+	count := func(n int) []float32 { total += n; return nil }
+	p.layOut(nActs, count)
+	p.arena = getScratch(total)
+	buf := *p.arena
+	p.layOut(nActs, func(n int) []float32 {
+		s := buf[:n:n]
+		buf = buf[n:]
+		return s
+	})
+}
+
+// layOut gives the pass nActs blocks' activations and, with checkpointing, every block's input,
+// each taken in turn from take.
+func (p *LLMPass) layOut(nActs int, take func(n int) []float32) {
+	d := p.m.d
+	p.acts = make([]llmAct, nActs)
+	for l := range p.acts {
+		p.acts[l].alloc(p, d, p.m.w.blocks[l].qn != nil, take)
+	}
+	p.ins = nil
+	if p.ckpt {
+		p.ins = make([][]float32, d.layers)
+		for l := range p.ins {
+			p.ins[l] = take(p.n * d.D)
+		}
+	}
+}
+
+// releaseActs returns the activations' arena to the scratch pools.
+func (p *LLMPass) releaseActs() {
+	if p.arena == nil {
 		return
 	}
+	putScratch(p.arena)
+	p.arena, p.acts, p.ins = nil, nil, nil
+}
+
+// restoreActs gives a pass whose activations were released them again: the blocks' forward
+// once more (the same calls, hence the same bits with the same weights).
+func (p *LLMPass) restoreActs() {
+	if p.arena == nil && p.n > 0 {
+		putScratch(p.runBlocks())
+	}
+}
+
+// alloc gives a its buffers for the N rows of a pass, each taken from take.
+func (a *llmAct) alloc(p *LLMPass, b netDesc, qkNorm bool, take func(n int) []float32) {
 	N, D, H := p.n, b.D, b.H
-	a.inHat, a.inRstd, a.h1 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
-	a.qkv = make([]float32, N*b.ld())
+	a.inHat, a.inRstd, a.h1 = take(N*D), take(N), take(N*D)
+	a.qkv = take(N * b.ld())
 	if qkNorm {
-		a.qkHat, a.qkRstd = make([]float32, N*(H+b.KV)*b.hd), make([]float32, N*(H+b.KV))
+		a.qkHat, a.qkRstd = take(N*(H+b.KV)*b.hd), take(N*(H+b.KV))
 	}
 	if b.keepMaps {
-		a.maps = make([]float32, p.attLen)
+		a.maps = take(p.attLen)
 	}
-	a.attOut = make([]float32, N*H*b.hd)
-	a.postHat, a.postRstd, a.h2 = make([]float32, N*D), make([]float32, N), make([]float32, N*D)
-	a.gu, a.act = make([]float32, N*b.up()), make([]float32, N*b.F)
+	a.attOut = take(N * H * b.hd)
+	a.postHat, a.postRstd, a.h2 = take(N*D), take(N), take(N*D)
+	a.gu, a.act = take(N*b.up()), take(N*b.F)
 }
 
 // blockForward runs block l on the residual stream x[N×D] in place,
@@ -152,7 +214,6 @@ func (m *LLM) blockForward(p *LLMPass, l int, x, tmp []float32, a *llmAct) {
 	b := m.d
 	N, D, H, F, ld := p.n, b.D, b.H, b.F, b.ld()
 	bw := &m.w.blocks[l]
-	a.alloc(p, b, bw.qn != nil)
 	b.normRows(x, N, bw.in, bw.inB, a.h1, a.inHat, a.inRstd)
 	m.linear(a.h1, N, D, bw.qkvM(), bw.qkvB, ld, a.qkv)
 	if bw.qn != nil {
@@ -302,6 +363,8 @@ func (m *LLM) Score(seqs []Sequence, temperature float32) ([][]float32, [][]floa
 		if err != nil {
 			return nil, nil, err
 		}
+		p.releaseActs() // no backward follows
+		p.releaseLogits()
 		return p.LogProbs(), p.Entropy(), nil
 	})
 }

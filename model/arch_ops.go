@@ -200,41 +200,17 @@ func rope(qkv []float32, n int, b blockDims, cos, sin []float32, inverse bool) {
 // silu(g) = g/(1+exp(−g)) with the vector exp.
 func swiglu(gu []float32, n, F int, act []float32) {
 	parallelRows(n, 4, func(lo, hi int) {
-		e := make([]float32, F)
 		for r := lo; r < hi; r++ {
-			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
-			negExp(g, e)
-			a := act[r*F:][:F]
-			for j, v := range g {
-				a[j] = v / (1 + e[j]) * u[j]
-			}
+			swigluSpan(gu[r*2*F:][:F], gu[r*2*F+F:][:F], act[r*F:][:F])
 		}
 	})
-}
-
-// negExp sets e = exp(−g) (the vector exp).
-func negExp(g, e []float32) {
-	for j, v := range g {
-		e[j] = -v
-	}
-	expSpan(e)
 }
 
 // swigluBackward writes into dgu[n×2F] the gradient of gu given dact.
 func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 	parallelRows(n, 4, func(lo, hi int) {
-		e := make([]float32, F)
 		for r := lo; r < hi; r++ {
-			g, u := gu[r*2*F:][:F], gu[r*2*F+F:][:F]
-			negExp(g, e)
-			da := dact[r*F:][:F]
-			dg, du := dgu[r*2*F:][:F], dgu[r*2*F+F:][:F]
-			for j, v := range g {
-				sig := 1 / (1 + e[j])
-				silu := v * sig
-				du[j] = da[j] * silu
-				dg[j] = da[j] * u[j] * sig * (1 + v*(1-sig))
-			}
+			swigluBackwardSpan(gu[r*2*F:][:F], gu[r*2*F+F:][:F], dact[r*F:][:F], dgu[r*2*F:][:F], dgu[r*2*F+F:][:F])
 		}
 	})
 }

@@ -122,3 +122,74 @@ func expSpan(x []float32) {
 		copy(x[n:], b[:len(x)-n])
 	}
 }
+
+// swigluRef is the reference of swigluSpan: a[j] = g[j]/(1+exp(−g[j]))·u[j] with the
+// vector exp (expSpan), each operation rounded in this order.
+func swigluRef(g, u, a []float32) {
+	e := make([]float32, len(g))
+	for j, v := range g {
+		e[j] = -v
+	}
+	expSpan(e)
+	for j, v := range g {
+		a[j] = v / (1 + e[j]) * u[j]
+	}
+}
+
+// swigluBackwardRef is the reference of swigluBackwardSpan: with sig = 1/(1+exp(−g)),
+// du = da·(g·sig) and dg = da·u·sig·(1 + g·(1−sig)), rounded in this order.
+func swigluBackwardRef(g, u, da, dg, du []float32) {
+	e := make([]float32, len(g))
+	for j, v := range g {
+		e[j] = -v
+	}
+	expSpan(e)
+	for j, v := range g {
+		sig := 1 / (1 + e[j])
+		silu := v * sig
+		du[j] = da[j] * silu
+		dg[j] = da[j] * u[j] * sig * (1 + v*(1-sig))
+	}
+}
+
+// swigluSpan writes a = silu(g)·u (all the same length): swigluRef's bits, the exp,
+// negation, division and products fused into one pass of eight lanes where available.
+func swigluSpan(g, u, a []float32) {
+	if !hasAVX2FMA {
+		swigluRef(g, u, a)
+		return
+	}
+	n := len(g) &^ 7
+	if n > 0 {
+		swigluVec(g[:n], u[:n], a[:n])
+	}
+	if n < len(g) {
+		var bg, bu, ba [8]float32
+		copy(bg[:], g[n:])
+		copy(bu[:], u[n:])
+		swigluVec(bg[:], bu[:], ba[:])
+		copy(a[n:], ba[:len(g)-n])
+	}
+}
+
+// swigluBackwardSpan writes the gradients dg and du of swiglu's gate g and up u given da
+// (all the same length): swigluBackwardRef's bits, fused like swigluSpan.
+func swigluBackwardSpan(g, u, da, dg, du []float32) {
+	if !hasAVX2FMA {
+		swigluBackwardRef(g, u, da, dg, du)
+		return
+	}
+	n := len(g) &^ 7
+	if n > 0 {
+		swigluBwdVec(g[:n], u[:n], da[:n], dg[:n], du[:n])
+	}
+	if n < len(g) {
+		var bg, bu, bd, bdg, bdu [8]float32
+		copy(bg[:], g[n:])
+		copy(bu[:], u[n:])
+		copy(bd[:], da[n:])
+		swigluBwdVec(bg[:], bu[:], bd[:], bdg[:], bdu[:])
+		copy(dg[n:], bdg[:len(g)-n])
+		copy(du[n:], bdu[:len(g)-n])
+	}
+}

@@ -65,3 +65,21 @@ func addVec(x, y []float32) int {
 	addAVX2(&x[0], &y[0], n)
 	return n
 }
+
+//go:noescape
+func swigluAVX2(gate, up, a *float32, n int)
+
+//go:noescape
+func swigluBwdAVX2(gate, up, da, dg, du *float32, n int)
+
+// swigluVec: equal lengths, a multiple of 8, AVX2+FMA present.
+func swigluVec(g, u, a []float32) {
+	_, _ = u[len(g)-1], a[len(g)-1]
+	swigluAVX2(&g[0], &u[0], &a[0], len(g))
+}
+
+// swigluBwdVec: equal lengths, a multiple of 8, AVX2+FMA present.
+func swigluBwdVec(g, u, da, dg, du []float32) {
+	_, _, _, _ = u[len(g)-1], da[len(g)-1], dg[len(g)-1], du[len(g)-1]
+	swigluBwdAVX2(&g[0], &u[0], &da[0], &dg[0], &du[0], len(g))
+}

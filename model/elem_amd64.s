@@ -312,3 +312,86 @@ aloop:
 adone:
 	VZEROUPPER
 	RET
+
+DATA swSign<>+0(SB)/4, $0x80000000
+GLOBL swSign<>(SB), RODATA|NOPTR, $4
+
+// NEGEXPT computes Y5 = exp(clamp(−Y0)) as negation then expAVX2 would (the
+// same instructions); clobbers Y1, Y2, Y3, Y4, Y6.
+#define NEGEXPT \
+	VBROADCASTSS swSign<>(SB), Y1; \
+	VXORPS Y1, Y0, Y1; \
+	VBROADCASTSS geluK<>+8(SB), Y2; \
+	VMINPS Y2, Y1, Y1; \
+	VBROADCASTSS geluK<>+12(SB), Y2; \
+	VMAXPS Y2, Y1, Y1; \
+	EXPT
+
+// func swigluAVX2(gate, up, a *float32, n int)
+// a[i] = g[i] / (1 + exp(-g[i])) * u[i]; n % 8 == 0.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ gate+0(FP), SI
+	MOVQ up+8(FP), DX
+	MOVQ a+16(FP), DI
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   swdone
+
+swloop:
+	VMOVUPS (SI), Y0
+	NEGEXPT
+	VBROADCASTSS geluK<>+56(SB), Y4
+	VADDPS Y4, Y5, Y5
+	VDIVPS Y5, Y0, Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  swloop
+
+swdone:
+	VZEROUPPER
+	RET
+
+// func swigluBwdAVX2(gate, up, da, dg, du *float32, n int)
+// sig = 1/(1+exp(-g)); du = da·(g·sig); dg = ((da·u)·sig)·(1 + g·(1-sig)); n % 8 == 0.
+TEXT ·swigluBwdAVX2(SB), NOSPLIT, $0-48
+	MOVQ gate+0(FP), SI
+	MOVQ up+8(FP), DX
+	MOVQ da+16(FP), BX
+	MOVQ dg+24(FP), DI
+	MOVQ du+32(FP), R8
+	MOVQ n+40(FP), CX
+	SHRQ $3, CX
+	JZ   sbdone
+
+sbloop:
+	VMOVUPS (SI), Y0
+	NEGEXPT
+	VBROADCASTSS geluK<>+56(SB), Y4
+	VADDPS Y4, Y5, Y5
+	VDIVPS Y5, Y4, Y7
+	VMULPS Y7, Y0, Y8
+	VMOVUPS (BX), Y9
+	VMULPS Y8, Y9, Y8
+	VMOVUPS Y8, (R8)
+	VMULPS (DX), Y9, Y9
+	VMULPS Y7, Y9, Y9
+	VSUBPS Y7, Y4, Y10
+	VMULPS Y10, Y0, Y10
+	VADDPS Y10, Y4, Y10
+	VMULPS Y10, Y9, Y9
+	VMOVUPS Y9, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	ADDQ $32, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  sbloop
+
+sbdone:
+	VZEROUPPER
+	RET

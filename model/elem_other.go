@@ -15,3 +15,6 @@ func lnRowVec(x, g, b, y, xhat []float32) float32 { return lnRowRef(x, g, b, y, 
 func lnRowBwdVec(dy, xhat, g, dx []float32, rstd float32) { lnRowBwdRef(dy, xhat, g, dx, rstd) }
 
 func addVec(x, y []float32) int { return 0 }
+
+func swigluVec(g, u, a []float32)             { swigluRef(g, u, a) }
+func swigluBwdVec(g, u, da, dg, du []float32) { swigluBackwardRef(g, u, da, dg, du) }
