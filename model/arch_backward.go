@@ -192,19 +192,8 @@ func logitGradRows(z, probs []float32, lse []float64, ent []float32, targets []i
 			if des != nil {
 				de = float64(des[k])
 			}
-			zr := z[k*V : (k+1)*V]
-			pr := probs[k*V : (k+1)*V]
-			dz := dZ[k*V : (k+1)*V]
-			H := float64(ent[k])
-			for j := range dz {
-				pj := float64(pr[j])
-				du := -dlp * pj
-				if de != 0 {
-					du -= de * pj * (float64(zr[j])*invT - lse[k] + H)
-				}
-				dz[j] = float32(du * invT)
-			}
-			dz[targets[k]] += float32(dlp * invT)
+			logitGradSpan(z[k*V:(k+1)*V], probs[k*V:(k+1)*V], dZ[k*V:(k+1)*V], dlp, de, invT, lse[k], float64(ent[k]))
+			dZ[k*V+int(targets[k])] += float32(dlp * invT)
 		}
 	})
 }

@@ -193,3 +193,30 @@ func swigluBackwardSpan(g, u, da, dg, du []float32) {
 		copy(du[n:], bdu[:len(g)-n])
 	}
 }
+
+// logitGradRef is the reference of logitGradSpan: per element of one head row, in float64 and
+// rounded once, dz = (−dlp·p − de·p·(z·invT − lse + H))·invT (the entropy term only when de ≠
+// 0), each operation in this order; dz may be p itself.
+func logitGradRef(z, p, dz []float32, dlp, de, invT, lse, H float64) {
+	for j := range dz {
+		pj := float64(p[j])
+		du := -dlp * pj
+		if de != 0 {
+			du -= de * pj * (float64(z[j])*invT - lse + H)
+		}
+		dz[j] = float32(du * invT)
+	}
+}
+
+// logitGradSpan is logitGradRef four (float64) lanes at a time where available: the same
+// operations on each element, hence the same bits.
+func logitGradSpan(z, p, dz []float32, dlp, de, invT, lse, H float64) {
+	n := 0
+	if hasAVX2FMA {
+		n = len(dz) &^ 7
+	}
+	if n > 0 {
+		logitGradVec(z[:n], p[:n], dz[:n], dlp, de, invT, lse, H)
+	}
+	logitGradRef(z[n:], p[n:], dz[n:], dlp, de, invT, lse, H)
+}

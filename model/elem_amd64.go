@@ -83,3 +83,17 @@ func swigluBwdVec(g, u, da, dg, du []float32) {
 	_, _, _, _ = u[len(g)-1], da[len(g)-1], dg[len(g)-1], du[len(g)-1]
 	swigluBwdAVX2(&g[0], &u[0], &da[0], &dg[0], &du[0], len(g))
 }
+
+//go:noescape
+func logitGradAVX2(z, p, dz *float32, n int, ndlp, de, invT, lse, h float64)
+
+// logitGradVec: equal lengths, a multiple of 8, AVX2 present; z is read only when de ≠ 0.
+func logitGradVec(z, p, dz []float32, dlp, de, invT, lse, H float64) {
+	_ = dz[len(p)-1]
+	zp := &p[0]
+	if de != 0 {
+		_ = z[len(p)-1]
+		zp = &z[0]
+	}
+	logitGradAVX2(zp, &p[0], &dz[0], len(p), -dlp, de, invT, lse, H)
+}

@@ -395,3 +395,76 @@ sbloop:
 sbdone:
 	VZEROUPPER
 	RET
+
+// func logitGradAVX2(z, p, dz *float32, n int, ndlp, de, invT, lse, h float64)
+// dz[i] = float32((ndlp·p[i] − de·p[i]·((z[i]·invT − lse) + h))·invT) in float64, the
+// entropy term only when de != 0 (then z is read); n % 8 == 0.
+TEXT ·logitGradAVX2(SB), NOSPLIT, $0-72
+	MOVQ z+0(FP), SI
+	MOVQ p+8(FP), DX
+	MOVQ dz+16(FP), DI
+	MOVQ n+24(FP), CX
+	VBROADCASTSD ndlp+32(FP), Y8
+	VBROADCASTSD de+40(FP), Y9
+	VBROADCASTSD invT+48(FP), Y10
+	VBROADCASTSD lse+56(FP), Y11
+	VBROADCASTSD h+64(FP), Y12
+	SHRQ $3, CX
+	JZ   lgdone
+	MOVSD de+40(FP), X0
+	XORPD X1, X1
+	UCOMISD X1, X0
+	JNE  lgent
+	JP   lgent
+
+lgloop:
+	VCVTPS2PD (DX), Y0
+	VCVTPS2PD 16(DX), Y1
+	VMULPD Y0, Y8, Y0
+	VMULPD Y1, Y8, Y1
+	VMULPD Y10, Y0, Y0
+	VMULPD Y10, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS X0, (DI)
+	VMOVUPS X1, 16(DI)
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  lgloop
+	JMP  lgdone
+
+lgent:
+	VCVTPS2PD (DX), Y0
+	VCVTPS2PD 16(DX), Y1
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VMULPD Y10, Y2, Y2
+	VMULPD Y10, Y3, Y3
+	VSUBPD Y11, Y2, Y2
+	VSUBPD Y11, Y3, Y3
+	VADDPD Y12, Y2, Y2
+	VADDPD Y12, Y3, Y3
+	VMULPD Y0, Y9, Y4
+	VMULPD Y1, Y9, Y5
+	VMULPD Y2, Y4, Y4
+	VMULPD Y3, Y5, Y5
+	VMULPD Y0, Y8, Y0
+	VMULPD Y1, Y8, Y1
+	VSUBPD Y4, Y0, Y0
+	VSUBPD Y5, Y1, Y1
+	VMULPD Y10, Y0, Y0
+	VMULPD Y10, Y1, Y1
+	VCVTPD2PSY Y0, X0
+	VCVTPD2PSY Y1, X1
+	VMOVUPS X0, (DI)
+	VMOVUPS X1, 16(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  lgent
+
+lgdone:
+	VZEROUPPER
+	RET

@@ -18,3 +18,7 @@ func addVec(x, y []float32) int { return 0 }
 
 func swigluVec(g, u, a []float32)             { swigluRef(g, u, a) }
 func swigluBwdVec(g, u, da, dg, du []float32) { swigluBackwardRef(g, u, da, dg, du) }
+
+func logitGradVec(z, p, dz []float32, dlp, de, invT, lse, H float64) {
+	logitGradRef(z, p, dz, dlp, de, invT, lse, H)
+}

@@ -275,3 +275,31 @@ func TestSwiGLUSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestLogitGradSameBits: the vector gradient of a head row gives the reference's bits for
+// every element, with and without the entropy term, in place (dz = p) or not, at ragged
+// lengths.
+func TestLogitGradSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	n := 1<<16 + 3
+	z, p := make([]float32, n), make([]float32, n)
+	for i := range z {
+		z[i] = float32(r.NormFloat64() * 8)
+		p[i] = float32(math.Exp(r.NormFloat64()*6 - 10))
+	}
+	p[0], p[1], p[2], z[3], z[4] = 0, 1, 1e-44, float32(math.Inf(-1)), 1e30
+	for _, c := range [][2]float64{{1, 0}, {-0.37, 0}, {0.5, 1.25}, {0, -3e-3}, {2, math.Copysign(0, -1)}, {1e-8, 7}} {
+		dlp, de := c[0], c[1]
+		for _, span := range [][2]int{{0, n}, {0, 8}, {1, 17}, {5, 5 + 8*41}, {9, 12}} {
+			lo, hi := span[0], span[1]
+			want := make([]float32, hi-lo)
+			logitGradRef(z[lo:hi], p[lo:hi], want, dlp, de, 1/0.7, 3.25, 1.5)
+			got := make([]float32, hi-lo)
+			logitGradSpan(z[lo:hi], p[lo:hi], got, dlp, de, 1/0.7, 3.25, 1.5)
+			sameBitsT(t, "dz", got, want)
+			inPlace := append([]float32(nil), p[lo:hi]...)
+			logitGradSpan(z[lo:hi], inPlace, inPlace, dlp, de, 1/0.7, 3.25, 1.5)
+			sameBitsT(t, "dz in place", inPlace, want)
+		}
+	}
+}

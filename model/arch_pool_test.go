@@ -1,0 +1,96 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// poisonScratch fills the pooled buffers of n floats with NaN, so that a buffer taken from the
+// pools and read before it is written shows in the results.
+func poisonScratch(n int) {
+	var held []*[]float32
+	for range 4 {
+		s := getScratch(n)
+		for i := range *s {
+			(*s)[i] = float32(math.NaN())
+		}
+		held = append(held, s)
+	}
+	for _, s := range held {
+		putScratch(s)
+	}
+}
+
+// TestPooledActivationsSameBits: Backward returns a pass's activations to the scratch pools;
+// a later pass reuses them (filled with NaN between steps here), and a second Backward on the
+// same pass runs the blocks again. The log-probs and every gradient keep their bits, with and
+// without activation checkpointing.
+func TestPooledActivationsSameBits(t *testing.T) {
+	for name, c := range tinyArchs() {
+		for _, ckpt := range []bool{false, true} {
+			m, err := InitLLM(c, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeLLM(m, 3, 0.3)
+			m.SetActivationCheckpointing(ckpt)
+			r := rand.New(rand.NewPCG(9, 9))
+			seqs := archSeqs(c.Vocab, r, [2]int{5, 7}, [2]int{3, 9})
+			dlp, dent := randGrads(seqs, r)
+			p, err := m.Forward(seqs, 0.9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arena := len(*p.arena)
+			first := m.NewGrads()
+			if err := p.Backward(dlp, dent, first); err != nil {
+				t.Fatal(err)
+			}
+			if p.arena != nil {
+				t.Fatalf("%s ckpt=%v: Backward kept the activations", name, ckpt)
+			}
+			poisonScratch(arena)
+			again := m.NewGrads()
+			if err := p.Backward(dlp, dent, again); err != nil {
+				t.Fatal(err)
+			}
+			poisonScratch(arena)
+			q, err := m.Forward(seqs, 0.9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := m.NewGrads()
+			if err := q.Backward(dlp, dent, next); err != nil {
+				t.Fatal(err)
+			}
+			sameBitsT(t, name+" log-probs", flatRows(q.LogProbs()), flatRows(p.LogProbs()))
+			sameBitsT(t, name+" entropies", flatRows(q.Entropy()), flatRows(p.Entropy()))
+			sameBitsT(t, name+" second Backward", again.buf, first.buf)
+			sameBitsT(t, name+" next pass", next.buf, first.buf)
+			if first.Norm() == 0 {
+				t.Fatalf("%s: zero gradient", name)
+			}
+		}
+	}
+}
+
+func flatRows(v [][]float32) []float32 {
+	var o []float32
+	for _, r := range v {
+		o = append(o, r...)
+	}
+	return o
+}
+
+func sameBitsT(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s[%d] = %v, want %v (bits)", what, i, got[i], want[i])
+		}
+	}
+}
