@@ -226,7 +226,8 @@ func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 	H, od, ld := b.H, b.H*b.hd, b.ld()
 	perSeq, hs := attnSplit(len(seqs), H)
-	scratch := make([][]float32, workers())
+	scratch := make(workerScratch, workers())
+	defer scratch.release()
 	parallelTasks(len(seqs)*H/hs, func(worker, t int) {
 		si := seqs[t*hs/H]
 		L := si.n
@@ -246,7 +247,7 @@ func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 			}
 			for i0 := 0; i0 < L; i0 += attnBlock {
 				i1 := min(L, i0+attnBlock)
-				P := attnScratch(scratch, worker, seqs)[:(i1-i0)*i1]
+				P := scratch.get(worker, attnFloats(seqs))[:(i1-i0)*i1]
 				attnRows(g, si, b, qkv, h, i0, i1, P)
 				g.Sgemm(false, false, i1-i0, b.hd, i1, 1, P, i1, v, ld, 0, out[(si.start+i0)*od+h*b.hd:], od)
 			}
@@ -260,17 +261,37 @@ func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 // in the same order as one product over all rows.
 var attnBlock = 256
 
-// attnScratch returns worker's scratch for attnBlock rows of the longest
-// sequence, allocated on first use.
-func attnScratch(scratch [][]float32, worker int, seqs []seqInfo) []float32 {
-	if scratch[worker] == nil {
-		maxL := 0
-		for _, si := range seqs {
-			maxL = max(maxL, si.n)
-		}
-		scratch[worker] = make([]float32, min(maxL, attnBlock)*maxL)
+// workerScratch is one scratch buffer per worker, taken from the pools on first use.
+type workerScratch []*[]float32
+
+// get returns worker's buffer of n floats (the same n on every call).
+func (s workerScratch) get(worker, n int) []float32 {
+	if s[worker] == nil {
+		s[worker] = getScratch(n)
 	}
-	return scratch[worker]
+	return *s[worker]
+}
+
+// release returns the buffers to the pools.
+func (s workerScratch) release() {
+	for _, b := range s {
+		putScratch(b)
+	}
+}
+
+// maxLen is the length of the longest sequence.
+func maxLen(seqs []seqInfo) int {
+	maxL := 0
+	for _, si := range seqs {
+		maxL = max(maxL, si.n)
+	}
+	return maxL
+}
+
+// attnFloats is a worker's scratch for attnBlock rows of the longest sequence.
+func attnFloats(seqs []seqInfo) int {
+	maxL := maxLen(seqs)
+	return min(maxL, attnBlock) * maxL
 }
 
 // attnRows writes into P[(i1−i0)×i1] the causal softmax rows i0..i1−1 of query head h of one
@@ -291,7 +312,9 @@ func attnRows(g GEMM, si seqInfo, b blockDims, qkv []float32, h, i0, i1 int, P [
 func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []float32) {
 	ld, KV := b.ld(), b.KV
 	perSeq, ks := attnSplit(len(seqs), KV)
-	pScratch, dScratch := make([][]float32, workers()), make([][]float32, workers())
+	pScratch, dScratch := make(workerScratch, workers()), make(workerScratch, workers())
+	defer pScratch.release()
+	defer dScratch.release()
 	parallelTasks(len(seqs)*KV/ks, func(worker, t int) {
 		si := seqs[t*ks/KV]
 		L := si.n
@@ -308,10 +331,11 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []floa
 		a := attnGrad{g: g, si: si, b: b, qkv: qkv, dO: dO, dqkv: dqkv}
 		for kh := t * ks % KV; kh < t*ks%KV+ks; kh++ {
 			if maps != nil {
-				a.keptMaps(kh, maps, dScratch[worker:worker+1], seqs)
+				maxL := maxLen(seqs)
+				a.keptMaps(kh, maps, dScratch.get(worker, maxL*maxL))
 				continue
 			}
-			a.blocks(kh, attnScratch(pScratch, worker, seqs), attnScratch(dScratch, worker, seqs))
+			a.blocks(kh, pScratch.get(worker, attnFloats(seqs)), dScratch.get(worker, attnFloats(seqs)))
 		}
 	})
 }
@@ -336,18 +360,12 @@ func (a *attnGrad) operands(h, i0 int) (q, k, v, do, dq, dk, dv []float32) {
 	return
 }
 
-// keptMaps is the backward of KV head kh's query heads from the kept maps.
-func (a *attnGrad) keptMaps(kh int, maps []float32, dScratch [][]float32, seqs []seqInfo) {
+// keptMaps is the backward of KV head kh's query heads from the kept maps, with dScratch
+// (the longest sequence's L×L) for a map's gradient.
+func (a *attnGrad) keptMaps(kh int, maps, dScratch []float32) {
 	ld, hd, L, od, rep := a.b.ld(), a.b.hd, a.si.n, a.b.H*a.b.hd, a.b.H/a.b.KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	if dScratch[0] == nil {
-		maxL := 0
-		for _, si := range seqs {
-			maxL = max(maxL, si.n)
-		}
-		dScratch[0] = make([]float32, maxL*maxL)
-	}
-	dP := dScratch[0][:L*L]
+	dP := dScratch[:L*L]
 	for h := kh * rep; h < (kh+1)*rep; h++ {
 		beta := float32(1)
 		if h == kh*rep {

@@ -25,54 +25,65 @@ func poisonScratch(n int) {
 // TestPooledActivationsSameBits: Backward returns a pass's activations to the scratch pools;
 // a later pass reuses them (filled with NaN between steps here), and a second Backward on the
 // same pass runs the blocks again. The log-probs and every gradient keep their bits, with and
-// without activation checkpointing.
+// without activation checkpointing, for the architectures and the built-in model (which keeps
+// its attention maps).
 func TestPooledActivationsSameBits(t *testing.T) {
 	for name, c := range tinyArchs() {
-		for _, ckpt := range []bool{false, true} {
-			m, err := InitLLM(c, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			randomizeLLM(m, 3, 0.3)
-			m.SetActivationCheckpointing(ckpt)
-			r := rand.New(rand.NewPCG(9, 9))
-			seqs := archSeqs(c.Vocab, r, [2]int{5, 7}, [2]int{3, 9})
-			dlp, dent := randGrads(seqs, r)
-			p, err := m.Forward(seqs, 0.9)
-			if err != nil {
-				t.Fatal(err)
-			}
-			arena := len(*p.arena)
-			first := m.NewGrads()
-			if err := p.Backward(dlp, dent, first); err != nil {
-				t.Fatal(err)
-			}
-			if p.arena != nil {
-				t.Fatalf("%s ckpt=%v: Backward kept the activations", name, ckpt)
-			}
-			poisonScratch(arena)
-			again := m.NewGrads()
-			if err := p.Backward(dlp, dent, again); err != nil {
-				t.Fatal(err)
-			}
-			poisonScratch(arena)
-			q, err := m.Forward(seqs, 0.9)
-			if err != nil {
-				t.Fatal(err)
-			}
-			next := m.NewGrads()
-			if err := q.Backward(dlp, dent, next); err != nil {
-				t.Fatal(err)
-			}
-			sameBitsT(t, name+" log-probs", flatRows(q.LogProbs()), flatRows(p.LogProbs()))
-			sameBitsT(t, name+" entropies", flatRows(q.Entropy()), flatRows(p.Entropy()))
-			sameBitsT(t, name+" second Backward", again.buf, first.buf)
-			sameBitsT(t, name+" next pass", next.buf, first.buf)
-			if first.Norm() == 0 {
-				t.Fatalf("%s: zero gradient", name)
-			}
+		m, err := InitLLM(c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeLLM(m, 3, 0.3)
+		checkPooledActs(t, name, m, c.Vocab, m.NewGrads)
+	}
+	b, err := New(tinyConfig(false), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeParams(b, 4, 0.3)
+	checkPooledActs(t, "builtin", b.core, VocabSize, func() *LLMGrads { return b.NewGrads().core })
+}
+
+func checkPooledActs(t *testing.T, name string, m *LLM, vocab int, newGrads func() *LLMGrads) {
+	t.Helper()
+	for _, ckpt := range []bool{false, true} {
+		m.SetActivationCheckpointing(ckpt)
+		r := rand.New(rand.NewPCG(9, 9))
+		seqs := archSeqs(vocab, r, [2]int{5, 7}, [2]int{3, 8})
+		dlp, dent := randGrads(seqs, r)
+		p, err := m.Forward(seqs, 0.9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arena := len(*p.arena)
+		first := newGrads()
+		p.backward(dlp, dent, first)
+		if p.arena != nil {
+			t.Fatalf("%s ckpt=%v: Backward kept the activations", name, ckpt)
+		}
+		poisonScratch(arena)
+		again := newGrads()
+		p.backward(dlp, dent, again)
+		poisonScratch(arena)
+		q, err := m.Forward(seqs, 0.9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := newGrads()
+		q.backward(dlp, dent, next)
+		sameBitsT(t, name+" log-probs", flatRows(q.LogProbs()), flatRows(p.LogProbs()))
+		sameBitsT(t, name+" entropies", flatRows(q.Entropy()), flatRows(p.Entropy()))
+		sameBitsT(t, name+" second Backward", again.buf, first.buf)
+		sameBitsT(t, name+" next pass", next.buf, first.buf)
+		nonzero := false
+		for _, v := range first.buf {
+			nonzero = nonzero || v != 0
+		}
+		if !nonzero {
+			t.Fatalf("%s: zero gradient", name)
 		}
 	}
+	m.SetActivationCheckpointing(false)
 }
 
 func flatRows(v [][]float32) []float32 {
