@@ -220,3 +220,60 @@ func logitGradSpan(z, p, dz []float32, dlp, de, invT, lse, H float64) {
 	}
 	logitGradRef(z[n:], p[n:], dz[n:], dlp, de, invT, lse, H)
 }
+
+// scaledMaxRef is the reference of scaledMax: the largest float64(v)·invT over z, the first of
+// equals (−Inf when z is empty or all NaN; NaN never wins).
+func scaledMaxRef(z []float32, invT float64) float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		if u := float64(v) * invT; u > mx {
+			mx = u
+		}
+	}
+	return mx
+}
+
+// scaledMax is scaledMaxRef with eight running maxima in vector lanes where available. A
+// non-zero maximum has one encoding, so the lanes' order does not matter; a zero one (+0 or
+// −0, whichever comes first) is looked up again in index order.
+func scaledMax(z []float32, invT float64) float64 {
+	n := 0
+	if hasAVX2FMA {
+		n = len(z) &^ 7
+	}
+	if n == 0 {
+		return scaledMaxRef(z, invT)
+	}
+	var lanes [8]float64
+	scaledMaxVec(z[:n], invT, &lanes)
+	mx := scaledMaxRef(z[n:], invT)
+	for _, v := range lanes {
+		if v > mx {
+			mx = v
+		}
+	}
+	if mx == 0 {
+		return scaledMaxRef(z, invT)
+	}
+	return mx
+}
+
+// shiftScaledRef is the reference of shiftScaled: e[j] = float32(float64(z[j])·invT − mx).
+func shiftScaledRef(z []float32, invT, mx float64, e []float32) {
+	for j, v := range z {
+		e[j] = float32(float64(v)*invT - mx)
+	}
+}
+
+// shiftScaled is shiftScaledRef four float64 lanes at a time where available (the same
+// operations, the same bits).
+func shiftScaled(z []float32, invT, mx float64, e []float32) {
+	n := 0
+	if hasAVX2FMA {
+		n = len(z) &^ 7
+	}
+	if n > 0 {
+		shiftScaledVec(z[:n], invT, mx, e[:n])
+	}
+	shiftScaledRef(z[n:], invT, mx, e[n:len(z)])
+}

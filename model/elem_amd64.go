@@ -97,3 +97,21 @@ func logitGradVec(z, p, dz []float32, dlp, de, invT, lse, H float64) {
 	}
 	logitGradAVX2(zp, &p[0], &dz[0], len(p), -dlp, de, invT, lse, H)
 }
+
+//go:noescape
+func scaledMaxAVX2(z *float32, n int, invT float64, lanes *[8]float64)
+
+//go:noescape
+func shiftScaledAVX2(z, e *float32, n int, invT, mx float64)
+
+// scaledMaxVec: len(z) a positive multiple of 8, AVX2 present; lanes receives eight running
+// maxima (lane i over the elements ≡ i mod 8).
+func scaledMaxVec(z []float32, invT float64, lanes *[8]float64) {
+	scaledMaxAVX2(&z[0], len(z), invT, lanes)
+}
+
+// shiftScaledVec: len(z) == len(e), a positive multiple of 8, AVX2 present.
+func shiftScaledVec(z []float32, invT, mx float64, e []float32) {
+	_ = e[len(z)-1]
+	shiftScaledAVX2(&z[0], &e[0], len(z), invT, mx)
+}

@@ -468,3 +468,61 @@ lgent:
 lgdone:
 	VZEROUPPER
 	RET
+
+DATA negInf<>+0(SB)/8, $0xfff0000000000000
+GLOBL negInf<>(SB), RODATA|NOPTR, $8
+
+// func scaledMaxAVX2(z *float32, n int, invT float64, lanes *[8]float64)
+// lanes[i] = the running max, u > m ? u : m from −Inf, of u = z[j]·invT (float64) over j ≡ i
+// mod 8 (VMAXPD's rule with u first: NaN and equal values keep m); n % 8 == 0, n > 0.
+TEXT ·scaledMaxAVX2(SB), NOSPLIT, $0-32
+	MOVQ z+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD invT+16(FP), Y8
+	MOVQ lanes+24(FP), DI
+	VBROADCASTSD negInf<>(SB), Y0
+	VMOVAPD Y0, Y1
+	SHRQ $3, CX
+
+smloop:
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VMULPD Y8, Y2, Y2
+	VMULPD Y8, Y3, Y3
+	VMAXPD Y0, Y2, Y0
+	VMAXPD Y1, Y3, Y1
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  smloop
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VZEROUPPER
+	RET
+
+// func shiftScaledAVX2(z, e *float32, n int, invT, mx float64)
+// e[i] = float32(float64(z[i])·invT − mx); n % 8 == 0, n > 0.
+TEXT ·shiftScaledAVX2(SB), NOSPLIT, $0-40
+	MOVQ z+0(FP), SI
+	MOVQ e+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD invT+24(FP), Y8
+	VBROADCASTSD mx+32(FP), Y9
+	SHRQ $3, CX
+
+ssloop:
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VMULPD Y8, Y2, Y2
+	VMULPD Y8, Y3, Y3
+	VSUBPD Y9, Y2, Y2
+	VSUBPD Y9, Y3, Y3
+	VCVTPD2PSY Y2, X2
+	VCVTPD2PSY Y3, X3
+	VMOVUPS X2, (DI)
+	VMOVUPS X3, 16(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  ssloop
+	VZEROUPPER
+	RET

@@ -22,3 +22,11 @@ func swigluBwdVec(g, u, da, dg, du []float32) { swigluBackwardRef(g, u, da, dg, 
 func logitGradVec(z, p, dz []float32, dlp, de, invT, lse, H float64) {
 	logitGradRef(z, p, dz, dlp, de, invT, lse, H)
 }
+
+func scaledMaxVec(z []float32, invT float64, lanes *[8]float64) {
+	for i := range lanes {
+		lanes[i] = scaledMaxRef(z, invT)
+	}
+}
+
+func shiftScaledVec(z []float32, invT, mx float64, e []float32) { shiftScaledRef(z, invT, mx, e) }

@@ -303,3 +303,56 @@ func TestLogitGradSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxStatsPartsSameBits: the vector maximum and shift of a scaled logits row give
+// their references' bits: rows whose maximum is +0 or −0 (either first), NaN, ±Inf, a maximum
+// in the ragged tail, lengths 1 to 8·k+7.
+func TestSoftmaxStatsPartsSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
+	rows := [][]float32{{0}, {nan}, {}}
+	for _, n := range []int{1, 7, 8, 9, 16, 31, 64, 1003} {
+		z := make([]float32, n)
+		for i := range z {
+			z[i] = float32(r.NormFloat64() * 10)
+		}
+		rows = append(rows, z)
+		neg := make([]float32, n) // maximum zero: −0 first, then +0
+		for i := range neg {
+			neg[i] = -1 - float32(i)
+		}
+		neg[n/3] = negZero
+		neg[n-1] = 0
+		rows = append(rows, neg)
+		pos := append([]float32(nil), neg...)
+		pos[n/3], pos[n-1] = 0, negZero
+		rows = append(rows, pos)
+		odd := append([]float32(nil), z...)
+		odd[0], odd[n/2] = nan, -inf
+		odd[n-1] = 1e30 // in the tail for most lengths
+		rows = append(rows, odd)
+		allNaN := make([]float32, n)
+		for i := range allNaN {
+			allNaN[i] = nan
+		}
+		rows = append(rows, allNaN)
+		nanLast := append([]float32(nil), z...) // NaN last in every lane's share
+		for i := n / 2; i < n; i++ {
+			nanLast[i] = nan
+		}
+		rows = append(rows, nanLast)
+	}
+	for _, invT := range []float64{1, 1 / 0.7, 3} {
+		for i, z := range rows {
+			want, got := scaledMaxRef(z, invT), scaledMax(z, invT)
+			if math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("row %d (len %d) invT %v: max %v, reference %v", i, len(z), invT, got, want)
+			}
+			we, ge := make([]float32, len(z)), make([]float32, len(z))
+			shiftScaledRef(z, invT, want, we)
+			shiftScaled(z, invT, want, ge)
+			sameBitsT(t, "shifted", ge, we)
+		}
+	}
+}

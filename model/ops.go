@@ -181,19 +181,12 @@ func softmaxProbs(z []float32, invT float64, p []float32) (lse float64) {
 }
 
 func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (lse, ent float64) {
-	mx := math.Inf(-1)
-	for _, v := range z {
-		if u := float64(v) * invT; u > mx {
-			mx = u
-		}
-	}
+	mx := scaledMax(z, invT)
 	e := p
 	if e == nil {
 		e = make([]float32, len(z))
 	}
-	for j, v := range z {
-		e[j] = float32(float64(v)*invT - mx)
-	}
+	shiftScaled(z, invT, mx, e)
 	expSpan(e)
 	var s float64
 	for j, v := range z {
