@@ -53,6 +53,7 @@ type LLMPass struct {
 	probs    []float32
 	lent     bool // logits handed out (rawLogits): not returned to the scratch pools
 	lse      []float64
+	rowStats []softmaxStat // per row: what gives its probabilities again (softmaxProbs)
 	logp     []float32
 	ent      []float32
 }
@@ -88,6 +89,7 @@ func (m *LLM) Forward(seqs []Sequence, temperature float32) (*LLMPass, error) {
 	p.nHat, p.nRstd, p.hf = make([]float32, M*D), make([]float32, M), make([]float32, M*D)
 	d.normRows(xg, M, w.norm, w.normB, p.hf, p.nHat, p.nRstd)
 	p.lse, p.logp, p.ent = make([]float64, M), make([]float32, M), make([]float32, M)
+	p.rowStats = make([]softmaxStat, M)
 	m.scoreHead(p)
 	return p, nil
 }
@@ -319,13 +321,15 @@ func linearT(g GEMM, x []float32, n, in int, W weight, b []float32, out int, y [
 }
 
 // scoreRows fills, per row k of logits[M×V], the softmax of logits/temp
-// into probs, its log-sum-exp, the log-prob of targets[k] and the entropy.
-func scoreRows(logits, probs []float32, V int, temp float32, targets []int32, lse []float64, logp, ent []float32) {
+// into probs, its log-sum-exp, the log-prob of targets[k] and the entropy,
+// and what gives the probabilities again into stats.
+func scoreRows(logits, probs []float32, V int, temp float32, targets []int32, lse []float64, logp, ent []float32, stats []softmaxStat) {
 	invT := 1 / float64(temp)
 	parallelRows(len(targets), 16, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			z := logits[k*V : (k+1)*V]
-			l, e := softmaxStats(z, invT, probs[k*V:(k+1)*V])
+			st, l, e := softmaxRow(z, invT, probs[k*V:(k+1)*V], true)
+			stats[k] = st
 			lse[k] = l
 			logp[k] = float32(float64(z[targets[k]])*invT - l)
 			ent[k] = float32(e)

@@ -22,7 +22,7 @@ func (m *LLM) scoreHead(p *LLMPass) {
 		// From the scratch pools (the backward returns them): no fresh pages a step.
 		p.logits, p.probs = (*getScratch(n * V))[:n*V], (*getScratch(n * V))[:n*V]
 		m.headLogits(p.hf, 0, p.M, p.logits)
-		scoreRows(p.logits, p.probs, V, p.temp, p.targets, p.lse, p.logp, p.ent)
+		scoreRows(p.logits, p.probs, V, p.temp, p.targets, p.lse, p.logp, p.ent, p.rowStats)
 		return
 	}
 	zb, pb := getScratch(n*V), getScratch(n*V)
@@ -32,7 +32,7 @@ func (m *LLM) scoreHead(p *LLMPass) {
 	for lo := 0; lo < p.M; lo += rows {
 		hi := min(p.M, lo+rows)
 		m.headLogits(p.hf, lo, hi, z)
-		scoreRows(z, pr, V, p.temp, p.targets[lo:hi], p.lse[lo:hi], p.logp[lo:hi], p.ent[lo:hi])
+		scoreRows(z, pr, V, p.temp, p.targets[lo:hi], p.lse[lo:hi], p.logp[lo:hi], p.ent[lo:hi], p.rowStats[lo:hi])
 	}
 }
 
@@ -80,7 +80,7 @@ func (p *LLMPass) headBackward(dlps, des, dHf, gHead []float32) {
 			m.headLogits(p.hf, lo, hi, z)
 			parallelRows(k, 16, func(a, b int) {
 				for r := a; r < b; r++ {
-					softmaxProbs(z[r*V:(r+1)*V], invT, pr[r*V:(r+1)*V])
+					softmaxProbsFrom(z[r*V:(r+1)*V], invT, p.rowStats[lo+r], pr[r*V:(r+1)*V])
 				}
 			})
 		}

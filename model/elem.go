@@ -277,3 +277,28 @@ func shiftScaled(z []float32, invT, mx float64, e []float32) {
 	}
 	shiftScaledRef(z[n:], invT, mx, e[n:len(z)])
 }
+
+// probsFromExpRef is the reference of probsFromExp: softmaxRow's last steps on the shifted
+// exponentials e of row z, each element in softmaxRow's order: 0 where the shifted logit is
+// below expClampL, then float32(float64(e)·inv).
+func probsFromExpRef(z []float32, invT float64, st softmaxStat, e []float32) {
+	for j, v := range z {
+		if float64(v)*invT-st.mx < expClampL {
+			e[j] = 0
+		}
+		e[j] = float32(float64(e[j]) * st.inv)
+	}
+}
+
+// probsFromExp is probsFromExpRef four float64 lanes at a time where available (the same
+// operations, the same bits).
+func probsFromExp(z []float32, invT float64, st softmaxStat, e []float32) {
+	n := 0
+	if hasAVX2FMA {
+		n = len(z) &^ 7
+	}
+	if n > 0 {
+		probsFromExpVec(z[:n], invT, st, e[:n])
+	}
+	probsFromExpRef(z[n:], invT, st, e[n:len(z)])
+}

@@ -115,3 +115,12 @@ func shiftScaledVec(z []float32, invT, mx float64, e []float32) {
 	_ = e[len(z)-1]
 	shiftScaledAVX2(&z[0], &e[0], len(z), invT, mx)
 }
+
+//go:noescape
+func probsFromExpAVX2(z, e *float32, n int, invT, mx, inv float64)
+
+// probsFromExpVec: len(z) == len(e), a positive multiple of 8, AVX2 present.
+func probsFromExpVec(z []float32, invT float64, st softmaxStat, e []float32) {
+	_ = e[len(z)-1]
+	probsFromExpAVX2(&z[0], &e[0], len(z), invT, st.mx, st.inv)
+}

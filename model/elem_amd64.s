@@ -526,3 +526,45 @@ ssloop:
 	JNZ  ssloop
 	VZEROUPPER
 	RET
+
+DATA clampL64<>+0(SB)/8, $-87.3
+GLOBL clampL64<>(SB), RODATA|NOPTR, $8
+
+// func probsFromExpAVX2(z, e *float32, n int, invT, mx, inv float64)
+// e[i] = float32((z[i]·invT − mx < −87.3 ? 0 : float64(e[i]))·inv), the comparison in
+// float64 (false for NaN, as Go's); n % 8 == 0, n > 0.
+TEXT ·probsFromExpAVX2(SB), NOSPLIT, $0-48
+	MOVQ z+0(FP), SI
+	MOVQ e+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD invT+24(FP), Y8
+	VBROADCASTSD mx+32(FP), Y9
+	VBROADCASTSD inv+40(FP), Y10
+	VBROADCASTSD clampL64<>(SB), Y11
+	SHRQ $3, CX
+
+pfloop:
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VMULPD Y8, Y2, Y2
+	VMULPD Y8, Y3, Y3
+	VSUBPD Y9, Y2, Y2
+	VSUBPD Y9, Y3, Y3
+	VCMPPD $0x11, Y11, Y2, Y2
+	VCMPPD $0x11, Y11, Y3, Y3
+	VCVTPS2PD (DI), Y4
+	VCVTPS2PD 16(DI), Y5
+	VANDNPD Y4, Y2, Y4
+	VANDNPD Y5, Y3, Y5
+	VMULPD Y10, Y4, Y4
+	VMULPD Y10, Y5, Y5
+	VCVTPD2PSY Y4, X4
+	VCVTPD2PSY Y5, X5
+	VMOVUPS X4, (DI)
+	VMOVUPS X5, 16(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  pfloop
+	VZEROUPPER
+	RET

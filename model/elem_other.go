@@ -30,3 +30,7 @@ func scaledMaxVec(z []float32, invT float64, lanes *[8]float64) {
 }
 
 func shiftScaledVec(z []float32, invT, mx float64, e []float32) { shiftScaledRef(z, invT, mx, e) }
+
+func probsFromExpVec(z []float32, invT float64, st softmaxStat, e []float32) {
+	probsFromExpRef(z, invT, st, e)
+}

@@ -356,3 +356,38 @@ func TestSoftmaxStatsPartsSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxProbsFromSameBits: a row's probabilities formed again from its softmaxStat (the
+// head's backward over several chunks) are softmaxRow's bits: wide and narrow rows, tiny
+// temperatures (most of the row below the exp clamp), infinities, ragged lengths.
+func TestSoftmaxProbsFromSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 17))
+	for _, n := range []int{1, 5, 8, 13, 64, 1001, 151936} {
+		z := make([]float32, n)
+		for i := range z {
+			z[i] = float32(r.NormFloat64() * 4)
+		}
+		if n > 3 {
+			z[1], z[2] = float32(math.Inf(-1)), -1e30
+		}
+		for _, invT := range []float64{1, 1 / 0.7, 50, 1e4} {
+			want := make([]float32, n)
+			st, _, _ := softmaxRow(z, invT, want, true)
+			got := make([]float32, n)
+			for i := range got {
+				got[i] = float32(math.NaN())
+			}
+			softmaxProbsFrom(z, invT, st, got)
+			sameBitsT(t, "probabilities", got, want)
+			zeros := 0
+			for _, v := range want {
+				if v == 0 {
+					zeros++
+				}
+			}
+			if invT == 1e4 && n > 64 && zeros == 0 {
+				t.Fatalf("n=%d: no probability below the clamp: the zeroing is not exercised", n)
+			}
+		}
+	}
+}

@@ -169,18 +169,24 @@ func geluBackward(x, dy []float32) {
 // probability 0: the floor times a huge log-probability (at a tiny
 // temperature) would otherwise give an entropy above log(len(z)).
 func softmaxStats(z []float32, invT float64, p []float32) (lse, ent float64) {
-	return softmaxRow(z, invT, p, true)
+	_, lse, ent = softmaxRow(z, invT, p, true)
+	return lse, ent
 }
 
-// softmaxProbs is softmaxStats without the entropy (a sampler's draw, a
-// backward's recomputed probabilities): the same log-sum-exp and the same
-// probabilities, bit for bit, without the entropy's sequential float64 chain.
+// softmaxProbs is softmaxStats without the entropy (a sampler's draw): the same log-sum-exp and
+// the same probabilities, bit for bit, without the entropy's sequential float64 chain.
 func softmaxProbs(z []float32, invT float64, p []float32) (lse float64) {
-	lse, _ = softmaxRow(z, invT, p, false)
+	_, lse, _ = softmaxRow(z, invT, p, false)
 	return lse
 }
 
-func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (lse, ent float64) {
+// softmaxStat is what gives a row's probabilities again without its sums: the scaled logits'
+// maximum and the reciprocal of the exponentials' sum.
+type softmaxStat struct{ mx, inv float64 }
+
+// softmaxRow is softmaxStats (with entropy; else without its chain, ent 0), also returning the
+// row's softmaxStat.
+func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (st softmaxStat, lse, ent float64) {
 	mx := scaledMax(z, invT)
 	e := p
 	if e == nil {
@@ -201,7 +207,7 @@ func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (lse, ent 
 		for j := range e {
 			e[j] = float32(float64(e[j]) * inv)
 		}
-		return lse, 0
+		return softmaxStat{mx, inv}, lse, 0
 	}
 	for j, v := range z {
 		pj := float64(e[j]) * inv
@@ -210,5 +216,14 @@ func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (lse, ent 
 			ent -= pj * (float64(v)*invT - lse)
 		}
 	}
-	return lse, ent
+	return softmaxStat{mx, inv}, lse, ent
+}
+
+// softmaxProbsFrom fills p with the probabilities softmaxRow gave z, from its softmaxStat (a
+// backward's recomputed probabilities): the same operations on each element (hence the same
+// bits) without the maximum's pass and the index-ordered sums.
+func softmaxProbsFrom(z []float32, invT float64, st softmaxStat, p []float32) {
+	shiftScaled(z, invT, st.mx, p)
+	expSpan(p[:len(z)])
+	probsFromExp(z, invT, st, p)
 }
