@@ -51,6 +51,7 @@ func BenchmarkLLMTrainStep(b *testing.B) {
 			}
 			g := m.NewGrads()
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				p, err := m.Forward(seqs, 1)
 				if err != nil {
@@ -61,6 +62,9 @@ func BenchmarkLLMTrainStep(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			// Tokens per CPU-second (user+system, the whole process): steadier than the wall
+			// figure on a shared machine.
+			b.ReportMetric(float64(n*b.N)/(processCPU()-cpu0), "tokens/cpu-s")
 		})
 	}
 }

@@ -211,10 +211,7 @@ func logitGradRef(z, p, dz []float32, dlp, de, invT, lse, H float64) {
 // logitGradSpan is logitGradRef four (float64) lanes at a time where available: the same
 // operations on each element, hence the same bits.
 func logitGradSpan(z, p, dz []float32, dlp, de, invT, lse, H float64) {
-	n := 0
-	if hasAVX2FMA {
-		n = len(dz) &^ 7
-	}
+	n := vecLen(len(dz))
 	if n > 0 {
 		logitGradVec(z[:n], p[:n], dz[:n], dlp, de, invT, lse, H)
 	}
@@ -237,10 +234,7 @@ func scaledMaxRef(z []float32, invT float64) float64 {
 // non-zero maximum has one encoding, so the lanes' order does not matter; a zero one (+0 or
 // −0, whichever comes first) is looked up again in index order.
 func scaledMax(z []float32, invT float64) float64 {
-	n := 0
-	if hasAVX2FMA {
-		n = len(z) &^ 7
-	}
+	n := vecLen(len(z))
 	if n == 0 {
 		return scaledMaxRef(z, invT)
 	}
@@ -268,10 +262,7 @@ func shiftScaledRef(z []float32, invT, mx float64, e []float32) {
 // shiftScaled is shiftScaledRef four float64 lanes at a time where available (the same
 // operations, the same bits).
 func shiftScaled(z []float32, invT, mx float64, e []float32) {
-	n := 0
-	if hasAVX2FMA {
-		n = len(z) &^ 7
-	}
+	n := vecLen(len(z))
 	if n > 0 {
 		shiftScaledVec(z[:n], invT, mx, e[:n])
 	}
@@ -293,12 +284,18 @@ func probsFromExpRef(z []float32, invT float64, st softmaxStat, e []float32) {
 // probsFromExp is probsFromExpRef four float64 lanes at a time where available (the same
 // operations, the same bits).
 func probsFromExp(z []float32, invT float64, st softmaxStat, e []float32) {
-	n := 0
-	if hasAVX2FMA {
-		n = len(z) &^ 7
-	}
+	n := vecLen(len(z))
 	if n > 0 {
 		probsFromExpVec(z[:n], invT, st, e[:n])
 	}
 	probsFromExpRef(z[n:], invT, st, e[n:len(z)])
+}
+
+// vecLen is how many of n elements the float64-lane kernels take (a multiple of 8; the rest
+// goes through the reference): none without AVX2.
+func vecLen(n int) int {
+	if !hasAVX2FMA {
+		return 0
+	}
+	return n &^ 7
 }
