@@ -199,6 +199,8 @@ func (m *Model) Score(seqs []Sequence, temperature float32) ([][]float32, [][]fl
 		if err != nil {
 			return nil, nil, err
 		}
+		p.releaseActs() // no backward follows
+		p.releaseLogits()
 		return p.LogProbs(), p.Entropy(), nil
 	})
 }
