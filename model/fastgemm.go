@@ -203,7 +203,8 @@ func (j *gemmJob) panels() {
 }
 
 // shared packs all of op(B) once, by all cores, then computes tiles of C
-// (blocks of rows × blocks of columns, one task each) over groups of k
+// (blocks of rows × blocks of columns, one task each, a column block's
+// row blocks one after the other) over groups of k
 // blocks whose packed B fits in a core's cache (every row block reuses it
 // while it is there); the groups run in k order, so each element's chain
 // keeps its order. A transposed A is packed by each task, a k block of its
@@ -222,6 +223,9 @@ func (j *gemmJob) shared() {
 		}
 	}
 	stripsPer := (nstrips + nBlocks - 1) / nBlocks
+	// And in blocks whose packed B (a k block of them) stays in a core's
+	// cache: the tiles run a column block at a time, every row block reusing it.
+	stripsPer = min(stripsPer, max(4, bGroupFloats/(nr*kc)))
 	nBlocks = (nstrips + stripsPer - 1) / stripsPer
 
 	// B: for each k block pc, nstrips strips of kcur×nr at pc*npad, packed
@@ -245,7 +249,7 @@ func (j *gemmJob) shared() {
 	})
 
 	tiles := func(t, kLo, kHi int) {
-		ib, jb := t/nBlocks, t%nBlocks
+		ib, jb := t%mBlocks, t/mBlocks
 		js0, js1 := jb*stripsPer, min(nstrips, (jb+1)*stripsPer)
 		var ap, sp *[]float32
 		if j.transA {
