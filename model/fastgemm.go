@@ -193,7 +193,7 @@ func (j *gemmJob) panels() {
 					apb = *ap
 					j.packAT(apb, ib, pc, kcur)
 				}
-				sp = j.block(pc, kcur, ib, 0, mr*mc, js0, js1, js0, *bp, apb, sp)
+				sp = j.block(pc, kcur, ib, 0, j.rowStrips(ib), js0, js1, js0, *bp, apb, sp)
 			}
 		}
 		if sp != nil {
@@ -259,7 +259,7 @@ func (j *gemmJob) shared() {
 		// blocks before the next strip starts, so only its mr rows of A
 		// stream from memory at a time (the hardware prefetchers follow a
 		// few sequential streams, not a row block's mc).
-		msr := (min(mc, j.m-ib*mc) + mr - 1) / mr
+		msr := j.rowStrips(ib)
 		step := 1
 		if j.transA {
 			step = msr
@@ -294,7 +294,7 @@ func (j *gemmJob) shared() {
 func (j *gemmJob) packAT(dst []float32, ib, pc, kcur int) {
 	ic := ib * mc
 	mcur := min(mc, j.m-ic)
-	msr := (mcur + mr - 1) / mr
+	msr := j.rowStrips(ib)
 	full := mcur / mr
 	for p := 0; p < kcur; p++ {
 		src := j.a[(pc+p)*j.lda+ic:][:mcur]
@@ -315,7 +315,7 @@ func (j *gemmJob) packAT(dst []float32, ib, pc, kcur int) {
 func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []float32, sp *[]float32) *[]float32 {
 	ic := ib * mc
 	mcur := min(mc, j.m-ic)
-	msr := min(is1, (mcur+mr-1)/mr)
+	msr := min(is1, j.rowStrips(ib))
 	store := j.overwrite && pc == 0
 	for js := js0; js < js1; {
 		// Four or two strips side by side make a 6×64 or a 6×32 tile.
@@ -352,6 +352,9 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 	}
 	return sp
 }
+
+// rowStrips is how many strips of mr rows row block ib of C has.
+func (j *gemmJob) rowStrips(ib int) int { return (min(mc, j.m-ib*mc) + mr - 1) / mr }
 
 // bGroupFloats bounds the packed B that one pass over the tiles of C reads.
 const bGroupFloats = 1 << 18

@@ -124,7 +124,6 @@ func shiftExp(s []float32) {
 // chain in position order per head; four heads' chains run side by side, so that their adds
 // overlap instead of each waiting on the last one's latency.
 func normalizeHeads(s []float32, ps, n, heads int) {
-	sums := make([]float32, heads)
 	h := 0
 	for ; h+4 <= heads; h += 4 {
 		a := s[h*ps:][:n]
@@ -136,21 +135,25 @@ func normalizeHeads(s []float32, ps, n, heads int) {
 			sc += c[j]
 			sd += d[j]
 		}
-		sums[h], sums[h+1], sums[h+2], sums[h+3] = sa, sb, sc, sd
+		scaleBy(a, 1/sa)
+		scaleBy(b, 1/sb)
+		scaleBy(c, 1/sc)
+		scaleBy(d, 1/sd)
 	}
 	for ; h < heads; h++ {
+		r := s[h*ps:][:n]
 		var sum float32
-		for _, v := range s[h*ps:][:n] {
+		for _, v := range r {
 			sum += v
 		}
-		sums[h] = sum
+		scaleBy(r, 1/sum)
 	}
-	for h, sum := range sums {
-		inv := 1 / sum
-		sh := s[h*ps:][:n]
-		for j := range sh {
-			sh[j] *= inv
-		}
+}
+
+// scaleBy multiplies x by f.
+func scaleBy(x []float32, f float32) {
+	for j := range x {
+		x[j] *= f
 	}
 }
 

@@ -204,9 +204,7 @@ func softmaxRow(z []float32, invT float64, p []float32, entropy bool) (st softma
 	lse = mx + math.Log(s)
 	inv := 1 / s
 	if !entropy {
-		for j := range e {
-			e[j] = float32(float64(e[j]) * inv)
-		}
+		probsFromExp(z, invT, softmaxStat{mx, inv}, e)
 		return softmaxStat{mx, inv}, lse, 0
 	}
 	for j, v := range z {
