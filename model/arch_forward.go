@@ -274,7 +274,7 @@ func (m *LLM) linear(x []float32, n, in int, W weight, b []float32, out int, y [
 const transposedRows = 128
 
 // takeTransposed reports whether linear takes linearT for n rows of in → out (docs/performance.md,
-// "Decoding GEMMs"): up to transposedRows rows always; above, for float32 weights only, when
+// "Which product a decoding step runs"): up to transposedRows rows always; above, for float32 weights only, when
 // the outputs are at least 8 times the rows or linearT moves fewer floats than the direct GEMM
 // (it packs x, n·in, and transposes the result, 2·n·out, where the direct GEMM packs W,
 // out·in). Both paths compute the same FLOPs and bits.

@@ -12,6 +12,11 @@ import (
 type FMAPeak struct {
 	AVX2Core, AVX2All     float64
 	AVX512Core, AVX512All float64
+	// TileCore and TileAll are BlockedGEMM's micro-kernel (GEMMKernel's tile) on
+	// operands that stay in L1, one k block a call: what a GEMM can get from its
+	// kernel before packing, caches and memory take their share (0 without the
+	// assembly kernels).
+	TileCore, TileAll float64
 }
 
 // fmaProbe runs n iterations of a loop of independent FMAs; flops is the
@@ -31,7 +36,36 @@ func MeasureFMAPeak(d time.Duration) FMAPeak {
 	if avx512 := fmaProbeAVX512(); avx512 != nil {
 		p.AVX512Core, p.AVX512All = probeRate(*avx512, d)
 	}
+	if FastGEMMAvailable() {
+		p.TileCore, p.TileAll = probeRate(tileProbe(), d)
+	}
 	return p
+}
+
+// tileWidth is how many 16-column strips BlockedGEMM's widest tile spans on this CPU.
+func tileWidth() int {
+	if (BlockedGEMM{}).quad() {
+		return 4
+	}
+	return 1
+}
+
+// tileProbe's iteration is one k step of the widest tile (mr × tileWidth()·nr).
+func tileProbe() fmaProbe {
+	w := tileWidth()
+	return fmaProbe{flops: float64(2 * mr * w * nr), run: func(n int) {
+		a, b, c := make([]float32, mr*kc), make([]float32, w*nr*kc), make([]float32, mr*w*nr)
+		tileSteps(w, n, a, b, c)
+	}}
+}
+
+// tileSteps stores into c (mr × w·nr) the product of a packed strip a (mr rows × kc) and w
+// packed strips b (kc × nr each), n k steps in all, kc at a time (the k blocks' products
+// overwrite c: the probe times the kernel, not the sum).
+func tileSteps(w, n int, a, b, c []float32) {
+	for ; n > 0; n -= kc {
+		edgeTile(w, min(n, kc), a, 1, mr, b, c, w*nr, mr, w*nr, 1, true)
+	}
 }
 
 // probeRate returns the best one-core and all-cores rates of rounds of a

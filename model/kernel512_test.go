@@ -98,3 +98,38 @@ func BenchmarkGEMMKernels(b *testing.B) {
 		}
 	}
 }
+
+// TestTileProbeComputesTile: the FMA peak's tile probe runs a real mr × w·16 product over the
+// k steps it counts (so its GFLOP/s are the kernel's), checked against a float64 product.
+func TestTileProbeComputesTile(t *testing.T) {
+	if !FastGEMMAvailable() {
+		t.Skip("no assembly GEMM kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	w := tileWidth()
+	for _, n := range []int{kc, 37} {
+		a, b, c := make([]float32, mr*kc), make([]float32, w*nr*kc), make([]float32, mr*w*nr)
+		for i := range a {
+			a[i] = r.Float32() - 0.5
+		}
+		for i := range b {
+			b[i] = r.Float32() - 0.5
+		}
+		tileSteps(w, n, a, b, c)
+		for row := range mr {
+			for col := range w * nr {
+				s, j := col/nr, col%nr
+				var want float64
+				for p := range n {
+					want += float64(a[p*mr+row]) * float64(b[s*nr*n+p*nr+j])
+				}
+				if got := float64(c[row*w*nr+col]); math.Abs(got-want) > 1e-4*(1+math.Abs(want)) {
+					t.Fatalf("n=%d: c[%d][%d] = %v, want %v", n, row, col, got, want)
+				}
+			}
+		}
+	}
+	if p := tileProbe(); p.flops != float64(2*mr*w*nr) {
+		t.Fatalf("tile probe counts %v flops a step, want %d", p.flops, 2*mr*w*nr)
+	}
+}

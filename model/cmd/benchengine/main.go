@@ -193,6 +193,9 @@ func qwenShapes() {
 	ceil512, ceil2 := w*max(peak.AVX512Core, peak.AVX2Core), w*peak.AVX2Core
 	fmt.Printf("FMA peak: one core AVX-512 %.1f GFLOP/s, AVX2 %.1f; all %d threads at once AVX-512 %.1f, AVX2 %.1f; shares below are of %d × one core (%.1f, %.1f); GEMM kernel %s\n",
 		peak.AVX512Core, peak.AVX2Core, runtime.GOMAXPROCS(0), peak.AVX512All, peak.AVX2All, runtime.GOMAXPROCS(0), ceil512, ceil2, model.GEMMKernel())
+	tile := w * peak.TileCore
+	fmt.Printf("GEMM micro-kernel (%s) on operands in L1: one core %.1f GFLOP/s, all %d threads at once %.1f; %d × one core = %.1f (%.0f%% of the FMA peak): the most a GEMM gets from this kernel\n",
+		model.GEMMKernel(), peak.TileCore, runtime.GOMAXPROCS(0), peak.TileAll, runtime.GOMAXPROCS(0), tile, 100*tile/ceil512)
 	const T, D, QKV, GU, F, V, L = 256, 896, 1152, 9728, 4864, 151936, 24
 	type shape struct {
 		name    string
@@ -232,5 +235,8 @@ func qwenShapes() {
 		rate := flops[i] / secs[i] / 1e9
 		fmt.Printf("all GEMMs of a step, %s (flop-weighted, %.0f GFLOP): %.1f GFLOP/s = %.0f%% of the FMA peak, %.1f s a step\n",
 			name, flops[i]/1e9, rate, 100*rate/kernels[i].peak, secs[i])
+		if i == 0 && tile > 0 {
+			fmt.Printf("  = %.0f%% of the micro-kernel's in-cache rate; at that rate a step's GEMMs would take %.1f s\n", 100*rate/tile, flops[i]/tile/1e9)
+		}
 	}
 }
