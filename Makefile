@@ -8,7 +8,7 @@ PKGS     := ./...
 RACE_PKGS := ./storage/... ./shards/... ./commit/... ./configs/... ./checkpoints/...
 BIN      := bin/drmas
 
-.PHONY: build docs test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-llamacpp bench-gpu gpu-check lint demo clean
+.PHONY: build docs test test-race fuzz bench bench-upload bench-normalize bench-engine bench-qwen bench-llamacpp bench-summary bench-gpu gpu-check lint demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/drmas
@@ -84,6 +84,13 @@ bench-engine:
 ## python3-torch + OpenBLAS.
 bench-qwen:
 	nice -n 19 $(GO) run ./model/cmd/benchqwen $(BENCHQWEN_ARGS)
+
+## bench-summary: every benchmark behind the engine's performance targets, one after the other
+## (bench-qwen, bench-llamacpp, the GEMMs against the FMA peak, step memory, the group rollout,
+## the sampler), then their table in Markdown with each ratio and target (docs/performance.md,
+## "At a glance"); ~15 minutes, ~10 GB. BENCHSUMMARY_ARGS=-tiny checks the pipeline in seconds.
+bench-summary:
+	$(GO) run ./bench/summary $(BENCHSUMMARY_ARGS)
 
 ## bench-llamacpp: drmas's KV-cache greedy decode beside llama.cpp (node-llama-cpp's prebuilt build,
 ## installed by .ci/install-oracles.sh) on the same random weights written as GGUF, F32 and BF16,
