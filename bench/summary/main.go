@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/drmas-dev/drmas/internal/oracles"
@@ -48,7 +49,7 @@ func main() {
 	out := flag.String("o", "", "also write the table to this file")
 	python := flag.String("python", oracles.Python(), "python with torch for the PyTorch side ($DRMAS_PYTHON, else Debian's)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := options{tiny: *tiny, python: *python, out: *out, log: os.Stderr}
 	if *skip != "" {

@@ -23,9 +23,11 @@ type torchRun struct {
 	GreedySame, GreedyAll      int
 	PeakRSSGB, TorchPeakRSSGB  float64
 	AdamWStepRSSGB             float64
+	Rounds                     []float64 // each round's forward+backward ratio (none from a one-round run)
 }
 
 var (
+	reRound   = regexp.MustCompile(`(?m)^round \d+ of \d+: forward\+backward drmas [\d.]+ t/s, PyTorch [\d.]+ t/s: ([\d.]+)×`)
 	reThreads = regexp.MustCompile(`(?m)^model \S+: .*, (\d+) threads$`)
 	reFwdBwd  = regexp.MustCompile(`(?m)^forward\+backward, (\d+) tokens\s+([\d.]+) t/s\s+([\d.]+) t/s`)
 	rePerCPU  = regexp.MustCompile(`(?m)^  same, per CPU-second × threads\s+([\d.]+) t/s\s+([\d.]+) t/s`)
@@ -72,6 +74,9 @@ func parseTorch(out string) (torchRun, error) {
 		return r, err
 	}
 	r.GreedySame, r.GreedyAll = atoi(m[1]), atoi(m[2])
+	for _, m := range reRound.FindAllStringSubmatch(out, -1) {
+		r.Rounds = append(r.Rounds, atof(m[1]))
+	}
 	return r, nil
 }
 

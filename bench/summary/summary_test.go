@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,8 +33,22 @@ func TestParseSavedRuns(t *testing.T) {
 	want := torchRun{Tokens: 256, Threads: 2, Drmas: 82.91, Torch: 42.54, DrmasCPU: 85.40, TorchCPU: 43.27, DecodeBatch: 8,
 		Decode: 46.73, TorchDecode: 13.55, DecodeCPU: 49.49, LogProbDrmas: -3079.7852, LogProbTorch: -3079.7852,
 		GreedySame: 256, GreedyAll: 256, PeakRSSGB: 5.14, TorchPeakRSSGB: 6.90, AdamWStepRSSGB: 9.14}
-	if tr != want {
+	if !reflect.DeepEqual(tr, want) {
 		t.Errorf("benchqwen: got %+v\nwant %+v", tr, want)
+	}
+
+	// A run of three rounds (a small shape): the rounds' ratios come back, and the table's
+	// ratio is their median.
+	tr, err = parseTorch(readTestdata(t, "benchqwen-rounds.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tr.Rounds, []float64{68.05, 15.86, 35.38}) {
+		t.Errorf("rounds %v", tr.Rounds)
+	}
+	r := &results{torch: &tr, failed: map[string]error{}}
+	if row := r.trainRows()[0]; row.ratio != "35.38×, median of 3 rounds (15.86–68.05×)" {
+		t.Errorf("rounds' ratio cell %q", row.ratio)
 	}
 
 	g, err := parseGEMM(readTestdata(t, "benchengine.txt"))

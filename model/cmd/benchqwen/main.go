@@ -9,9 +9,12 @@
 // after the other so their memory peaks do not add (docs/performance.md has
 // them). The PyTorch side
 // (torch_bench.py, Debian's /usr/bin/python3 with torch) reads the weights
-// from a temporary safetensors file.
+// from a temporary safetensors file. The forward+backward runs in -rounds
+// rounds, drmas then PyTorch each, because on a shared machine either side's
+// speed moves by tens of percent between minutes: each round's ratio is
+// printed, and the table gives the medians.
 //
-//	go run ./model/cmd/benchqwen [-threads 2] [-tokens 256] [-batch 8] [-new 32]
+//	go run ./model/cmd/benchqwen [-threads 2] [-tokens 256] [-batch 8] [-new 32] [-rounds 3]
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -55,6 +59,7 @@ func main() {
 	threads := flag.Int("threads", 2, "threads for both engines")
 	tokens := flag.Int("tokens", 256, "sequence length of the forward+backward")
 	reps := flag.Int("reps", 2, "forward+backward repetitions (best is kept)")
+	rounds := flag.Int("rounds", 3, "rounds of the forward+backward, drmas then PyTorch each; the table gives the medians, the ratio the median of the rounds' ratios (the first round also decodes and measures memory)")
 	batch := flag.Int("batch", 8, "decode batch")
 	newTok := flag.Int("new", 32, "tokens decoded per request (after a 16-token prompt)")
 	python := flag.String("python", "/usr/bin/python3", "python with torch (empty: skip PyTorch)")
@@ -77,13 +82,15 @@ func main() {
 	fmt.Printf("model %s: hidden %d, %d layers, %d heads, %d kv heads, intermediate %d, vocab %d (%.0fM parameters), %d threads\n",
 		c.Arch, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.Intermediate, c.Vocab, float64(m.NumParams())/1e6, *threads)
 	g := runDrmas(m, seq, prompts, *reps, *newTok, *prof)
-	m = nil
 	runtime.GC()
 	debug.FreeOSMemory()
 
-	var t result
-	if *python != "" {
-		cfgJSON, _ := json.Marshal(map[string]any{"config": c, "tokens": seq, "prompts": prompts, "new": *newTok, "threads": *threads, "reps": *reps})
+	torch := func(trainOnly bool) result {
+		var t result
+		if *python == "" {
+			return t
+		}
+		cfgJSON, _ := json.Marshal(map[string]any{"config": c, "tokens": seq, "prompts": prompts, "new": *newTok, "threads": *threads, "reps": *reps, "train_only": trainOnly})
 		in := filepath.Join(dir, "in.json")
 		must(os.WriteFile(in, cfgJSON, 0o644))
 		cmd := exec.Command(*python, *script, in, wpath)
@@ -91,17 +98,39 @@ func main() {
 		out, err := cmd.Output()
 		must(err)
 		must(json.Unmarshal(out, &t))
+		return t
 	}
+	if *python == "" || *rounds < 1 {
+		*rounds = 1 // nothing to pair drmas's rounds with
+	}
+	t := torch(false)
+	train := []trainRound{{g.TrainTokS, t.TrainTokS, g.TrainCPUTokS, t.TrainCPUTokS}}
+	for r := 1; r <= *rounds; r++ {
+		if r > 1 {
+			var d result
+			trainDrmas(m, seq, *reps, "", &d)
+			runtime.GC()
+			pt := torch(true)
+			train = append(train, trainRound{d.TrainTokS, pt.TrainTokS, d.TrainCPUTokS, pt.TrainCPUTokS})
+		}
+		if *python != "" {
+			x := train[r-1]
+			fmt.Printf("round %d of %d: forward+backward drmas %.2f t/s, PyTorch %.2f t/s: %.2f× (per CPU-second %.2f×)\n", r, *rounds, x.drmas, x.torch, x.drmas/x.torch, x.drmasCPU/x.torchCPU)
+		}
+	}
+	med := medianRound(train)
+
 	fmt.Printf("\n%-34s %12s %12s %8s\n", "", "drmas", "PyTorch", "ratio")
-	row := func(name string, a, b float64, unit string) {
+	rowR := func(name string, a, b, ratio float64, unit string) {
 		r := "-"
 		if b > 0 {
-			r = fmt.Sprintf("%.2f", a/b)
+			r = fmt.Sprintf("%.2f", ratio)
 		}
 		fmt.Printf("%-34s %9.2f %-2s %9.2f %-2s %8s\n", name, a, unit, b, unit, r)
 	}
-	row(fmt.Sprintf("forward+backward, %d tokens", *tokens), g.TrainTokS, t.TrainTokS, "t/s")
-	row("  same, per CPU-second × threads", g.TrainCPUTokS, t.TrainCPUTokS, "t/s")
+	row := func(name string, a, b float64, unit string) { rowR(name, a, b, a/b, unit) }
+	rowR(fmt.Sprintf("forward+backward, %d tokens", *tokens), med.drmas, med.torch, med.ratio, "t/s")
+	rowR("  same, per CPU-second × threads", med.drmasCPU, med.torchCPU, med.ratioCPU, "t/s")
 	row(fmt.Sprintf("KV-cache decode, batch %d", *batch), g.DecodeTokS, t.DecodeTokS, "t/s")
 	row("  same, per CPU-second × threads", g.DecodeCPUTokS, t.DecodeCPUTokS, "t/s")
 	row("peak RSS (fwd+bwd; PyTorch)", g.PeakRSSGB, t.PeakRSSGB, "GB")
@@ -120,6 +149,33 @@ func main() {
 		fmt.Printf("greedy tokens equal to PyTorch's: %d of %d\n", same, all)
 	}
 	fmt.Println("targets: forward+backward ≥ 2.5× PyTorch, decode ≥ 1×")
+}
+
+// trainRound is one round's forward+backward tokens/s on each side, wall and per CPU-second.
+type trainRound struct{ drmas, torch, drmasCPU, torchCPU float64 }
+
+// medians are the rounds' medians, and the median of their ratios (a round's two sides ran
+// minutes apart, at the same moment's load).
+type medians struct{ drmas, torch, ratio, drmasCPU, torchCPU, ratioCPU float64 }
+
+func medianRound(rs []trainRound) medians {
+	pick := func(f func(trainRound) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	return medians{
+		drmas: pick(func(r trainRound) float64 { return r.drmas }), torch: pick(func(r trainRound) float64 { return r.torch }),
+		ratio:    pick(func(r trainRound) float64 { return r.drmas / r.torch }),
+		drmasCPU: pick(func(r trainRound) float64 { return r.drmasCPU }), torchCPU: pick(func(r trainRound) float64 { return r.torchCPU }),
+		ratioCPU: pick(func(r trainRound) float64 { return r.drmasCPU / r.torchCPU }),
+	}
 }
 
 func must(err error) {
@@ -153,10 +209,10 @@ func peakRSSGB() float64 {
 	return float64(ru.Maxrss) * 1024 / 1e9
 }
 
-// runDrmas times drmas's side; prof, if set, receives a CPU profile of the forward+backward
-// repetitions after the first (the first faults in fresh gradient pages).
-func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int, prof string) result {
-	var res result
+// trainDrmas times drmas's forward+backward, best of reps, into res (tokens/s, wall and per
+// CPU-second, and the log-probs' sum) and returns the gradients; prof, if set, receives a CPU
+// profile of the repetitions after the first (the first faults in fresh gradient pages).
+func trainDrmas(m *model.LLM, seq []int32, reps int, prof string, res *result) *model.LLMGrads {
 	seqs := []model.Sequence{{Prompt: seq[:1], Response: seq[1:]}}
 	dlp := [][]float32{make([]float32, len(seq)-1)}
 	dent := [][]float32{make([]float32, len(seq)-1)}
@@ -186,6 +242,14 @@ func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int, pr
 	pprof.StopCPUProfile()
 	res.TrainTokS = float64(len(seq)) / best
 	res.TrainCPUTokS = float64(len(seq)) * float64(runtime.GOMAXPROCS(0)) / bestCPU
+	return g
+}
+
+// runDrmas times drmas's side: the forward+backward, the decode, and the peak RSS of a full
+// AdamW step.
+func runDrmas(m *model.LLM, seq []int32, prompts [][]int32, reps, newTok int, prof string) result {
+	var res result
+	g := trainDrmas(m, seq, reps, prof, &res)
 	res.PeakRSSGB = peakRSSGB()
 	// Decode before the AdamW step changes the weights (PyTorch decodes with
 	// the original ones).

@@ -1,7 +1,9 @@
 """PyTorch side of benchqwen: the same model (testdata/qwen_ref.py's forward in
 float32) on the same weights and threads. Prints one JSON line:
 train_tok_s, decode_tok_s (wall), train_cpu_tok_s, decode_cpu_tok_s (per
-CPU-second × threads), peak_rss_gb, logprob_sum.
+CPU-second × threads), peak_rss_gb, logprob_sum; with "train_only" set in
+IN.json, only the forward+backward's train_tok_s, train_cpu_tok_s and
+logprob_sum (benchqwen's later rounds).
 
 usage: torch_bench.py IN.json WEIGHTS.safetensors
 """
@@ -124,6 +126,9 @@ def main():
     cfg = spec["config"]
     W = load(sys.argv[2])
     train_tok_s, train_cpu, lp_sum = train(cfg, W, spec["tokens"], spec["reps"])
+    if spec.get("train_only"):
+        print(json.dumps({"train_tok_s": train_tok_s, "train_cpu_tok_s": train_cpu, "logprob_sum": lp_sum}))
+        return
     rss = peak_rss_gb()
     dec, dec_cpu, toks = decode(cfg, W, spec["prompts"], spec["new"])
     print(json.dumps({"train_tok_s": train_tok_s, "train_cpu_tok_s": train_cpu, "decode_tok_s": dec,
