@@ -30,8 +30,22 @@ import (
 	"github.com/drmas-dev/drmas/internal/oracles"
 )
 
-// steps are the benchmarks in the order they run.
-var steps = []string{"pytorch", "gemm", "memory", "rollout", "sampler", "llamacpp"}
+// steps are the benchmarks in the order they run; each fills its part of results.
+var steps = []struct {
+	name string
+	run  func(options, context.Context, *results) error
+}{
+	{"pytorch", options.torch}, {"gemm", options.gemm}, {"memory", options.memory},
+	{"rollout", options.rollout}, {"sampler", options.sampler}, {"llamacpp", options.llama},
+}
+
+func stepNames() []string {
+	var n []string
+	for _, s := range steps {
+		n = append(n, s.name)
+	}
+	return n
+}
 
 type options struct {
 	tiny   bool
@@ -45,7 +59,7 @@ type options struct {
 
 func main() {
 	tiny := flag.Bool("tiny", false, "every step at a small shape (a check of the pipeline, ~1 minute)")
-	skip := flag.String("skip", "", "steps to leave out, comma-separated: "+strings.Join(steps, ", "))
+	skip := flag.String("skip", "", "steps to leave out, comma-separated: "+strings.Join(stepNames(), ", "))
 	out := flag.String("o", "", "also write the table to this file")
 	python := flag.String("python", oracles.Python(), "python with torch for the PyTorch side ($DRMAS_PYTHON, else Debian's)")
 	flag.Parse()
@@ -63,8 +77,8 @@ func main() {
 
 func run(ctx context.Context, o options, stdout io.Writer) error {
 	for _, s := range o.skip {
-		if !slices.Contains(steps, s) {
-			return fmt.Errorf("-skip %q: the steps are %s", s, strings.Join(steps, ", "))
+		if !slices.Contains(stepNames(), s) {
+			return fmt.Errorf("-skip %q: the steps are %s", s, strings.Join(stepNames(), ", "))
 		}
 	}
 	root, err := repoRoot()
@@ -81,17 +95,21 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	r := &results{failed: map[string]error{}}
 	for _, s := range steps {
-		if slices.Contains(o.skip, s) {
-			r.notRun = append(r.notRun, s+" (-skip)")
+		if slices.Contains(o.skip, s.name) {
+			r.notRun = append(r.notRun, s.name+" (-skip)")
 			continue
 		}
-		if err := o.step(ctx, s, r); err != nil {
+		o.progress(s.name)
+		t0 := time.Now()
+		if err := s.run(o, ctx, r); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.failed[s] = err
-			fmt.Fprintf(o.log, "%s: %v\n", s, err)
+			r.failed[s.name] = err
+			fmt.Fprintf(o.log, "%s: %v\n", s.name, err)
+			continue
 		}
+		fmt.Fprintf(o.log, "  %s done in %.0f s\n", s.name, time.Since(t0).Seconds())
 	}
 	var buf bytes.Buffer
 	r.write(&buf, o.note())
@@ -144,30 +162,6 @@ func (o options) pick(full, tiny []string) []string {
 	return full
 }
 
-func (o options) step(ctx context.Context, name string, r *results) error {
-	o.progress(name)
-	t0 := time.Now()
-	var err error
-	switch name {
-	case "pytorch":
-		err = o.torch(ctx, r)
-	case "gemm":
-		err = o.gemm(ctx, r)
-	case "memory":
-		err = o.memory(ctx, r)
-	case "rollout":
-		err = o.rollout(ctx, r)
-	case "sampler":
-		err = o.sampler(ctx, r)
-	case "llamacpp":
-		err = o.llama(ctx, r)
-	}
-	if err == nil {
-		fmt.Fprintf(o.log, "  %s done in %.0f s\n", name, time.Since(t0).Seconds())
-	}
-	return err
-}
-
 func (o options) torch(ctx context.Context, r *results) error {
 	args := append(o.shape(), o.pick(nil, []string{"-tokens", "64", "-batch", "2", "-new", "4"})...)
 	if o.python != "" {
@@ -178,8 +172,11 @@ func (o options) torch(ctx context.Context, r *results) error {
 		return err
 	}
 	t, err := parseTorch(out)
+	if err != nil {
+		return err
+	}
 	r.torch = &t
-	return err
+	return nil
 }
 
 func (o options) gemm(ctx context.Context, r *results) error {
@@ -193,8 +190,11 @@ func (o options) gemm(ctx context.Context, r *results) error {
 		return nil
 	}
 	g, err := parseGEMM(out)
+	if err != nil {
+		return err
+	}
 	r.gemm = &g
-	return err
+	return nil
 }
 
 func (o options) memory(ctx context.Context, r *results) error {
