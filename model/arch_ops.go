@@ -226,7 +226,7 @@ func swigluBackward(gu, dact []float32, n, F int, dgu []float32) {
 func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 	H, od, ld := b.H, b.H*b.hd, b.ld()
 	perSeq, hs := attnSplit(len(seqs), H)
-	scratch := make(workerScratch, workers())
+	scratch, pFloats := make(workerScratch, workers()), attnFloats(seqs)
 	defer scratch.release()
 	parallelTasks(len(seqs)*H/hs, func(worker, t int) {
 		si := seqs[t*hs/H]
@@ -247,7 +247,7 @@ func gqaForward(g GEMM, seqs []seqInfo, b blockDims, qkv, out, maps []float32) {
 			}
 			for i0 := 0; i0 < L; i0 += attnBlock {
 				i1 := min(L, i0+attnBlock)
-				P := scratch.get(worker, attnFloats(seqs))[:(i1-i0)*i1]
+				P := scratch.get(worker, pFloats)[:(i1-i0)*i1]
 				attnRows(g, si, b, qkv, h, i0, i1, P)
 				g.Sgemm(false, false, i1-i0, b.hd, i1, 1, P, i1, v, ld, 0, out[(si.start+i0)*od+h*b.hd:], od)
 			}
@@ -313,6 +313,7 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []floa
 	ld, KV := b.ld(), b.KV
 	perSeq, ks := attnSplit(len(seqs), KV)
 	pScratch, dScratch := make(workerScratch, workers()), make(workerScratch, workers())
+	pFloats, maxL := attnFloats(seqs), maxLen(seqs)
 	defer pScratch.release()
 	defer dScratch.release()
 	parallelTasks(len(seqs)*KV/ks, func(worker, t int) {
@@ -331,11 +332,10 @@ func gqaBackward(g GEMM, seqs []seqInfo, b blockDims, qkv, maps, dO, dqkv []floa
 		a := attnGrad{g: g, si: si, b: b, qkv: qkv, dO: dO, dqkv: dqkv}
 		for kh := t * ks % KV; kh < t*ks%KV+ks; kh++ {
 			if maps != nil {
-				maxL := maxLen(seqs)
 				a.keptMaps(kh, maps, dScratch.get(worker, maxL*maxL))
 				continue
 			}
-			a.blocks(kh, pScratch.get(worker, attnFloats(seqs)), dScratch.get(worker, attnFloats(seqs)))
+			a.blocks(kh, pScratch.get(worker, pFloats), dScratch.get(worker, pFloats))
 		}
 	})
 }

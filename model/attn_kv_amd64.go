@@ -130,7 +130,12 @@ func valueBlocksHeads(pr []float32, ps, n, heads int, blocks []*kvBlock, l, off,
 	}
 	nb := (n + kvBlockLen - 1) / kvBlockLen
 	last := n - (nb-1)*kvBlockLen
-	vb := make([]*float32, nb)
+	var vbs [64]*float32 // up to 1,024 positions without a heap allocation (decode's hot path)
+	vb := vbs[:]
+	if nb > len(vbs) {
+		vb = make([]*float32, nb)
+	}
+	vb = vb[:nb]
 	_ = pr[(heads-1)*ps+n-1]
 	_ = o[heads*hd-1]
 	for e := 0; e < hd; e += 64 {

@@ -24,8 +24,9 @@ func logitGradVec(z, p, dz []float32, dlp, de, invT, lse, H float64) {
 }
 
 func scaledMaxVec(z []float32, invT float64, lanes *[8]float64) {
+	m := scaledMaxRef(z, invT)
 	for i := range lanes {
-		lanes[i] = scaledMaxRef(z, invT)
+		lanes[i] = m
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/benchutil"
 )
 
 // results are the parsed runs; a nil field is a step that was skipped or failed.
@@ -67,7 +69,7 @@ func (r *results) trainRows() []row {
 	cell := fmt.Sprintf("%.2f× (%.2f× per CPU-s)", ratio, t.DrmasCPU/t.TorchCPU)
 	if n := len(t.Rounds); n > 1 {
 		// benchqwen's table holds the rounds' medians; its ratio column the median ratio.
-		ratio = median(t.Rounds)
+		ratio = benchutil.Median(t.Rounds)
 		cell = fmt.Sprintf("%.2f×, median of %d rounds (%.2f–%.2f×)", ratio, n, slices.Min(t.Rounds), slices.Max(t.Rounds))
 	}
 	return []row{{
@@ -181,14 +183,6 @@ func (r *results) write(w io.Writer, note string) {
 	if len(r.notRun) > 0 {
 		fmt.Fprintf(w, "Not run: %s.\n", strings.Join(r.notRun, "; "))
 	}
-}
-
-func median(v []float64) float64 {
-	s := slices.Sorted(slices.Values(v))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 func oneLine(s string) string {

@@ -4,6 +4,8 @@ package benchutil
 
 import (
 	"flag"
+	"math"
+	"slices"
 	"syscall"
 
 	"github.com/drmas-dev/drmas/hf"
@@ -40,4 +42,17 @@ func CPUSeconds() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// Median is the middle of xs, the mean of the two middle values for an even count (NaN for
+// none); xs is left as it is.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }

@@ -19,17 +19,11 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"time"
 
+	"github.com/drmas-dev/drmas/internal/benchutil"
 	"github.com/drmas-dev/drmas/model"
 )
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
 
 func batch(B, T, P int) []model.Sequence {
 	r := rand.New(rand.NewPCG(1, 1))
@@ -75,7 +69,7 @@ func gemmRate(g model.GEMM, m, n, k int, ta, tb bool, reps int) float64 {
 		g.Sgemm(ta, tb, m, n, k, 1, A, lda, B, ldb, 0, C, n)
 		rates = append(rates, 2*float64(m)*float64(n)*float64(k)/time.Since(t).Seconds()/1e9)
 	}
-	return median(rates)
+	return benchutil.Median(rates)
 }
 
 func main() {
@@ -141,21 +135,21 @@ func main() {
 			round = append(round, r)
 		}
 		secs = append(secs, sec)
-		raws = append(raws, median(round))
-		shares = append(shares, flops/sec/1e9/median(round))
+		raws = append(raws, benchutil.Median(round))
+		shares = append(shares, flops/sec/1e9/benchutil.Median(round))
 	}
-	stepSec := median(secs)
+	stepSec := benchutil.Median(secs)
 	trainRate := flops / stepSec / 1e9
 	fmt.Printf("train step B=32 T=64: %.3f s (median of %d), %.0f tokens/s, %.2f GFLOP/step, %.2f GFLOP/s\n",
 		stepSec, *steps, 32*64/stepSec, flops/1e9, trainRate)
 	for j, s := range shapes {
-		fmt.Printf("raw GEMM %-28s %6.2f GFLOP/s\n", s.name, median(shapeRates[j]))
+		fmt.Printf("raw GEMM %-28s %6.2f GFLOP/s\n", s.name, benchutil.Median(shapeRates[j]))
 	}
 	big := gemmRate(k, 1024, 1024, 1024, false, false, 3)
 	fmt.Printf("raw GEMM %-28s %6.2f GFLOP/s\n", "1024^3 NN", big)
-	raw := median(raws)
+	raw := benchutil.Median(raws)
 	fmt.Printf("share: training step %.2f GFLOP/s vs raw GEMM at model shapes %.2f GFLOP/s (medians); per-round share, median of %d interleaved rounds: %.0f%% (target >= 50%%); %.0f%% of the 1024^3 rate\n",
-		trainRate, raw, *steps, 100*median(shares), 100*trainRate/big)
+		trainRate, raw, *steps, 100*benchutil.Median(shares), 100*trainRate/big)
 
 	// Decode.
 	reqs := make([]model.SampleRequest, *decodeN)

@@ -33,7 +33,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"slices"
 	"syscall"
 	"time"
 
@@ -164,11 +163,7 @@ func medianRound(rs []trainRound) medians {
 		for i, r := range rs {
 			v[i] = f(r)
 		}
-		slices.Sort(v)
-		if n := len(v); n%2 == 0 {
-			return (v[n/2-1] + v[n/2]) / 2
-		}
-		return v[len(v)/2]
+		return benchutil.Median(v)
 	}
 	return medians{
 		drmas: pick(func(r trainRound) float64 { return r.drmas }), torch: pick(func(r trainRound) float64 { return r.torch }),
