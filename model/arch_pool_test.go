@@ -99,9 +99,7 @@ func sameBitsT(t *testing.T, what string, got, want []float32) {
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s[%d] = %v, want %v (bits)", what, i, got[i], want[i])
-		}
+	if i := firstBitDiff(got, want); i >= 0 {
+		t.Fatalf("%s[%d] = %v, want %v (bits)", what, i, got[i], want[i])
 	}
 }

@@ -24,16 +24,17 @@ func ckptSeqs(c ArchConfig, r *rand.Rand) []Sequence {
 }
 
 // sameBits reports whether a and b hold the same float32 bits.
-func sameBits(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
+func sameBits(a, b []float32) bool { return len(a) == len(b) && firstBitDiff(a, b) < 0 }
+
+// firstBitDiff is the first index below min(len(a), len(b)) where a and b differ in their
+// bits, or −1.
+func firstBitDiff(a, b []float32) int {
+	for i := range min(len(a), len(b)) {
 		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
+			return i
 		}
 	}
-	return true
+	return -1
 }
 
 // ckptRun is one training step's outputs: log-probs, entropies (flat) and the gradient after
