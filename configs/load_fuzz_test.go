@@ -64,6 +64,25 @@ func FuzzLoadFormats(f *testing.F) {
 	})
 }
 
+// TestLoadEnvExcerptsEveryKey: a long value of any DRMAS_* variable, printable or not, is
+// refused (or accepted) with a message that quotes it as an excerpt. FuzzLoadEnv found
+// workflow.critic_reward quoting all of a 1,021-byte value; this checks every key at once.
+func TestLoadEnvExcerptsEveryKey(t *testing.T) {
+	for _, key := range FixedKeys() {
+		name := EnvVar(key)
+		for _, val := range []string{strings.Repeat("a", 3000), strings.Repeat("\x00", 1021)} {
+			env := func(v string) (string, bool) { return val, v == name }
+			_, err := Load(LoadOptions{LookupEnv: env})
+			if err == nil {
+				continue
+			}
+			if msg := err.Error(); len(msg) > 1024 || strings.Contains(msg, val[:200]) {
+				t.Errorf("%s of %d bytes: a %d-byte message: %.300s", name, len(val), len(msg), msg)
+			}
+		}
+	}
+}
+
 // FuzzLoadEnv: any value of any DRMAS_* variable loads within the budget, and a refusal
 // quotes it as a short excerpt.
 func FuzzLoadEnv(f *testing.F) {

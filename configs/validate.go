@@ -20,9 +20,13 @@ import (
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	// need reports key's value v when fail holds. The conditions name what fails (x <= 0, not
-	// !(x > 0)), so a NaN, reported once by checkFinite, fails none of them.
+	// need reports key's value v when fail holds, a string value cut to an excerpt. The
+	// conditions name what fails (x <= 0, not !(x > 0)), so a NaN, reported once by
+	// checkFinite, fails none of them.
 	need := func(fail bool, key string, v any, want string) {
+		if s, ok := v.(string); ok {
+			v = excerpt.Name(s)
+		}
 		if fail {
 			bad("%s: %v, want %s", key, v, want)
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // DefaultEps is ε of docs/design.md, "Estimators", added to σ before dividing.
@@ -161,7 +163,7 @@ func parseSpec(name string) (s Spec, explicit bool, err error) {
 	}
 	e, rest, ok := lookupPrefix(name)
 	if !ok || rest != "" && rest[0] != '_' { // "drmass" is a typo of a name, not a suffix
-		return Spec{}, false, fmt.Errorf("unknown estimator %q (want %s)", name, specNames)
+		return Spec{}, false, fmt.Errorf("unknown estimator %s (want %s)", excerpt.Quote(name), specNames)
 	}
 	s.Estimator = e.Spec.Estimator
 	s.NormStd, s.Eps = true, DefaultEps

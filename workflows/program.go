@@ -3,6 +3,8 @@ package workflows
 import (
 	"fmt"
 	"time"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // Program rewards (ProgramOptions.Reward): who grades an agent program's episode.
@@ -84,7 +86,7 @@ func (p ProgramOptions) problems() []error {
 	switch p.Reward {
 	case "", RewardProgram, RewardMath, RewardSearch:
 	default:
-		errs = append(errs, fmt.Errorf("reward: %q, want program, math or search", p.Reward))
+		errs = append(errs, fmt.Errorf("reward: %s, want program, math or search", excerpt.Quote(p.Reward)))
 	}
 	for i, a := range p.Command {
 		if a == "" && i == 0 {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // Verifier reward designs (Rewards.VerifierReward).
@@ -83,16 +85,16 @@ func (r Rewards) problems() []error {
 	switch r.VerifierReward {
 	case "", VerifierOutcome, VerifierVerdict:
 	default:
-		errs = append(errs, fmt.Errorf("verifier_reward: %q, want outcome or verdict", r.VerifierReward))
+		errs = append(errs, fmt.Errorf("verifier_reward: %s, want outcome or verdict", excerpt.Quote(r.VerifierReward)))
 	}
 	if r.RouterReward != "" && r.RouterReward != JobOutcome && r.RouterReward != RouterDecision {
-		errs = append(errs, fmt.Errorf("router_reward: %q, want outcome or decision", r.RouterReward))
+		errs = append(errs, fmt.Errorf("router_reward: %s, want outcome or decision", excerpt.Quote(r.RouterReward)))
 	}
 	if r.SearcherReward != "" && r.SearcherReward != JobOutcome && r.SearcherReward != SearcherRetrieval {
-		errs = append(errs, fmt.Errorf("searcher_reward: %q, want outcome or retrieval", r.SearcherReward))
+		errs = append(errs, fmt.Errorf("searcher_reward: %s, want outcome or retrieval", excerpt.Quote(r.SearcherReward)))
 	}
 	if r.CriticReward != "" && r.CriticReward != JobOutcome && r.CriticReward != CriticVerdict {
-		errs = append(errs, fmt.Errorf("critic_reward: %q, want outcome or verdict", r.CriticReward))
+		errs = append(errs, fmt.Errorf("critic_reward: %s, want outcome or verdict", excerpt.Quote(r.CriticReward)))
 	}
 	if !(r.VerdictShare >= 0 && r.VerdictShare <= 1) {
 		errs = append(errs, fmt.Errorf("verdict_share: %v, want 0..1", r.VerdictShare))

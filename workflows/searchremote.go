@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/workflows/retriever"
 	"github.com/drmas-dev/drmas/workflows/searchgrade"
 )
@@ -28,7 +29,7 @@ type RetrieverOptions struct {
 func (o RetrieverOptions) problems() []error {
 	var errs []error
 	if o.URL != "" && !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-		errs = append(errs, fmt.Errorf("retriever_url: %q, want an http:// or https:// URL such as http://127.0.0.1:8000/retrieve", o.URL))
+		errs = append(errs, fmt.Errorf("retriever_url: %s, want an http:// or https:// URL such as http://127.0.0.1:8000/retrieve", excerpt.Quote(o.URL)))
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("retriever_timeout: %v, want ≥ 0 (0: 30s)", o.Timeout))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/shards"
 )
 
@@ -41,7 +42,7 @@ func LoadTasksFormat(path, format string) ([]Task, error) {
 		format = f
 	case FormatDrmas, FormatVerl:
 	default:
-		return nil, fmt.Errorf("%s: unknown tasks format %q (want %s)", path, format, strings.Join(TaskFormats, ", "))
+		return nil, fmt.Errorf("%s: unknown tasks format %s (want %s)", excerpt.Name(path), excerpt.Quote(format), strings.Join(TaskFormats, ", "))
 	}
 	if format == FormatVerl {
 		return LoadVerlTasks(path)

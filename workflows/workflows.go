@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // PromptBudget is the largest prompt, in bytes, that any workflow emits.
@@ -224,7 +226,7 @@ func (o Options) Problems() []error {
 	switch o.VerifierCheck {
 	case "", VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute:
 	default:
-		errs = append(errs, fmt.Errorf("verifier_check: %q, want %s, %s or %s", o.VerifierCheck, VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute))
+		errs = append(errs, fmt.Errorf("verifier_check: %s, want %s, %s or %s", excerpt.Quote(o.VerifierCheck), VerifierCheckAnswer, VerifierCheckDigits, VerifierCheckRecompute))
 	}
 	errs = append(errs, o.Retriever.problems()...)
 	errs = append(errs, o.paperProblems()...)
