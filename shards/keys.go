@@ -148,6 +148,9 @@ func checkChunkPages(f *parquet.File, name string, rgi, ci int, keys bool, buf [
 		return fmt.Errorf("%s: row group %d column %d: malformed page: "+format, append([]any{name, rgi, ci}, args...)...)
 	}
 	for rest := chunk; len(rest) > 0; {
+		if _, err := thriftSize(rest); err != nil {
+			return buf, 0, bad("header: %v", err)
+		}
 		rd.ResetBytes(rest)
 		var h format.PageHeader
 		if err := dec.Decode(&h); err != nil {

@@ -40,6 +40,9 @@ func OpenParquet(r io.ReaderAt, size int64, name string) (*parquet.File, error) 
 		return nil, fmt.Errorf("%s: parquet footer of %d MiB, more than the %d MiB read here: the file has too many row groups (decoding its footer takes about 40 times its size in memory); rewrite it with larger row groups (e.g. 100k rows or more each)",
 			name, flen>>20, MaxFooterBytes>>20)
 	}
+	if err := checkFooter(r, size, flen); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	f, err := func() (f *parquet.File, err error) {
 		defer func() {
 			// parquet-go panics on some malformed footers.

@@ -73,6 +73,9 @@ func openFooter(ctx context.Context, b storage.Bucket, key string, size int64) (
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	if _, err := thriftSize(footer[:flen]); err != nil {
+		return nil, nil, 0, fmt.Errorf("%s: malformed parquet footer: %w", key, err)
+	}
 	ra.add(0, head)
 	ra.add(size-8-flen, footer)
 	f, err = openFile(ra, size)
