@@ -73,8 +73,10 @@ func TestSharedPrefillSameDraws(t *testing.T) {
 // qwen05 (Qwen2.5-0.5B: hidden 896, 14 heads, 2 KV heads, MLP 4864, vocab 151,936, tied), with
 // -rollout-layers overriding its layer count (0: the shape's), and their top_p (-rollout-top-p,
 // 0.95; random weights give a nearly flat distribution, whose nucleus at 0.95 holds most of
-// the vocabulary, so the sampler sorts far more candidates than after training).
+// the vocabulary, so the sampler sorts far more candidates than after training), and the
+// dtype of its matrices (-rollout-dtype: f32, or bf16 as a LoRA run's frozen base holds them).
 var (
+	rolloutDType  = flag.String("rollout-dtype", "f32", "rollout benchmarks' matrices: f32 or bf16 (stored in BF16, as a frozen LoRA base)")
 	rolloutShape  = flag.String("rollout-shape", "small", "rollout benchmarks' model shape: small or qwen05")
 	rolloutLayers = flag.Int("rollout-layers", 0, "rollout benchmarks' layers (0: the shape's)")
 	rolloutTopP   = flag.Float64("rollout-top-p", 0.95, "rollout benchmarks' top_p (1: off)")
@@ -94,7 +96,17 @@ func rolloutModel(b *testing.B) *LLM {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("shape %s: hidden %d, %d layers, vocab %d", *rolloutShape, c.Hidden, c.Layers, c.Vocab)
+	switch *rolloutDType {
+	case "f32":
+	case "bf16":
+		roundMatricesBF16(m)
+		if m, err = m.FrozenBF16(); err != nil {
+			b.Fatal(err)
+		}
+	default:
+		b.Fatalf("-rollout-dtype %q: want f32 or bf16", *rolloutDType)
+	}
+	b.Logf("shape %s: hidden %d, %d layers, vocab %d, %s", *rolloutShape, c.Hidden, c.Layers, c.Vocab, *rolloutDType)
 	return m
 }
 
