@@ -18,10 +18,11 @@ var errThriftTruncated = errors.New("thrift struct runs past its bytes")
 // binary field more bytes, than remain in b, where the nesting exceeds maxThriftDepth, or
 // where the struct runs past b.
 //
-// parquet-go's decoder allocates what a header claims before reading it (up to 2³¹ elements
-// or bytes), so a few bytes of a hostile footer or page header could ask for gigabytes. Every
-// element takes at least one byte, so a struct that passes here holds at most len(b)
-// elements in all, and decoding it allocates at most a few hundred bytes per input byte.
+// parquet-go's decoder allocates the elements a list claims before reading them (up to 2³¹),
+// and from a stream the bytes a binary claims too, so a few bytes of a hostile footer could
+// ask for gigabytes. Every element takes at least one byte, so a struct that passes here holds
+// at most len(b) elements in all, and decoding it allocates at most a few hundred bytes per
+// input byte.
 func thriftSize(b []byte) (int, error) {
 	w := thriftWalker{b: b}
 	if err := w.structure(0); err != nil {

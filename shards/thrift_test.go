@@ -2,6 +2,7 @@ package shards_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"strings"
 	"testing"
@@ -112,4 +113,97 @@ func TestLyingFooterListWithinBudget(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lying: malformed parquet footer: thrift list size") {
 		t.Fatalf("OpenColumns error %v, want the malformed footer named", err)
 	}
+}
+
+// withHeaderField returns file with field (a compact-protocol field, its id in full) added at
+// the end of the first page header of the first key column, the footer's offsets moved to match.
+func withHeaderField(t *testing.T, file []byte, field []byte) []byte {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := f.Schema().Lookup(shards.KeyColumns[0])
+	md := f.Metadata().RowGroups[0].Columns[leaf.ColumnIndex].MetaData
+	start := md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+		start = md.DictionaryPageOffset
+	}
+	n, err := shards.ThriftSize(file[start:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := start + int64(n) - 1 // the header's stop byte
+	out := append(append(append([]byte(nil), file[:at]...), field...), file[at:]...)
+	k := int64(len(field))
+	move := func(off *int64) {
+		if *off > at {
+			*off += k
+		}
+	}
+	return footerEdit(t, out, func(m *format.FileMetaData) {
+		for i := range m.RowGroups {
+			rg := &m.RowGroups[i]
+			move(&rg.FileOffset)
+			for j := range rg.Columns {
+				cc := &rg.Columns[j]
+				move(&cc.FileOffset)
+				move(&cc.MetaData.DataPageOffset)
+				move(&cc.MetaData.DictionaryPageOffset)
+				if i == 0 && j == leaf.ColumnIndex {
+					cc.MetaData.TotalCompressedSize += k
+				}
+			}
+		}
+	})
+}
+
+// TestLyingPageHeaderWithinBudget: a key column's page header whose statistics claim a 2³⁰-byte
+// maximum is refused by every reader within budget, naming the claim (parquet-go's decoder,
+// reading from the chunk's bytes, bounds a binary itself but says only "unexpected EOF"); an
+// unknown field holding the bytes it claims is read past, so the edit itself is sound.
+func TestLyingPageHeaderWithinBudget(t *testing.T) {
+	var buf bytes.Buffer
+	if err := shards.WriteTrajectories(&buf, 0, shardtest.Rows(shardtest.Options{Seed: 5, Groups: 30, Samples: 4})); err != nil {
+		t.Fatal(err)
+	}
+	want, err := readKeys(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Field 100 (zigzag 200), binary, 3 bytes.
+	honest := withHeaderField(t, buf.Bytes(), []byte{0x08, 200, 1, 3, 'a', 'b', 'c'})
+	if got, err := readKeys(honest); err != nil || sameKeys(got, want) != "" {
+		t.Fatalf("a header with an unknown 3-byte field: %v", err)
+	}
+	var kr shards.KeyReader
+	if got, err := kr.Read(t.Context(), bytesBucket{data: honest}, "p", int64(len(honest))); err != nil || sameKeys(got, want) != "" {
+		t.Fatalf("KeyReader, a header with an unknown 3-byte field: %v", err)
+	}
+
+	// Field 5 (zigzag 10), data_page_header: its field 5, statistics: its field 1, max, a
+	// binary of 2³⁰ bytes; then the ends of the two structs, which the claim swallows.
+	lie := binary.AppendUvarint([]byte{0x0c, 10, 0x5c, 0x18}, 1<<30)
+	lying := withHeaderField(t, buf.Bytes(), append(lie, 0, 0))
+	const refusal = "malformed page: header: thrift binary length of 1073741824"
+	before := totalAlloc()
+	_, err = readKeys(lying)
+	checkAlloc(t, "OpenParquet and ReadKeys", before, len(lying))
+	if err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("OpenParquet and ReadKeys: error %v, want %q", err, refusal)
+	}
+	before = totalAlloc()
+	_, kerr := kr.Read(t.Context(), bytesBucket{data: lying}, "p", int64(len(lying)))
+	checkAlloc(t, "KeyReader", before, len(lying))
+	if kerr == nil || !strings.Contains(kerr.Error(), refusal) || kr.Fallbacks() != 1 {
+		t.Fatalf("KeyReader: error %v after %d fallbacks, want %q after 1", kerr, kr.Fallbacks(), refusal)
+	}
+}
+
+func readKeys(file []byte) (*shards.Keys, error) {
+	pf, err := shards.OpenParquet(bytes.NewReader(file), int64(len(file)), "p")
+	if err != nil {
+		return nil, err
+	}
+	return shards.ReadKeys(context.Background(), pf, "p")
 }
