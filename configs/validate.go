@@ -24,12 +24,13 @@ func (c *Config) Validate() error {
 	// conditions name what fails (x <= 0, not !(x > 0)), so a NaN, reported once by
 	// checkFinite, fails none of them.
 	need := func(fail bool, key string, v any, want string) {
+		if !fail {
+			return
+		}
 		if s, ok := v.(string); ok {
 			v = excerpt.Name(s)
 		}
-		if fail {
-			bad("%s: %v, want %s", key, v, want)
-		}
+		bad("%s: %v, want %s", key, v, want)
 	}
 	checkFinite(reflect.ValueOf(*c), "", bad)
 	c.checkSizes(bad)

@@ -7,7 +7,7 @@ import (
 )
 
 // maxThriftDepth bounds how deeply the structs, lists and maps of a footer or page header may
-// nest (Parquet's own nest five deep).
+// nest (Parquet's own nest fewer than ten deep).
 const maxThriftDepth = 64
 
 // errThriftTruncated reports a struct that runs past the bytes it was given.
