@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/tokenizer"
 )
 
@@ -54,7 +55,7 @@ func (m message) text() (string, error) {
 	var b strings.Builder
 	for _, p := range parts {
 		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q: only text parts are supported", p.Type)
+			return "", fmt.Errorf("content part of type %s: only text parts are supported", excerpt.Quote(p.Type))
 		}
 		b.WriteString(p.Text)
 	}
@@ -90,7 +91,7 @@ func chatMessages(msgs []message, tools []json.RawMessage) ([]tokenizer.Message,
 				return nil, fmt.Errorf("messages[%d]: %w", i, err)
 			}
 		default:
-			return nil, fmt.Errorf("messages[%d]: role %q is not system, developer, user, assistant or tool", i, m.Role)
+			return nil, fmt.Errorf("messages[%d]: role %s is not system, developer, user, assistant or tool", i, excerpt.Quote(m.Role))
 		}
 		out = append(out, tokenizer.Message{Role: role, Content: content})
 	}

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drmas-dev/drmas/internal/oracles"
@@ -87,6 +89,25 @@ func TestParseToolCalls(t *testing.T) {
 	for _, s := range []string{"no call", "<tool_call>{not json}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>"} {
 		if c, calls, ok := parseToolCalls(s, "x"); ok || c != s || calls != nil {
 			t.Errorf("%q: %q %v %v", s, c, calls, ok)
+		}
+	}
+}
+
+// TestRenderRefusalsExcerpt: a client's 100 KB role or content-part type is refused with a
+// short excerpt of it, not echoed whole.
+func TestRenderRefusalsExcerpt(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	part, err := json.Marshal([]map[string]string{{"type": long, "text": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]message{
+		"role": {Role: long, Content: json.RawMessage(`"hi"`)},
+		"part": {Role: "user", Content: part},
+	} {
+		_, err := chatMessages([]message{m}, nil)
+		if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "(100000 bytes)") {
+			t.Errorf("%s: error of %d bytes, want a short one naming the value's size: %.200v", name, len(fmt.Sprint(err)), err)
 		}
 	}
 }

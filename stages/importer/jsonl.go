@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/drmas-dev/drmas/internal/excerpt"
 )
 
 // readJSONL decodes one JSON object per line. Blank lines are skipped; unknown fields are
@@ -262,7 +264,7 @@ func jsonFloat(raw any) (float64, error) {
 		return f, nil
 	case string:
 		if f, err := strconv.ParseFloat(x, 64); (err == nil || errors.Is(err, strconv.ErrRange)) && checkFinite(f) != nil {
-			return 0, fmt.Errorf("%q is not finite", x)
+			return 0, fmt.Errorf("%s is not finite", excerpt.Quote(x))
 		}
 	}
 	return 0, fmt.Errorf("want a number, got %s", describe(raw))

@@ -28,6 +28,7 @@ import (
 
 	"github.com/drmas-dev/drmas/commit"
 	"github.com/drmas-dev/drmas/estimators"
+	"github.com/drmas-dev/drmas/internal/excerpt"
 	"github.com/drmas-dev/drmas/internal/hugemem"
 	"github.com/drmas-dev/drmas/internal/progress"
 	"github.com/drmas-dev/drmas/jobs"
@@ -316,7 +317,7 @@ func (w *stageRun) computePart(ctx context.Context, f commit.File, sl *slot, p *
 		var oe *estimators.OverflowError
 		if errors.As(err, &oe) && oe.Row >= 0 && oe.Row < keys.Len() {
 			r := oe.Row
-			err = fmt.Errorf("row_id %d (uid %q, agent %q): %w", keys.RowID[r], keys.UIDs[keys.Group[r]], keys.Agents[keys.Agent[r]], err)
+			err = fmt.Errorf("row_id %d (uid %s, agent %s): %w", keys.RowID[r], excerpt.Quote(keys.UIDs[keys.Group[r]]), excerpt.Quote(keys.Agents[keys.Agent[r]]), err)
 		}
 		return fmt.Errorf("%s: %w", path.Join(w.inDir, f.Name), err)
 	}
@@ -596,8 +597,8 @@ func ColumnsOf(k *shards.Keys) *estimators.Columns {
 func checkSampleOrder(k *shards.Keys) error {
 	for i := 1; i < k.Len(); i++ {
 		if k.Group[i] == k.Group[i-1] && k.Sample[i] < k.Sample[i-1] {
-			return fmt.Errorf("row %d (row_id %d, uid %q): sample %d after sample %d: the rows of a uid must be sorted by (sample, step), so that each trajectory's rows are contiguous",
-				i, k.RowID[i], k.UIDs[k.Group[i]], k.Sample[i], k.Sample[i-1])
+			return fmt.Errorf("row %d (row_id %d, uid %s): sample %d after sample %d: the rows of a uid must be sorted by (sample, step), so that each trajectory's rows are contiguous",
+				i, k.RowID[i], excerpt.Quote(k.UIDs[k.Group[i]]), k.Sample[i], k.Sample[i-1])
 		}
 	}
 	return nil
@@ -720,7 +721,7 @@ func (a *diagAcc) finite() error {
 		}{{"μ_k", x.sumMuK}, {"σ_k", x.sumSigK}, {"μ", x.sumMu}, {"σ", x.sumSig}, {"the inflation", x.sumInfl},
 			{"the advantages", x.advSum}, {"|advantage|", x.advAbsSum}, {"the advantages' squared deviations", x.advM2}} {
 			if math.IsInf(v.sum, 0) || math.IsNaN(v.sum) {
-				return fmt.Errorf("diagnostics of agent %q: the sum of %s over its groups is not finite in float64: the scores are too large, scale them down", name, v.what)
+				return fmt.Errorf("diagnostics of agent %s: the sum of %s over its groups is not finite in float64: the scores are too large, scale them down", excerpt.Quote(name), v.what)
 			}
 		}
 	}
