@@ -86,8 +86,8 @@ func (w *thriftWalker) uvarint() (uint64, error) {
 	return 0, fmt.Errorf("thrift varint longer than 10 bytes at byte %d", w.i)
 }
 
-// count reads a length or an element count and checks that n elements of at least min bytes
-// each fit in what remains.
+// count checks that n, a length or an element count just read, fits what remains at min
+// bytes an element.
 func (w *thriftWalker) count(what string, n uint64, min int) (int, error) {
 	if n > uint64(w.rest()/min) {
 		return 0, fmt.Errorf("thrift %s of %d at byte %d, but %d bytes remain", what, n, w.i, w.rest())

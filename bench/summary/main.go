@@ -3,10 +3,9 @@
 // figure beside its anchor (PyTorch, llama.cpp, the FMA peak, the memory estimate, the
 // unshared rollout), the ratio and the target, met or not.
 //
-// At the Qwen2.5-0.5B shape it takes ~15 minutes and needs ~10 GB free, PyTorch (Debian
+// At the Qwen2.5-0.5B shape it takes ~11 minutes and needs ~10 GB free, PyTorch (Debian
 // python3-torch) and llama.cpp (bash .ci/install-oracles.sh). -tiny runs every step at a small
-// shape in about a minute: a check that the steps run and their outputs parse, not figures to
-// quote. Progress goes to standard error, the table to standard output (and -o).
+// shape in seconds: a check that the steps run and their outputs parse, not figures to quote. Progress goes to standard error, the table to standard output (and -o).
 //
 //	go run ./bench/summary [-tiny] [-skip rollout,llamacpp] [-o table.md]
 package main
@@ -58,7 +57,7 @@ type options struct {
 }
 
 func main() {
-	tiny := flag.Bool("tiny", false, "every step at a small shape (a check of the pipeline, ~1 minute)")
+	tiny := flag.Bool("tiny", false, "every step at a small shape (a check of the pipeline, seconds)")
 	skip := flag.String("skip", "", "steps to leave out, comma-separated: "+strings.Join(stepNames(), ", "))
 	out := flag.String("o", "", "also write the table to this file")
 	python := flag.String("python", oracles.Python(), "python with torch for the PyTorch side ($DRMAS_PYTHON, else Debian's)")

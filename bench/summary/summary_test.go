@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,7 +123,7 @@ func TestTableStatuses(t *testing.T) {
 	r := &results{torch: &tr, memFull: &memRun{9.13, 9.10}, memLoRA: &memRun{4.5, 2.8}, memTokens: 4096,
 		rollout: goBench{"ratio": 3.5, "cpu-ratio": 3.6, "shared-tokens/s": 140, "unshared-tokens/s": 40},
 		picked:  0.6, flatPicked: 2.6, llama: []llamaRow{{DType: "F32", Batch: 1, RatioC: 0.99}},
-		failed: map[string]error{"gemm": errorString("benchengine: exit status 1")}}
+		failed: map[string]error{"gemm": errors.New("benchengine: exit status 1")}}
 	var buf bytes.Buffer
 	r.write(&buf, "note")
 	got := buf.String()
@@ -142,15 +143,11 @@ func TestTableStatuses(t *testing.T) {
 	}
 }
 
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
 // TestTinyRun runs every step at the small shapes against the real programs, PyTorch and
 // llama.cpp: each must run and its output parse (the figures are not checked).
 func TestTinyRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs every benchmark program (~1 minute)")
+		t.Skip("builds and runs every benchmark program (~15 s)")
 	}
 	python := oracles.Torch(t)
 	if err := llamacpp.Available(); err != nil {
