@@ -71,11 +71,7 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 	st := &decodeStep{cs: cs, chunks: chunks, start: start, scratch: make([][]float32, workers()), maxLen: maxLen,
 		h: make([]float32, R*D), qkv: make([]float32, R*b.ld()), att: make([]float32, R*b.H*b.hd), tmp: make([]float32, R*D),
 		gu: make([]float32, R*b.up()), act: make([]float32, R*b.F)}
-	for i, ch := range chunks {
-		for t0 := 0; t0 < len(ch); t0 += attnPieceRows {
-			st.pieces = append(st.pieces, [3]int{i, t0, min(len(ch), t0+attnPieceRows)})
-		}
-	}
+	st.units = attnUnits(cs, chunks)
 	st.cos, st.sin = b.rotary(pos)
 	for l := 0; l < b.layers; l++ {
 		m.cachedBlock(l, x, st)
@@ -97,16 +93,71 @@ func (m *LLM) cachedStep(cs []*kvCache, chunks [][]int32) []float32 {
 // split among the cores).
 const attnPieceRows = 16
 
+// maxGroup and minGroupBlocks bound a group of requests that attend together: at most 8
+// requests (a GRPO group's samples), sharing at least 4 blocks (64 positions).
+const maxGroup, minGroupBlocks = 8, 4
+
 // cachedRows counts the rows cachedStep has run, headRowsRun those the output head has run in
-// decoding (for tests of the shared prefill).
-var cachedRows, headRowsRun atomic.Int64
+// decoding, groupedRows those that attended in a group (for tests of the sharing).
+var cachedRows, headRowsRun, groupedRows atomic.Int64
+
+// attnUnit is the rows of one attention task (times a KV head): rows [t0, t1) of request i
+// alone (end = i+1, shared = 0), or the one row each of requests [i, end), whose caches share
+// their first shared blocks (attendGroup).
+type attnUnit struct{ i, end, t0, t1, shared int }
+
+// attnUnits splits a step's rows into attention tasks: runs of requests that decode one row
+// each at the same position over shared blocks attend as groups (groupAt); other requests'
+// rows go by pieces of at most attnPieceRows.
+func attnUnits(cs []*kvCache, chunks [][]int32) []attnUnit {
+	var us []attnUnit
+	for i := 0; i < len(chunks); {
+		if end, shared := groupAt(cs, chunks, i); end > i+1 {
+			us = append(us, attnUnit{i: i, end: end, t1: 1, shared: shared})
+			groupedRows.Add(int64(end - i))
+			i = end
+			continue
+		}
+		for t0 := 0; t0 < len(chunks[i]); t0 += attnPieceRows {
+			us = append(us, attnUnit{i: i, end: i + 1, t0: t0, t1: min(len(chunks[i]), t0+attnPieceRows)})
+		}
+		i++
+	}
+	return us
+}
+
+// groupAt is the group of requests starting at i, [i, end), and the leading blocks all their
+// caches share: up to maxGroup consecutive requests of one row each at the same position whose
+// caches share at least minGroupBlocks blocks wholly before that position (end = i+1: none).
+func groupAt(cs []*kvCache, chunks [][]int32, i int) (end, shared int) {
+	if len(chunks[i]) != 1 || !sharePrefixes {
+		return i + 1, 0
+	}
+	p := cs[i].n
+	shared = p / kvBlockLen
+	end = i + 1
+	for ; end < len(chunks) && end-i < maxGroup && len(chunks[end]) == 1 && cs[end].n == p; end++ {
+		k := 0
+		for k < shared && cs[end].blocks[k] == cs[i].blocks[k] {
+			k++
+		}
+		if k < minGroupBlocks {
+			break
+		}
+		shared = k
+	}
+	if end == i+1 {
+		return end, 0
+	}
+	return end, shared
+}
 
 // decodeStep is the state of one cachedStep shared by its blocks.
 type decodeStep struct {
 	cs                        []*kvCache
 	chunks                    [][]int32
 	start                     []int
-	pieces                    [][3]int // attention's rows by task: request, first and end row
+	units                     []attnUnit // attention's rows by task
 	cos, sin                  []float32
 	scratch                   [][]float32
 	maxLen                    int
@@ -136,18 +187,27 @@ func (m *LLM) cachedBlock(l int, x []float32, st *decodeStep) {
 			st.cs[i].put(l, st.cs[i].n+t, st.qkv[r*ld+od:][:kvd], st.qkv[r*ld+od+kvd:][:kvd])
 		}
 	}
-	// One task per piece of a request's rows and KV head: its rep query heads read the KV
-	// head's values together.
-	parallelTasks(len(st.pieces)*b.KV, func(worker, task int) {
-		pc, g := st.pieces[task/b.KV], task%b.KV
-		i := pc[0]
-		if st.scratch[worker] == nil {
-			st.scratch[worker] = make([]float32, rep*pagedScratch(st.maxLen-1))
+	// One task per unit of rows and KV head: its rep query heads read the KV head's values
+	// together, and a group's requests the blocks they share.
+	parallelTasks(len(st.units)*b.KV, func(worker, task int) {
+		u, g := st.units[task/b.KV], task%b.KV
+		if need := (u.end - u.i) * rep * pagedScratch(st.maxLen-1); len(st.scratch[worker]) < need {
+			st.scratch[worker] = make([]float32, need)
 		}
 		h0 := g * rep * hd
-		for t := pc[1]; t < pc[2]; t++ {
-			r := st.start[i] + t
-			attendPagedHeads(st.qkv[r*ld+h0:][:rep*hd], rep, st.cs[i], l, g*hd, st.cs[i].n+t, scale, st.scratch[worker], st.att[r*od+h0:][:rep*hd])
+		if u.shared > 0 {
+			var qs, os [maxGroup][]float32
+			for j := u.i; j < u.end; j++ {
+				r := st.start[j]
+				qs[j-u.i], os[j-u.i] = st.qkv[r*ld+h0:][:rep*hd], st.att[r*od+h0:][:rep*hd]
+			}
+			G := u.end - u.i
+			attendGroup(qs[:G], os[:G], rep, st.cs[u.i:u.end], l, g*hd, st.cs[u.i].n, u.shared, scale, st.scratch[worker])
+			return
+		}
+		for t := u.t0; t < u.t1; t++ {
+			r := st.start[u.i] + t
+			attendPagedHeads(st.qkv[r*ld+h0:][:rep*hd], rep, st.cs[u.i], l, g*hd, st.cs[u.i].n+t, scale, st.scratch[worker], st.att[r*od+h0:][:rep*hd])
 		}
 	})
 	m.linear(st.att, R, od, bw.oM(), bw.oB, D, st.tmp)

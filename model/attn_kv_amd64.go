@@ -180,8 +180,10 @@ func scoreBlocksHeads(q []float32, heads, hd int, blocks []*kvBlock, l, off int,
 		_ = k[(off+hd)*kvBlockLen-1]
 		return &k[off*kvBlockLen]
 	}
-	b := 0
-	for ; b+4 <= nb; b += 4 {
+	// The last 1–3 blocks run as the last four (nb ≥ 4): the blocks computed twice get the
+	// same bits again.
+	for b0 := 0; b0 < nb; b0 += 4 {
+		b := min(b0, nb-4)
 		k0, k1, k2, k3 := key(b), key(b+1), key(b+2), key(b+3)
 		for h := 0; h < heads; {
 			g := min(4, heads-h)
@@ -197,11 +199,6 @@ func scoreBlocksHeads(q []float32, heads, hd int, blocks []*kvBlock, l, off int,
 				attnDots4AVX512(qh, hd, k0, k1, k2, k3, scale, sh)
 			}
 			h += g
-		}
-	}
-	for ; b < nb; b++ {
-		for h := range heads {
-			attnDots1AVX512(&q[h*hd], hd, key(b), scale, &s[h*ps+b*kvBlockLen])
 		}
 	}
 }

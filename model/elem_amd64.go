@@ -2,6 +2,8 @@
 
 package model
 
+import "math"
+
 //go:noescape
 func geluAVX2(x, y *float32, n int)
 
@@ -123,4 +125,43 @@ func probsFromExpAVX2(z, e *float32, n int, invT, mx, inv float64)
 func probsFromExpVec(z []float32, invT float64, st softmaxStat, e []float32) {
 	_ = e[len(z)-1]
 	probsFromExpAVX2(&z[0], &e[0], len(z), invT, st.mx, st.inv)
+}
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+//go:noescape
+func subAVX2(x *float32, n int, v float32)
+
+//go:noescape
+func scaleAVX2(x *float32, n int, f float32)
+
+// maxVec is the largest element that is not NaN of the leading multiple of 32 elements of x
+// (−Inf for none) and how many it read.
+func maxVec(x []float32) (float32, int) {
+	n := len(x) &^ 31
+	if n == 0 || !hasAVX2FMA {
+		return float32(math.Inf(-1)), 0
+	}
+	return maxAVX2(&x[0], n), n
+}
+
+// subVec: x[i] -= v for the leading multiple of 32 elements of x; returns how many it did.
+func subVec(x []float32, v float32) int {
+	n := len(x) &^ 31
+	if n == 0 || !hasAVX2FMA {
+		return 0
+	}
+	subAVX2(&x[0], n, v)
+	return n
+}
+
+// scaleVec: x[i] *= f for the leading multiple of 32 elements of x; returns how many it did.
+func scaleVec(x []float32, f float32) int {
+	n := len(x) &^ 31
+	if n == 0 || !hasAVX2FMA {
+		return 0
+	}
+	scaleAVX2(&x[0], n, f)
+	return n
 }

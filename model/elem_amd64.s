@@ -568,3 +568,101 @@ pfloop:
 	JNZ  pfloop
 	VZEROUPPER
 	RET
+
+// func maxAVX2(x *float32, n int) float32
+// The largest element of x[0:n] that is not NaN, -Inf for none; n % 32 == 0. VMAXPS keeps
+// its second operand when the first is NaN or not greater, as shiftExp's scalar loop does.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVL $0xff800000, AX
+	MOVL AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	SHRQ $5, CX
+	JZ   mxdone
+
+mxloop:
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+	VMOVUPS 64(DI), Y6
+	VMOVUPS 96(DI), Y7
+	VMAXPS Y0, Y4, Y0
+	VMAXPS Y1, Y5, Y1
+	VMAXPS Y2, Y6, Y2
+	VMAXPS Y3, Y7, Y3
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  mxloop
+
+mxdone:
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+// func subAVX2(x *float32, n int, v float32)
+// x[i] -= v; n % 32 == 0.
+TEXT ·subAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS v+16(FP), Y0
+	SHRQ $5, CX
+	JZ   sbdone
+
+sbloop:
+	VMOVUPS (DI), Y1
+	VMOVUPS 32(DI), Y2
+	VMOVUPS 64(DI), Y3
+	VMOVUPS 96(DI), Y4
+	VSUBPS Y0, Y1, Y1
+	VSUBPS Y0, Y2, Y2
+	VSUBPS Y0, Y3, Y3
+	VSUBPS Y0, Y4, Y4
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  sbloop
+
+sbdone:
+	VZEROUPPER
+	RET
+
+// func scaleAVX2(x *float32, n int, f float32)
+// x[i] *= f; n % 32 == 0.
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS f+16(FP), Y0
+	SHRQ $5, CX
+	JZ   scdone
+
+scloop:
+	VMULPS (DI), Y0, Y1
+	VMULPS 32(DI), Y0, Y2
+	VMULPS 64(DI), Y0, Y3
+	VMULPS 96(DI), Y0, Y4
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  scloop
+
+scdone:
+	VZEROUPPER
+	RET

@@ -2,6 +2,8 @@
 
 package model
 
+import "math"
+
 // hasAVX2FMA is false without the assembly kernels.
 const hasAVX2FMA = false
 
@@ -35,3 +37,7 @@ func shiftScaledVec(z []float32, invT, mx float64, e []float32) { shiftScaledRef
 func probsFromExpVec(z []float32, invT float64, st softmaxStat, e []float32) {
 	probsFromExpRef(z, invT, st, e)
 }
+
+func maxVec(x []float32) (float32, int)   { return float32(math.Inf(-1)), 0 }
+func subVec(x []float32, v float32) int   { return 0 }
+func scaleVec(x []float32, f float32) int { return 0 }

@@ -389,3 +389,53 @@ func TestSoftmaxProbsFromSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftExpSameBits: the vector maximum, subtraction and scaling give the bits of the
+// scalar loops at every length 0–130, with NaNs, infinities, zeros of both signs and ties
+// among the values, the maximum anywhere (NaNs compare as one value: their payloads may
+// differ).
+func TestShiftExpSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	special := []float32{nan, inf, -inf, 0, float32(math.Copysign(0, -1)), 3.5, 3.5}
+	canon := func(x []float32) []float32 {
+		y := slices.Clone(x)
+		for i, v := range y {
+			if v != v {
+				y[i] = nan
+			}
+		}
+		return y
+	}
+	for n := range 131 {
+		for trial := range 6 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 4)
+				if trial > 0 && r.IntN(8) == 0 {
+					x[i] = special[r.IntN(len(special))]
+				}
+			}
+			if trial == 5 {
+				for i := range x {
+					x[i] = special[3+r.IntN(2)] // zeros of both signs only
+				}
+			}
+			got, want := slices.Clone(x), slices.Clone(x)
+			shiftExp(got)
+			shiftExpRef(want)
+			if i := firstBitDiff(canon(got), canon(want)); i >= 0 {
+				t.Fatalf("n=%d trial %d: shiftExp[%d] = %v, want %v (input %v)", n, trial, i, got[i], want[i], x[i])
+			}
+			f := float32(r.NormFloat64())
+			got, want = slices.Clone(x), slices.Clone(x)
+			scaleBy(got, f)
+			for i := range want {
+				want[i] *= f
+			}
+			if i := firstBitDiff(canon(got), canon(want)); i >= 0 {
+				t.Fatalf("n=%d trial %d: scaleBy[%d] = %v, want %v", n, trial, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -106,8 +106,68 @@ func attendPagedHeads(q []float32, heads int, c *kvCache, l, off, p int, scale f
 	valueBlocksHeads(s, ps, n, heads, blocks, l, off, c.kvd, o, hd)
 }
 
-// shiftExp replaces s by exp(s - max s).
+// groupChunk is how many shared blocks a group's requests run over in turn, so that the
+// blocks' keys or values stay in the core's first-level cache (4 blocks of a 64-dim head: 16 KB).
+const groupChunk = 4
+
+// attendGroup is attendPagedHeads for the one row each of several requests at position p whose
+// caches share their first nbS blocks (nbS·kvBlockLen ≤ p; a GRPO group's samples decoding
+// over their prompt): request j's heads query qs[j] and output into os[j]; s is scratch of
+// len(qs)·heads·pagedScratch(p) floats. The requests take turns over each chunk of shared
+// blocks, so its keys and values are read from memory once for the group, not once a request.
+// Every request gets attendPagedHeads's operations (each block's scores the same bits whichever
+// kernel runs them, each output's chain over the positions in order, continued through os), so
+// the same bits.
+func attendGroup(qs, os [][]float32, heads int, cs []*kvCache, l, off, p, nbS int, scale float32, s []float32) {
+	hd := len(qs[0]) / heads
+	n, ps := p+1, pagedScratch(p)
+	nb := (n + kvBlockLen - 1) / kvBlockLen
+	shared := cs[0].blocks[:nbS]
+	sc := func(j int) []float32 { return s[j*heads*ps:][:heads*ps] }
+	for b0 := 0; b0 < nbS; b0 += groupChunk {
+		// The last chunk ends at nbS: blocks computed twice get the same bits again.
+		b := max(0, min(b0, nbS-groupChunk))
+		e := min(nbS, b+groupChunk)
+		for j, q := range qs {
+			scoreBlocksHeads(q, heads, hd, shared[b:e], l, off, scale, sc(j)[b*kvBlockLen:], ps)
+		}
+	}
+	for j, q := range qs {
+		scoreBlocksHeads(q, heads, hd, cs[j].blocks[nbS:nb], l, off, scale, sc(j)[nbS*kvBlockLen:], ps)
+		for h := range heads {
+			shiftExp(sc(j)[h*ps:][:n])
+		}
+		normalizeHeads(sc(j), ps, n, heads)
+		clear(os[j][:heads*hd])
+	}
+	for b := 0; b < nbS; b += groupChunk {
+		e := min(nbS, b+groupChunk)
+		for j, o := range os {
+			valueBlocksHeads(sc(j)[b*kvBlockLen:], ps, (e-b)*kvBlockLen, heads, shared[b:e], l, off, cs[j].kvd, o, hd)
+		}
+	}
+	for j, o := range os {
+		valueBlocksHeads(sc(j)[nbS*kvBlockLen:], ps, n-nbS*kvBlockLen, heads, cs[j].blocks[nbS:nb], l, off, cs[j].kvd, o, hd)
+	}
+}
+
+// shiftExp replaces s by exp(s - max s), the bits of shiftExpRef: the maximum is the same
+// but for the sign of a zero, and exp(±0) is 1 either way.
 func shiftExp(s []float32) {
+	mx, n := maxVec(s)
+	for _, v := range s[n:] {
+		if v > mx {
+			mx = v
+		}
+	}
+	for j := subVec(s, mx); j < len(s); j++ {
+		s[j] -= mx
+	}
+	expSpan(s)
+}
+
+// shiftExpRef is shiftExp with the maximum and the subtraction one element at a time.
+func shiftExpRef(s []float32) {
 	mx := float32(math.Inf(-1))
 	for _, v := range s {
 		if v > mx {
@@ -140,6 +200,32 @@ func normalizeHeads(s []float32, ps, n, heads int) {
 		scaleBy(c, 1/sc)
 		scaleBy(d, 1/sd)
 	}
+	if h+3 <= heads {
+		a := s[h*ps:][:n]
+		b, c := s[(h+1)*ps:][:len(a)], s[(h+2)*ps:][:len(a)]
+		var sa, sb, sc float32
+		for j, v := range a {
+			sa += v
+			sb += b[j]
+			sc += c[j]
+		}
+		scaleBy(a, 1/sa)
+		scaleBy(b, 1/sb)
+		scaleBy(c, 1/sc)
+		h += 3
+	}
+	if h+2 <= heads {
+		a := s[h*ps:][:n]
+		b := s[(h+1)*ps:][:len(a)]
+		var sa, sb float32
+		for j, v := range a {
+			sa += v
+			sb += b[j]
+		}
+		scaleBy(a, 1/sa)
+		scaleBy(b, 1/sb)
+		h += 2
+	}
 	for ; h < heads; h++ {
 		r := s[h*ps:][:n]
 		var sum float32
@@ -152,7 +238,7 @@ func normalizeHeads(s []float32, ps, n, heads int) {
 
 // scaleBy multiplies x by f.
 func scaleBy(x []float32, f float32) {
-	for j := range x {
+	for j := scaleVec(x, f); j < len(x); j++ {
 		x[j] *= f
 	}
 }

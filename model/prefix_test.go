@@ -80,6 +80,7 @@ var (
 	rolloutShape  = flag.String("rollout-shape", "small", "rollout benchmarks' model shape: small or qwen05")
 	rolloutLayers = flag.Int("rollout-layers", 0, "rollout benchmarks' layers (0: the shape's)")
 	rolloutTopP   = flag.Float64("rollout-top-p", 0.95, "rollout benchmarks' top_p (1: off)")
+	rolloutPrompt = flag.Int("rollout-prompt", 512, "BenchmarkGroupRollout's and BenchmarkRolloutPhases' prompt tokens")
 )
 
 func rolloutModel(b *testing.B) *LLM {
@@ -156,7 +157,7 @@ func rollout(b *testing.B, m *LLM, reqs []SampleRequest, opts SampleOptions, sha
 	return first, rest, tokens, len(seen)
 }
 
-// BenchmarkGroupRollout: 8 prompts × 8 samples, 512-token prompts, 64 new tokens at top_p
+// BenchmarkGroupRollout: 8 prompts × 8 samples, 512-token prompts (-rollout-prompt), 64 new tokens at top_p
 // 0.95, with the group's prefill shared (forks sharing the prompt's KV blocks) and without,
 // in one run: tokens/s of each, their ratio, the seconds of the first step (prefill) and of
 // the decode steps, and the KV memory the 64 streams hold at the end.
@@ -165,7 +166,7 @@ func BenchmarkGroupRollout(b *testing.B) {
 	r := rand.New(rand.NewPCG(6, 7))
 	var lens [][2]int
 	for range 8 {
-		lens = append(lens, [2]int{512, 0})
+		lens = append(lens, [2]int{*rolloutPrompt, 0})
 	}
 	prompts := archSeqs(m.d.vocab, r, lens...)
 	var reqs []SampleRequest
@@ -258,9 +259,9 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 }
 
 // BenchmarkRolloutPhases measures the two phases of BenchmarkGroupRollout separately, for
-// shapes where the whole rollout takes too long: the prefill of one 512-token prompt (its
-// first step, one token sampled) and a decode step of 64 rows at the rollout's positions (64
-// samples of one 512-token prompt, prefilled once, then stepped). It reports the rollout ratio
+// shapes where the whole rollout takes too long: the prefill of one 512-token prompt
+// (-rollout-prompt; its first step, one token sampled) and a decode step of 64 rows at the
+// rollout's positions (64 samples of one such prompt, prefilled once, then stepped). It reports the rollout ratio
 // these give, 8 groups × 8 samples and 64 new tokens: every sample prefilling (64 prefills +
 // 64 steps) over the group's prompt prefilled once (8 prefills + 64 steps), and the decode
 // tokens/s at batch 64. With -rollout-profile PREFIX it writes a CPU profile of each phase
@@ -270,8 +271,11 @@ func BenchmarkRolloutPhases(b *testing.B) {
 	r := rand.New(rand.NewPCG(6, 7))
 	opts := SampleOptions{Temperature: 1, TopP: float32(*rolloutTopP), MaxTokens: 64}
 	for i := 0; i < b.N; i++ {
-		long := archSeqs(m.d.vocab, r, [2]int{512, 0})[0].Prompt
-		s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
+		long := archSeqs(m.d.vocab, r, [2]int{*rolloutPrompt, 0})[0].Prompt
+		s, err := m.NewStream(SampleRequest{Prompt: long, Seed: 1}, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
 		stop := profilePhase(b, "prefill")
 		t0, c0 := time.Now(), cpuSeconds()
 		if err := Step(context.Background(), []*Stream{s}, StepOptions{}); err != nil {
@@ -281,7 +285,10 @@ func BenchmarkRolloutPhases(b *testing.B) {
 		stop()
 		var ss []*Stream
 		for k := range 64 {
-			s, _ := m.NewStream(SampleRequest{Prompt: long, Seed: uint64(k)}, opts)
+			s, err := m.NewStream(SampleRequest{Prompt: long, Seed: uint64(k)}, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
 			ss = append(ss, s)
 		}
 		if err := Step(context.Background(), ss, StepOptions{}); err != nil {
@@ -297,11 +304,11 @@ func BenchmarkRolloutPhases(b *testing.B) {
 		}
 		step, stepCPU := time.Since(t0).Seconds()/steps, (cpuSeconds()-c0)/steps
 		stop()
-		b.ReportMetric(prefill, "prefill512-s")
-		b.ReportMetric(prefillCPU, "prefill512-cpu-s")
-		b.ReportMetric(step, "decode64-step-s")
-		b.ReportMetric(stepCPU, "decode64-step-cpu-s")
-		b.ReportMetric(64/step, "decode64-tokens/s")
+		b.ReportMetric(prefill, "prefill-s")
+		b.ReportMetric(prefillCPU, "prefill-cpu-s")
+		b.ReportMetric(step, "decode-step-s")
+		b.ReportMetric(stepCPU, "decode-step-cpu-s")
+		b.ReportMetric(64/step, "decode-tokens/s")
 		b.ReportMetric(step/prefill, "d/P")
 		b.ReportMetric((64*prefill+63*step)/(8*prefill+63*step), "est-ratio")
 		b.ReportMetric((64*prefillCPU+63*stepCPU)/(8*prefillCPU+63*stepCPU), "est-cpu-ratio")

@@ -127,6 +127,152 @@ func TestAttendPagedHeadsMatchesOneHead(t *testing.T) {
 	}
 }
 
+// TestAttendGroupMatchesAlone: requests forked from one prompt (its whole blocks shared, the
+// partial one copied) attending as a group give each request's attendPagedHeads bits, for
+// prompts of 4 to 8 shared blocks (one chunk, a chunk and a recomputed tail, two chunks), own
+// positions after the prompt from one to three blocks' worth, 1 to 8 heads, head dims the
+// grouped values kernel takes and ones it leaves to the per-head path, and every kernel level.
+func TestAttendGroupMatchesAlone(t *testing.T) {
+	defer func(old int) { attnLevel = old }(attnLevel)
+	r := rand.New(rand.NewPCG(11, 12))
+	row := func(kvd int) []float32 {
+		x := make([]float32, kvd)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	for level := attnLevel; level >= 0; level-- {
+		attnLevel = level
+		for _, hd := range []int{16, 64, 80} {
+			kvd := 2 * hd
+			for _, prompt := range []int{64, 70, 100, 128} {
+				base := newKVCache(1, kvd)
+				base.reserve(prompt)
+				for p := range prompt {
+					base.put(0, p, row(kvd), row(kvd))
+				}
+				base.n = prompt
+				for _, own := range []int{1, 9, 40} {
+					const G = 5
+					cs := make([]*kvCache, G)
+					for j := range cs {
+						cs[j] = base.fork()
+						cs[j].reserve(own)
+						for t := range own {
+							cs[j].put(0, prompt+t, row(kvd), row(kvd))
+						}
+					}
+					p, nbS := prompt+own-1, prompt/kvBlockLen
+					if cs[0].blocks[nbS-1] != cs[G-1].blocks[nbS-1] {
+						t.Fatalf("prompt %d: the forks do not share block %d", prompt, nbS-1)
+					}
+					for _, heads := range []int{1, 2, 3, 4, 7, 8} {
+						qs, got, want := make([][]float32, G), make([][]float32, G), make([][]float32, G)
+						for j := range qs {
+							qs[j], got[j], want[j] = make([]float32, heads*hd), make([]float32, heads*hd), make([]float32, heads*hd)
+							for i := range qs[j] {
+								qs[j][i] = float32(r.NormFloat64())
+							}
+							attendPagedHeads(qs[j], heads, cs[j], 0, hd, p, 0.3, make([]float32, heads*pagedScratch(p)), want[j])
+						}
+						attendGroup(qs, got, heads, cs, 0, hd, p, nbS, 0.3, make([]float32, G*heads*pagedScratch(p)))
+						for j := range got {
+							if i := firstBitDiff(got[j], want[j]); i >= 0 {
+								t.Fatalf("level %d, head dim %d, prompt %d, own %d, %d heads: request %d output[%d] = %v, alone %v", level, hd, prompt, own, heads, j, i, got[j][i], want[j][i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGroupedDecodeSameDraws: the samples of two 70- and 100-token prompts decode as groups
+// (every step after the shared prefill attends over the prompt's blocks together) and draw
+// the tokens and log-probs each draws alone.
+func TestGroupedDecodeSameDraws(t *testing.T) {
+	c := tinyArchs()["qwen2_tied_gqa"]
+	c.Context = 128
+	m, err := InitLLM(c, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeLLM(m, 3, 0.4)
+	prompts := archSeqs(c.Vocab, rand.New(rand.NewPCG(13, 14)), [2]int{70, 0}, [2]int{100, 0})
+	var reqs []SampleRequest
+	for i := range 10 {
+		reqs = append(reqs, SampleRequest{Prompt: prompts[i/5].Prompt, Seed: uint64(200 + i)})
+	}
+	opts := SampleOptions{Temperature: 1, MaxTokens: 6}
+	before := groupedRows.Load()
+	got, err := m.Sample(context.Background(), reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groupedRows.Load() - before; g < 2*5*(6-1) {
+		t.Fatalf("%d rows attended in groups, want at least %d (two groups of five, every decode step)", g, 2*5*(6-1))
+	}
+	for i, req := range reqs {
+		alone, err := m.Sample(context.Background(), []SampleRequest{req}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got[i].Tokens, alone[0].Tokens) || firstBitDiff(got[i].LogProbs, alone[0].LogProbs) >= 0 {
+			t.Fatalf("request %d: grouped %v %v, alone %v %v", i, got[i].Tokens, got[i].LogProbs, alone[0].Tokens, alone[0].LogProbs)
+		}
+	}
+}
+
+// BenchmarkAttendGroup: one decode row each of 8 samples of a 2,048-token prompt (Qwen2.5-0.5B's
+// seven query heads of one KV head, 64 dims; each sample 8 own positions), attending as a
+// group and one request after another (attendPagedHeads each), on one core. Each of the
+// prompt's 2 MB of keys and values (both KV heads) is read once a group or once a request.
+func BenchmarkAttendGroup(b *testing.B) {
+	const hd, kvd, heads, prompt, own, G = 64, 128, 7, 2048, 8, 8
+	r := rand.New(rand.NewPCG(15, 16))
+	row := func() []float32 {
+		x := make([]float32, kvd)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	base := newKVCache(1, kvd)
+	base.reserve(prompt)
+	for p := range prompt {
+		base.put(0, p, row(), row())
+	}
+	base.n = prompt
+	cs, qs, os := make([]*kvCache, G), make([][]float32, G), make([][]float32, G)
+	for j := range cs {
+		cs[j] = base.fork()
+		cs[j].reserve(own)
+		for t := range own {
+			cs[j].put(0, prompt+t, row(), row())
+		}
+		qs[j], os[j] = make([]float32, heads*hd), make([]float32, heads*hd)
+		for i := range qs[j] {
+			qs[j][i] = float32(r.NormFloat64())
+		}
+	}
+	p := prompt + own - 1
+	s := make([]float32, G*heads*pagedScratch(p))
+	b.Run("group", func(b *testing.B) {
+		for range b.N {
+			attendGroup(qs, os, heads, cs, 0, hd, p, prompt/kvBlockLen, 0.125, s)
+		}
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		for range b.N {
+			for j := range qs {
+				attendPagedHeads(qs[j], heads, cs[j], 0, hd, p, 0.125, s, os[j])
+			}
+		}
+	})
+}
+
 // TestForksShareBlocks: the samples of one 37-token prompt share its two whole blocks (the
 // same memory, not copies) and copy only the partial third one as they write; their draws are
 // those of each sample alone.
