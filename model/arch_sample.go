@@ -130,7 +130,7 @@ func attnUnits(cs []*kvCache, chunks [][]int32) []attnUnit {
 // caches share: up to maxGroup consecutive requests of one row each at the same position whose
 // caches share at least minGroupBlocks blocks wholly before that position (end = i+1: none).
 func groupAt(cs []*kvCache, chunks [][]int32, i int) (end, shared int) {
-	if len(chunks[i]) != 1 || !sharePrefixes {
+	if len(chunks[i]) != 1 {
 		return i + 1, 0
 	}
 	p := cs[i].n

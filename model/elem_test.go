@@ -439,3 +439,17 @@ func TestShiftExpSameBits(t *testing.T) {
 		}
 	}
 }
+
+// shiftExpRef is shiftExp with the maximum and the subtraction one element at a time.
+func shiftExpRef(s []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range s {
+		if v > mx {
+			mx = v
+		}
+	}
+	for j := range s {
+		s[j] -= mx
+	}
+	expSpan(s)
+}

@@ -1,9 +1,6 @@
 package model
 
-import (
-	"math"
-	"slices"
-)
+import "slices"
 
 // kvBlockLen is how many positions one KV block holds.
 const kvBlockLen = 16
@@ -107,7 +104,8 @@ func attendPagedHeads(q []float32, heads int, c *kvCache, l, off, p int, scale f
 }
 
 // groupChunk is how many shared blocks a group's requests run over in turn, so that the
-// blocks' keys or values stay in the core's first-level cache (4 blocks of a 64-dim head: 16 KB).
+// blocks' keys or values stay in the core's first-level cache (4 blocks of a 64-dim head:
+// 16 KB).
 const groupChunk = 4
 
 // attendGroup is attendPagedHeads for the one row each of several requests at position p whose
@@ -151,8 +149,9 @@ func attendGroup(qs, os [][]float32, heads int, cs []*kvCache, l, off, p, nbS in
 	}
 }
 
-// shiftExp replaces s by exp(s - max s), the bits of shiftExpRef: the maximum is the same
-// but for the sign of a zero, and exp(±0) is 1 either way.
+// shiftExp replaces s by exp(s - max s), the bits of one element at a time (shiftExpRef, in
+// the tests): the vector maximum is the same but for the sign of a zero, and exp(±0) is 1
+// either way.
 func shiftExp(s []float32) {
 	mx, n := maxVec(s)
 	for _, v := range s[n:] {
@@ -166,28 +165,18 @@ func shiftExp(s []float32) {
 	expSpan(s)
 }
 
-// shiftExpRef is shiftExp with the maximum and the subtraction one element at a time.
-func shiftExpRef(s []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range s {
-		if v > mx {
-			mx = v
-		}
-	}
-	for j := range s {
-		s[j] -= mx
-	}
-	expSpan(s)
-}
-
 // normalizeHeads divides each head's n values (head h at s[h*ps:]) by their sum, a float32
 // chain in position order per head; four heads' chains run side by side, so that their adds
-// overlap instead of each waiting on the last one's latency.
+// overlap instead of each waiting on the last one's latency (a last group of fewer heads
+// repeats its last head in the spare chains and drops their sums).
 func normalizeHeads(s []float32, ps, n, heads int) {
-	h := 0
-	for ; h+4 <= heads; h += 4 {
-		a := s[h*ps:][:n]
-		b, c, d := s[(h+1)*ps:][:len(a)], s[(h+2)*ps:][:len(a)], s[(h+3)*ps:][:len(a)]
+	for h := 0; h < heads; h += 4 {
+		g := min(4, heads-h)
+		var r [4][]float32
+		for i := range r {
+			r[i] = s[(h+min(i, g-1))*ps:][:n]
+		}
+		a, b, c, d := r[0], r[1][:len(r[0])], r[2][:len(r[0])], r[3][:len(r[0])]
 		var sa, sb, sc, sd float32
 		for j, v := range a {
 			sa += v
@@ -195,44 +184,10 @@ func normalizeHeads(s []float32, ps, n, heads int) {
 			sc += c[j]
 			sd += d[j]
 		}
-		scaleBy(a, 1/sa)
-		scaleBy(b, 1/sb)
-		scaleBy(c, 1/sc)
-		scaleBy(d, 1/sd)
-	}
-	if h+3 <= heads {
-		a := s[h*ps:][:n]
-		b, c := s[(h+1)*ps:][:len(a)], s[(h+2)*ps:][:len(a)]
-		var sa, sb, sc float32
-		for j, v := range a {
-			sa += v
-			sb += b[j]
-			sc += c[j]
+		sums := [4]float32{sa, sb, sc, sd}
+		for i := range g {
+			scaleBy(r[i], 1/sums[i])
 		}
-		scaleBy(a, 1/sa)
-		scaleBy(b, 1/sb)
-		scaleBy(c, 1/sc)
-		h += 3
-	}
-	if h+2 <= heads {
-		a := s[h*ps:][:n]
-		b := s[(h+1)*ps:][:len(a)]
-		var sa, sb float32
-		for j, v := range a {
-			sa += v
-			sb += b[j]
-		}
-		scaleBy(a, 1/sa)
-		scaleBy(b, 1/sb)
-		h += 2
-	}
-	for ; h < heads; h++ {
-		r := s[h*ps:][:n]
-		var sum float32
-		for _, v := range r {
-			sum += v
-		}
-		scaleBy(r, 1/sum)
 	}
 }
 

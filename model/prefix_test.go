@@ -157,9 +157,9 @@ func rollout(b *testing.B, m *LLM, reqs []SampleRequest, opts SampleOptions, sha
 	return first, rest, tokens, len(seen)
 }
 
-// BenchmarkGroupRollout: 8 prompts × 8 samples, 512-token prompts (-rollout-prompt), 64 new tokens at top_p
-// 0.95, with the group's prefill shared (forks sharing the prompt's KV blocks) and without,
-// in one run: tokens/s of each, their ratio, the seconds of the first step (prefill) and of
+// BenchmarkGroupRollout: 8 prompts × 8 samples, 512-token prompts (-rollout-prompt), 64 new
+// tokens at top_p 0.95, with the group's prefill shared (forks sharing the prompt's KV blocks)
+// and without, in one run: tokens/s of each, their ratio, the seconds of the first step (prefill) and of
 // the decode steps, and the KV memory the 64 streams hold at the end.
 func BenchmarkGroupRollout(b *testing.B) {
 	m := rolloutModel(b)
@@ -261,10 +261,10 @@ func BenchmarkMultiTurnRollout(b *testing.B) {
 // BenchmarkRolloutPhases measures the two phases of BenchmarkGroupRollout separately, for
 // shapes where the whole rollout takes too long: the prefill of one 512-token prompt
 // (-rollout-prompt; its first step, one token sampled) and a decode step of 64 rows at the
-// rollout's positions (64 samples of one such prompt, prefilled once, then stepped). It reports the rollout ratio
-// these give, 8 groups × 8 samples and 64 new tokens: every sample prefilling (64 prefills +
-// 64 steps) over the group's prompt prefilled once (8 prefills + 64 steps), and the decode
-// tokens/s at batch 64. With -rollout-profile PREFIX it writes a CPU profile of each phase
+// rollout's positions (64 samples of one such prompt, prefilled once, then stepped). It
+// reports the rollout ratio these give, 8 groups × 8 samples and 64 new tokens: every sample
+// prefilling (64 prefills + 63 steps) over the group's prompt prefilled once (8 prefills + 63
+// steps), and the decode tokens/s at batch 64. With -rollout-profile PREFIX it writes a CPU profile of each phase
 // (PREFIX-prefill.prof, PREFIX-decode.prof).
 func BenchmarkRolloutPhases(b *testing.B) {
 	m := rolloutModel(b)

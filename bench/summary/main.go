@@ -5,7 +5,8 @@
 //
 // At the Qwen2.5-0.5B shape it takes ~11 minutes and needs ~10 GB free, PyTorch (Debian
 // python3-torch) and llama.cpp (bash .ci/install-oracles.sh). -tiny runs every step at a small
-// shape in seconds: a check that the steps run and their outputs parse, not figures to quote. Progress goes to standard error, the table to standard output (and -o).
+// shape in seconds: a check that the steps run and their outputs parse, not figures to quote.
+// Progress goes to standard error, the table to standard output (and -o).
 //
 //	go run ./bench/summary [-tiny] [-skip rollout,llamacpp] [-o table.md]
 package main
