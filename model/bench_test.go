@@ -138,3 +138,35 @@ func BenchmarkGEMM(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGEMMInputGrads: the input gradients dX = dY·W of a 256-token step
+// at the Qwen2.5-0.5B layer shapes, each call over the next of 24 distinct
+// weights, so that W comes from memory as in a step (BenchmarkGEMMKernels
+// reuses one W, which stays in cache).
+func BenchmarkGEMMInputGrads(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const layers = 24
+	for _, s := range []struct {
+		name    string
+		m, n, k int
+	}{{"qkv", 256, 896, 1152}, {"o", 256, 896, 896}, {"gateup", 256, 896, 9728}, {"down", 256, 4864, 896}} {
+		ws := make([][]float32, layers)
+		for l := range ws {
+			ws[l] = make([]float32, s.k*s.n)
+			for i := range ws[l] {
+				ws[l][i] = r.Float32()
+			}
+		}
+		dy := make([]float32, s.m*s.k)
+		for i := range dy {
+			dy[i] = r.Float32()
+		}
+		dx := make([]float32, s.m*s.n)
+		b.Run(s.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				BlockedGEMM{}.Sgemm(false, false, s.m, s.n, s.k, 1, dy, s.k, ws[i%layers], s.n, 0, dx, s.n)
+			}
+			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -118,7 +118,8 @@ func TestGEMMRowIndependence(t *testing.T) {
 // combination and shapes that split C by columns too (few row blocks), or
 // that gonum computes serially for few rows but in parallel (k split in
 // blocks) for many ({300, 32, 128}); {600, 130, 2100} packs all of op(B)
-// for the full product (shared) but streams it for the row subsets (panels).
+// for the full product (shared) but streams it for the row subsets (panels),
+// and {600, 2500, 300} streams panels wider than a core's cache, in groups.
 func TestGEMMRowIndependenceLayouts(t *testing.T) {
 	for name, g := range map[string]GEMM{"gonum": GonumGEMM{}, "blocked": BlockedGEMM{}} {
 		t.Run(name, func(t *testing.T) { testRowIndependenceLayouts(t, g) })
@@ -127,7 +128,7 @@ func TestGEMMRowIndependenceLayouts(t *testing.T) {
 
 func testRowIndependenceLayouts(t *testing.T, g GEMM) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}, {300, 32, 128}, {600, 130, 2100}} {
+	for _, s := range [][3]int{{300, 200, 300}, {128, 512, 700}, {40, 130, 2048}, {300, 32, 128}, {600, 130, 2100}, {600, 2500, 300}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
@@ -192,6 +193,97 @@ func TestPortableKernelMatches(t *testing.T) {
 					t.Fatalf("kc=%d store=%v: element %d: %v vs %v", kcur, store, i, t1[i], t2[i])
 				}
 			}
+		}
+	}
+}
+
+// TestPackBLayout: packB's strips hold op(B)'s depth [pc, pc+kcur) × columns
+// [jc, jc+ncur) at dst[s*nr*kcur+p*nr+c], zero-padded, for plain and
+// transposed B, depths that are and are not multiples of packRows, and
+// strip counts that are and are not multiples of four.
+func TestPackBLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, s := range []struct{ pc, kcur, jc, ncur int }{
+		{0, 1, 0, 1}, {0, 16, 0, 16}, {3, 17, 2, 64}, {1, 40, 5, 100}, {0, 256, 0, 160}, {7, 255, 1, 47}, {0, 33, 16, 129},
+	} {
+		for _, trans := range []bool{false, true} {
+			rows, cols := s.pc+s.kcur+2, s.jc+s.ncur+3 // op(B) is rows × cols
+			ldb := cols + 1
+			if trans {
+				ldb = rows + 2
+			}
+			b := make([]float32, max(rows, cols)*ldb)
+			for i := range b {
+				b[i] = r.Float32()
+			}
+			at := func(p, j int) float32 {
+				if trans {
+					return b[j*ldb+p]
+				}
+				return b[p*ldb+j]
+			}
+			nstrips := (s.ncur + nr - 1) / nr
+			dst := make([]float32, nstrips*nr*s.kcur)
+			for i := range dst {
+				dst[i] = float32(math.NaN())
+			}
+			packB(dst, trans, b, ldb, s.pc, s.kcur, s.jc, s.ncur)
+			for p := 0; p < s.kcur; p++ {
+				for j := 0; j < nstrips*nr; j++ {
+					want := float32(0)
+					if j < s.ncur {
+						want = at(s.pc+p, s.jc+j)
+					}
+					if got := dst[j/nr*nr*s.kcur+p*nr+j%nr]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%+v trans %v: packed (%d, %d) = %v, want %v", s, trans, p, j, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPackB packs a k block of a core's panel of a plain B (an input
+// gradient's weight, read from memory: the weights rotate through 1 GiB) the
+// way packB does, packRows rows at a time, and row by row (packBRowsRef).
+func BenchmarkPackB(b *testing.B) {
+	for _, sh := range []struct {
+		name       string
+		k, n, cols int
+	}{{"gateup-dX", 9728, 896, 448}, {"down-dX", 896, 4864, 2432}, {"head-dX", 151936, 896, 448}} {
+		copies := max(1, (1<<30)/(sh.k*sh.n*4))
+		w := make([]float32, copies*sh.k*sh.n)
+		for i := range w {
+			w[i] = float32(i & 1023)
+		}
+		dst := make([]float32, sh.cols*kc)
+		for _, v := range []string{"rows", "packB"} {
+			b.Run(sh.name+"/"+v, func(b *testing.B) {
+				bytes, blocks := 0, sh.k/kc
+				for i := 0; i < b.N; i++ {
+					c := i / blocks % copies
+					pc := i % blocks * kc
+					src := w[c*sh.k*sh.n:][:sh.k*sh.n]
+					if v == "rows" {
+						packBRowsRef(dst, src, sh.n, pc, kc, 0, sh.cols)
+					} else {
+						packB(dst, false, src, sh.n, pc, kc, 0, sh.cols)
+					}
+					bytes += kc * sh.cols * 4
+				}
+				b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
+
+// packBRowsRef is packB of a plain B with whole strips (ncur a multiple of
+// nr), one row of B at a time.
+func packBRowsRef(dst, b []float32, ldb, pc, kcur, jc, ncur int) {
+	for p := 0; p < kcur; p++ {
+		row := b[(pc+p)*ldb+jc:][:ncur]
+		for s := 0; s < ncur/nr; s++ {
+			copy(dst[s*nr*kcur+p*nr:][:nr], row[s*nr:])
 		}
 	}
 }

@@ -129,26 +129,44 @@ func GEMMKernel() string {
 func scatter6(dst *float32, dstStride int, src *float32, count int)
 
 //go:noescape
-func scatter16(dst *float32, dstStride int, src *float32, count int)
+func gather16(dst *float32, src *float32, lds int, rows int)
 
-// scatterRows copies count consecutive groups of w floats (w = 6 or 16)
-// from src into dst at a stride of dstStride: dst[s*dstStride+i] =
-// src[s*w+i]. hasAVX2FMA must be checked by the caller for w = 16.
-func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
+//go:noescape
+func gather64(dst *float32, dstStride int, src *float32, lds int, rows int)
+
+// scatterRows copies count consecutive groups of mr floats from src into
+// dst at a stride of dstStride: dst[s*dstStride+i] = src[s*mr+i].
+func scatterRows(dst []float32, dstStride int, src []float32, count int) {
 	if count <= 0 {
 		return
 	}
-	_ = src[count*w-1]
-	_ = dst[(count-1)*dstStride+w-1]
-	if w == mr {
-		scatter6(&dst[0], dstStride, &src[0], count)
+	_ = src[count*mr-1]
+	_ = dst[(count-1)*dstStride+mr-1]
+	scatter6(&dst[0], dstStride, &src[0], count)
+}
+
+// gatherStrips copies rows × strips groups of nr floats:
+// dst[s*dstStride+r*nr+c] = src[r*lds+s*nr+c]. Four strips at a time with
+// AVX-512 (each row's 256 bytes read at once).
+func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips int) {
+	if rows <= 0 || strips <= 0 {
 		return
 	}
-	if w == nr && hasAVX2FMA {
-		scatter16(&dst[0], dstStride, &src[0], count)
+	_ = src[(rows-1)*lds+strips*nr-1]
+	_ = dst[(strips-1)*dstStride+rows*nr-1]
+	if !hasAVX2FMA {
+		gatherStripsGo(dst, dstStride, src, lds, rows, 0, strips)
 		return
 	}
-	scatterRowsGo(dst, dstStride, src, w, count)
+	s := 0
+	if hasAVX512 {
+		for ; s+4 <= strips; s += 4 {
+			gather64(&dst[s*dstStride], dstStride, &src[s*nr], lds, rows)
+		}
+	}
+	for ; s < strips; s++ {
+		gather16(&dst[s*dstStride], &src[s*nr], lds, rows)
+	}
 }
 
 //go:noescape

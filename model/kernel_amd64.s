@@ -189,27 +189,60 @@ s6loop:
 s6done:
 	RET
 
-// func scatter16(dst *float32, dstStride int, src *float32, count int)
-// for s < count: dst[s*dstStride : s*dstStride+16] = src[16*s : 16*s+16]
-TEXT ·scatter16(SB), NOSPLIT, $0-32
+// func gather16(dst *float32, src *float32, lds int, rows int)
+// for r < rows: dst[16r : 16r+16] = src[r*lds : r*lds+16]
+TEXT ·gather16(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
 	SHLQ $2, R8
-	MOVQ src+16(FP), SI
-	MOVQ count+24(FP), CX
+	MOVQ rows+24(FP), CX
 	TESTQ CX, CX
-	JE s16done
+	JE g16done
 
-s16loop:
+g16loop:
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y1
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
-	ADDQ $64, SI
-	ADDQ R8, DI
+	ADDQ $64, DI
+	ADDQ R8, SI
 	DECQ CX
-	JNE s16loop
+	JNE g16loop
 
-s16done:
+g16done:
+	VZEROUPPER
+	RET
+
+// func gather64(dst *float32, dstStride int, src *float32, lds int, rows int)
+// for r < rows, q < 4: dst[q*dstStride+16r : +16] = src[r*lds+16q : +16]
+TEXT ·gather64(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R9
+	SHLQ $2, R9
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+32(FP), CX
+	LEAQ (DI)(R9*2), R10
+	TESTQ CX, CX
+	JE g64done
+
+g64loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (DI)(R9*1)
+	VMOVUPS Z2, (R10)
+	VMOVUPS Z3, (R10)(R9*1)
+	ADDQ $64, DI
+	ADDQ $64, R10
+	ADDQ R8, SI
+	DECQ CX
+	JNE g64loop
+
+g64done:
 	VZEROUPPER
 	RET

@@ -25,8 +25,12 @@ func GEMMKernel() string { return "go 6x16" }
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
 func FastGEMMAvailable() bool { return false }
 
-func scatterRows(dst []float32, dstStride int, src []float32, w, count int) {
-	scatterRowsGo(dst, dstStride, src, w, count)
+func scatterRows(dst []float32, dstStride int, src []float32, count int) {
+	scatterRowsGo(dst, dstStride, src, count)
+}
+
+func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips int) {
+	gatherStripsGo(dst, dstStride, src, lds, rows, 0, strips)
 }
 
 func transpose16(src *float32, lds int, dst *float32, ldd int) {
