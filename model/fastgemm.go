@@ -414,34 +414,19 @@ func packAEdge(dst []float32, a []float32, lda, i0, rows, pc, kcur int) {
 
 // packB packs depth [pc, pc+kcur) × columns [jc, jc+ncur) of op(B) into
 // strips of nr columns: dst[s*nr*kcur + p*nr + c] = B(pc+p, jc+s*nr+c),
-// zero-padded. A plain B is read row by row (sequential access).
+// zero-padded.
 func packB(dst []float32, trans bool, b []float32, ldb, pc, kcur, jc, ncur int) {
 	nstrips := (ncur + nr - 1) / nr
 	full := ncur / nr
 	if trans {
+		// A strip is the transpose of cols stored rows' runs of kcur.
 		for s := 0; s < nstrips; s++ {
 			d := dst[s*nr*kcur : (s+1)*nr*kcur]
 			cols := min(nr, ncur-s*nr)
 			if cols < nr {
 				clear(d)
 			}
-			j0 := jc + s*nr
-			c := 0
-			for ; c+4 <= cols; c += 4 {
-				r0 := b[(j0+c)*ldb+pc:][:kcur]
-				r1 := b[(j0+c+1)*ldb+pc:][:len(r0)]
-				r2 := b[(j0+c+2)*ldb+pc:][:len(r0)]
-				r3 := b[(j0+c+3)*ldb+pc:][:len(r0)]
-				for p := range r0 {
-					q := d[p*nr+c:][:4:4]
-					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
-				}
-			}
-			for ; c < cols; c++ {
-				for p, v := range b[(j0+c)*ldb+pc:][:kcur] {
-					d[p*nr+c] = v
-				}
-			}
+			transpose(d, nr, b[(jc+s*nr)*ldb+pc:], ldb, cols, kcur)
 		}
 		return
 	}

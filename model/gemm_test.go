@@ -277,6 +277,30 @@ func BenchmarkPackB(b *testing.B) {
 	}
 }
 
+// BenchmarkPackBTransposed packs op(B) = xᵀ for a projection's yᵀ = W·xᵀ
+// (linearT), x of n rows in cache, every k block of it.
+func BenchmarkPackBTransposed(b *testing.B) {
+	for _, sh := range []struct {
+		name string
+		n, k int
+	}{{"decode-64x896", 64, 896}, {"decode-64x4864", 64, 4864}, {"train-256x896", 256, 896}} {
+		x := make([]float32, sh.n*sh.k)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		dst := make([]float32, sh.n*kc)
+		b.Run(sh.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				for pc := 0; pc < sh.k; pc += kc {
+					kcur := min(kc, sh.k-pc)
+					packB(dst[:sh.n*kcur], true, x, sh.k, pc, kcur, 0, sh.n)
+				}
+			}
+			b.ReportMetric(float64(sh.n*sh.k*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
 // packBRowsRef is packB of a plain B with whole strips (ncur a multiple of
 // nr), one row of B at a time.
 func packBRowsRef(dst, b []float32, ldb, pc, kcur, jc, ncur int) {
