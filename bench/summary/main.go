@@ -250,7 +250,7 @@ func (o options) sampler(ctx context.Context, r *results) error {
 }
 
 func (o options) llama(ctx context.Context, r *results) error {
-	args := append(o.shape(), "-threads", "1", "-reps", "2", "-new", o.pick([]string{"8"}, []string{"4"})[0], "-batches", "1,8", "-dtypes", "f32,bf16")
+	args := append(o.shape(), "-threads", "1", "-reps", "3", "-new", o.pick([]string{"8"}, []string{"4"})[0], "-batches", "1,8", "-dtypes", "f32,bf16")
 	out, err := o.prog(ctx, "llamacpp", args...)
 	if err != nil {
 		return err

@@ -77,6 +77,10 @@ func main() {
 	decodeN := flag.Int("decode", 16, "decode batch size")
 	qwen := flag.Bool("qwen", true, "also time the GEMMs at the Qwen2.5-0.5B shapes against the FMA peak")
 	flag.Parse()
+	if *steps < 1 || *decodeN < 1 {
+		fmt.Fprintf(os.Stderr, "benchengine: -steps and -decode must be at least 1 (got %d and %d); -qwen=false skips the Qwen shapes\n", *steps, *decodeN)
+		os.Exit(2)
+	}
 	if *qwen {
 		qwenShapes()
 	}
