@@ -191,7 +191,7 @@ func (j *gemmJob) panels() {
 			// fit, every row block over one group before the next.
 			group := js1 - js0
 			if !j.transA {
-				group = max(4, bGroupFloats/(nr*kcur))
+				group = max(4, bGroupFloats/(nr*kcur)&^3) // whole quads
 			}
 			for jg := js0; jg < js1; jg += group {
 				for ib := 0; ib < mBlocks; ib++ {
@@ -483,9 +483,9 @@ func scatterRowsGo(dst []float32, dstStride int, src []float32, count int) {
 	}
 }
 
-// gatherStripsGo is gatherStrips from strip s0 on.
-func gatherStripsGo(dst []float32, dstStride int, src []float32, lds, rows, s0, strips int) {
-	for s := s0; s < strips; s++ {
+// gatherStripsGo is the portable gatherStrips.
+func gatherStripsGo(dst []float32, dstStride int, src []float32, lds, rows, strips int) {
+	for s := 0; s < strips; s++ {
 		for r := 0; r < rows; r++ {
 			copy(dst[s*dstStride+r*nr:][:nr], src[r*lds+s*nr:][:nr])
 		}

@@ -155,7 +155,7 @@ func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips
 	_ = src[(rows-1)*lds+strips*nr-1]
 	_ = dst[(strips-1)*dstStride+rows*nr-1]
 	if !hasAVX2FMA {
-		gatherStripsGo(dst, dstStride, src, lds, rows, 0, strips)
+		gatherStripsGo(dst, dstStride, src, lds, rows, strips)
 		return
 	}
 	s := 0

@@ -30,7 +30,7 @@ func scatterRows(dst []float32, dstStride int, src []float32, count int) {
 }
 
 func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips int) {
-	gatherStripsGo(dst, dstStride, src, lds, rows, 0, strips)
+	gatherStripsGo(dst, dstStride, src, lds, rows, strips)
 }
 
 func transpose16(src *float32, lds int, dst *float32, ldd int) {
