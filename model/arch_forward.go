@@ -38,7 +38,7 @@ type LLMPass struct {
 	ins  [][]float32
 	held int
 	mu   sync.Mutex
-	// arena holds acts' and ins' buffers (from the scratch pools); Backward returns it
+	// arena holds acts' and ins' buffers (getArena); Backward returns it
 	// (nil after), and a later Backward runs the blocks' forward again to refill it.
 	arena *[]float32
 	ckpt  bool // checkpointing when the forward ran
@@ -138,9 +138,8 @@ func (p *LLMPass) runBlocks() *[]float32 {
 	return xb
 }
 
-// carveActs lays out the blocks' activations (and checkpointed inputs) in one scratch buffer:
-// pooled (a step's ~20 MB a block at 256 tokens would otherwise be fresh pages each step), and
-// one piece so that a step's size class rounds it up by at most a sixteenth.
+// carveActs lays out the blocks' activations (and checkpointed inputs) in one arena
+// (getArena): a step's ~20 MB a block at 256 tokens would otherwise be fresh pages each step.
 func (p *LLMPass) carveActs() {
 	d := p.m.d
 	nActs := d.layers
@@ -150,7 +149,7 @@ func (p *LLMPass) carveActs() {
 	total := 0
 	count := func(n int) []float32 { total += n; return nil }
 	p.layOut(nActs, count)
-	p.arena = getScratch(total)
+	p.arena = getArena(total)
 	buf := *p.arena
 	p.layOut(nActs, func(n int) []float32 {
 		s := buf[:n:n]
@@ -176,12 +175,12 @@ func (p *LLMPass) layOut(nActs int, take func(n int) []float32) {
 	}
 }
 
-// releaseActs returns the activations' arena to the scratch pools.
+// releaseActs returns the activations' arena to the idle arenas (putArena).
 func (p *LLMPass) releaseActs() {
 	if p.arena == nil {
 		return
 	}
-	putScratch(p.arena)
+	putArena(p.arena)
 	p.arena, p.acts, p.ins = nil, nil, nil
 }
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// poisonScratch fills the pooled buffers of n floats with NaN, so that a buffer taken from the
-// pools and read before it is written shows in the results.
+// poisonScratch fills the pooled buffers and the idle arenas of n floats with NaN, so that a
+// buffer taken from them and read before it is written shows in the results.
 func poisonScratch(n int) {
 	var held []*[]float32
 	for range 4 {
@@ -20,9 +20,20 @@ func poisonScratch(n int) {
 	for _, s := range held {
 		putScratch(s)
 	}
+	held = held[:0]
+	for range arenaSlots {
+		s := getArena(n)
+		for i := range *s {
+			(*s)[i] = float32(math.NaN())
+		}
+		held = append(held, s)
+	}
+	for _, s := range held {
+		putArena(s)
+	}
 }
 
-// TestPooledActivationsSameBits: Backward returns a pass's activations to the scratch pools;
+// TestPooledActivationsSameBits: Backward returns a pass's activations to the idle arenas;
 // a later pass reuses them (filled with NaN between steps here), and a second Backward on the
 // same pass runs the blocks again. The log-probs and every gradient keep their bits, with and
 // without activation checkpointing, for the architectures and the built-in model (which keeps
@@ -101,5 +112,40 @@ func sameBitsT(t *testing.T, what string, got, want []float32) {
 	}
 	if i := firstBitDiff(got, want); i >= 0 {
 		t.Fatalf("%s[%d] = %v, want %v (bits)", what, i, got[i], want[i])
+	}
+}
+
+// TestArenaReuse: an idle arena serves a pass that needs at least half of it; a smaller idle
+// one gives way to a larger, and at most arenaSlots stay idle.
+func TestArenaReuse(t *testing.T) {
+	arenas.Lock()
+	saved := arenas.free
+	arenas.free = nil
+	arenas.Unlock()
+	defer func() { arenas.Lock(); arenas.free = saved; arenas.Unlock() }()
+
+	a := getArena(1000)
+	putArena(a)
+	if b := getArena(600); b != a || len(*b) != 600 {
+		t.Fatalf("a 600-float pass did not take the idle 1,000-float arena")
+	}
+	putArena(a)
+	if b := getArena(400); b == a || cap(*b) != 400 {
+		t.Fatalf("a 400-float pass took an arena more than twice its size")
+	}
+	big := getArena(5000)
+	putArena(big) // a (1,000) is idle already: the larger takes its place
+	arenas.Lock()
+	n, kept := len(arenas.free), arenas.free[len(arenas.free)-1]
+	arenas.Unlock()
+	if n != arenaSlots || kept != big {
+		t.Fatalf("%d idle arenas, last of %d floats; want %d, the 5,000-float one", n, cap(*kept), arenaSlots)
+	}
+	putArena(getArena(10)) // smaller than every idle one: dropped
+	arenas.Lock()
+	n = len(arenas.free)
+	arenas.Unlock()
+	if n != arenaSlots {
+		t.Fatalf("%d idle arenas, want %d", n, arenaSlots)
 	}
 }
