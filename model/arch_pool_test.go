@@ -9,27 +9,22 @@ import (
 // poisonScratch fills the pooled buffers and the idle arenas of n floats with NaN, so that a
 // buffer taken from them and read before it is written shows in the results.
 func poisonScratch(n int) {
+	poison(n, 4, getScratch, putScratch)
+	poison(n, arenaSlots, getArena, putArena)
+}
+
+// poison takes count buffers of n floats from get, fills them with NaN and gives them back.
+func poison(n, count int, get func(int) *[]float32, put func(*[]float32)) {
 	var held []*[]float32
-	for range 4 {
-		s := getScratch(n)
+	for range count {
+		s := get(n)
 		for i := range *s {
 			(*s)[i] = float32(math.NaN())
 		}
 		held = append(held, s)
 	}
 	for _, s := range held {
-		putScratch(s)
-	}
-	held = held[:0]
-	for range arenaSlots {
-		s := getArena(n)
-		for i := range *s {
-			(*s)[i] = float32(math.NaN())
-		}
-		held = append(held, s)
-	}
-	for _, s := range held {
-		putArena(s)
+		put(s)
 	}
 }
 
