@@ -10,7 +10,7 @@ import (
 // buffer taken from them and read before it is written shows in the results.
 func poisonScratch(n int) {
 	poison(n, 4, getScratch, putScratch)
-	poison(n, arenaSlots, getArena, putArena)
+	poison(n, 1, getArena, putArena)
 }
 
 // poison takes count buffers of n floats from get, fills them with NaN and gives them back.
@@ -110,14 +110,15 @@ func sameBitsT(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// TestArenaReuse: an idle arena serves a pass that needs at least half of it; a smaller idle
-// one gives way to a larger, and at most arenaSlots stay idle.
+// TestArenaReuse: the idle arena serves a pass that needs at least half of it; a smaller idle
+// one gives way to a larger, and one stays idle.
 func TestArenaReuse(t *testing.T) {
 	arenas.Lock()
-	saved := arenas.free
-	arenas.free = nil
+	saved := arenas.idle
+	arenas.idle = nil
 	arenas.Unlock()
-	defer func() { arenas.Lock(); arenas.free = saved; arenas.Unlock() }()
+	defer func() { arenas.Lock(); arenas.idle = saved; arenas.Unlock() }()
+	idle := func() *[]float32 { arenas.Lock(); defer arenas.Unlock(); return arenas.idle }
 
 	a := getArena(1000)
 	putArena(a)
@@ -130,17 +131,11 @@ func TestArenaReuse(t *testing.T) {
 	}
 	big := getArena(5000)
 	putArena(big) // a (1,000) is idle already: the larger takes its place
-	arenas.Lock()
-	n, kept := len(arenas.free), arenas.free[len(arenas.free)-1]
-	arenas.Unlock()
-	if n != arenaSlots || kept != big {
-		t.Fatalf("%d idle arenas, last of %d floats; want %d, the 5,000-float one", n, cap(*kept), arenaSlots)
+	if kept := idle(); kept != big {
+		t.Fatalf("the idle arena has %d floats, want the 5,000-float one", cap(*kept))
 	}
-	putArena(getArena(10)) // smaller than every idle one: dropped
-	arenas.Lock()
-	n = len(arenas.free)
-	arenas.Unlock()
-	if n != arenaSlots {
-		t.Fatalf("%d idle arenas, want %d", n, arenaSlots)
+	putArena(getArena(10)) // smaller than the idle one: dropped
+	if kept := idle(); kept != big {
+		t.Fatalf("the idle arena has %d floats, want the 5,000-float one", cap(*kept))
 	}
 }

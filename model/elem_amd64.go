@@ -136,32 +136,39 @@ func subAVX2(x *float32, n int, v float32)
 //go:noescape
 func scaleAVX2(x *float32, n int, f float32)
 
-// maxVec is the largest element that is not NaN of the leading multiple of 32 elements of x
+// lanes32 is how many leading elements of x these AVX2 loops take (four registers a pass): a
+// multiple of 32, 0 without AVX2 (vecLen is the same for loops of one register).
+func lanes32(x []float32) int {
+	if !hasAVX2FMA {
+		return 0
+	}
+	return len(x) &^ 31
+}
+
+// maxVec is the largest element that is not NaN of the leading lanes32(x) elements of x
 // (−Inf for none) and how many it read.
 func maxVec(x []float32) (float32, int) {
-	n := len(x) &^ 31
-	if n == 0 || !hasAVX2FMA {
+	n := lanes32(x)
+	if n == 0 {
 		return float32(math.Inf(-1)), 0
 	}
 	return maxAVX2(&x[0], n), n
 }
 
-// subVec: x[i] -= v for the leading multiple of 32 elements of x; returns how many it did.
+// subVec: x[i] -= v for the leading lanes32(x) elements of x; returns how many it did.
 func subVec(x []float32, v float32) int {
-	n := len(x) &^ 31
-	if n == 0 || !hasAVX2FMA {
-		return 0
+	if n := lanes32(x); n > 0 {
+		subAVX2(&x[0], n, v)
+		return n
 	}
-	subAVX2(&x[0], n, v)
-	return n
+	return 0
 }
 
-// scaleVec: x[i] *= f for the leading multiple of 32 elements of x; returns how many it did.
+// scaleVec: x[i] *= f for the leading lanes32(x) elements of x; returns how many it did.
 func scaleVec(x []float32, f float32) int {
-	n := len(x) &^ 31
-	if n == 0 || !hasAVX2FMA {
-		return 0
+	if n := lanes32(x); n > 0 {
+		scaleAVX2(&x[0], n, f)
+		return n
 	}
-	scaleAVX2(&x[0], n, f)
-	return n
+	return 0
 }

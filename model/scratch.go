@@ -32,32 +32,23 @@ func bigClass(n int) int {
 	return (n + step - 1) / step * step
 }
 
-// arenas keeps up to arenaSlots idle arenas for getArena (a pass's activations, carveActs),
-// each of the size its pass asked for: a training step's next pass takes its predecessor's
-// (no fresh pages each step), and a run whose passes vary in size keeps no more than
-// arenaSlots of them idle. (The scratch pools would round an arena up to a power of two and
-// keep one per size class until the collector clears them: 3× the peak memory of the main
-// job.)
+// arenas keeps one idle arena for getArena (a pass's activations, carveActs), of the size its
+// pass asked for: a training step's next pass takes its predecessor's (no fresh pages each
+// step), and a run whose passes vary in size keeps no more than one idle. (The scratch pools
+// would round an arena up to a power of two and keep one per size class until the collector
+// clears them: 3× the peak memory of the main job.)
 var arenas struct {
 	sync.Mutex
-	free []*[]float32
+	idle *[]float32
 }
 
-const arenaSlots = 1
-
-// getArena returns a buffer of n floats with undefined contents: the smallest idle arena
-// that holds n and is at most twice n, else a new one.
+// getArena returns a buffer of n floats with undefined contents: the idle arena if it holds n
+// and is at most twice n, else a new one.
 func getArena(n int) *[]float32 {
 	arenas.Lock()
-	best := -1
-	for i, p := range arenas.free {
-		if c := cap(*p); c >= n && c <= 2*n && (best < 0 || c < cap(*arenas.free[best])) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		p := arenas.free[best]
-		arenas.free = append(arenas.free[:best], arenas.free[best+1:]...)
+	p := arenas.idle
+	if p != nil && cap(*p) >= n && cap(*p) <= 2*n {
+		arenas.idle = nil
 		arenas.Unlock()
 		*p = (*p)[:n]
 		return p
@@ -67,27 +58,16 @@ func getArena(n int) *[]float32 {
 	return &s
 }
 
-// putArena keeps an arena from getArena for a later pass, in place of the smallest idle one
-// when all slots are taken and it is larger.
+// putArena keeps an arena from getArena for a later pass, in place of the idle one if larger.
 func putArena(p *[]float32) {
 	if p == nil || cap(*p) == 0 {
 		return
 	}
 	arenas.Lock()
-	defer arenas.Unlock()
-	if len(arenas.free) < arenaSlots {
-		arenas.free = append(arenas.free, p)
-		return
+	if arenas.idle == nil || cap(*p) > cap(*arenas.idle) {
+		arenas.idle = p
 	}
-	small := 0
-	for i, q := range arenas.free {
-		if cap(*q) < cap(*arenas.free[small]) {
-			small = i
-		}
-	}
-	if cap(*p) > cap(*arenas.free[small]) {
-		arenas.free[small] = p
-	}
+	arenas.Unlock()
 }
 
 // sizeClass is the smallest c with 1<<c ≥ n.
