@@ -345,8 +345,13 @@ func (b *Bucket) createTemp(dir string) (*os.File, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+			if (errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist)) && b.objectAbove(dir) {
 				return nil, fmt.Errorf("a parent of the key is an object: %w", err)
+			}
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				// MkdirAll met a folder that a Delete removed between its Mkdir
+				// and its Lstat: no object is in the way, so build the chain again.
+				continue
 			}
 			return nil, fmt.Errorf("create folder: %w", err)
 		}
@@ -360,6 +365,17 @@ func (b *Bucket) createTemp(dir string) (*os.File, error) {
 		}
 	}
 	return nil, fmt.Errorf("create temporary file: %w", err)
+}
+
+// objectAbove reports whether dir or one of its ancestors below root is something other
+// than a folder, that is an object in the way of a key below it.
+func (b *Bucket) objectAbove(dir string) bool {
+	for d := dir; d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
+		if fi, err := os.Lstat(d); err == nil && !fi.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // writeAll copies r to f, checking ctx between reads and the byte count against size. An
