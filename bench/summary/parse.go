@@ -21,6 +21,7 @@ type torchRun struct {
 	DecodeCPU                  float64 // drmas's decode tokens per CPU-second × threads
 	LogProbDrmas, LogProbTorch float64
 	GreedySame, GreedyAll      int
+	Setup                      string // how the PyTorch side's allocator and BLAS kernels were set; empty in older outputs
 	PeakRSSGB, TorchPeakRSSGB  float64
 	AdamWStepRSSGB             float64
 	Rounds                     []float64 // each round's forward+backward ratio (none from a one-round run)
@@ -35,6 +36,7 @@ var (
 	reRSS     = regexp.MustCompile(`(?m)^peak RSS \(fwd\+bwd; PyTorch\)\s+([\d.]+) GB\s+([\d.]+) GB`)
 	reStepRSS = regexp.MustCompile(`(?m)^peak RSS, full AdamW step \(drmas\)\s+([\d.]+) GB`)
 	reLogProb = regexp.MustCompile(`(?m)^sum of log-probs \(same weights\): drmas (\S+), PyTorch (\S+)`)
+	reSetup   = regexp.MustCompile(`(?m)^(PyTorch runs with .*)$`)
 	reGreedy  = regexp.MustCompile(`(?m)^greedy tokens equal to PyTorch's: (\d+) of (\d+)`)
 )
 
@@ -74,6 +76,9 @@ func parseTorch(out string) (torchRun, error) {
 		return r, err
 	}
 	r.GreedySame, r.GreedyAll = atoi(m[1]), atoi(m[2])
+	if m := reSetup.FindStringSubmatch(out); m != nil {
+		r.Setup = m[1]
+	}
 	for _, m := range reRound.FindAllStringSubmatch(out, -1) {
 		r.Rounds = append(r.Rounds, atof(m[1]))
 	}

@@ -52,6 +52,21 @@ func TestParseSavedRuns(t *testing.T) {
 		t.Errorf("rounds' ratio cell %q", row.ratio)
 	}
 
+	// A run that says how PyTorch's side was set up: the line comes back and is printed
+	// under the table; older outputs have none.
+	tr, err = parseTorch(readTestdata(t, "benchqwen-anchor.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tr.Setup, "PyTorch runs with jemalloc") || !strings.Contains(tr.Setup, "OPENBLAS_CORETYPE=SkylakeX") {
+		t.Errorf("setup %q", tr.Setup)
+	}
+	var md strings.Builder
+	(&results{torch: &tr, failed: map[string]error{}}).write(&md, "")
+	if !strings.Contains(md.String(), tr.Setup+".") {
+		t.Errorf("the table's notes leave out the setup:\n%s", md.String())
+	}
+
 	g, err := parseGEMM(readTestdata(t, "benchengine.txt"))
 	if err != nil {
 		t.Fatal(err)

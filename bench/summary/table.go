@@ -176,6 +176,9 @@ func (r *results) write(w io.Writer, note string) {
 	if t := r.torch; t != nil {
 		fmt.Fprintf(w, "\nSums of log-probs: drmas %.4f, PyTorch %.4f; greedy tokens equal to PyTorch's: %d of %d.\n",
 			t.LogProbDrmas, t.LogProbTorch, t.GreedySame, t.GreedyAll)
+		if t.Setup != "" {
+			fmt.Fprintf(w, "%s.\n", t.Setup)
+		}
 	}
 	for _, l := range r.llama {
 		fmt.Fprintf(w, "llama.cpp %s batch %d: greedy tokens equal %d of %d.\n", l.DType, l.Batch, l.Same, l.All)

@@ -63,9 +63,13 @@ func main() {
 	newTok := flag.Int("new", 32, "tokens decoded per request (after a 16-token prompt)")
 	python := flag.String("python", "/usr/bin/python3", "python with torch (empty: skip PyTorch)")
 	script := flag.String("torch-script", filepath.Join("model", "cmd", "benchqwen", "torch_bench.py"), "PyTorch side")
+	torchMalloc := flag.String("torch-malloc", "jemalloc", "PyTorch's allocator: jemalloc (preloaded, its pages retained, so PyTorch reuses a step's memory as drmas does; glibc when not installed) or system (glibc, which faults large buffers in again every step)")
+	blasCore := flag.String("openblas-core", "auto", "OPENBLAS_CORETYPE for PyTorch: auto (SkylakeX, OpenBLAS's AVX-512 kernels, on a CPU with AVX-512, over the environment's; OpenBLAS 0.3.21 runs AVX2 kernels on AMD Zen 5), none (the environment's or OpenBLAS's choice), or a core name")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of drmas's forward+backward repetitions after the first (warm steps) to this file")
 	flag.Parse()
 	c, err := benchutil.Arch(shape)
+	must(err)
+	tenv, tdesc, err := torchEnv(*torchMalloc, *blasCore)
 	must(err)
 	runtime.GOMAXPROCS(*threads)
 
@@ -94,6 +98,7 @@ func main() {
 		must(os.WriteFile(in, cfgJSON, 0o644))
 		cmd := exec.Command(*python, *script, in, wpath)
 		cmd.Stderr = os.Stderr
+		cmd.Env = tenv
 		out, err := cmd.Output()
 		must(err)
 		must(json.Unmarshal(out, &t))
@@ -101,6 +106,9 @@ func main() {
 	}
 	if *python == "" || *rounds < 1 {
 		*rounds = 1 // nothing to pair drmas's rounds with
+	}
+	if *python != "" {
+		fmt.Println(tdesc)
 	}
 	t := torch(false)
 	train := []trainRound{{g.TrainTokS, t.TrainTokS, g.TrainCPUTokS, t.TrainCPUTokS}}

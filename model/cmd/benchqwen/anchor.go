@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/cpu"
+)
+
+// jemallocPath is where Debian's libjemalloc2 (installed by .ci/install-oracles.sh) puts
+// the library.
+const jemallocPath = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+// torchEnv is the environment PyTorch's side runs in, and a line that says how it was set,
+// so that the anchor runs at its best on this machine rather than as a default left it:
+//   - malloc "jemalloc" preloads jemalloc with its pages retained (when installed), so that
+//     PyTorch reuses a step's memory as drmas's arena does; glibc returns every buffer over
+//     32 MiB to the kernel and faults it in again the next step, which on some VMs costs a
+//     third of PyTorch's CPU time. "system" keeps glibc.
+//   - core "auto" sets OPENBLAS_CORETYPE=SkylakeX (OpenBLAS's AVX-512 kernels) on a CPU with
+//     AVX-512, even over the environment's: Debian's OpenBLAS 0.3.21 does not know AMD Zen 5
+//     and would run its AVX2 (Haswell) kernels there, and some machines set Haswell for
+//     every process. "none" keeps the environment's or OpenBLAS's own choice; anything else
+//     is passed as the core's name.
+func torchEnv(malloc, core string) (env []string, desc string, err error) {
+	env = os.Environ()
+	var parts []string
+	switch malloc {
+	case "jemalloc":
+		if _, statErr := os.Stat(jemallocPath); statErr != nil {
+			parts = append(parts, "glibc malloc (jemalloc is not installed: bash .ci/install-oracles.sh)")
+			break
+		}
+		env = append(env, "LD_PRELOAD="+jemallocPath, "MALLOC_CONF=retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1")
+		parts = append(parts, "jemalloc with its pages retained")
+	case "system":
+		parts = append(parts, "glibc malloc")
+	default:
+		return nil, "", fmt.Errorf("-torch-malloc %q: want jemalloc or system", malloc)
+	}
+	inherited := os.Getenv("OPENBLAS_CORETYPE")
+	switch {
+	case core == "none" && inherited != "":
+		parts = append(parts, "OPENBLAS_CORETYPE="+inherited+" (from the environment)")
+	case core == "none":
+		parts = append(parts, "OpenBLAS's own choice of kernels")
+	case core == "auto" && hasAVX512():
+		env = append(env, "OPENBLAS_CORETYPE=SkylakeX")
+		p := "OPENBLAS_CORETYPE=SkylakeX (this CPU has AVX-512"
+		if inherited != "" && inherited != "SkylakeX" {
+			p += "; the environment's " + inherited + " overridden, -openblas-core none keeps it"
+		}
+		parts = append(parts, p+")")
+	case core == "auto" && inherited != "":
+		parts = append(parts, "OPENBLAS_CORETYPE="+inherited+" (from the environment)")
+	case core == "auto":
+		parts = append(parts, "OpenBLAS's own choice of kernels (no AVX-512 here)")
+	case strings.TrimSpace(core) == "":
+		return nil, "", fmt.Errorf("-openblas-core is empty: want auto, none or an OpenBLAS core name")
+	default:
+		env = append(env, "OPENBLAS_CORETYPE="+core)
+		parts = append(parts, "OPENBLAS_CORETYPE="+core)
+	}
+	return env, "PyTorch runs with " + strings.Join(parts, ", "), nil
+}
+
+// hasAVX512 reports the AVX-512 subsets OpenBLAS's SkylakeX kernels use.
+func hasAVX512() bool {
+	return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
+}
