@@ -3,14 +3,24 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/cpu"
 )
 
-// jemallocPath is where Debian's libjemalloc2 (installed by .ci/install-oracles.sh) puts
-// the library.
-const jemallocPath = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+// jemallocGlob is where Debian's libjemalloc2 (installed by .ci/install-oracles.sh) puts
+// the library, for any architecture's multiarch folder.
+const jemallocGlob = "/usr/lib/*-linux-gnu/libjemalloc.so.2"
+
+// jemalloc is the installed library's path, or "".
+func jemalloc() string {
+	m, _ := filepath.Glob(jemallocGlob)
+	if len(m) == 0 {
+		return ""
+	}
+	return m[0]
+}
 
 // torchEnv is the environment PyTorch's side runs in, and a line that says how it was set,
 // so that the anchor runs at its best on this machine rather than as a default left it:
@@ -28,11 +38,12 @@ func torchEnv(malloc, core string) (env []string, desc string, err error) {
 	var parts []string
 	switch malloc {
 	case "jemalloc":
-		if _, statErr := os.Stat(jemallocPath); statErr != nil {
+		lib := jemalloc()
+		if lib == "" {
 			parts = append(parts, "glibc malloc (jemalloc is not installed: bash .ci/install-oracles.sh)")
 			break
 		}
-		env = append(env, "LD_PRELOAD="+jemallocPath, "MALLOC_CONF=retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1")
+		env = append(env, "LD_PRELOAD="+lib, "MALLOC_CONF=retain:true,dirty_decay_ms:-1,muzzy_decay_ms:-1")
 		parts = append(parts, "jemalloc with its pages retained")
 	case "system":
 		parts = append(parts, "glibc malloc")
