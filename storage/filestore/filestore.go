@@ -345,10 +345,10 @@ func (b *Bucket) createTemp(dir string) (*os.File, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			if (errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist)) && b.objectAbove(dir) {
-				return nil, fmt.Errorf("a parent of the key is an object: %w", err)
-			}
 			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				if b.objectAbove(dir) {
+					return nil, fmt.Errorf("a parent of the key is an object: %w", err)
+				}
 				// MkdirAll met a folder that a Delete removed between its Mkdir
 				// and its Lstat: no object is in the way, so build the chain again.
 				continue

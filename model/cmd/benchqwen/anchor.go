@@ -50,28 +50,33 @@ func torchEnv(malloc, core string) (env []string, desc string, err error) {
 	default:
 		return nil, "", fmt.Errorf("-torch-malloc %q: want jemalloc or system", malloc)
 	}
+	if strings.TrimSpace(core) == "" {
+		return nil, "", fmt.Errorf("-openblas-core is empty: want auto, none or an OpenBLAS core name")
+	}
+	set, why := core, "" // the core to set ("" for none) and why auto chose it
+	switch {
+	case core == "none":
+		set = ""
+	case core == "auto" && hasAVX512():
+		set, why = "SkylakeX", " (this CPU has AVX-512"
+	case core == "auto":
+		set, why = "", " (no AVX-512 here)"
+	}
 	inherited := os.Getenv("OPENBLAS_CORETYPE")
 	switch {
-	case core == "none" && inherited != "":
-		parts = append(parts, "OPENBLAS_CORETYPE="+inherited+" (from the environment)")
-	case core == "none":
-		parts = append(parts, "OpenBLAS's own choice of kernels")
-	case core == "auto" && hasAVX512():
-		env = append(env, "OPENBLAS_CORETYPE=SkylakeX")
-		p := "OPENBLAS_CORETYPE=SkylakeX (this CPU has AVX-512"
-		if inherited != "" && inherited != "SkylakeX" {
-			p += "; the environment's " + inherited + " overridden, -openblas-core none keeps it"
+	case set != "":
+		env = append(env, "OPENBLAS_CORETYPE="+set)
+		if why != "" && inherited != "" && inherited != set {
+			why += "; the environment's " + inherited + " overridden, -openblas-core none keeps it"
 		}
-		parts = append(parts, p+")")
-	case core == "auto" && inherited != "":
+		if why != "" {
+			why += ")"
+		}
+		parts = append(parts, "OPENBLAS_CORETYPE="+set+why)
+	case inherited != "":
 		parts = append(parts, "OPENBLAS_CORETYPE="+inherited+" (from the environment)")
-	case core == "auto":
-		parts = append(parts, "OpenBLAS's own choice of kernels (no AVX-512 here)")
-	case strings.TrimSpace(core) == "":
-		return nil, "", fmt.Errorf("-openblas-core is empty: want auto, none or an OpenBLAS core name")
 	default:
-		env = append(env, "OPENBLAS_CORETYPE="+core)
-		parts = append(parts, "OPENBLAS_CORETYPE="+core)
+		parts = append(parts, "OpenBLAS's own choice of kernels"+why)
 	}
 	return env, "PyTorch runs with " + strings.Join(parts, ", "), nil
 }
