@@ -34,6 +34,9 @@ type BlockedGEMM struct {
 	// pairsOnly keeps the 6×32 AVX-512 tiles, without the 6×64 ones (to
 	// compare them: their bits are the same).
 	pairsOnly bool
+	// tileCalls makes one kernel call a 6×16 tile instead of runs of them
+	// (to compare them: their bits are the same).
+	tileCalls bool
 }
 
 const (
@@ -89,7 +92,7 @@ func sgemm(g BlockedGEMM, transA bool, m, n, k int, alpha float32, a []float32, 
 	if k <= 0 || alpha == 0 {
 		return
 	}
-	j := gemmJob{wide: g.wide(), quad: g.quad(), transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, pack: pack, c: c, ldc: ldc, overwrite: overwrite}
+	j := gemmJob{wide: g.wide(), quad: g.quad(), runs: !g.wide() && !g.tileCalls, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, pack: pack, c: c, ldc: ldc, overwrite: overwrite}
 	j.nstrips = (n + nr - 1) / nr
 	j.par = 2*m*n*k >= 1<<20 && workers() > 1
 	if j.streamB() {
@@ -116,6 +119,7 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 // gemmJob is one call of sgemm: its operands and how its work is split.
 type gemmJob struct {
 	wide, quad bool
+	runs       bool // the 6×16 tiles in runs (runs16)
 	transA     bool
 	m, n, k    int
 	alpha      float32
@@ -321,6 +325,9 @@ func (j *gemmJob) packAT(dst []float32, ib, pc, kcur int) {
 // (its ragged last strip copied into *sp, allocated on first use and
 // returned for the caller to keep or release).
 func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []float32, sp *[]float32) *[]float32 {
+	if j.runs {
+		js0 = j.runs16(pc, kcur, ib, is0, is1, js0, js1, jsOrg, bs, ap)
+	}
 	ic := ib * mc
 	mcur := min(mc, j.m-ic)
 	msr := min(is1, j.rowStrips(ib))
@@ -335,7 +342,11 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 			w = 2
 		}
 		b := bs[(js-jsOrg)*nr*kcur : (js-jsOrg+w)*nr*kcur]
-		for is := is0; is < msr; is++ {
+		is := is0
+		if j.runs && js < j.n/nr {
+			is = max(is0, min(msr, mcur/mr)) // runs16 did the full row strips
+		}
+		for ; is < msr; is++ {
 			nrows := min(mr, mcur-is*mr)
 			i0 := ic + is*mr
 			var as []float32
@@ -359,6 +370,37 @@ func (j *gemmJob) block(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []fl
 		js += w
 	}
 	return sp
+}
+
+// runs16 computes block's full 6×16 tiles in runs (kernel6x16Run), for the
+// AVX2 tile: with one full row strip, across its full strips of B, and
+// returns the first strip it left; otherwise, for each full strip of B, down
+// its full row strips (block skips those). block does the ragged tiles.
+func (j *gemmJob) runs16(pc, kcur, ib, is0, is1, js0, js1, jsOrg int, bs, ap []float32) int {
+	ic := ib * mc
+	full := min(is1, min(mc, j.m-ic)/mr) // row strips [is0, full) are full
+	jsFull := min(js1, j.n/nr)           // strips [js0, jsFull) of B are full
+	if full <= is0 || jsFull <= js0 {
+		return js0
+	}
+	store := j.overwrite && pc == 0
+	var as []float32
+	var rs, cs, anext int
+	if j.transA {
+		as, rs, cs, anext = ap[is0*mr*kcur:], 1, mr, mr*kcur
+	} else {
+		as, rs, cs, anext = j.a[(ic+is0*mr)*j.lda+pc:], j.lda, 1, mr*j.lda
+	}
+	c := j.c[(ic+is0*mr)*j.ldc+js0*nr:]
+	b := bs[(js0-jsOrg)*nr*kcur:]
+	if is1-is0 == 1 {
+		kernel6x16Run(jsFull-js0, kcur, as, rs, cs, 0, b, nr*kcur, c, j.ldc, nr, j.alpha, store)
+		return jsFull
+	}
+	for js := js0; js < jsFull; js++ {
+		kernel6x16Run(full-is0, kcur, as, rs, cs, anext, b[(js-js0)*nr*kcur:], 0, c[(js-js0)*nr:], j.ldc, mr*j.ldc, j.alpha, store)
+	}
+	return js0
 }
 
 // rowStrips is how many strips of mr rows row block ib of C has.
@@ -445,6 +487,13 @@ func packB(dst []float32, trans bool, b []float32, ldb, pc, kcur, jc, ncur int) 
 				copy(dst[full*nr*kcur+p*nr:], b[(pc+p)*ldb+jc+full*nr:][:ncur-full*nr])
 			}
 		}
+	}
+}
+
+// kernel6x16Loop is kernel6x16Run one kernel6x16 call a tile.
+func kernel6x16Loop(n, kcur int, a []float32, rs, cs, anext int, b []float32, bnext int, c []float32, ldc, cnext int, alpha float32, store bool) {
+	for t := 0; t < n; t++ {
+		kernel6x16(kcur, a[t*anext:], rs, cs, b[t*bnext:], nr, c[t*cnext:], ldc, alpha, store)
 	}
 }
 

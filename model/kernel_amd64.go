@@ -19,6 +19,12 @@ func kern6x64p4AVX512(kc int, a *float32, b *float32, bnext int, c *float32, ldc
 //go:noescape
 func kern6x16AVX2(kc int, a *float32, rs, cs int, b *float32, ldb int, c *float32, ldc int, alpha float32, store int)
 
+//go:noescape
+func kern6x16u4AVX2(kc int, a *float32, rs int, b *float32, c *float32, ldc int, alpha float32, store int, n, anext, bnext, cnext int)
+
+//go:noescape
+func kern6x16p4AVX2(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, store int, n, anext, bnext, cnext int)
+
 func cpuid(eax, ecx uint32) (a, b, c, d uint32)
 func xgetbv() (eax, edx uint32)
 
@@ -105,10 +111,43 @@ func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []flo
 		_ = a[(mr-1)*rs+(kcur-1)*cs]
 		_ = b[(kcur-1)*ldb+nr-1]
 		_ = c[(mr-1)*ldc+nr-1]
+		if ldb == nr && unrolled16(rs, cs) {
+			kernel6x16Run(1, kcur, a, rs, cs, 0, b, 0, c, ldc, 0, alpha, store)
+			return
+		}
 		kern6x16AVX2(kcur, &a[0], rs, cs, &b[0], ldb, &c[0], ldc, alpha, st)
 		return
 	}
 	kernel6x16Go(kcur, a, rs, cs, b, ldb, c, ldc, alpha, store)
+}
+
+// unrolled16 reports whether kernel6x16Run's assembly takes A in this layout:
+// along its rows (cs = 1) or packed in strips (rs = 1, cs = mr).
+func unrolled16(rs, cs int) bool { return cs == 1 || rs == 1 && cs == mr }
+
+// kernel6x16Run computes n full 6×16 tiles with kernel6x16's bits: tile t
+// from A at a[t*anext:], a packed B (ldb = nr) at b[t*bnext:] and C at
+// c[t*cnext:]; one assembly call for the run where A's layout allows.
+func kernel6x16Run(n, kcur int, a []float32, rs, cs, anext int, b []float32, bnext int, c []float32, ldc, cnext int, alpha float32, store bool) {
+	if n <= 0 {
+		return
+	}
+	if !hasAVX2FMA || kcur <= 0 || !unrolled16(rs, cs) {
+		kernel6x16Loop(n, kcur, a, rs, cs, anext, b, bnext, c, ldc, cnext, alpha, store)
+		return
+	}
+	_ = a[(n-1)*anext+(mr-1)*rs+(kcur-1)*cs]
+	_ = b[(n-1)*bnext+kcur*nr-1]
+	_ = c[(n-1)*cnext+(mr-1)*ldc+nr-1]
+	st := 0
+	if store {
+		st = 1
+	}
+	if cs == 1 {
+		kern6x16u4AVX2(kcur, &a[0], rs, &b[0], &c[0], ldc, alpha, st, n, 4*anext, 4*bnext, 4*cnext)
+		return
+	}
+	kern6x16p4AVX2(kcur, &a[0], &b[0], &c[0], ldc, alpha, st, n, 4*anext, 4*bnext, 4*cnext)
 }
 
 // FastGEMMAvailable reports whether BlockedGEMM runs its assembly kernel.
@@ -172,7 +211,17 @@ func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips
 //go:noescape
 func transpose16AVX512(src *float32, lds int, dst *float32, ldd int)
 
-// transpose16 transposes a 16×16 tile (hasAVX512 only).
-func transpose16(src *float32, lds int, dst *float32, ldd int) {
-	transpose16AVX512(src, lds, dst, ldd)
+//go:noescape
+func transpose8AVX2(src *float32, lds int, dst *float32, ldd int)
+
+// transposeTile is transpose's register tile on this CPU: its side and kernel (0 and nil
+// without AVX2).
+func transposeTile() (int, func(src *float32, lds int, dst *float32, ldd int)) {
+	switch {
+	case hasAVX512:
+		return 16, transpose16AVX512
+	case hasAVX2FMA:
+		return 8, transpose8AVX2
+	}
+	return 0, nil
 }

@@ -33,6 +33,8 @@ func gatherStrips(dst []float32, dstStride int, src []float32, lds, rows, strips
 	gatherStripsGo(dst, dstStride, src, lds, rows, strips)
 }
 
-func transpose16(src *float32, lds int, dst *float32, ldd int) {
-	panic("model: transpose16 without AVX-512")
+func transposeTile() (int, func(src *float32, lds int, dst *float32, ldd int)) { return 0, nil }
+
+func kernel6x16Run(n, kcur int, a []float32, rs, cs, anext int, b []float32, bnext int, c []float32, ldc, cnext int, alpha float32, store bool) {
+	kernel6x16Loop(n, kcur, a, rs, cs, anext, b, bnext, c, ldc, cnext, alpha, store)
 }

@@ -11,25 +11,27 @@ func transposeRef(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 	}
 }
 
-// transpose is transposeRef by 16×16 tiles in registers where the CPU has
-// AVX-512 (transpose16), the ragged edges by the reference.
+// transpose is transposeRef by square tiles in registers where the CPU has
+// AVX-512 (16×16, transpose16) or AVX2 (8×8, transpose8), the ragged edges by
+// the reference.
 func transpose(dst []float32, ldd int, src []float32, lds, rows, cols int) {
-	if !hasAVX512 || rows < 16 || cols < 16 {
+	t, tile := transposeTile()
+	if t == 0 || rows < t || cols < t {
 		transposeRef(dst, ldd, src, lds, rows, cols)
 		return
 	}
-	r16, c16 := rows&^15, cols&^15
+	rt, ct := rows&^(t-1), cols&^(t-1)
 	_ = src[(rows-1)*lds+cols-1]
 	_ = dst[(cols-1)*ldd+rows-1]
-	for r := 0; r < r16; r += 16 {
-		for c := 0; c < c16; c += 16 {
-			transpose16(&src[r*lds+c], lds, &dst[c*ldd+r], ldd)
+	for r := 0; r < rt; r += t {
+		for c := 0; c < ct; c += t {
+			tile(&src[r*lds+c], lds, &dst[c*ldd+r], ldd)
 		}
 	}
-	if c16 < cols {
-		transposeRef(dst[c16*ldd:], ldd, src[c16:], lds, r16, cols-c16)
+	if ct < cols {
+		transposeRef(dst[ct*ldd:], ldd, src[ct:], lds, rt, cols-ct)
 	}
-	if r16 < rows {
-		transposeRef(dst[r16:], ldd, src[r16*lds:], lds, rows-r16, cols)
+	if rt < rows {
+		transposeRef(dst[rt:], ldd, src[rt*lds:], lds, rows-rt, cols)
 	}
 }

@@ -1,5 +1,6 @@
-// Package asmgen writes the model package's unrolled AVX-512 kernels: the 6×64 GEMM tiles
-// (kernel64_amd64.s) and attention's kernels for the query heads of one KV head
+// Package asmgen writes the model package's unrolled kernels: the 6×64 AVX-512 and 6×16
+// AVX2 GEMM tiles (kernel64_amd64.s, kernel16_amd64.s), the register transposes
+// (transpose_amd64.s) and attention's kernels for the query heads of one KV head
 // (attn_heads_amd64.s). They repeat one loop body over registers and offsets, so they are
 // generated from one description here rather than kept by hand; `go generate ./model`
 // rewrites them and TestGeneratedAssemblyCurrent fails when they are stale.
@@ -13,6 +14,7 @@ import (
 // Files returns each generated file's name (in the model package) and content.
 func Files() map[string]string {
 	return map[string]string{
+		"kernel16_amd64.s":   kernel16(),
 		"kernel64_amd64.s":   kernel64(),
 		"attn_heads_amd64.s": attnHeads(),
 		"transpose_amd64.s":  transpose16(),
@@ -78,6 +80,90 @@ func kernel64() string {
 	w.f("\tLEAQ (DI)(R13*2), R14")
 	w.unrolled("p4", func(r, u int) string { return mem(24*u+4*r, "(SI)") }, nil, 24, false, 40)
 	return w.String()
+}
+
+// kernel16 writes the AVX2 6×16 tile's two unrolled kernels, for machines without AVX-512.
+func kernel16() string {
+	var w asm
+	w.f("%s", header)
+	w.f(`// The 6×16 AVX2 tile unrolled four deep for the two layouts BlockedGEMM
+// passes with a packed B (ldb = 16): A read along its rows (cs = 1; unlike the
+// AVX-512 tiles, no prefetch, which measured no faster on an AVX2-only Zen 3)
+// or packed in strips (rs = 1, cs = 6). Each call computes n tiles, tile t
+// from A, B and C advanced t times by anext, bnext and cnext bytes (a row
+// strip over several strips of B, or several row strips over one), so that
+// the small tile pays for a Go call once per run. Each element of C gets
+// kern6x16AVX2's operations (a sequential FMA chain over p from +0, then
+// alpha·acc stored or added with one FMA): the same bits.
+`)
+	w.f("// func kern6x16u4AVX2(kc int, a *float32, rs int, b *float32, c *float32, ldc int, alpha float32, store int, n, anext, bnext, cnext int)")
+	w.f("TEXT ·kern6x16u4AVX2(SB), NOSPLIT, $0-96")
+	w.f("\tMOVQ a+8(FP), R10\n\tMOVQ rs+16(FP), R9\n\tSHLQ $2, R9\n\tMOVQ b+24(FP), R12\n\tMOVQ c+32(FP), R13\n\tMOVQ n+64(FP), R14")
+	w.unrolled16("u4", func(r, u int) string { return mem(4*u, tileRows[r]) }, 4, true, 40)
+
+	w.f("\n// func kern6x16p4AVX2(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, store int, n, anext, bnext, cnext int)")
+	w.f("TEXT ·kern6x16p4AVX2(SB), NOSPLIT, $0-88")
+	w.f("\tMOVQ a+8(FP), R10\n\tMOVQ b+16(FP), R12\n\tMOVQ c+24(FP), R13\n\tMOVQ n+56(FP), R14")
+	w.unrolled16("p4", func(r, u int) string { return mem(24*u+4*r, "(SI)") }, 24, false, 32)
+	return w.String()
+}
+
+// unrolled16 is unrolled's 6×16 AVX2 form over a run of tiles: twelve ymm accumulators
+// (Y4–Y15), B's 16 columns in Y0–Y1 (64 bytes a step), A's elements broadcast into Y2/Y3;
+// the run's A, B and C are in R10, R12 and R13 and its count in R14; ldc, alpha, store, n
+// and the three advances are the arguments from argOff on.
+func (w *asm) unrolled16(tag string, a func(r, u int) string, astep int, rows11 bool, argOff int) {
+	w.f("\tMOVQ ldc+%d(FP), R8\n\tSHLQ $2, R8\n\ntile%s:\n\tMOVQ R10, SI\n\tMOVQ R12, DI\n\tMOVQ R13, DX\n\tMOVQ kc+0(FP), CX", argOff, tag)
+	if rows11 {
+		w.f("\tLEAQ (SI)(R9*2), R11\n\tADDQ R9, R11")
+	}
+	for y := 4; y < 16; y++ {
+		w.f("\tVXORPS Y%d, Y%d, Y%d", y, y, y)
+	}
+	w.f("\tMOVQ CX, BX\n\tSHRQ $2, BX\n\tANDQ $3, CX\n\tTESTQ BX, BX\n\tJE tail%s\n\nloop%s:", tag, tag)
+	step := func(u, disp int) {
+		w.f("\tVMOVUPS %s, Y0\n\tVMOVUPS %s, Y1", mem(disp, "(DI)"), mem(disp+32, "(DI)"))
+		for r := range 6 {
+			reg := 2 + r%2
+			w.f("\tVBROADCASTSS %s, Y%d", a(r, u), reg)
+			w.f("\tVFMADD231PS Y0, Y%d, Y%d\n\tVFMADD231PS Y1, Y%d, Y%d", reg, 4+2*r, reg, 5+2*r)
+		}
+	}
+	for u := range 4 {
+		step(u, 64*u)
+	}
+	advance := func(k int) {
+		w.f("\tADDQ $%d, SI", k*astep)
+		if rows11 {
+			w.f("\tADDQ $%d, R11", k*astep)
+		}
+		w.f("\tADDQ $%d, DI", 64*k)
+	}
+	advance(4)
+	w.f("\tDECQ BX\n\tJNE loop%s\n\ntail%s:\n\tTESTQ CX, CX\n\tJE done%s\n\nrest%s:", tag, tag, tag, tag)
+	step(0, 0)
+	advance(1)
+	w.f("\tDECQ CX\n\tJNE rest%s\n\ndone%s:", tag, tag)
+	w.f("\tVBROADCASTSS alpha+%d(FP), Y2\n\tMOVQ store+%d(FP), AX\n\tTESTQ AX, AX\n\tJNE storeonly%s", argOff+8, argOff+16, tag)
+	rows := func(op func(r int)) {
+		for r := range 6 {
+			op(r)
+			if r < 5 {
+				w.f("\tADDQ R8, DX")
+			}
+		}
+	}
+	rows(func(r int) {
+		w.f("\tVMOVUPS (DX), Y0\n\tVMOVUPS 32(DX), Y1")
+		w.f("\tVFMADD231PS Y%d, Y2, Y0\n\tVFMADD231PS Y%d, Y2, Y1", 4+2*r, 5+2*r)
+		w.f("\tVMOVUPS Y0, (DX)\n\tVMOVUPS Y1, 32(DX)")
+	})
+	w.f("\tJMP next%s\n\nstoreonly%s:", tag, tag)
+	rows(func(r int) {
+		w.f("\tVMULPS Y%d, Y2, Y0\n\tVMULPS Y%d, Y2, Y1", 4+2*r, 5+2*r)
+		w.f("\tVMOVUPS Y0, (DX)\n\tVMOVUPS Y1, 32(DX)")
+	})
+	w.f("\nnext%s:\n\tADDQ anext+%d(FP), R10\n\tADDQ bnext+%d(FP), R12\n\tADDQ cnext+%d(FP), R13\n\tDECQ R14\n\tJNE tile%s\n\tVZEROUPPER\n\tRET", tag, argOff+32, argOff+40, argOff+48, tag)
 }
 
 func (w *asm) zero(lo, hi int) {
@@ -316,5 +402,52 @@ TEXT ·transpose16AVX512(SB), NOSPLIT, $0-32
 		}
 	}
 	w.f("\tVZEROUPPER\n\tRET")
+	w.transpose8()
 	return w.String()
+}
+
+// transpose8 writes transpose8AVX2, the 8×8 tile for CPUs without AVX-512: pairs of rows
+// interleaved by 32-bit elements, then by 64-bit pairs (VSHUFPS), then 128-bit lanes swapped.
+func (w *asm) transpose8() {
+	w.f(`
+// func transpose8AVX2(src *float32, lds int, dst *float32, ldd int)
+// dst[c·ldd + r] = src[r·lds + c] for r, c < 8 (strides in elements).
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), R8
+	SHLQ $2, R8
+	MOVQ dst+16(FP), DI
+	MOVQ ldd+24(FP), R9
+	SHLQ $2, R9`)
+	for r := range 8 {
+		w.f("\tVMOVUPS (SI), Y%d", r)
+		if r < 7 {
+			w.f("\tADDQ R8, SI")
+		}
+	}
+	// Round 1: rows 2i, 2i+1 interleaved into Y8+2i (low halves) and Y9+2i (high).
+	for i := range 4 {
+		w.f("\tVUNPCKLPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 8+2*i)
+		w.f("\tVUNPCKHPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 9+2*i)
+	}
+	// Round 2: 64-bit pairs of rows 4g..4g+3; Y4g+c holds column c (and c+4 in its upper lane).
+	for g := range 2 {
+		t := 8 + 4*g
+		w.f("\tVSHUFPS $0x44, Y%d, Y%d, Y%d", t+2, t, 4*g)
+		w.f("\tVSHUFPS $0xEE, Y%d, Y%d, Y%d", t+2, t, 4*g+1)
+		w.f("\tVSHUFPS $0x44, Y%d, Y%d, Y%d", t+3, t+1, 4*g+2)
+		w.f("\tVSHUFPS $0xEE, Y%d, Y%d, Y%d", t+3, t+1, 4*g+3)
+	}
+	// Round 3: lanes of rows 0-3 with rows 4-7: column c in Y8+c.
+	for c := range 4 {
+		w.f("\tVPERM2F128 $0x20, Y%d, Y%d, Y%d", 4+c, c, 8+c)
+		w.f("\tVPERM2F128 $0x31, Y%d, Y%d, Y%d", 4+c, c, 12+c)
+	}
+	for c := range 8 {
+		w.f("\tVMOVUPS Y%d, (DI)", 8+c)
+		if c < 7 {
+			w.f("\tADDQ R9, DI")
+		}
+	}
+	w.f("\tVZEROUPPER\n\tRET")
 }
