@@ -67,8 +67,9 @@ func assertSameBits(t *testing.T, what string, shape [3]int, got, want []float32
 	}
 }
 
-// BenchmarkGEMMKernels: BlockedGEMM with the AVX-512 tiles and with the
-// AVX2 kernel only, at Qwen2.5-0.5B training shapes (256 tokens).
+// BenchmarkGEMMKernels: BlockedGEMM with the AVX-512 tiles, and with the
+// AVX2 kernel only in runs and one call a tile, at Qwen2.5-0.5B training
+// shapes (256 tokens).
 func BenchmarkGEMMKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, s := range []struct {
@@ -88,7 +89,7 @@ func BenchmarkGEMMKernels(b *testing.B) {
 		for _, g := range []struct {
 			name string
 			g    BlockedGEMM
-		}{{"avx512", BlockedGEMM{}}, {"avx512-pairs", BlockedGEMM{pairsOnly: true}}, {"avx2", BlockedGEMM{avx2Only: true}}} {
+		}{{"avx512", BlockedGEMM{}}, {"avx512-pairs", BlockedGEMM{pairsOnly: true}}, {"avx2", BlockedGEMM{avx2Only: true}}, {"avx2-tile-calls", BlockedGEMM{avx2Only: true, tileCalls: true}}} {
 			b.Run(s.name+"/"+g.name, func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					g.g.Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
