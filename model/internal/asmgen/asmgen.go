@@ -353,21 +353,7 @@ func (w *asm) attnVals(h int) {
 func transpose16() string {
 	var w asm
 	w.f("%s", header)
-	w.f(`// func transpose16AVX512(src *float32, lds int, dst *float32, ldd int)
-// dst[c·ldd + r] = src[r·lds + c] for r, c < 16 (strides in elements).
-TEXT ·transpose16AVX512(SB), NOSPLIT, $0-32
-	MOVQ src+0(FP), SI
-	MOVQ lds+8(FP), R8
-	SHLQ $2, R8
-	MOVQ dst+16(FP), DI
-	MOVQ ldd+24(FP), R9
-	SHLQ $2, R9`)
-	for r := range 16 {
-		w.f("\tVMOVUPS (SI), Z%d", r)
-		if r < 15 {
-			w.f("\tADDQ R8, SI")
-		}
-	}
+	w.transposeLoad("transpose16AVX512", "Z", 16)
 	// Round 1: rows 2i, 2i+1 interleaved by 32-bit elements into Z16+2i (low) and Z17+2i (high).
 	for i := range 8 {
 		w.f("\tVUNPCKLPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 16+2*i)
@@ -395,13 +381,8 @@ TEXT ·transpose16AVX512(SB), NOSPLIT, $0-32
 		w.f("\tVSHUFF32X4 $0x88, Z%d, Z%d, Z%d", b, a, c)
 		w.f("\tVSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", b, a, c+8)
 	}
-	for c := range 16 {
-		w.f("\tVMOVUPS Z%d, (DI)", c)
-		if c < 15 {
-			w.f("\tADDQ R9, DI")
-		}
-	}
-	w.f("\tVZEROUPPER\n\tRET")
+	w.transposeStore("Z", 0, 16)
+	w.f("")
 	w.transpose8()
 	return w.String()
 }
@@ -409,22 +390,7 @@ TEXT ·transpose16AVX512(SB), NOSPLIT, $0-32
 // transpose8 writes transpose8AVX2, the 8×8 tile for CPUs without AVX-512: pairs of rows
 // interleaved by 32-bit elements, then by 64-bit pairs (VSHUFPS), then 128-bit lanes swapped.
 func (w *asm) transpose8() {
-	w.f(`
-// func transpose8AVX2(src *float32, lds int, dst *float32, ldd int)
-// dst[c·ldd + r] = src[r·lds + c] for r, c < 8 (strides in elements).
-TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
-	MOVQ src+0(FP), SI
-	MOVQ lds+8(FP), R8
-	SHLQ $2, R8
-	MOVQ dst+16(FP), DI
-	MOVQ ldd+24(FP), R9
-	SHLQ $2, R9`)
-	for r := range 8 {
-		w.f("\tVMOVUPS (SI), Y%d", r)
-		if r < 7 {
-			w.f("\tADDQ R8, SI")
-		}
-	}
+	w.transposeLoad("transpose8AVX2", "Y", 8)
 	// Round 1: rows 2i, 2i+1 interleaved into Y8+2i (low halves) and Y9+2i (high).
 	for i := range 4 {
 		w.f("\tVUNPCKLPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 8+2*i)
@@ -443,9 +409,34 @@ TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
 		w.f("\tVPERM2F128 $0x20, Y%d, Y%d, Y%d", 4+c, c, 8+c)
 		w.f("\tVPERM2F128 $0x31, Y%d, Y%d, Y%d", 4+c, c, 12+c)
 	}
-	for c := range 8 {
-		w.f("\tVMOVUPS Y%d, (DI)", 8+c)
-		if c < 7 {
+	w.transposeStore("Y", 8, 8)
+}
+
+// transposeLoad writes a t×t transpose's header and prologue, and loads its rows into
+// registers reg0 to reg(t-1).
+func (w *asm) transposeLoad(name, reg string, t int) {
+	w.f(`// func %s(src *float32, lds int, dst *float32, ldd int)
+// dst[c·ldd + r] = src[r·lds + c] for r, c < %d (strides in elements).
+TEXT ·%s(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), R8
+	SHLQ $2, R8
+	MOVQ dst+16(FP), DI
+	MOVQ ldd+24(FP), R9
+	SHLQ $2, R9`, name, t, name)
+	for r := range t {
+		w.f("\tVMOVUPS (SI), %s%d", reg, r)
+		if r < t-1 {
+			w.f("\tADDQ R8, SI")
+		}
+	}
+}
+
+// transposeStore stores registers reg(first) to reg(first+t-1) as the t columns, and returns.
+func (w *asm) transposeStore(reg string, first, t int) {
+	for c := range t {
+		w.f("\tVMOVUPS %s%d, (DI)", reg, first+c)
+		if c < t-1 {
 			w.f("\tADDQ R9, DI")
 		}
 	}
