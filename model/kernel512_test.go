@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,11 +16,19 @@ import (
 func TestGEMMWideKernelBits(t *testing.T) {
 	t.Logf("kernel: %s", GEMMKernel())
 	r := rand.New(rand.NewPCG(41, 512))
-	wide, pairs, narrow := BlockedGEMM{}, BlockedGEMM{pairsOnly: true}, BlockedGEMM{avx2Only: true}
 	shapes := [][3]int{{6, 32, 1}, {6, 32, 256}, {12, 64, 257}, {7, 48, 300}, {256, 200, 896}, {50, 1000, 64}, {3, 33, 40}, {49, 95, 600}, {13, 1100, 300}, {1152, 64, 896}, {600, 64, 4864}, {11, 80, 513}, {7, 60, 300}, {13, 250, 257}, {255, 255, 896}}
 	for i := 0; i < 8; i++ {
 		shapes = append(shapes, [3]int{1 + r.IntN(130), 1 + r.IntN(300), 1 + r.IntN(700)})
 	}
+	assertGEMMsSameBits(t, r, shapes, BlockedGEMM{avx2Only: true}, map[string]BlockedGEMM{"f32 6x64": {}, "f32 6x32": {pairsOnly: true}})
+}
+
+// assertGEMMsSameBits runs each of gots and want on the same operands, for every shape, both
+// layouts of A and of B, and three alpha/beta pairs (C overwritten, added, scaled), and fails
+// unless every element's bits are want's.
+func assertGEMMsSameBits(t *testing.T, r *rand.Rand, shapes [][3]int, want BlockedGEMM, gots map[string]BlockedGEMM) {
+	t.Helper()
+	names := slices.Sorted(maps.Keys(gots))
 	for _, s := range shapes {
 		m, n, k := s[0], s[1], s[2]
 		for _, ta := range []bool{false, true} {
@@ -32,12 +41,13 @@ func TestGEMMWideKernelBits(t *testing.T) {
 					for i := range c0 {
 						c0[i] = r.Float32()*2 - 1
 					}
-					got, got2, want := slices.Clone(c0), slices.Clone(c0), slices.Clone(c0)
-					wide.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc)
-					pairs.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got2, ldc)
-					narrow.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], want, ldc)
-					assertSameBits(t, "f32 6x64", s, got, want)
-					assertSameBits(t, "f32 6x32", s, got2, want)
+					wc := slices.Clone(c0)
+					want.Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], wc, ldc)
+					for _, name := range names {
+						got := slices.Clone(c0)
+						gots[name].Sgemm(ta, tb, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc)
+						assertSameBits(t, name, s, got, wc)
+					}
 				}
 			}
 		}
@@ -62,7 +72,7 @@ func assertSameBits(t *testing.T, what string, shape [3]int, got, want []float32
 	t.Helper()
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s %v: C[%d] = %v (AVX-512) vs %v (AVX2)", what, shape, i, got[i], want[i])
+			t.Fatalf("%s %v: C[%d] = %v, want %v", what, shape, i, got[i], want[i])
 		}
 	}
 }

@@ -104,6 +104,10 @@ func kernel6x64(kcur int, a []float32, rs, cs int, b []float32, bnext, ldb int, 
 // it overwrites C with alpha · Σ instead (C is not read).
 func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []float32, ldc int, alpha float32, store bool) {
 	if hasAVX2FMA && kcur > 0 {
+		if ldb == nr && unrolled16(rs, cs) {
+			runUnrolled16(1, kcur, a, rs, cs, 0, b, 0, c, ldc, 0, alpha, store)
+			return
+		}
 		st := 0
 		if store {
 			st = 1
@@ -111,10 +115,6 @@ func kernel6x16(kcur int, a []float32, rs, cs int, b []float32, ldb int, c []flo
 		_ = a[(mr-1)*rs+(kcur-1)*cs]
 		_ = b[(kcur-1)*ldb+nr-1]
 		_ = c[(mr-1)*ldc+nr-1]
-		if ldb == nr && unrolled16(rs, cs) {
-			kernel6x16Run(1, kcur, a, rs, cs, 0, b, 0, c, ldc, 0, alpha, store)
-			return
-		}
 		kern6x16AVX2(kcur, &a[0], rs, cs, &b[0], ldb, &c[0], ldc, alpha, st)
 		return
 	}
@@ -136,6 +136,12 @@ func kernel6x16Run(n, kcur int, a []float32, rs, cs, anext int, b []float32, bne
 		kernel6x16Loop(n, kcur, a, rs, cs, anext, b, bnext, c, ldc, cnext, alpha, store)
 		return
 	}
+	runUnrolled16(n, kcur, a, rs, cs, anext, b, bnext, c, ldc, cnext, alpha, store)
+}
+
+// runUnrolled16 is kernel6x16Run's assembly call, for n ≥ 1, kcur ≥ 1 and a
+// layout unrolled16 takes.
+func runUnrolled16(n, kcur int, a []float32, rs, cs, anext int, b []float32, bnext int, c []float32, ldc, cnext int, alpha float32, store bool) {
 	_ = a[(n-1)*anext+(mr-1)*rs+(kcur-1)*cs]
 	_ = b[(n-1)*bnext+kcur*nr-1]
 	_ = c[(n-1)*cnext+(mr-1)*ldc+nr-1]
